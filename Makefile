@@ -1,0 +1,47 @@
+# natswitch: every target sets up what it needs, and set-up is a no-op once done.
+SHELL := /bin/bash
+VENV  := .venv
+PY    := $(VENV)/bin/python
+# Debian's Mininet lives in the system Python; the venv sees it through
+# --system-site-packages, so it must be built from /usr/bin/python3.
+SYSPY := /usr/bin/python3
+DEBS  := python3-venv python3-dev mininet iputils-ping ethtool bridge-utils iperf tcpdump \
+         tshark iproute2 procps
+PYTEST_ARGS ?=
+
+.PHONY: help setup debs venv test lint p4 run-mininet bench clean
+
+help:
+	@echo "make test         set up (Debian packages, .venv) and run lint + the whole test suite"
+	@echo "make run-mininet  set up and run the default training job in Mininet (root)"
+	@echo "make p4           recompile p4src/ (needs p4c-bm2-ss on PATH)"
+	@echo "make bench        run the benchmarks and write docs/results.md"
+
+setup: debs venv
+
+# Installs only the Debian packages that are missing.
+debs:
+	@missing=$$(for p in $(DEBS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
+	    | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:" $$missing; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml | debs
+	@test -x $(PY) || $(SYSPY) -m venv --system-site-packages $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+lint: venv
+	$(VENV)/bin/ruff check .
+
+test: setup lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
