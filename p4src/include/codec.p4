@@ -1,0 +1,29 @@
+#ifndef NATSWITCH_CODEC_P4
+#define NATSWITCH_CODEC_P4
+
+// Conversions between the wire encodings and int32 values; no state.
+
+// CNAT8 payload -> FIXED32 payload: code m becomes +-(1 << (m-1)).
+control DecodeCnat(inout headers_t hdr) {
+    action decode_cnat() {
+        hdr.fixed.setValid();
+        DECODE_CNAT
+        hdr.cnat.setInvalid();
+        hdr.agg.encoding = ENC_FIXED32;
+    }
+    apply { decode_cnat(); }
+}
+
+// FIXED32 payload -> CNAT8 codes, randomized rounding to a power of two.
+// The FIXED32 header stays valid: the caller stores the rounded values.
+control Recompress(inout headers_t hdr) {
+    action recompress() {
+        bit<32> rc_s; bit<32> rc_a; bit<32> rc_x; bit<32> rc_mag; bit<32> rc_r; bit<32> rc_up;
+        hdr.cnat.setValid();
+        RECOMPRESS
+        hdr.agg.encoding = ENC_CNAT8;
+    }
+    apply { recompress(); }
+}
+
+#endif

@@ -1,0 +1,44 @@
+#ifndef NATSWITCH_CONSTANTS_P4
+#define NATSWITCH_CONSTANTS_P4
+
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<8>  PROTO_UDP = 17;
+const bit<16> AGG_UDP_PORT = 20033;
+
+const bit<8> MSG_CONTRIB = 1;
+const bit<8> MSG_RESULT = 2;
+
+const bit<8> ENC_FIXED32 = 0;
+const bit<8> ENC_CNAT8 = 1;
+
+// Lengths of an aggregation packet after the IPv4 header.
+const bit<16> AGG_HDR_BYTES = 16;
+const bit<16> UDP_LEN_FIXED32 = 8 + AGG_HDR_BYTES + 4 * ELEMS;
+const bit<16> UDP_LEN_CNAT8 = 8 + AGG_HDR_BYTES + ELEMS;
+
+// Indices of the events counter (docs/PROTOCOL.md).
+const bit<32> EV_CONTRIB = 0;
+const bit<32> EV_DUPLICATE = 1;
+const bit<32> EV_COMPLETE = 2;
+const bit<32> EV_RESULT_MCAST = 3;
+const bit<32> EV_ANSWERED = 4;
+const bit<32> EV_PARTIAL_UP = 5;
+const bit<32> EV_RESULT_DOWN = 6;
+
+// Drop reasons, the index of the drops counters.
+const bit<8> DROP_NONE = 0;
+const bit<8> DROP_UNKNOWN_JOB = 1;
+const bit<8> DROP_FOREIGN_PORT = 2;
+const bit<8> DROP_BAD_SLOT = 3;
+const bit<8> DROP_BAD_LENGTH = 4;
+const bit<8> DROP_BAD_ENCODING = 5;
+const bit<8> DROP_BAD_VERSION = 6;
+const bit<8> DROP_NO_ROUTE = 7;
+const bit<8> DROP_TTL_EXPIRED = 8;
+const bit<8> DROP_IMPAIRMENT = 9;
+const bit<8> DROP_NOT_IPV4 = 10;
+const bit<8> DROP_BAD_RESULT_PORT = 11;
+const bit<8> DROP_BAD_TYPE = 12;
+const bit<8> DROP_BAD_CHECKSUM = 13;
+
+#endif

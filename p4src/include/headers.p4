@@ -1,0 +1,92 @@
+#ifndef NATSWITCH_HEADERS_P4
+#define NATSWITCH_HEADERS_P4
+
+#include "elements.p4"
+#if ELEMS != ELEMS_GENERATED
+#error "ELEMS differs from include/elements.p4: run p4src/gen_elements.py --elems ELEMS"
+#endif
+
+header ethernet_h {
+    bit<48> dst_addr;
+    bit<48> src_addr;
+    bit<16> ether_type;
+}
+
+header ipv4_h {
+    bit<4>  version;
+    bit<4>  ihl;
+    bit<8>  diffserv;
+    bit<16> total_len;
+    bit<16> identification;
+    bit<3>  flags;
+    bit<13> frag_offset;
+    bit<8>  ttl;
+    bit<8>  protocol;
+    bit<16> hdr_checksum;
+    bit<32> src_addr;
+    bit<32> dst_addr;
+}
+
+header udp_h {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> length;
+    bit<16> checksum;
+}
+
+// The aggregation header, 16 bytes (docs/PROTOCOL.md).
+header agg_h {
+    bit<8>  msg_type;
+    bit<8>  encoding;
+    bit<16> job_id;
+    bit<16> session;
+    bit<16> slot;
+    bit<8>  version;
+    bit<8>  exp;
+    bit<8>  count;
+    bit<8>  flags;
+    bit<32> chunk;
+}
+
+// ELEMS int32 values (FIXED32) or ELEMS sign+code bytes (CNAT8).
+header fixed_h { FIXED_FIELDS }
+header cnat_h { CNAT_FIELDS }
+
+struct headers_t {
+    ethernet_h eth;
+    ipv4_h     ipv4;
+    udp_h      udp;
+    agg_h      agg;
+    fixed_h    fixed;
+    cnat_h     cnat;
+}
+
+struct metadata_t {
+    bit<8>  drop_reason;
+    bool    is_agg;
+    bool    impaired;
+    // from the job table
+    bool    is_root;
+    bit<16> base;
+    bit<16> num_slots;
+    bit<8>  children;
+    bit<16> grp;
+    bit<9>  parent_port;
+    bit<8>  result_enc;
+    // from the children table
+    bit<32> child_bit;
+    // the slot's register indices
+    bit<32> region;
+    bit<32> ridx;
+    bit<32> ridx_other;
+    // slot state after this contribution
+    bool    seen;
+    bool    first;
+    bool    complete;
+    bit<8>  exp;
+    bit<8>  workers;
+}
+
+error { BadEncoding }
+
+#endif

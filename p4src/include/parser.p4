@@ -1,0 +1,52 @@
+#ifndef NATSWITCH_PARSER_P4
+#define NATSWITCH_PARSER_P4
+
+parser NatParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
+                 inout standard_metadata_t sm) {
+    state start {
+        pkt.extract(hdr.eth);
+        transition select(hdr.eth.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        // Options and fragments are routed, never aggregated.
+        transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (5, 0, PROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+    state parse_udp {
+        pkt.extract(hdr.udp);
+        transition select(hdr.udp.dst_port) {
+            AGG_UDP_PORT: parse_agg;
+            default: accept;
+        }
+    }
+    state parse_agg {
+        // Set before extracting, so a truncated packet is still known as ours.
+        meta.is_agg = true;
+        pkt.extract(hdr.agg);
+        transition select(hdr.agg.encoding) {
+            ENC_FIXED32: parse_fixed;
+            ENC_CNAT8: parse_cnat;
+            default: bad_encoding;
+        }
+    }
+    state parse_fixed {
+        pkt.extract(hdr.fixed);
+        transition accept;
+    }
+    state parse_cnat {
+        pkt.extract(hdr.cnat);
+        transition accept;
+    }
+    state bad_encoding {
+        verify(false, error.BadEncoding);
+        transition accept;
+    }
+}
+
+#endif
