@@ -1,0 +1,57 @@
+"""Entries of NatIngress.agg and the multicast groups: the jobs' aggregation trees.
+
+On every switch of a job's tree: the job entry (job_root at the root, with the result encoding;
+job_child elsewhere, with the port towards the parent), one children entry per child
+((job, ingress port) -> bit), and the job's multicast group (id = job id) replicating to the
+child ports. Regions come from controller.jobs.allocate_regions.
+"""
+
+from __future__ import annotations
+
+from controller.entities import Entity, MulticastGroupEntry, TableEntry
+from controller.jobs import Region, allocate_regions
+from controller.topology import Topology
+from controller.tree import JobTree
+
+JOBS = "NatIngress.agg.jobs"
+JOB_ROOT = "NatIngress.agg.job_root"
+JOB_CHILD = "NatIngress.agg.job_child"
+CHILDREN = "NatIngress.agg.children"
+SET_CHILD = "NatIngress.agg.set_child"
+JOB_ID = "hdr.agg.job_id"
+INGRESS_PORT = "standard_metadata.ingress_port"
+TABLES = (JOBS, CHILDREN)
+RESULT_ENCODING = {"fixed32": 0, "cnat8": 1}
+
+
+def group_id(job_id: int) -> int:
+    return job_id
+
+
+def switch_entries(tree: JobTree, switch: str, region: Region) -> list[Entity]:
+    node = tree.nodes[switch]
+    job = tree.job
+    params = {"base": region.base, "num_slots": region.num_slots,
+              "num_children": len(node.children), "mcast_grp": group_id(job.id)}
+    if node.parent is None:
+        job_entry = TableEntry.make(JOBS, {JOB_ID: job.id}, JOB_ROOT,
+                                    {**params, "result_enc": RESULT_ENCODING[job.encoding]})
+    else:
+        job_entry = TableEntry.make(JOBS, {JOB_ID: job.id}, JOB_CHILD,
+                                    {**params, "parent_port": node.parent_port})
+    rows: list[Entity] = [MulticastGroupEntry.make(group_id(job.id),
+                                                   [c.port for c in node.children])]
+    rows.append(job_entry)
+    rows.extend(TableEntry.make(CHILDREN, {JOB_ID: job.id, INGRESS_PORT: c.port}, SET_CHILD,
+                                {"index": c.bit})
+                for c in node.children)
+    return rows
+
+
+def entries(topo: Topology, trees: list[JobTree]) -> dict[str, list[Entity]]:
+    regions = allocate_regions(trees)
+    out: dict[str, list[Entity]] = {s.name: [] for s in topo.switches}
+    for tree in trees:
+        for switch in tree.nodes:
+            out[switch].extend(switch_entries(tree, switch, regions[switch, tree.job.id]))
+    return out

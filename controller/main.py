@@ -1,0 +1,303 @@
+"""natswitch controller: program the switches of a topology over P4Runtime.
+
+Run from the repository root: python controller/main.py --help
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+if __package__ in (None, ""):
+    # Run as a script: import `controller` as a package from the repository root, and keep
+    # this folder off the path so its modules cannot shadow others by their short names.
+    _here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+    sys.path.insert(0, os.path.dirname(_here))
+
+from controller import shell as shell_cmd  # noqa: E402
+from controller.jobs import make_jobs  # noqa: E402
+from controller.p4info import P4InfoError, Pipeline  # noqa: E402
+from controller.program import SyncResult, desired_state, for_each_switch, program  # noqa: E402
+from controller.session import ControllerError, Session  # noqa: E402
+from controller.stats import format_stats, read_stats  # noqa: E402
+from controller.topology import (  # noqa: E402
+    BUILDERS,
+    DEFAULT_BW_MBIT,
+    DEFAULT_GRPC_BASE_PORT,
+    DEFAULT_THRIFT_BASE_PORT,
+    Topology,
+    TopologyError,
+)
+from controller.tree import build_tree  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+P4INFO = os.path.join(REPO, "p4src", "build", "agg.p4info.txt")
+BMV2_JSON = os.path.join(REPO, "p4src", "build", "agg.json")
+COMMANDS = ("program", "topology", "stats", "shell")
+
+DESCRIPTION = """\
+Program the switches of a topology over P4Runtime: routes for every host, the aggregation
+trees of the jobs (job, children and multicast entries), host addressing and per-port loss.
+Switches are read first and only differences are written; a second run writes nothing.
+
+commands:
+  program    (the default) push p4src/build to every switch and install the entries
+  topology   write the topology JSON (the addressing plan mininet/run.py and the workers read)
+  stats      show the counters of every switch as a table per switch
+  shell      open p4runtime-shell on one switch
+
+A topology is either built (--topo with its sizes; the same arguments always give the same
+addresses) or read from a JSON file written by the `topology` command (--topology FILE).
+
+examples:
+  python controller/main.py --topo fat-tree --k 4
+  python controller/main.py topology --topo leaf-spine --leaves 4 --spines 2 -o topo.json
+  python controller/main.py --topology topo.json --jobs h1-h8:slots=128 h9-h16:enc=cnat8
+  python controller/main.py stats --topology topo.json --switches s1 s2
+  python controller/main.py --topology topo.json --reset
+"""
+
+JOBS_HELP = """job specs HOSTS[:id=N][:slots=N][:enc=fixed32|cnat8]; HOSTS is `all` or names and
+ranges like h1-h8,h10 (default: the topology file's jobs, or else one job of all hosts with
+64 slots, fixed32 results; `none` for no job)"""
+
+
+def _topology_options() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("topology")
+    g.add_argument("--topology", metavar="FILE", help="read the topology JSON from FILE")
+    g.add_argument("--topo", choices=sorted(BUILDERS), help="build this kind of topology")
+    g.add_argument("--k", type=int, help="fat-tree: k (even; k^3/4 hosts; default 4)")
+    g.add_argument("--hosts", type=int, metavar="N",
+                   help="star: hosts (default 4); leaf-spine: hosts per leaf (default 2)")
+    g.add_argument("--leaves", type=int, metavar="L", help="leaf-spine: leaves (default 4)")
+    g.add_argument("--spines", type=int, metavar="S", help="leaf-spine: spines (default 2)")
+    g.add_argument("--bw", type=float, default=DEFAULT_BW_MBIT, metavar="MBIT",
+                   help=f"built topology: link bandwidth in Mbit/s (default {DEFAULT_BW_MBIT:g})")
+    g.add_argument("--delay", type=float, default=0.0, metavar="MS",
+                   help="built topology: link delay in ms, recorded for the emulation")
+    g.add_argument("--grpc-port", type=int, default=DEFAULT_GRPC_BASE_PORT, metavar="PORT",
+                   help=f"built topology: P4Runtime port of s1, s2 gets the next "
+                   f"(default {DEFAULT_GRPC_BASE_PORT})")
+    g.add_argument("--thrift-port", type=int, default=DEFAULT_THRIFT_BASE_PORT, metavar="PORT",
+                   help=f"built topology: Thrift port of s1 (default {DEFAULT_THRIFT_BASE_PORT})")
+    g.add_argument("--jobs", nargs="+", metavar="SPEC", help=JOBS_HELP)
+    g.add_argument("--loss", type=float, metavar="P",
+                   help="drop probability of every link (applied by the switches' egress "
+                   "impairment table)")
+    return p
+
+
+def _session_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--timeout", type=float, default=10.0, metavar="SEC",
+                   help="give up on an unreachable switch after SEC seconds (default 10)")
+    p.add_argument("--election-id", default="0,1", metavar="HI,LO",
+                   help="P4Runtime election id (default 0,1)")
+
+
+def _pipeline_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--p4info", default=P4INFO, help="P4Info (text) of the program to push")
+    p.add_argument("--bmv2-json", default=BMV2_JSON, help="BMv2 JSON of the program to push")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python controller/main.py", description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    topo = _topology_options()
+
+    p = sub.add_parser("program", parents=[topo], help="program the switches (the default)",
+                       description="Push the program and install the entries on every switch.")
+    _pipeline_options(p)
+    _session_options(p)
+    p.add_argument("--reset", action="store_true",
+                   help="delete every entry of the controller's tables and every multicast "
+                   "group instead")
+    p.add_argument("--switches", nargs="+", metavar="NAME", help="only these switches")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the job trees and the entries per switch; connect to nothing")
+
+    p = sub.add_parser("topology", parents=[topo], help="write the topology JSON",
+                       description="Write the topology (with its jobs) as JSON.")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
+
+    p = sub.add_parser("stats", parents=[topo], help="show the counters per switch",
+                       description="Read the counters of every switch and show a table each.")
+    _session_options(p)
+    p.add_argument("--switches", nargs="+", metavar="NAME", help="only these switches")
+
+    p = sub.add_parser("shell", parents=[topo], help="p4runtime-shell on one switch",
+                       description="Open p4runtime-shell on SWITCH; pushes the program only "
+                       "if the switch does not run it already (a push clears its tables).")
+    p.add_argument("switch", metavar="SWITCH", help="switch name, e.g. s1")
+    _pipeline_options(p)
+    _session_options(p)
+    return parser
+
+
+def _builder_args(args) -> dict:
+    allowed = {"star": {"hosts"}, "leaf-spine": {"leaves", "spines", "hosts"},
+               "fat-tree": {"k"}}[args.topo]
+    given = {name: getattr(args, name) for name in ("k", "hosts", "leaves", "spines")
+             if getattr(args, name) is not None}
+    extra = set(given) - allowed
+    if extra:
+        raise ControllerError(f"--{sorted(extra)[0]} does not apply to --topo {args.topo}")
+    return {**given, "bw_mbit": args.bw, "delay_ms": args.delay,
+            "grpc_base_port": args.grpc_port, "thrift_base_port": args.thrift_port}
+
+
+def load_topology(args) -> Topology:
+    if args.topology and args.topo:
+        raise ControllerError("give either --topo or --topology, not both")
+    if args.topology:
+        topo = Topology.load(args.topology)
+    elif args.topo:
+        topo = BUILDERS[args.topo](**_builder_args(args))
+    else:
+        raise ControllerError("no topology: give --topo star|leaf-spine|fat-tree or "
+                              "--topology FILE")
+    if args.loss is not None:
+        topo = topo.with_loss(args.loss)
+    if args.jobs == ["none"]:
+        topo = topo.with_jobs([])
+    elif args.jobs:
+        topo = topo.with_jobs(make_jobs(args.jobs, topo))
+    elif not args.topology:
+        topo = topo.with_jobs(make_jobs(["all"], topo))
+    for job in topo.jobs:
+        try:
+            build_tree(topo, job)   # a job that does not fit fails here, before any switch
+        except TopologyError as e:
+            raise ControllerError(f"{e} (choose the workers with --jobs, or --jobs none)") \
+                from None
+    return topo
+
+
+def _election_id(text: str) -> tuple[int, int]:
+    try:
+        hi, lo = (int(x) for x in text.split(","))
+    except ValueError:
+        raise ControllerError(f"--election-id: expected HI,LO, got {text!r}") from None
+    return hi, lo
+
+
+def _print_plan(topo: Topology) -> None:
+    for job in topo.jobs:
+        tree = build_tree(topo, job)
+        print(f"job {job.id}: {len(job.workers)} workers, {job.slots} slots, {job.encoding} "
+              f"results, root {tree.root}")
+        for name in sorted(tree.nodes, key=lambda n: topo.switch(n).device_id):
+            node = tree.nodes[name]
+            up = f"parent {node.parent} via port {node.parent_port}" if node.parent else "root"
+            kids = ", ".join(f"{c.bit}:{c.node}@{c.port}" for c in node.children)
+            print(f"  {name}: {up}; children {kids}")
+    for switch, rows in desired_state(topo).items():
+        print(f"{switch}: {len(rows)} entries")
+        for e in rows:
+            print(f"  {e!r}")
+
+
+def cmd_program(args) -> int:
+    topo = load_topology(args)
+    if args.dry_run:
+        _print_plan(topo)
+        return 0
+    pipeline = None if args.reset else _load_pipeline(args)
+    results = program(topo, pipeline, args.switches, args.timeout, _election_id(args.election_id))
+    total, failed = SyncResult(switch=None), []
+    width = max(len(s.name) for s, _ in results)
+    for switch, r in results:
+        if isinstance(r, ControllerError):
+            failed.append(r)
+            print(f"{switch.name:<{width}}  {switch.grpc_addr}  FAILED", flush=True)
+            continue
+        total.pushed += r.pushed
+        for f in ("inserted", "modified", "deleted", "kept"):
+            setattr(total, f, getattr(total, f) + getattr(r, f))
+        how = "pipeline pushed" if r.pushed else "pipeline kept"
+        note = f"; {r.note}" if r.note else ""
+        print(f"{switch.name:<{width}}  {switch.grpc_addr}  {how}: {r.written} written "
+              f"({r.inserted} inserted, {r.modified} modified, {r.deleted} deleted), "
+              f"{r.kept} unchanged{note}", flush=True)
+    verb = "reset" if args.reset else "programmed"
+    print(f"{len(results) - len(failed)} of {len(results)} switches {verb}: {total.written} "
+          f"written ({total.inserted} inserted, {total.modified} modified, {total.deleted} "
+          f"deleted), {total.kept} unchanged, {int(total.pushed)} pipelines pushed")
+    for e in failed:
+        print(f"error: {e}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _load_pipeline(args) -> Pipeline:
+    try:
+        return Pipeline.load(args.p4info, args.bmv2_json)
+    except P4InfoError as e:
+        raise ControllerError(str(e)) from None
+
+
+def cmd_topology(args) -> int:
+    topo = load_topology(args)
+    if args.output:
+        topo.save(args.output)
+        print(f"wrote {args.output}: {topo.kind}, {len(topo.switches)} switches, "
+              f"{len(topo.hosts)} hosts, {len(topo.links)} links, {len(topo.jobs)} jobs",
+              file=sys.stderr)
+    else:
+        sys.stdout.write(topo.to_json())
+    return 0
+
+
+def cmd_stats(args) -> int:
+    topo = load_topology(args)
+    election = _election_id(args.election_id)
+
+    def work(switch):
+        with Session(switch, election, args.timeout) as session:
+            return read_stats(session)
+
+    failed = 0
+    for _, r in for_each_switch(topo, args.switches, work):
+        if isinstance(r, ControllerError):
+            failed += 1
+            print(f"error: {r}", file=sys.stderr)
+        else:
+            print(format_stats(r, topo))
+    return 1 if failed else 0
+
+
+def cmd_shell(args) -> int:
+    topo = load_topology(args)
+    argv = shell_cmd.shell_argv(topo.switch(args.switch), _load_pipeline(args), args.timeout,
+                                _election_id(args.election_id))
+    print(" ".join(argv), file=sys.stderr, flush=True)
+    os.execv(argv[0], argv)
+    return 1  # not reached
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:
+        build_parser().print_help(sys.stderr)
+        return 2
+    if argv[0] not in COMMANDS + ("-h", "--help"):
+        argv = ["program"] + argv
+    args = build_parser().parse_args(argv)
+    handler = {"program": cmd_program, "topology": cmd_topology, "stats": cmd_stats,
+               "shell": cmd_shell}[args.command]
+    try:
+        return handler(args)
+    except (ControllerError, TopologyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # Output piped into `head` and the like: stop quietly.
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""Programming switches: the desired state of every switch, and bringing a switch to it.
+
+Each switch is read first and only the difference is written, so a second run writes nothing;
+entries of the controller's tables that are not wanted any more are deleted. `reset` wants
+nothing: it deletes every entry of those tables and every multicast group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from controller import addressing, aggregation, forwarding, impairment
+from controller.entities import Entity, MulticastGroupEntry, TableEntry
+from controller.jobs import plan_trees
+from controller.p4info import P4InfoError, Pipeline
+from controller.session import ControllerError, Session, Update
+from controller.topology import Switch, Topology
+
+MANAGED_TABLES = forwarding.TABLES + aggregation.TABLES + addressing.TABLES + impairment.TABLES
+MAX_THREADS = 16
+
+
+def desired_state(topo: Topology) -> dict[str, list[Entity]]:
+    """switch name -> every entry and multicast group the switch should hold."""
+    trees = plan_trees(topo)
+    out: dict[str, list[Entity]] = {s.name: [] for s in topo.switches}
+    for part in (forwarding.entries(topo), addressing.entries(topo), impairment.entries(topo),
+                 aggregation.entries(topo, trees)):
+        for switch, rows in part.items():
+            out[switch].extend(rows)
+    return out
+
+
+def check_entities(state: dict[str, list[Entity]], pipeline: Pipeline) -> None:
+    """Every entity converts under the pipeline's P4Info: fail before touching any switch."""
+    for switch, rows in state.items():
+        for e in rows:
+            try:
+                pipeline.p4info.entity_proto(e)
+            except P4InfoError as err:
+                raise ControllerError(f"{switch}: cannot express {e!r}: {err}") from None
+
+
+@dataclass
+class SyncResult:
+    switch: Switch
+    pushed: bool = False
+    inserted: int = 0
+    modified: int = 0
+    deleted: int = 0
+    kept: int = 0
+    note: str = ""
+
+    @property
+    def written(self) -> int:
+        return self.inserted + self.modified + self.deleted
+
+
+@dataclass
+class Diff:
+    deletes: list[Entity]
+    inserts: list[Entity]
+    modifies: list[Entity]
+    kept: int
+
+
+def diff(current: list[Entity], desired: list[Entity]) -> Diff:
+    have = {e.key: e for e in current}
+    want: dict[tuple, Entity] = {}
+    for e in desired:
+        if e.key in want and want[e.key] != e:
+            raise ControllerError(f"two different entries for one key: {want[e.key]!r} and {e!r}")
+        want[e.key] = e
+    return Diff(deletes=[e for k, e in have.items() if k not in want],
+                inserts=[e for k, e in want.items() if k not in have],
+                modifies=[e for k, e in want.items() if k in have and have[k] != e],
+                kept=sum(1 for k, e in want.items() if have.get(k) == e))
+
+
+def read_state(session: Session) -> list[Entity]:
+    rows: list[Entity] = []
+    for table in MANAGED_TABLES:
+        if session.p4info.has_table(table):
+            rows.extend(session.read_table(table))
+    rows.extend(session.read_multicast_groups())
+    return rows
+
+
+def sync(session: Session, desired: list[Entity], pipeline: Pipeline | None) -> SyncResult:
+    """Bring one switch to `desired`; pipeline None means reset (no push, delete all)."""
+    result = SyncResult(session.switch)
+    if pipeline is None:
+        if not session.use_running_pipeline():
+            result.note = "runs no program, nothing to reset"
+            return result
+        desired = []
+    else:
+        result.pushed = session.ensure_pipeline(pipeline)
+    d = diff(read_state(session), desired)
+
+    def tables(rows):
+        return [e for e in rows if isinstance(e, TableEntry)]
+
+    def groups(rows):
+        return [e for e in rows if isinstance(e, MulticastGroupEntry)]
+
+    # Job entries name their multicast group: remove entries before groups, add groups first.
+    for kind, rows in ((Update.DELETE, tables(d.deletes)), (Update.DELETE, groups(d.deletes)),
+                       (Update.INSERT, groups(d.inserts)), (Update.MODIFY, groups(d.modifies)),
+                       (Update.INSERT, tables(d.inserts)), (Update.MODIFY, tables(d.modifies))):
+        if rows:
+            session.write([(kind, e) for e in rows])
+    result.inserted, result.modified, result.deleted = (len(d.inserts), len(d.modifies),
+                                                         len(d.deletes))
+    result.kept = d.kept
+    return result
+
+
+def for_each_switch(topo: Topology, names: list[str] | None,
+                    work: Callable[[Switch], object]) -> list[tuple[Switch, object]]:
+    """Run `work` on the switches concurrently; results (or the ControllerError) in order."""
+    switches = [topo.switch(n) for n in names] if names else list(topo.switches)
+
+    def run(switch: Switch):
+        try:
+            return work(switch)
+        except ControllerError as e:
+            return e
+
+    with ThreadPoolExecutor(max_workers=max(1, min(MAX_THREADS, len(switches)))) as pool:
+        results = list(pool.map(run, switches))
+    return list(zip(switches, results, strict=True))
+
+
+def program(topo: Topology, pipeline: Pipeline | None, names: list[str] | None = None,
+            connect_timeout: float = 10.0,
+            election_id: tuple[int, int] = (0, 1)) -> list[tuple[Switch, object]]:
+    """Program (or, with pipeline None, reset) the switches; SyncResult or error per switch."""
+    state = desired_state(topo) if pipeline is not None else {}
+    if pipeline is not None:
+        check_entities(state, pipeline)
+
+    def work(switch: Switch) -> SyncResult:
+        with Session(switch, election_id, connect_timeout) as session:
+            return sync(session, state.get(switch.name, []), pipeline)
+
+    return for_each_switch(topo, names, work)

@@ -1,0 +1,308 @@
+"""A P4Runtime session with one switch: arbitration, pipeline, batched writes, reads.
+
+p4runtime-shell keeps one process-global client; programming many switches at once needs one
+session object per switch, so this is a small client on grpcio and the p4runtime protos.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import grpc
+from google.rpc import code_pb2, status_pb2
+from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+from controller.entities import Entity, MulticastGroupEntry, TableEntry
+from controller.p4info import P4Info, Pipeline
+from controller.topology import Switch
+
+BATCH = 500                      # updates per WriteRequest
+RPC_TIMEOUT = 60.0               # seconds; a pipeline push on a software target is slow
+_MAX_MSG = 64 << 20
+_CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", _MAX_MSG),
+    ("grpc.max_receive_message_length", _MAX_MSG),
+    # Keep gRPC's own reconnect backoff short; connect() bounds the total wait.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+
+Update = p4runtime_pb2.Update
+
+
+class ControllerError(Exception):
+    """An error the controller reports to the user (and exits non-zero)."""
+
+
+class SwitchError(ControllerError):
+    def __init__(self, switch: Switch, message: str):
+        self.switch = switch
+        super().__init__(f"{switch.name} (device {switch.device_id} at {switch.grpc_addr}): "
+                         f"{message}")
+
+
+class SwitchUnreachable(SwitchError):
+    pass
+
+
+@dataclass(frozen=True)
+class Rejected:
+    kind: str            # INSERT, MODIFY, DELETE
+    entity: Entity
+    code: str            # canonical gRPC code name
+    message: str
+
+
+class WriteRejected(SwitchError):
+    def __init__(self, switch: Switch, rejected: Sequence[Rejected]):
+        self.rejected = list(rejected)
+        lines = [f"{r.kind} {r.entity!r}: {r.code}: {r.message}" for r in self.rejected[:10]]
+        more = len(self.rejected) - len(lines)
+        if more > 0:
+            lines.append(f"... and {more} more")
+        super().__init__(switch, f"{len(self.rejected)} update(s) rejected:\n  "
+                         + "\n  ".join(lines))
+
+
+def _code_name(code: int) -> str:
+    try:
+        return code_pb2.Code.Name(code)
+    except ValueError:
+        return str(code)
+
+
+def _rpc_details(e: grpc.RpcError) -> str:
+    code = e.code().name if e.code() else "UNKNOWN"
+    return f"{code}: {e.details()}"
+
+
+def _update_errors(e: grpc.RpcError) -> list[p4runtime_pb2.Error] | None:
+    """The per-update errors a P4Runtime server attaches to a failed Write, if any."""
+    for key, value in e.trailing_metadata() or ():
+        if key == "grpc-status-details-bin":
+            status = status_pb2.Status()
+            status.ParseFromString(value)
+            errors = []
+            for detail in status.details:
+                err = p4runtime_pb2.Error()
+                if detail.Unpack(err):
+                    errors.append(err)
+            return errors or None
+    return None
+
+
+class Session:
+    """One switch, one primary arbitration. Use as a context manager."""
+
+    def __init__(self, switch: Switch, election_id: tuple[int, int] = (0, 1),
+                 connect_timeout: float = 10.0):
+        self.switch = switch
+        self.election_id = p4runtime_pb2.Uint128(high=election_id[0], low=election_id[1])
+        self.connect_timeout = connect_timeout
+        self.p4info: P4Info | None = None
+        self._channel: grpc.Channel | None = None
+        self._stub: p4runtime_pb2_grpc.P4RuntimeStub | None = None
+        self._requests: queue.Queue = queue.Queue()
+        self._responses: queue.Queue = queue.Queue()
+        self._stream = None
+
+    # ---- connection ----
+    def __enter__(self) -> Session:
+        self.connect()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def connect(self) -> None:
+        """Connect and become primary; waits with growing intervals up to connect_timeout."""
+        start = time.monotonic()
+        deadline = start + self.connect_timeout
+        self._channel = grpc.insecure_channel(self.switch.grpc_addr, options=_CHANNEL_OPTIONS)
+        ready = grpc.channel_ready_future(self._channel)
+        wait, attempts = 0.2, 0
+        while True:
+            attempts += 1
+            try:
+                ready.result(timeout=max(0.01, min(wait, deadline - time.monotonic())))
+                break
+            except grpc.FutureTimeoutError:
+                if time.monotonic() >= deadline:
+                    ready.cancel()
+                    self.close()
+                    raise SwitchUnreachable(
+                        self.switch, f"unreachable: no P4Runtime server answered within "
+                        f"{time.monotonic() - start:.1f} s ({attempts} attempts with backoff)"
+                    ) from None
+                wait *= 2
+        self._stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
+        self._arbitrate(max(1.0, deadline - time.monotonic()))
+
+    def _request_iter(self):
+        while True:
+            item = self._requests.get()
+            if item is None:
+                return
+            yield item
+
+    def _read_stream(self) -> None:
+        try:
+            for msg in self._stream:
+                self._responses.put(msg)
+        except grpc.RpcError as e:
+            self._responses.put(e)
+
+    def _arbitrate(self, timeout: float) -> None:
+        self._stream = self._stub.StreamChannel(self._request_iter())
+        threading.Thread(target=self._read_stream, name=f"p4rt-{self.switch.name}",
+                         daemon=True).start()
+        req = p4runtime_pb2.StreamMessageRequest()
+        req.arbitration.device_id = self.switch.device_id
+        req.arbitration.election_id.CopyFrom(self.election_id)
+        self._requests.put(req)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                msg = self._responses.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                self.close()
+                raise SwitchError(self.switch, "no arbitration answer on the stream channel "
+                                  f"within {timeout:.1f} s") from None
+            if isinstance(msg, grpc.RpcError):
+                self.close()
+                raise SwitchError(self.switch, f"stream channel failed: {_rpc_details(msg)}")
+            if msg.WhichOneof("update") != "arbitration":
+                continue
+            if msg.arbitration.status.code != code_pb2.OK:
+                self.close()
+                raise SwitchError(self.switch, "not primary: another controller holds a higher "
+                                  f"election id ({msg.arbitration.status.message})")
+            return
+
+    def close(self) -> None:
+        self._requests.put(None)
+        if self._stream is not None:
+            self._stream.cancel()
+            self._stream = None
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+
+    # ---- pipeline ----
+    def running_pipeline(self) -> tuple[P4Info | None, int]:
+        """The switch's P4Info (None if it runs no program) and its cookie (0 if none)."""
+        req = p4runtime_pb2.GetForwardingPipelineConfigRequest(
+            device_id=self.switch.device_id,
+            response_type=p4runtime_pb2.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE)
+        try:
+            resp = self._stub.GetForwardingPipelineConfig(req, timeout=RPC_TIMEOUT)
+        except grpc.RpcError as e:
+            if e.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND):
+                return None, 0
+            raise SwitchError(self.switch, f"reading the pipeline failed: {_rpc_details(e)}") \
+                from None
+        cfg = resp.config
+        if not cfg.HasField("p4info") or not cfg.p4info.tables:
+            return None, 0
+        return P4Info(cfg.p4info), cfg.cookie.cookie
+
+    def ensure_pipeline(self, pipeline: Pipeline) -> bool:
+        """Push the pipeline unless the switch already runs it; True when pushed.
+
+        Pushing resets the switch's tables, so a second run must not push again.
+        """
+        if pipeline.is_running(*self.running_pipeline()):
+            self.p4info = pipeline.p4info
+            return False
+        req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
+            device_id=self.switch.device_id, election_id=self.election_id,
+            action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
+        req.config.p4info.CopyFrom(pipeline.p4info.msg)
+        req.config.p4_device_config = pipeline.device_config
+        req.config.cookie.cookie = pipeline.cookie
+        try:
+            self._stub.SetForwardingPipelineConfig(req, timeout=RPC_TIMEOUT)
+        except grpc.RpcError as e:
+            raise SwitchError(self.switch, f"pipeline push rejected: {_rpc_details(e)}") \
+                from None
+        self.p4info = pipeline.p4info
+        return True
+
+    def use_running_pipeline(self) -> bool:
+        """Take the names from the program the switch runs; False if it runs none."""
+        running, _ = self.running_pipeline()
+        self.p4info = running
+        return running is not None
+
+    # ---- writes ----
+    def write(self, updates: Iterable[tuple[int, Entity]]) -> int:
+        """Apply (Update.INSERT|MODIFY|DELETE, entity) pairs in batches; returns the count.
+
+        Every rejected update of a batch is reported with the switch's message and the entity.
+        """
+        updates = list(updates)
+        rejected: list[Rejected] = []
+        for start in range(0, len(updates), BATCH):
+            batch = updates[start:start + BATCH]
+            req = p4runtime_pb2.WriteRequest(device_id=self.switch.device_id,
+                                             election_id=self.election_id)
+            for kind, entity in batch:
+                u = req.updates.add(type=kind)
+                u.entity.CopyFrom(self.p4info.entity_proto(entity))
+            try:
+                self._stub.Write(req, timeout=RPC_TIMEOUT)
+            except grpc.RpcError as e:
+                errors = _update_errors(e)
+                if errors is None or len(errors) != len(batch):
+                    for kind, entity in batch:
+                        rejected.append(Rejected(Update.Type.Name(kind), entity,
+                                                 e.code().name if e.code() else "UNKNOWN",
+                                                 e.details() or "(no message)"))
+                    # Without per-update errors, the whole batch counts as rejected.
+                    continue
+                for (kind, entity), err in zip(batch, errors, strict=True):
+                    if err.canonical_code != code_pb2.OK:
+                        rejected.append(Rejected(Update.Type.Name(kind), entity,
+                                                 _code_name(err.canonical_code),
+                                                 err.message or "(no message)"))
+        if rejected:
+            raise WriteRejected(self.switch, rejected)
+        return len(updates)
+
+    # ---- reads ----
+    def _read(self, entities: list[p4runtime_pb2.Entity], what: str):
+        req = p4runtime_pb2.ReadRequest(device_id=self.switch.device_id, entities=entities)
+        try:
+            for resp in self._stub.Read(req, timeout=RPC_TIMEOUT):
+                yield from resp.entities
+        except grpc.RpcError as e:
+            raise SwitchError(self.switch, f"reading {what} failed: {_rpc_details(e)}") \
+                from None
+
+    def read_table(self, name: str) -> list[TableEntry]:
+        table_id = self.p4info.table(name).preamble.id
+        ent = p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=table_id))
+        return [self.p4info.table_entry(e.table_entry) for e in self._read([ent], name)
+                if not e.table_entry.is_default_action]
+
+    def read_multicast_groups(self) -> list[MulticastGroupEntry]:
+        ent = p4runtime_pb2.Entity()
+        ent.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 0
+        return [P4Info.multicast_entry(e.packet_replication_engine_entry.multicast_group_entry)
+                for e in self._read([ent], "multicast groups")
+                if e.packet_replication_engine_entry.HasField("multicast_group_entry")]
+
+    def read_counter(self, name: str) -> dict[int, tuple[int, int]]:
+        """index -> (packets, bytes) of an indirect counter."""
+        counter_id = self.p4info.counter(name).preamble.id
+        ent = p4runtime_pb2.Entity(counter_entry=p4runtime_pb2.CounterEntry(counter_id=counter_id))
+        out = {}
+        for e in self._read([ent], f"counter {name}"):
+            c = e.counter_entry
+            out[c.index.index] = (c.data.packet_count, c.data.byte_count)
+        return out

@@ -1,0 +1,116 @@
+"""The aggregation tree of a job over the topology.
+
+The root is the top tier (a fat-tree core, a leaf-spine spine, the star's switch); a job whose
+workers all hang off one switch is aggregated on that switch alone. Among equally good roots
+the job id picks one, so jobs spread over the top tier. The tree is the shortest-path tree
+from the root, pruned to the switches on the workers' paths: edge -> aggregation -> core in a
+fat-tree. Every switch of the tree numbers its children (worker ports and child-switch ports)
+by port order: bit 0..n-1 of the job's bitmap on that switch.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from controller.topology import MAX_CHILDREN, JobSpec, Topology, TopologyError
+
+
+class TreeError(TopologyError):
+    """A job whose aggregation tree does not fit the switches."""
+
+
+@dataclass(frozen=True)
+class Child:
+    port: int       # port of this switch towards the child
+    node: str       # a worker host or a child switch
+    bit: int        # the child's bit in the job's bitmap on this switch
+
+
+@dataclass(frozen=True)
+class TreeNode:
+    switch: str
+    parent: str | None          # None at the root
+    parent_port: int | None     # port of this switch towards its parent
+    children: tuple[Child, ...]
+    workers: int                # workers in this switch's subtree
+
+
+@dataclass(frozen=True)
+class JobTree:
+    job: JobSpec
+    root: str
+    nodes: dict[str, TreeNode]
+
+    def depth(self) -> int:
+        """Switch hops from the deepest tree switch to the root."""
+        def up(name: str) -> int:
+            parent = self.nodes[name].parent
+            return 0 if parent is None else 1 + up(parent)
+        return max(up(n) for n in self.nodes)
+
+
+def _bfs(topo: Topology, root: str) -> dict[str, tuple[int, str | None, int | None, int | None]]:
+    """Switch -> (distance, parent, parent's port towards it, its port towards parent)."""
+    found = {root: (0, None, None, None)}
+    todo = deque([root])
+    while todo:
+        node = todo.popleft()
+        dist = found[node][0]
+        for p in topo.ports(node):
+            if topo.is_switch(p.peer) and p.peer not in found:
+                found[p.peer] = (dist + 1, node, p.port, p.peer_port)
+                todo.append(p.peer)
+    return found
+
+
+def choose_root(topo: Topology, job: JobSpec) -> str:
+    attached = sorted({topo.attachment(w).node for w in job.workers},
+                      key=lambda s: topo.switch(s).device_id)
+    if len(attached) == 1:
+        return attached[0]
+    top = max(s.tier for s in topo.switches)
+    scored = []
+    for s in topo.switches:
+        if s.tier != top:
+            continue
+        dist = _bfs(topo, s.name)
+        d = [dist[a][0] for a in attached]
+        scored.append(((max(d), sum(d)), s.name))
+    best = min(score for score, _ in scored)
+    ties = [name for score, name in scored if score == best]
+    return ties[(job.id - 1) % len(ties)]
+
+
+def build_tree(topo: Topology, job: JobSpec) -> JobTree:
+    for w in job.workers:
+        topo.host(w)
+    root = choose_root(topo, job)
+    bfs = _bfs(topo, root)
+    children: dict[str, list[tuple[int, str]]] = {}
+    workers: dict[str, int] = {}
+    parents: dict[str, tuple[str | None, int | None]] = {root: (None, None)}
+    for w in job.workers:
+        att = topo.attachment(w)
+        children.setdefault(att.node, []).append((att.port, w))
+        node = att.node
+        workers[node] = workers.get(node, 0) + 1
+        # Walk up to the root, adding each switch once and counting the worker on each.
+        while node != root:
+            _, parent, parent_port, my_port = bfs[node]
+            if node not in parents:
+                parents[node] = (parent, my_port)
+                children.setdefault(parent, []).append((parent_port, node))
+            workers[parent] = workers.get(parent, 0) + 1
+            node = parent
+    nodes = {}
+    for switch, (parent, parent_port) in parents.items():
+        kids = sorted(children.get(switch, []))
+        if len(kids) > MAX_CHILDREN:
+            raise TreeError(f"job {job.id}: switch {switch} would have {len(kids)} children, "
+                            f"at most {MAX_CHILDREN} (the width of the bitmap)")
+        nodes[switch] = TreeNode(switch, parent, parent_port,
+                                 tuple(Child(port, node, bit) for bit, (port, node)
+                                       in enumerate(kids)),
+                                 workers[switch])
+    return JobTree(job, root, nodes)
