@@ -1,0 +1,123 @@
+"""The Scapy layers and the struct fast path are one format, and it is the P4 program's."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
+
+from worker import frames, wire
+from worker.frames import FrameError, Framer
+
+P4 = Path(__file__).resolve().parents[2] / "p4src" / "include"
+SRC = ("02:00:0a:00:01:01", "10.0.1.1")
+DST = ("02:4e:41:ff:ff:fe", "10.255.255.254")
+FIELDS = dict(job_id=0x1234, session=0xBEEF, slot=511, version=1, exp=0x85, count=7,
+              chunk=0xDEADBEEF)
+
+
+def scapy_frame(msg_type, encoding, payload_layer, **fields):
+    return (Ether(src=SRC[0], dst=DST[0]) / IP(src=SRC[1], dst=DST[1], flags="DF", id=0, ttl=64)
+            / UDP(sport=wire.AGG_PORT, dport=wire.AGG_PORT, chksum=0)
+            / wire.Agg(msg_type=msg_type, encoding=encoding, **fields) / payload_layer)
+
+
+def test_header_fields_agree_with_p4():
+    text = (P4 / "headers.p4").read_text()
+    body = re.search(r"header agg_h \{(.*?)\}", text, re.S).group(1)
+    p4 = [(name, int(bits)) for bits, name in re.findall(r"bit<(\d+)>\s+(\w+);", body)]
+    ours = [(f.name, 8 * f.sz) for f in wire.Agg.fields_desc]
+    assert ours == p4
+    assert frames.HEADER.size == 16
+
+
+def test_constants_agree_with_p4():
+    consts = dict(re.findall(r"const bit<\d+>\s+(\w+)\s*=\s*(\w+);",
+                             (P4 / "constants.p4").read_text()))
+    assert int(consts["AGG_UDP_PORT"]) == wire.AGG_PORT
+    assert int(consts["MSG_CONTRIB"]) == wire.MSG_CONTRIB
+    assert int(consts["MSG_RESULT"]) == wire.MSG_RESULT
+    assert int(consts["ENC_FIXED32"]) == wire.ENC_FIXED32
+    assert int(consts["ENC_CNAT8"]) == wire.ENC_CNAT8
+    elems = re.search(r"#define ELEMS (\d+)", (P4 / "sizes.p4").read_text()).group(1)
+    assert int(elems) == wire.ELEMS
+
+
+def test_scapy_round_trip_keeps_every_field():
+    rng = np.random.default_rng(1)
+    values = rng.integers(-(2**31), 2**31, wire.ELEMS).tolist()
+    pkt = scapy_frame(wire.MSG_RESULT, wire.ENC_FIXED32, wire.Fixed32(values=values), **FIELDS)
+    back = Ether(bytes(pkt))
+    agg = back[wire.Agg]
+    for name, value in FIELDS.items():
+        assert getattr(agg, name) == value, name
+    assert agg.msg_type == wire.MSG_RESULT and agg.flags == 0
+    assert back[wire.Fixed32].values == values
+    assert Raw not in back
+
+
+@pytest.mark.parametrize("encoding", [wire.ENC_FIXED32, wire.ENC_CNAT8, wire.ENC_FLOAT32])
+def test_fast_path_bytes_equal_scapy(encoding):
+    rng = np.random.default_rng(encoding)
+    if encoding == wire.ENC_FIXED32:
+        payload = rng.integers(-(2**31), 2**31, wire.ELEMS).astype(np.int32)
+        layer = wire.Fixed32(values=payload.tolist())
+    elif encoding == wire.ENC_CNAT8:
+        payload = rng.integers(0, 256, wire.ELEMS).astype(np.uint8)
+        layer = wire.Cnat8(codes=payload.tolist())
+    else:
+        payload = rng.standard_normal(wire.ELEMS).astype(np.float32)
+        layer = wire.Float32(values=payload.tolist())
+    ours = Framer(SRC, DST).build(wire.MSG_CONTRIB, encoding, payload=payload, **FIELDS)
+    theirs = bytes(scapy_frame(wire.MSG_CONTRIB, encoding, layer, **FIELDS))
+    assert ours == theirs
+    hdr, values = Framer(SRC, DST).parse(theirs)
+    assert hdr._asdict() == {**FIELDS, "msg_type": wire.MSG_CONTRIB, "encoding": encoding,
+                             "flags": 0}
+    assert np.array_equal(values, payload)
+
+
+def test_bare_datagram_is_header_and_payload():
+    f = Framer()
+    payload = np.arange(wire.ELEMS, dtype=np.float32)
+    data = f.build(wire.MSG_CONTRIB, wire.ENC_FLOAT32, payload=payload, **FIELDS)
+    assert len(data) == 16 + 4 * wire.ELEMS
+    assert bytes(wire.Agg(data)[wire.Agg].payload)[:8] == bytes(wire.Float32(values=[0, 1]))
+    hdr, back = f.parse(data)
+    assert hdr.chunk == FIELDS["chunk"] and np.array_equal(back, payload)
+
+
+def test_parse_rejects_what_is_not_an_aggregation_frame():
+    f = Framer(SRC, DST)
+    good = f.build(wire.MSG_RESULT, wire.ENC_CNAT8, payload=np.zeros(wire.ELEMS, np.uint8),
+                   **FIELDS)
+    assert f.parse(good) is not None
+    other_port = good[:36] + (1234).to_bytes(2, "big") + good[38:]
+    assert f.parse(other_port) is None
+    assert f.parse(good[:-1]) is None                               # truncated
+    assert f.parse(good + b"\0" * 4) is not None                    # Ethernet padding
+    bad_enc = bytearray(good)
+    bad_enc[frames.L2_LEN + 1] = 9
+    assert f.parse(bytes(bad_enc)) is None
+    # a FIXED32 header on a CNAT8-sized payload: the UDP length does not fit the encoding
+    wrong = bytearray(good)
+    wrong[frames.L2_LEN + 1] = wire.ENC_FIXED32
+    assert f.parse(bytes(wrong) + b"\0" * (3 * wire.ELEMS)) is None
+    not_ip = good[:12] + b"\x86\xdd" + good[14:]
+    assert f.parse(not_ip) is None
+
+
+def test_build_rejects_bad_fields_and_payloads():
+    f = Framer(SRC, DST)
+    zeros = np.zeros(wire.ELEMS, np.int32)
+    with pytest.raises(FrameError, match="out of range"):
+        f.build(wire.MSG_CONTRIB, wire.ENC_FIXED32, 1, 1, 70000, 0, 0, 1, 0, zeros)
+    with pytest.raises(FrameError, match="shape"):
+        f.build(wire.MSG_CONTRIB, wire.ENC_FIXED32, 1, 1, 0, 0, 0, 1, 0, zeros[:5])
+    with pytest.raises(FrameError, match="unknown encoding"):
+        f.build(wire.MSG_CONTRIB, 7, 1, 1, 0, 0, 0, 1, 0, zeros)
+    with pytest.raises(FrameError, match="MAC"):
+        Framer(("02:00", "10.0.0.1"), DST)

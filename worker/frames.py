@@ -1,0 +1,152 @@
+"""The fast path of the wire format: frames from precomputed templates, no Scapy per packet.
+
+A frame is a constant Ethernet/IPv4/UDP prefix per (sender, encoding) -- the IPv4
+checksum is precomputed because the total length is constant per encoding, and the UDP
+checksum is 0 -- followed by the struct-packed AGG header and the payload's numpy bytes.
+The struct format and the dtypes come from worker/wire.py's field declarations, so the
+header is declared once; tests/worker/test_wire.py shows the bytes equal Scapy's.
+
+A Framer with no addresses builds and parses bare AGG datagrams (header + payload),
+which is what a kernel UDP socket carries (worker/baseline.py).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+from collections import namedtuple
+
+import numpy as np
+
+from worker import wire
+
+HEADER = struct.Struct("!" + "".join(f.fmt.lstrip("!") for f in wire.Agg.fields_desc))
+AggHeader = namedtuple("AggHeader", [f.name for f in wire.Agg.fields_desc])
+
+ETH_LEN, IPV4_LEN, UDP_LEN = 14, 20, 8
+L2_LEN = ETH_LEN + IPV4_LEN + UDP_LEN
+ETHERTYPE_IPV4 = 0x0800
+PROTO_UDP = 17
+TTL = 64
+IP_DF = 0x4000
+
+
+def _dtype(field) -> np.dtype:
+    return np.dtype(field.fmt.replace("!", ">"))
+
+
+DTYPES = {
+    wire.ENC_FIXED32: _dtype(wire.FIXED32_ELEMENT),
+    wire.ENC_CNAT8: _dtype(wire.CNAT8_ELEMENT),
+    wire.ENC_FLOAT32: _dtype(wire.FLOAT32_ELEMENT),
+}
+
+
+class FrameError(ValueError):
+    """A frame that cannot be built (bad field value or payload)."""
+
+
+def payload_bytes(encoding: int, elems: int) -> int:
+    return DTYPES[encoding].itemsize * elems
+
+
+def udp_length(encoding: int, elems: int) -> int:
+    return UDP_LEN + HEADER.size + payload_bytes(encoding, elems)
+
+
+def mac_bytes(mac: str) -> bytes:
+    parts = mac.split(":")
+    if len(parts) != 6:
+        raise FrameError(f"not a MAC address: {mac!r}")
+    try:
+        return bytes(int(p, 16) for p in parts)
+    except ValueError:
+        raise FrameError(f"not a MAC address: {mac!r}") from None
+
+
+def ipv4_checksum(header: bytes) -> int:
+    s = sum(struct.unpack(f"!{len(header) // 2}H", header))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def l2_prefix(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, udp_len: int,
+              sport: int = wire.AGG_PORT, dport: int = wire.AGG_PORT) -> bytes:
+    """Ethernet + IPv4 (IHL 5, DF, TTL 64, checksum filled) + UDP (checksum 0)."""
+    eth = mac_bytes(dst_mac) + mac_bytes(src_mac) + struct.pack("!H", ETHERTYPE_IPV4)
+    src, dst = ipaddress.IPv4Address(src_ip).packed, ipaddress.IPv4Address(dst_ip).packed
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, IPV4_LEN + udp_len, 0, IP_DF, TTL, PROTO_UDP,
+                     0, src, dst)
+    ip = ip[:10] + struct.pack("!H", ipv4_checksum(ip)) + ip[12:]
+    return eth + ip + struct.pack("!HHHH", sport, dport, udp_len, 0)
+
+
+class Framer:
+    """Builds frames from one sender to one destination and parses frames sent back.
+
+    `src`/`dst` are (mac, ip) pairs; both None for bare datagrams (kernel UDP).
+    """
+
+    def __init__(self, src: tuple[str, str] | None = None, dst: tuple[str, str] | None = None,
+                 elems: int = wire.ELEMS, sport: int = wire.AGG_PORT,
+                 dport: int = wire.AGG_PORT):
+        if (src is None) != (dst is None):
+            raise FrameError("give both the source and the destination addresses, or neither")
+        if elems < 1:
+            raise FrameError(f"elements per packet must be >= 1, got {elems}")
+        self.elems = elems
+        self.dport = dport
+        self.prefixes: dict[int, bytes] = {}
+        self.lengths: dict[int, int] = {}
+        for enc in DTYPES:
+            ulen = udp_length(enc, elems)
+            self.prefixes[enc] = (b"" if src is None else
+                                  l2_prefix(src[0], dst[0], src[1], dst[1], ulen, sport, dport))
+            self.lengths[enc] = len(self.prefixes[enc]) + HEADER.size + payload_bytes(enc, elems)
+        self.offset = 0 if src is None else L2_LEN   # where the AGG header starts
+
+    def build(self, msg_type: int, encoding: int, job_id: int, session: int, slot: int,
+              version: int, exp: int, count: int, chunk: int, payload: np.ndarray | bytes,
+              flags: int = 0) -> bytes:
+        """One frame; `payload` is ELEMS values in any integer/float dtype, or ready bytes."""
+        try:
+            prefix = self.prefixes[encoding]
+        except KeyError:
+            raise FrameError(f"unknown encoding {encoding}") from None
+        if isinstance(payload, np.ndarray):
+            if payload.shape != (self.elems,):
+                raise FrameError(f"payload must have shape ({self.elems},), got {payload.shape}")
+            payload = payload.astype(DTYPES[encoding], copy=False).tobytes()
+        elif len(payload) != payload_bytes(encoding, self.elems):
+            raise FrameError(f"payload must be {payload_bytes(encoding, self.elems)} bytes, "
+                             f"got {len(payload)}")
+        try:
+            hdr = HEADER.pack(msg_type, encoding, job_id, session, slot, version, exp, count,
+                              flags, chunk)
+        except struct.error as e:
+            raise FrameError(f"header field out of range: {e}") from None
+        return prefix + hdr + payload
+
+    def parse(self, frame: bytes) -> tuple[AggHeader, np.ndarray] | None:
+        """(header, payload view) of an aggregation frame; None for anything else."""
+        off = self.offset
+        if off:
+            if (len(frame) < off + HEADER.size or frame[12] != 0x08 or frame[13] != 0x00
+                    or frame[14] != 0x45 or frame[23] != PROTO_UDP
+                    or (frame[36] << 8 | frame[37]) != self.dport):
+                return None
+        elif len(frame) < HEADER.size:
+            return None
+        hdr = AggHeader._make(HEADER.unpack_from(frame, off))
+        dtype = DTYPES.get(hdr.encoding)
+        if dtype is None:
+            return None
+        need = off + HEADER.size + dtype.itemsize * self.elems
+        if off:
+            # Ethernet may pad a frame: the UDP length is what counts.
+            if len(frame) < need or (frame[38] << 8 | frame[39]) != need - ETH_LEN - IPV4_LEN:
+                return None
+        elif len(frame) != need:
+            return None
+        return hdr, np.frombuffer(frame, dtype, self.elems, off + HEADER.size)

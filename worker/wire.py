@@ -1,0 +1,99 @@
+"""The aggregation wire format as Scapy layers: the one Python definition (docs/PROTOCOL.md).
+
+Every field is declared once, here. The fast path in worker/frames.py derives its
+struct format and numpy dtypes from these declarations instead of repeating them, and
+tests/worker/test_wire.py checks them against p4src/include/headers.p4.
+
+    >>> from scapy.all import Ether, IP, UDP
+    >>> pkt = Ether() / IP() / UDP(sport=AGG_PORT, dport=AGG_PORT) / Agg(slot=3) / Cnat8()
+"""
+
+from __future__ import annotations
+
+from scapy.fields import (
+    ByteEnumField,
+    ByteField,
+    FieldListField,
+    IEEEFloatField,
+    IntField,
+    ShortField,
+    SignedIntField,
+)
+from scapy.layers.inet import UDP
+from scapy.packet import Packet, bind_layers
+
+AGG_PORT = 20033          # UDP port of aggregation traffic (0x4E41)
+ELEMS = 256               # elements per packet (p4src/include/sizes.p4)
+MAX_ITEMS = 9000          # dissection limit: no frame holds more elements than a jumbo frame bytes
+
+MSG_CONTRIB = 1
+MSG_RESULT = 2
+MSG_TYPES = {MSG_CONTRIB: "CONTRIB", MSG_RESULT: "RESULT"}
+
+ENC_FIXED32 = 0
+ENC_CNAT8 = 1
+# Host-to-host only (worker/baseline.py's parameter server); a switch drops it (BAD_ENCODING).
+ENC_FLOAT32 = 2
+ENCODINGS = {ENC_FIXED32: "FIXED32", ENC_CNAT8: "CNAT8", ENC_FLOAT32: "FLOAT32"}
+ENCODING_BY_NAME = {name.lower(): code for code, name in ENCODINGS.items()}
+
+# One element of each payload encoding; frames.py takes its numpy dtype from `fmt`.
+FIXED32_ELEMENT = SignedIntField("v", 0)     # big-endian two's complement int32
+CNAT8_ELEMENT = ByteField("c", 0)            # bit 7 sign, bits 0-6 the code m
+FLOAT32_ELEMENT = IEEEFloatField("f", 0.0)  # big-endian IEEE 754 (baseline only)
+
+
+class Agg(Packet):
+    """The 16-byte aggregation header."""
+
+    name = "AGG"
+    fields_desc = [
+        ByteEnumField("msg_type", MSG_CONTRIB, MSG_TYPES),
+        ByteEnumField("encoding", ENC_FIXED32, ENCODINGS),
+        ShortField("job_id", 0),
+        ShortField("session", 0),
+        ShortField("slot", 0),
+        ByteField("version", 0),
+        ByteField("exp", 0),
+        ByteField("count", 1),
+        ByteField("flags", 0),
+        IntField("chunk", 0),
+    ]
+
+    def mysummary(self) -> str:
+        return self.sprintf("AGG %msg_type% %encoding% job=%job_id% session=%session% "
+                            "slot=%slot% v%version% chunk=%chunk% exp=%exp% count=%count%")
+
+
+class Fixed32(Packet):
+    """FIXED32 payload: ELEMS int32 values (as many as the packet holds when dissecting)."""
+
+    name = "FIXED32"
+    fields_desc = [FieldListField("values", [], FIXED32_ELEMENT, max_count=MAX_ITEMS)]
+
+
+class Cnat8(Packet):
+    """CNAT8 payload: ELEMS one-byte codes."""
+
+    name = "CNAT8"
+    fields_desc = [FieldListField("codes", [], CNAT8_ELEMENT, max_count=MAX_ITEMS)]
+
+
+class Float32(Packet):
+    """FLOAT32 payload of the host-based baseline (never aggregated by a switch)."""
+
+    name = "FLOAT32"
+    fields_desc = [FieldListField("values", [], FLOAT32_ELEMENT, max_count=MAX_ITEMS)]
+
+
+bind_layers(UDP, Agg, dport=AGG_PORT)
+bind_layers(UDP, Agg, sport=AGG_PORT)
+bind_layers(Agg, Fixed32, encoding=ENC_FIXED32)
+bind_layers(Agg, Cnat8, encoding=ENC_CNAT8)
+bind_layers(Agg, Float32, encoding=ENC_FLOAT32)
+
+
+def bind_port(port: int) -> None:
+    """Dissects UDP `port` as AGG too (the baseline parameter server's port)."""
+    bind_layers(UDP, Agg, dport=port)
+    bind_layers(UDP, Agg, sport=port)
