@@ -203,6 +203,8 @@ def _print_plan(topo: Topology) -> None:
 
 def cmd_program(args) -> int:
     topo = load_topology(args)
+    for name in args.switches or []:
+        topo.switch(name)
     if args.dry_run:
         _print_plan(topo)
         return 0

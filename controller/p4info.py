@@ -94,6 +94,14 @@ class P4Info:
         for mf in table.match_fields:
             if mf.name == name:
                 return _Field(mf.id, mf.name, mf.bitwidth, mf.match_type)
+        # The name of standard_metadata inside a control is the program's choice
+        # ("standard_metadata.egress_port" may be "sm.egress_port"): accept a field whose
+        # last component is the same, when it is the only one.
+        last = name.rsplit(".", 1)[-1]
+        same = [mf for mf in table.match_fields if mf.name.rsplit(".", 1)[-1] == last]
+        if len(same) == 1 and name.startswith("standard_metadata."):
+            mf = same[0]
+            return _Field(mf.id, mf.name, mf.bitwidth, mf.match_type)
         raise P4InfoError(f"table {table.preamble.name} has no match field {name!r} (fields: "
                           f"{', '.join(mf.name for mf in table.match_fields)})")
 
@@ -135,9 +143,9 @@ class P4Info:
             else:
                 kind = mt.MatchType.Name(f.match_type)
                 raise P4InfoError(f"{what}: a {type(m).__name__} match for a {kind} field")
+        given = {self._match_field(table, name).id for name, _ in e.match}
         missing = [mf.name for mf in table.match_fields
-                   if mf.match_type == p4info_pb2.MatchField.EXACT
-                   and mf.name not in dict(e.match)]
+                   if mf.match_type == p4info_pb2.MatchField.EXACT and mf.id not in given]
         if missing:
             raise P4InfoError(f"{e.table}: exact field(s) {', '.join(missing)} not given")
         msg.action.action.action_id = action.preamble.id
@@ -196,6 +204,12 @@ class P4Info:
             port = decode(r.port) if r.WhichOneof("port_kind") == "port" else r.egress_port
             reps.append((port, r.instance))
         return MulticastGroupEntry(msg.multicast_group_id, tuple(sorted(reps)))
+
+    def canonical(self, e):
+        """The entity as the switch will report it (P4Info names, omitted wildcards)."""
+        if isinstance(e, TableEntry):
+            return self.table_entry(self.table_entry_proto(e))
+        return e
 
     def entity_proto(self, e) -> p4runtime_pb2.Entity:
         if isinstance(e, TableEntry):

@@ -33,14 +33,19 @@ def desired_state(topo: Topology) -> dict[str, list[Entity]]:
     return out
 
 
-def check_entities(state: dict[str, list[Entity]], pipeline: Pipeline) -> None:
-    """Every entity converts under the pipeline's P4Info: fail before touching any switch."""
+def canonical_state(state: dict[str, list[Entity]],
+                    pipeline: Pipeline) -> dict[str, list[Entity]]:
+    """The entities as the switches will report them under the pipeline's P4Info, so a read
+    compares equal; an entity the P4Info cannot express fails here, before any switch."""
+    out = {}
     for switch, rows in state.items():
+        out[switch] = []
         for e in rows:
             try:
-                pipeline.p4info.entity_proto(e)
+                out[switch].append(pipeline.p4info.canonical(e))
             except P4InfoError as err:
                 raise ControllerError(f"{switch}: cannot express {e!r}: {err}") from None
+    return out
 
 
 @dataclass
@@ -138,9 +143,7 @@ def program(topo: Topology, pipeline: Pipeline | None, names: list[str] | None =
             connect_timeout: float = 10.0,
             election_id: tuple[int, int] = (0, 1)) -> list[tuple[Switch, object]]:
     """Program (or, with pipeline None, reset) the switches; SyncResult or error per switch."""
-    state = desired_state(topo) if pipeline is not None else {}
-    if pipeline is not None:
-        check_entities(state, pipeline)
+    state = canonical_state(desired_state(topo), pipeline) if pipeline is not None else {}
 
     def work(switch: Switch) -> SyncResult:
         with Session(switch, election_id, connect_timeout) as session:

@@ -1,0 +1,103 @@
+"""The command line: topology files, dry runs, errors; run as a script from elsewhere."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from controller import topology as T
+from controller.main import main
+from controller.stats import (
+    DROPS_IN,
+    DROPS_OUT,
+    EVENTS,
+    PORT_RX,
+    PORT_TX,
+    SwitchStats,
+    format_stats,
+)
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_script_runs_without_the_repo_on_the_path(tmp_path):
+    out = tmp_path / "t.json"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [sys.executable, "-I", os.path.join(REPO, "controller", "main.py"), "topology",
+         "--topo", "fat-tree", "--k", "4", "-o", str(out)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "20 switches, 16 hosts" in proc.stderr
+    assert T.Topology.load(str(out)).to_json() == T.fat_tree(4).with_jobs(
+        T.Topology.load(str(out)).jobs).to_json()
+    proc = subprocess.run([sys.executable, "-I", os.path.join(REPO, "controller", "main.py"),
+                           "--help"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0 and "stats" in proc.stdout and "shell" in proc.stdout
+
+
+def test_topology_command_writes_jobs_and_loss(tmp_path, capsys):
+    path = tmp_path / "t.json"
+    assert main(["topology", "--topo", "leaf-spine", "--leaves", "2", "--spines", "1",
+                 "--hosts", "3", "--loss", "0.02", "--jobs", "h1-h4:slots=32", "h5,h6:enc=cnat8",
+                 "-o", str(path)]) == 0
+    data = json.loads(path.read_text())
+    assert data["jobs"] == [
+        {"id": 1, "workers": ["h1", "h2", "h3", "h4"], "slots": 32, "encoding": "fixed32"},
+        {"id": 2, "workers": ["h5", "h6"], "slots": 64, "encoding": "cnat8"}]
+    assert {link["loss"] for link in data["links"]} == {0.02}
+    # Without --jobs, a built topology gets one job of all hosts; a file keeps its own.
+    assert main(["topology", "--topo", "star", "--hosts", "3"]) == 0
+    assert json.loads(capsys.readouterr().out)["jobs"][0]["workers"] == ["h1", "h2", "h3"]
+    assert main(["topology", "--topology", str(path)]) == 0
+    assert json.loads(capsys.readouterr().out)["jobs"] == data["jobs"]
+
+
+def test_dry_run_prints_trees_and_entries(capsys):
+    assert main(["--topo", "fat-tree", "--dry-run", "--jobs", "h1,h5:id=4"]) == 0
+    out = capsys.readouterr().out
+    assert "job 4: 2 workers, 64 slots, fixed32 results, root s4" in out
+    assert "NatIngress.agg.job_root(base=0, num_slots=64, num_children=2, mcast_grp=4" in out
+    assert out.count("NatIngress.fwd.routes[") == 20 * 16
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--topo", "star", "--k", "4"], "--k does not apply to --topo star"),
+    (["--dry-run"], "no topology"),
+    (["--topo", "star", "--topology", "x.json"], "not both"),
+    (["--topology", "/nonexistent/t.json"], "cannot read topology file"),
+    (["--topo", "star", "--hosts", "33", "--dry-run"], "33 children, at most 32"),
+    (["--topo", "star", "--jobs", "h1-h9"], "'h5' is not a host"),
+    (["--topo", "star", "--loss", "2"], "loss must be within [0, 1]"),
+    (["--topo", "star", "--p4info", "/nonexistent.txt"], "make p4"),
+    (["--topo", "star", "--switches", "s7"], "no switch named 's7'"),
+])
+def test_errors_are_clear(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err, err
+
+
+def test_stats_table():
+    topo = T.star(2)
+    stats = SwitchStats(topo.switches[0], {
+        EVENTS: {0: (10, 0), 2: (5, 0)},
+        DROPS_IN: {2: (3, 300)},
+        DROPS_OUT: {9: (1, 100)},
+        PORT_RX: {1: (7, 700), 2: (8, 800), 9: (1, 64)},
+        PORT_TX: {1: (5, 500)},
+    })
+    lines = format_stats(stats, topo).splitlines()
+    assert lines[0] == "s1 (device 1, 127.0.0.1:50051, switch)"
+    rows = {line.split()[0]: line.split()[1:] for line in lines[1:]}
+    assert rows["CONTRIB"] == ["10"] and rows["COMPLETE"] == ["5"] and rows["ANSWERED"] == ["0"]
+    assert rows["FOREIGN_PORT"] == ["3", "0"] and rows["IMPAIRMENT"] == ["0", "1"]
+    assert "NO_ROUTE" not in rows                       # only drops that happened
+    assert rows["1"] == ["h1", "7", "700", "5", "500"]
+    assert rows["2"] == ["h2", "8", "800", "0", "0"]
+    assert rows["9"] == ["-", "1", "64", "0", "0"]      # traffic on an unlinked port shows
+    empty = format_stats(SwitchStats(topo.switches[0]), topo)
+    assert "runs no program" in empty
