@@ -1,0 +1,6 @@
+"""The allreduce client over an aggregating switch (or the host-based parameter server)."""
+
+from worker.allreduce.client import AllReduceClient, AllReduceError, JobParams
+from worker.allreduce.stats import Stats
+
+__all__ = ["AllReduceClient", "AllReduceError", "JobParams", "Stats"]

@@ -1,0 +1,350 @@
+"""The allreduce client: a tensor in, the mean over the job's workers out, through a switch.
+
+The tensor is cut into chunks of ELEMS elements; chunk c travels on slot c % window, and
+a window of slots is in flight at once. Each slot runs the table in protocol.py: a
+priming round to agree on the first chunk's exponent, then its chunks one after the
+other, each contribution piggybacking the exponent of the slot's next chunk. Results
+are matched by (slot, version, chunk); anything else is counted and ignored. A slot
+whose result does not come back is retransmitted with exponential backoff; when no
+result at all arrives for `timeout` seconds the call fails, naming the chunks that
+never completed.
+
+Memory stays bounded: per call, the padded tensor, one exponent byte per chunk and the
+output; per slot, a few numbers and the last frame sent (for retransmission).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from worker import wire
+from worker.allreduce.coding import ChunkCoder
+from worker.allreduce.protocol import IN_FLIGHT, Action, Event, State, transition
+from worker.allreduce.stats import Stats
+from worker.frames import Framer
+from worker.transport import Port
+
+# The chunk field of a priming round: this mark plus the call number (16 bits), so a
+# late priming result of an earlier call cannot pass for this call's.
+PRIME_MARK = 0xFFFF0000
+MAX_CHUNKS = PRIME_MARK
+PROGRESS_EVERY = 0.5        # seconds between progress callbacks
+
+
+class AllReduceError(RuntimeError):
+    """The allreduce cannot complete; the message says what is missing or wrong."""
+
+
+@dataclass(frozen=True)
+class JobParams:
+    """What every worker of the job must agree on (docs/WORKER.md)."""
+
+    job_id: int
+    session: int
+    workers: int
+    window: int
+    encoding: int = wire.ENC_CNAT8
+    elems: int = wire.ELEMS
+
+    def __post_init__(self) -> None:
+        for name, value, lo, hi in (("job id", self.job_id, 0, 0xFFFF),
+                                    ("session", self.session, 0, 0xFFFF),
+                                    ("workers", self.workers, 1, 0xFF),
+                                    ("window", self.window, 1, 0xFFFF),
+                                    ("elements per packet", self.elems, 1, 0xFFFF)):
+            if not isinstance(value, int) or not lo <= value <= hi:
+                raise ValueError(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
+        if self.encoding not in wire.ENCODINGS:
+            raise ValueError(f"unknown encoding {self.encoding!r} "
+                             f"(one of {sorted(wire.ENCODINGS)})")
+
+
+class AllReduceClient:
+    """One worker's end of a job. Not thread-safe: one client per thread."""
+
+    def __init__(self, port: Port, framer: Framer, job: JobParams, *, seed: int = 0,
+                 rto: float = 0.05, rto_min: float = 0.002, rto_max: float = 1.0,
+                 timeout: float = 10.0,
+                 progress: Callable[[int, int], None] | None = None,
+                 trace: Callable[..., None] | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        if framer.elems != job.elems:
+            raise ValueError(f"framer has {framer.elems} elements per packet, job {job.elems}")
+        if not 0 < rto_min <= rto <= rto_max:
+            raise ValueError("need 0 < rto_min <= rto <= rto_max")
+        if timeout <= 0:
+            raise ValueError(f"timeout must be > 0 s, got {timeout}")
+        self.port, self.framer, self.job = port, framer, job
+        self.coder = ChunkCoder(job.encoding, job.workers, np.random.default_rng(seed), job.elems)
+        self.rto_base, self.rto_min, self.rto_max = rto, rto_min, rto_max
+        self.timeout = timeout
+        self.progress, self.trace, self.clock = progress, trace, clock
+        self.stats = Stats()
+        self.srtt: float | None = None
+        self.rttvar = 0.0
+        w = job.window
+        # Per slot; `uses` outlives a call: every worker runs the same sequence of calls.
+        self.uses = np.zeros(w, np.int64)
+        self.state = np.zeros(w, np.int8)
+        self.cur = np.zeros(w, np.int64)          # the chunk the slot works on (or primes)
+        self.exp = np.zeros(w, np.int16)          # negotiated exponent of that chunk
+        self.sent_exp = np.zeros(w, np.int16)     # the exponent we piggybacked
+        self.deadline = np.full(w, np.inf)
+        self.sent_at = np.zeros(w)
+        self.tries = np.zeros(w, np.int32)
+        self.rto = np.full(w, rto)
+        self.frames: list[bytes | None] = [None] * w
+        self.payloads: list[np.ndarray | None] = [None] * w   # kept for `trace` only
+        self.calls = 0
+        self._actions = {
+            Action.PRIME: self._prime,
+            Action.SEND_FIRST: self._send_first,
+            Action.START_CHUNK: self._start_chunk,
+            Action.ACCEPT_NEXT: self._accept_next,
+            Action.ACCEPT_LAST: self._accept_last,
+            Action.RETRANSMIT: self._retransmit,
+            Action.IGNORE: self._ignore,
+        }
+
+    # ------------------------------------------------------------------ the call
+    def allreduce(self, tensor) -> np.ndarray:
+        """The element-wise mean of `tensor` over the job's workers (float32, same shape)."""
+        x = np.asarray(tensor, dtype=np.float32)
+        flat = x.reshape(-1)
+        if flat.size == 0:
+            return x.copy()
+        if not np.isfinite(flat).all():
+            raise AllReduceError("the tensor holds NaN or infinity: nothing to aggregate")
+        elems, window = self.job.elems, self.job.window
+        n_chunks = -(-flat.size // elems)
+        if n_chunks >= MAX_CHUNKS:
+            raise AllReduceError(f"tensor of {flat.size} elements needs {n_chunks} chunks, "
+                                 f"at most {MAX_CHUNKS - 1}")
+        if flat.size == n_chunks * elems:
+            self.chunks = flat.reshape(n_chunks, elems)
+        else:
+            padded = np.zeros(n_chunks * elems, np.float32)
+            padded[:flat.size] = flat
+            self.chunks = padded.reshape(n_chunks, elems)
+        self.n_chunks = n_chunks
+        self.exps = self.coder.exponents(self.chunks)
+        self.out = np.empty(n_chunks * elems, np.float32)
+        self.done_chunks = 0
+        self.received_this_call = 0
+        used = min(window, n_chunks)
+        self.calls += 1
+        before = self.stats.copy()
+        start = self.clock()
+        self.state[:] = State.IDLE
+        self.deadline[:] = np.inf
+        self.cur[:used] = np.arange(used)
+        begin = Event.START if self.coder.primed else Event.START_UNPRIMED
+        for s in range(used):
+            self._dispatch(s, begin, None)
+        self._run(used, start)
+        self.stats.calls += 1
+        self.stats.elements += flat.size
+        self.stats.chunks += n_chunks
+        self.stats.seconds += self.clock() - start
+        self.last = self.stats.since(before)
+        result = self.out[:flat.size].reshape(x.shape)
+        self.chunks = self.out = None
+        return result
+
+    def _run(self, used: int, start: float) -> None:
+        deadline = self.deadline[:used]
+        last_progress = start
+        next_report = start + PROGRESS_EVERY
+        while self.done_chunks < self.n_chunks:
+            now = self.clock()
+            due = deadline.min()
+            if due <= now:
+                for s in np.flatnonzero(deadline <= now):
+                    self._dispatch(int(s), Event.TIMEOUT, None)
+                continue
+            give_up = last_progress + self.timeout
+            if now >= give_up:
+                raise AllReduceError(self._missing(used, now - last_progress))
+            frame = self.port.recv(min(due, give_up) - now)
+            if frame is None:
+                continue
+            self.stats.packets_received += 1
+            self.stats.bytes_received += len(frame)
+            got = self._classify(frame, used)
+            if got is None:
+                self.stats.foreign_ignored += 1
+                continue
+            s, event, msg = got
+            self._dispatch(s, event, msg)
+            if event in (Event.RESULT_MORE, Event.RESULT_LAST):
+                last_progress = self.clock()
+                if self.progress is not None and last_progress >= next_report:
+                    next_report = last_progress + PROGRESS_EVERY
+                    self.progress(self.done_chunks, self.n_chunks)
+        if self.progress is not None and self.n_chunks > used:
+            self.progress(self.done_chunks, self.n_chunks)
+
+    def _classify(self, frame: bytes, used: int):
+        parsed = self.framer.parse(frame)
+        if parsed is None:
+            return None
+        hdr, payload = parsed
+        job = self.job
+        if (hdr.msg_type != wire.MSG_RESULT or hdr.job_id != job.job_id
+                or hdr.session != job.session or hdr.slot >= used):
+            return None
+        self.received_this_call += 1
+        s = hdr.slot
+        state = self.state[s]
+        if (state not in IN_FLIGHT or hdr.version != self.uses[s] & 1
+                or hdr.chunk != self._chunk_field(s)):
+            return s, Event.STALE, None
+        if hdr.count != job.workers:
+            raise AllReduceError(
+                f"slot {s}: the result sums {hdr.count} workers, this job has {job.workers}: "
+                f"the switch's job {job.job_id} is set up for another worker count")
+        if hdr.exp < self.sent_exp[s]:
+            raise AllReduceError(
+                f"slot {s}: the result's exponent {hdr.exp} is below this worker's "
+                f"{self.sent_exp[s]}: the switch holds a result from an earlier run with "
+                f"session {job.session}; start the job with a new session id")
+        if not self.coder.accepts(hdr.encoding):
+            raise AllReduceError(f"slot {s}: a result encoded as "
+                                 f"{wire.ENCODINGS.get(hdr.encoding, hdr.encoding)} cannot "
+                                 f"answer {wire.ENCODINGS[job.encoding]} contributions")
+        last = state == State.RUNNING and self.cur[s] + self.job.window >= self.n_chunks
+        return s, Event.RESULT_LAST if last else Event.RESULT_MORE, (hdr, payload)
+
+    def _dispatch(self, s: int, event: Event, msg) -> None:
+        action, nxt = transition(State(self.state[s]), event)
+        self._actions[action](s, msg)
+        self.state[s] = nxt
+        if nxt not in IN_FLIGHT:
+            self.deadline[s] = np.inf
+
+    # ------------------------------------------------------------------ actions
+    def _chunk_field(self, s: int) -> int:
+        if self.state[s] == State.PRIMING:
+            return PRIME_MARK | (self.calls & 0xFFFF)
+        return int(self.cur[s])
+
+    def _prime(self, s: int, _msg) -> None:
+        c = int(self.cur[s])
+        self.sent_exp[s] = self.exps[c]
+        self.state[s] = State.PRIMING          # so _chunk_field sees the priming round
+        frame = self.framer.build(wire.MSG_CONTRIB, self.job.encoding, self.job.job_id,
+                                  self.job.session, s, int(self.uses[s] & 1), int(self.exps[c]),
+                                  1, self._chunk_field(s), self.coder.zeros)
+        self._send_new(s, frame, None)
+
+    def _send_first(self, s: int, _msg) -> None:
+        self._send_chunk(s)
+
+    def _start_chunk(self, s: int, msg) -> None:
+        self._rtt_sample(s)
+        self.uses[s] += 1
+        self.exp[s] = msg[0].exp
+        self._send_chunk(s)
+
+    def _accept_next(self, s: int, msg) -> None:
+        self._store(s, msg)
+        self.uses[s] += 1
+        self.cur[s] += self.job.window
+        self.exp[s] = msg[0].exp
+        self._send_chunk(s)
+
+    def _accept_last(self, s: int, msg) -> None:
+        self._store(s, msg)
+        self.uses[s] += 1
+
+    def _retransmit(self, s: int, _msg) -> None:
+        frame = self.frames[s]
+        self.port.send(frame)
+        self.stats.packets_sent += 1
+        self.stats.bytes_sent += len(frame)
+        self.stats.retransmissions += 1
+        self.tries[s] += 1
+        self.rto[s] = min(self.rto[s] * 2, self.rto_max)
+        self.deadline[s] = self.clock() + self.rto[s]
+
+    def _ignore(self, s: int, _msg) -> None:
+        self.stats.duplicates_ignored += 1
+
+    # ------------------------------------------------------------------ helpers
+    def _send_chunk(self, s: int) -> None:
+        c = int(self.cur[s])
+        payload = self.coder.encode(self.chunks[c], int(self.exp[s]), int(self.exps[c]))
+        nxt = c + self.job.window
+        nxt_exp = int(self.exps[nxt]) if nxt < self.n_chunks else 0
+        self.sent_exp[s] = nxt_exp
+        frame = self.framer.build(wire.MSG_CONTRIB, self.job.encoding, self.job.job_id,
+                                  self.job.session, s, int(self.uses[s] & 1), nxt_exp, 1, c,
+                                  payload)
+        self._send_new(s, frame, payload)
+
+    def _send_new(self, s: int, frame: bytes, payload) -> None:
+        self.frames[s] = frame
+        if self.trace is not None:
+            self.payloads[s] = payload
+        self.port.send(frame)
+        self.stats.packets_sent += 1
+        self.stats.bytes_sent += len(frame)
+        now = self.clock()
+        self.sent_at[s] = now
+        self.tries[s] = 0
+        self.rto[s] = self._rto()
+        self.deadline[s] = now + self.rto[s]
+
+    def _store(self, s: int, msg) -> None:
+        hdr, payload = msg
+        self._rtt_sample(s)
+        c = int(self.cur[s])
+        e = int(self.exp[s])
+        elems = self.job.elems
+        self.out[c * elems:(c + 1) * elems] = self.coder.decode_mean(hdr.encoding, payload, e)
+        self.done_chunks += 1
+        if self.trace is not None:
+            self.trace(chunk=c, exp=e, sent=self.payloads[s], result=hdr, payload=payload)
+
+    def _rtt_sample(self, s: int) -> None:
+        # Karn: only a use answered without retransmission measures the round trip.
+        if self.tries[s]:
+            return
+        r = self.clock() - self.sent_at[s]
+        if self.srtt is None:
+            self.srtt, self.rttvar = r, r / 2
+        else:
+            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - r)
+            self.srtt = 0.875 * self.srtt + 0.125 * r
+
+    def _rto(self) -> float:
+        if self.srtt is None:
+            return self.rto_base
+        return min(max(self.srtt + 4 * self.rttvar, self.rto_min), self.rto_max)
+
+    def _missing(self, used: int, idle: float) -> str:
+        job = self.job
+        waiting = []
+        for s in range(used):
+            if self.state[s] == State.PRIMING:
+                waiting.append(f"slot {s} priming chunk {self.cur[s]} "
+                               f"({self.tries[s] + 1} sends)")
+            elif self.state[s] == State.RUNNING:
+                waiting.append(f"slot {s} chunk {self.cur[s]} version {self.uses[s] & 1} "
+                               f"({self.tries[s] + 1} sends)")
+        shown = "; ".join(waiting[:8]) + (f"; ... {len(waiting) - 8} more slots"
+                                          if len(waiting) > 8 else "")
+        if self.received_this_call == 0:
+            hint = (f"no result of job {job.job_id} arrived in this call: is the switch up, "
+                    f"programmed for job {job.job_id}, and are all {job.workers} workers running?")
+        else:
+            hint = (f"other slots completed, so the switch answers: a worker of the "
+                    f"{job.workers} is likely missing or stopped")
+        return (f"allreduce of job {job.job_id} (session {job.session}, call "
+                f"{self.calls}) got no result for {idle:.1f} s: "
+                f"{self.n_chunks - self.done_chunks} of {self.n_chunks} chunks never completed "
+                f"[{shown}]; {hint}")

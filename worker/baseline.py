@@ -1,0 +1,214 @@
+"""Host-based baseline: a parameter server that sums the workers' chunks over kernel UDP.
+
+It speaks the switch's protocol (AGG header, slots with two versions, a bitmap of the
+workers seen, answers to retransmissions from the stored result; docs/PROTOCOL.md) on
+another UDP port (default 20034, so switches route it like any traffic), with bare
+datagrams: AGG header + payload. A worker's identity is its source address, the first
+`workers` distinct senders of a job session being its members.
+
+Sums: FLOAT32 in float32 (the uncompressed baseline); FIXED32 and CNAT8 as the switch
+adds them, into int32, answered as FIXED32 (or re-compressed to CNAT8 with
+--result-encoding cnat8). So the same client runs against the switch or this server.
+
+    python worker/baseline.py --listen 10.0.0.1:20034 --workers 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import socket
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from worker import codec, wire  # noqa: E402
+from worker.frames import Framer  # noqa: E402
+
+PS_PORT = 20034
+log = logging.getLogger("natswitch.ps")
+
+
+@dataclass
+class _Job:
+    session: int
+    slots: int
+    elems: int
+    members: dict = field(default_factory=dict)           # sender -> bit
+    bitmap: np.ndarray = None
+    count: np.ndarray = None
+    exp: np.ndarray = None
+    workers: np.ndarray = None
+    kind: np.ndarray = None           # per (slot, version): 0 empty, 1 float, 2 integer
+    acc: dict = field(default_factory=dict)                # (slot, version) -> sums
+    results: dict = field(default_factory=dict)            # (slot, version) -> datagram
+
+    def __post_init__(self) -> None:
+        shape = (self.slots, 2)
+        self.bitmap = np.zeros(shape, np.uint64)
+        self.count = np.zeros(shape, np.int64)
+        self.exp = np.zeros(shape, np.int64)
+        self.workers = np.zeros(shape, np.int64)
+        self.kind = np.zeros(shape, np.int8)
+
+
+@dataclass
+class PsStats:
+    contributions: int = 0
+    duplicates: int = 0
+    answered: int = 0
+    completed: int = 0
+    dropped: dict = field(default_factory=dict)    # reason -> packets
+
+    def drop(self, reason: str) -> list:
+        self.dropped[reason] = self.dropped.get(reason, 0) + 1
+        return []
+
+
+class ParameterServer:
+    """The slot algorithm of docs/PROTOCOL.md on a host. handle() is the whole logic."""
+
+    def __init__(self, workers: int, slots: int = 512, elems: int = wire.ELEMS,
+                 result_encoding: int = wire.ENC_FIXED32, seed: int = 0):
+        if not 1 <= workers <= 64:
+            raise ValueError(f"workers must be within 1..64 (the bitmap), got {workers}")
+        if result_encoding not in (wire.ENC_FIXED32, wire.ENC_CNAT8):
+            raise ValueError("integer results are FIXED32 or CNAT8")
+        self.n, self.slots, self.elems = workers, slots, elems
+        self.result_encoding = result_encoding
+        self.framer = Framer(elems=elems)
+        self.rng = np.random.default_rng(seed)
+        self.jobs: dict[int, _Job] = {}
+        self.stats = PsStats()
+
+    def handle(self, data: bytes, sender) -> list[tuple[object, bytes]]:
+        """One datagram from `sender` -> the datagrams to send, as (destination, bytes)."""
+        parsed = self.framer.parse(data)
+        if parsed is None:
+            return self.stats.drop("bad_length_or_encoding")
+        hdr, payload = parsed
+        if hdr.msg_type != wire.MSG_CONTRIB:
+            return self.stats.drop("not_contribution")
+        if hdr.version > 1:
+            return self.stats.drop("bad_version")
+        if hdr.slot >= self.slots:
+            return self.stats.drop("bad_slot")
+        job = self.jobs.get(hdr.job_id)
+        if job is None or job.session != hdr.session:
+            # A new session of the job is a new run: clean slots, members found anew.
+            job = self.jobs[hdr.job_id] = _Job(hdr.session, self.slots, self.elems)
+        bit = job.members.get(sender)
+        if bit is None:
+            if len(job.members) >= self.n:
+                log.warning("job %d: sender %s beyond the %d workers: dropped", hdr.job_id,
+                            sender, self.n)
+                return self.stats.drop("foreign_sender")
+            bit = job.members[sender] = len(job.members)
+        s, v = hdr.slot, hdr.version
+        mask = np.uint64(1 << bit)
+        seen = bool(job.bitmap[s, v] & mask)
+        if seen:
+            if job.count[s, v] == 0 and (s, v) in job.results:
+                self.stats.answered += 1
+                return [(sender, job.results[s, v])]
+            self.stats.duplicates += 1
+            return []
+        kind = 1 if hdr.encoding == wire.ENC_FLOAT32 else 2
+        first = job.count[s, v] == 0
+        if not first and job.kind[s, v] != kind:
+            return self.stats.drop("mixed_encodings")
+        self.stats.contributions += 1
+        job.bitmap[s, v] |= mask
+        job.bitmap[s, 1 - v] &= ~mask
+        values = (payload.astype(np.float32) if kind == 1 else
+                  codec.switch_decode_cnat8(payload) if hdr.encoding == wire.ENC_CNAT8 else
+                  payload.astype(np.int32))
+        if first:
+            job.results.pop((s, v), None)
+            job.acc[s, v] = values.copy()
+            job.exp[s, v], job.workers[s, v], job.kind[s, v] = hdr.exp, hdr.count, kind
+        else:
+            np.add(job.acc[s, v], values, out=job.acc[s, v])     # int32 wraps, as the switch
+            job.exp[s, v] = max(job.exp[s, v], hdr.exp)
+            job.workers[s, v] += hdr.count
+        job.count[s, v] = (job.count[s, v] + 1) % self.n
+        if job.count[s, v]:
+            return []
+        self.stats.completed += 1
+        sums = job.acc.pop((s, v))
+        if kind == 1:
+            enc, out = wire.ENC_FLOAT32, sums
+        elif self.result_encoding == wire.ENC_CNAT8:
+            enc, out = wire.ENC_CNAT8, codec.recompress(sums, self.rng)
+        else:
+            enc, out = wire.ENC_FIXED32, sums
+        result = self.framer.build(wire.MSG_RESULT, enc, hdr.job_id, hdr.session, s, v,
+                                   int(job.exp[s, v]), int(job.workers[s, v]) & 0xFF,
+                                   hdr.chunk, out)
+        job.results[s, v] = result
+        return [(m, result) for m in job.members]
+
+    def serve(self, sock: socket.socket, stop: threading.Event | None = None) -> None:
+        """Answers datagrams on `sock` until `stop` is set (checked every 0.2 s)."""
+        sock.settimeout(0.2)
+        while stop is None or not stop.is_set():
+            try:
+                data, sender = sock.recvfrom(65535)
+            except TimeoutError:
+                continue
+            for dest, out in self.handle(data, sender):
+                try:
+                    sock.sendto(out, dest)
+                except OSError as e:
+                    log.warning("send to %s failed: %s", dest, e)
+
+
+def parse_addr(text: str, default_port: int = PS_PORT) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        return text, default_port
+    if not port.isdigit():
+        raise ValueError(f"not HOST[:PORT]: {text!r}")
+    return host, int(port)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--listen", default=f"0.0.0.0:{PS_PORT}",
+                    help="HOST[:PORT] to receive contributions on (default %(default)s)")
+    ap.add_argument("--workers", type=int, required=True, help="workers per job")
+    ap.add_argument("--slots", type=int, default=512, help="slots per job (default 512)")
+    ap.add_argument("--result-encoding", choices=["fixed32", "cnat8"], default="fixed32",
+                    help="encoding of the sums of FIXED32/CNAT8 contributions")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the CNAT8 re-compression")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s ps %(message)s")
+    ps = ParameterServer(args.workers, args.slots,
+                         result_encoding=wire.ENCODING_BY_NAME[args.result_encoding],
+                         seed=args.seed)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    try:
+        sock.bind(parse_addr(args.listen))
+    except (OSError, ValueError) as e:
+        print(f"ps: cannot listen on {args.listen}: {e}", file=sys.stderr)
+        return 2
+    log.info("listening on %s:%d for %d workers", *sock.getsockname(), args.workers)
+    try:
+        ps.serve(sock)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        log.info("stats: %s", ps.stats)
+        sock.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
