@@ -1,0 +1,162 @@
+"""The controller against running softswitch processes on loopback gRPC (no root needed)."""
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from controller import topology as T
+from controller.main import main
+from controller.p4info import Pipeline
+from controller.program import canonical_state, desired_state, program, read_state
+from controller.session import Session, SwitchUnreachable, Update, WriteRejected
+from controller.topology import Topology
+
+try:
+    from softswitch import Switch  # noqa: F401  (what `python -m softswitch` runs)
+except ImportError as e:
+    pytest.skip(f"softswitch is not importable ({e}); these tests program running softswitch "
+                "processes", allow_module_level=True)
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+P4INFO = os.path.join(REPO, "p4src", "build", "agg.p4info.txt")
+BMV2_JSON = os.path.join(REPO, "p4src", "build", "agg.json")
+
+
+def free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def with_addresses(topo, ports):
+    data = topo.to_dict()
+    for sw, port in zip(data["switches"], ports, strict=True):
+        sw["grpc_addr"] = f"127.0.0.1:{port}"
+    return Topology.from_dict(data)
+
+
+@pytest.fixture(scope="module")
+def pipeline():
+    return Pipeline.load(P4INFO, BMV2_JSON)
+
+
+@pytest.fixture(scope="module")
+def switches(tmp_path_factory):
+    """A leaf-spine of 2 leaves and 1 spine (3 switches), one softswitch process each."""
+    base = T.leaf_spine(leaves=2, spines=1, hosts=2)
+    topo = with_addresses(base, free_ports(len(base.switches)))
+    topo = topo.with_jobs([T.JobSpec(1, ("h1", "h2", "h3", "h4"), 32, "cnat8"),
+                           T.JobSpec(2, ("h1", "h3"), 16)]).with_loss(0.01)
+    logs = tmp_path_factory.mktemp("softswitch")
+    procs = []
+    for s in topo.switches:
+        log = open(logs / f"{s.name}.log", "w")  # noqa: SIM115
+        procs.append((subprocess.Popen(
+            [sys.executable, "-m", "softswitch", "--device-id", str(s.device_id),
+             "--grpc-server-addr", s.grpc_addr, "--no-p4"],
+            cwd=REPO, stdout=log, stderr=subprocess.STDOUT), log))
+    try:
+        for s in topo.switches:
+            # Starting Python processes on a loaded machine: allow them time to listen.
+            with Session(s, connect_timeout=60):
+                pass
+        yield topo
+    finally:
+        for proc, _ in procs:
+            proc.terminate()
+        for proc, log in procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            log.close()
+
+
+def results_by_name(results):
+    out = {}
+    for switch, r in results:
+        assert not isinstance(r, Exception), f"{switch.name}: {r}"
+        out[switch.name] = r
+    return out
+
+
+def test_program_reads_back_and_second_run_writes_nothing(switches, pipeline):
+    topo = switches
+    want = canonical_state(desired_state(topo), pipeline)
+    first = results_by_name(program(topo, pipeline, connect_timeout=30))
+    for name, r in first.items():
+        assert r.inserted + r.kept == len(want[name])
+    for s in topo.switches:
+        with Session(s, connect_timeout=30) as session:
+            assert session.use_running_pipeline()
+            assert set(read_state(session)) == set(want[s.name])
+    second = results_by_name(program(topo, pipeline, connect_timeout=30))
+    for name, r in second.items():
+        assert (r.pushed, r.written, r.kept) == (False, 0, len(want[name]))
+
+
+def test_changed_jobs_modify_and_delete(switches, pipeline):
+    topo = switches
+    results_by_name(program(topo, pipeline, connect_timeout=30))
+    smaller = topo.with_jobs([T.JobSpec(1, ("h1", "h2", "h3", "h4"), 32, "fixed32")])
+    changed = results_by_name(program(smaller, pipeline, connect_timeout=30))
+    spine = [s.name for s in topo.switches if s.role == "spine"][0]
+    assert changed[spine].modified == 1                  # job 1's result encoding
+    assert sum(r.deleted for r in changed.values()) > 0   # job 2's entries and groups
+    want = canonical_state(desired_state(smaller), pipeline)
+    for s in topo.switches:
+        with Session(s, connect_timeout=30) as session:
+            session.use_running_pipeline()
+            assert set(read_state(session)) == set(want[s.name])
+    results_by_name(program(topo, pipeline, connect_timeout=30))
+
+
+def test_rejected_write_names_switch_entity_and_reason(switches, pipeline):
+    topo = switches
+    results_by_name(program(topo, pipeline, connect_timeout=30))
+    s = topo.switches[0]
+    route = canonical_state(desired_state(topo), pipeline)[s.name][0]
+    with Session(s, connect_timeout=30) as session:
+        session.use_running_pipeline()
+        with pytest.raises(WriteRejected) as err:
+            session.write([(Update.INSERT, route)])
+    text = str(err.value)
+    assert f"{s.name} (device {s.device_id} at {s.grpc_addr})" in text
+    assert repr(route) in text and "ALREADY_EXISTS" in text
+    assert err.value.rejected[0].entity == route
+
+
+def test_dead_switch_is_named(switches, pipeline):
+    dead = with_addresses(T.star(2), free_ports(1))
+    (switch, r), = program(dead, pipeline, connect_timeout=1.0)
+    assert isinstance(r, SwitchUnreachable)
+    assert f"s1 (device 1 at {switch.grpc_addr}): unreachable" in str(r)
+
+
+def test_cli_reset_program_twice_and_stats(switches, tmp_path, capsys):
+    path = tmp_path / "topo.json"
+    switches.save(str(path))
+    assert main(["--topology", str(path), "--reset", "--timeout", "30"]) == 0
+    out = capsys.readouterr().out
+    assert "3 of 3 switches reset" in out
+    for s in switches.switches:
+        with Session(s, connect_timeout=30) as session:
+            session.use_running_pipeline()
+            assert read_state(session) == []
+    assert main(["--topology", str(path), "--timeout", "30"]) == 0
+    assert main(["--topology", str(path), "--timeout", "30"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].startswith("3 of 3 switches programmed: 0 written")
+    assert main(["stats", "--topology", str(path), "--timeout", "30"]) == 0
+    out = capsys.readouterr().out
+    for s in switches.switches:
+        assert f"{s.name} (device {s.device_id}, {s.grpc_addr}" in out
+    assert "CONTRIB" in out and "rx pkts" in out
