@@ -50,6 +50,10 @@ class SwitchUnreachable(SwitchError):
     pass
 
 
+class _ElectionIdInUse(Exception):
+    pass
+
+
 @dataclass(frozen=True)
 class Rejected:
     kind: str            # INSERT, MODIFY, DELETE
@@ -107,8 +111,7 @@ class Session:
         self.p4info: P4Info | None = None
         self._channel: grpc.Channel | None = None
         self._stub: p4runtime_pb2_grpc.P4RuntimeStub | None = None
-        self._requests: queue.Queue = queue.Queue()
-        self._responses: queue.Queue = queue.Queue()
+        self._requests: queue.Queue | None = None
         self._stream = None
 
     # ---- connection ----
@@ -125,9 +128,8 @@ class Session:
         deadline = start + self.connect_timeout
         self._channel = grpc.insecure_channel(self.switch.grpc_addr, options=_CHANNEL_OPTIONS)
         ready = grpc.channel_ready_future(self._channel)
-        wait, attempts = 0.2, 0
+        wait = 0.2
         while True:
-            attempts += 1
             try:
                 ready.result(timeout=max(0.01, min(wait, deadline - time.monotonic())))
                 break
@@ -137,58 +139,84 @@ class Session:
                     self.close()
                     raise SwitchUnreachable(
                         self.switch, f"unreachable: no P4Runtime server answered within "
-                        f"{time.monotonic() - start:.1f} s ({attempts} attempts with backoff)"
+                        f"{time.monotonic() - start:.1f} s (retried with backoff)"
                     ) from None
                 wait *= 2
         self._stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
-        self._arbitrate(max(1.0, deadline - time.monotonic()))
-
-    def _request_iter(self):
         while True:
-            item = self._requests.get()
-            if item is None:
+            try:
+                self._arbitrate(max(1.0, deadline - time.monotonic()))
                 return
-            yield item
+            except _ElectionIdInUse as e:
+                # Most often our own previous session, whose stream the switch has not
+                # closed yet; wait for it a little, within the connect deadline.
+                self._end_stream()
+                if time.monotonic() + 0.2 >= deadline:
+                    self.close()
+                    raise SwitchError(self.switch, f"election id {self._election_text()} is "
+                                      f"in use by another client ({e})") from None
+                time.sleep(0.2)
+            except SwitchError:
+                self.close()
+                raise
 
-    def _read_stream(self) -> None:
-        try:
-            for msg in self._stream:
-                self._responses.put(msg)
-        except grpc.RpcError as e:
-            self._responses.put(e)
+    def _election_text(self) -> str:
+        return f"{self.election_id.high},{self.election_id.low}"
 
     def _arbitrate(self, timeout: float) -> None:
-        self._stream = self._stub.StreamChannel(self._request_iter())
-        threading.Thread(target=self._read_stream, name=f"p4rt-{self.switch.name}",
+        requests: queue.Queue = queue.Queue()
+        responses: queue.Queue = queue.Queue()
+
+        def request_iter():
+            while (item := requests.get()) is not None:
+                yield item
+
+        stream = self._stub.StreamChannel(request_iter())
+        self._stream, self._requests = stream, requests
+
+        def read_stream():
+            try:
+                for msg in stream:
+                    responses.put(msg)
+            except grpc.RpcError as e:
+                responses.put(e)
+
+        threading.Thread(target=read_stream, name=f"p4rt-{self.switch.name}",
                          daemon=True).start()
         req = p4runtime_pb2.StreamMessageRequest()
         req.arbitration.device_id = self.switch.device_id
         req.arbitration.election_id.CopyFrom(self.election_id)
-        self._requests.put(req)
+        requests.put(req)
         deadline = time.monotonic() + timeout
         while True:
             try:
-                msg = self._responses.get(timeout=max(0.01, deadline - time.monotonic()))
+                msg = responses.get(timeout=max(0.01, deadline - time.monotonic()))
             except queue.Empty:
-                self.close()
                 raise SwitchError(self.switch, "no arbitration answer on the stream channel "
                                   f"within {timeout:.1f} s") from None
             if isinstance(msg, grpc.RpcError):
-                self.close()
+                if (msg.code() == grpc.StatusCode.INVALID_ARGUMENT
+                        and "election" in (msg.details() or "").lower()):
+                    raise _ElectionIdInUse(msg.details())
                 raise SwitchError(self.switch, f"stream channel failed: {_rpc_details(msg)}")
             if msg.WhichOneof("update") != "arbitration":
                 continue
             if msg.arbitration.status.code != code_pb2.OK:
-                self.close()
                 raise SwitchError(self.switch, "not primary: another controller holds a higher "
-                                  f"election id ({msg.arbitration.status.message})")
+                                  f"election id than {self._election_text()} "
+                                  f"({msg.arbitration.status.message})")
             return
 
-    def close(self) -> None:
-        self._requests.put(None)
+    def _end_stream(self) -> None:
+        if self._requests is not None:
+            self._requests.put(None)
+            self._requests = None
         if self._stream is not None:
             self._stream.cancel()
             self._stream = None
+
+    def close(self) -> None:
+        self._end_stream()
         if self._channel is not None:
             self._channel.close()
             self._channel = None
