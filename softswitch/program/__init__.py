@@ -1,0 +1,249 @@
+"""Translation of a BMv2 JSON program into Python functions, once, at load time."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+from dataclasses import dataclass, field
+
+from ..errors import SwitchError
+from ..externs import Counter, MeterArray, Register
+from ..tables import Table
+from .actions import Env, compile_action
+from .controls import ControlCompiler
+from .deparsers import compile_calculation, compile_checksums, compile_deparser
+from .layout import Layout, bad
+from .module import Module
+from .parsers import ParserCompiler
+from .runtime import HELPERS
+
+SUPPORTED_MAJOR = 2
+
+# Fields simple_switch needs, by the names it uses (aliases resolve them).
+REQUIRED = ("ingress_port", "packet_length", "instance_type", "egress_spec", "egress_port")
+OPTIONAL = {
+    "parser_error": "standard_metadata.parser_error",
+    "checksum_error": "standard_metadata.checksum_error",
+    "mcast_grp": "intrinsic_metadata.mcast_grp",
+    "egress_rid": "intrinsic_metadata.egress_rid",
+    "priority": "intrinsic_metadata.priority",
+    "ingress_global_timestamp": "intrinsic_metadata.ingress_global_timestamp",
+    "egress_global_timestamp": "intrinsic_metadata.egress_global_timestamp",
+    "enq_timestamp": "queueing_metadata.enq_timestamp",
+    "enq_qdepth": "queueing_metadata.enq_qdepth",
+    "deq_timedelta": "queueing_metadata.deq_timedelta",
+    "deq_qdepth": "queueing_metadata.deq_qdepth",
+    "qid": "queueing_metadata.qid",
+}
+
+
+@dataclass
+class Program:
+    json: dict
+    layout: Layout
+    source: str
+    init_slots: list
+    tables: dict[str, Table]
+    registers: dict[str, Register]
+    counters: dict[str, Counter]
+    meters: dict[str, MeterArray]
+    parse: object
+    deparse: object
+    verify_checksums: object
+    update_checksums: object
+    ingress: object
+    egress: object
+    field_lists: dict[int, list[int]]
+    action_params: dict[str, list[tuple[str, int]]]
+    sm: dict[str, tuple[int, int] | None]  # target name -> (slot, mask)
+    metadata_slots: list[int]
+    vsets: dict[str, set] = field(default_factory=dict)
+
+
+def decode(config) -> dict:
+    if isinstance(config, dict):
+        return config
+    if isinstance(config, (bytes, bytearray)):
+        try:
+            config = bytes(config).decode("utf-8")
+        except UnicodeDecodeError:
+            raise bad("program is not UTF-8 JSON") from None
+    if not isinstance(config, str):
+        raise bad(f"program must be JSON text or a dict, not {type(config).__name__}")
+    try:
+        j = json.loads(config)
+    except json.JSONDecodeError as e:
+        raise bad(f"program is not valid JSON: {e}") from None
+    if not isinstance(j, dict):
+        raise bad("program JSON must be an object")
+    return j
+
+
+def compile_program(config, *, lock: threading.RLock, rng: random.Random,
+                    log: logging.Logger, drop_port: int = 511) -> Program:
+    j = decode(config)
+    try:
+        return _compile(j, lock, rng, log, drop_port)
+    except SwitchError:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+        raise bad(f"malformed program JSON: {type(e).__name__}: {e}") from None
+    except SyntaxError as e:  # would be a bug of the generator; never a half-loaded switch
+        raise bad(f"could not translate the program: {e}") from None
+
+
+def _compile(j: dict, lock, rng, log, drop_port) -> Program:
+    meta = j.get("__meta__", {})
+    ver = meta.get("version")
+    if ver is not None and (not isinstance(ver, list) or not ver or ver[0] != SUPPORTED_MAJOR):
+        raise bad(f"unsupported BMv2 JSON version {ver!r} (need {SUPPORTED_MAJOR}.x)")
+    for key in ("header_types", "headers", "parsers", "deparsers", "pipelines", "actions"):
+        if not isinstance(j.get(key, []), list):
+            raise bad(f"'{key}' must be a list")
+    L = Layout(j)
+    mod = Module()
+    mod.globals.update(HELPERS)
+    mod.globals["_rng"] = rng
+    mod.globals["_log_error"] = log.error
+
+    def _log_msg(fmt: str, args: tuple) -> None:
+        log.info(_format(fmt, args))
+
+    mod.globals["_log_msg"] = _log_msg
+
+    registers = {}
+    for r in j.get("register_arrays", []):
+        registers[r["name"]] = Register(r["name"], int(r["size"]), int(r["bitwidth"]), lock)
+    counters, direct = {}, []
+    for c in j.get("counter_arrays", []):
+        if c.get("is_direct"):
+            direct.append(c)
+        else:
+            counters[c["name"]] = Counter(c["name"], int(c["size"]), lock)
+    meters, meter_targets = {}, {}
+    for m in j.get("meter_arrays", []):
+        if m.get("is_direct"):
+            tgt = m.get("result_target")
+            if tgt:
+                meter_targets[m.get("binding")] = L.field(tgt[0], tgt[1])[2]
+            continue
+        meters[m["name"]] = MeterArray(m["name"], int(m["size"]), m.get("type", "packets"),
+                                       int(m.get("rate_count", 2)), lock)
+    vsets = {v["name"]: set() for v in j.get("parse_vsets", [])}
+    env = Env(L, mod, registers, counters, meters, {}, drop_port)
+    env.direct_counters = direct
+    env.direct_meter_targets = meter_targets
+    env.vsets = vsets
+    for c in j.get("calculations", []):
+        env.calcs[c["name"]] = compile_calculation(env, mod, c)
+
+    actions_by_id, action_fn, action_params = {}, {}, {}
+    for a in j.get("actions", []):
+        aid = int(a["id"])
+        if aid in actions_by_id:
+            raise bad(f"duplicate action id {aid}")
+        actions_by_id[aid] = a
+        fname = mod.fresh("a")
+        action_fn[aid] = fname
+        mod.emit(compile_action(env, fname, a))
+        rd = a.get("runtime_data", [])
+        action_params.setdefault(a["name"], [(r["name"], int(r["bitwidth"])) for r in rd])
+
+    parsers = j.get("parsers", [])
+    if not parsers:
+        raise bad("program has no parser")
+    pc = ParserCompiler(env, mod)
+    parse_name = pc.compile_parser(_pick(parsers, "parser"))
+    deparsers = j.get("deparsers", [])
+    if not deparsers:
+        raise bad("program has no deparser")
+    deparse_name = compile_deparser(env, mod, _pick(deparsers, "deparser"))
+    ver_name, upd_name = compile_checksums(env, mod, j.get("checksums", []), env.calcs)
+
+    cc = ControlCompiler(env, mod, actions_by_id, action_fn, lock)
+    pipes = {p["name"]: p for p in j.get("pipelines", [])}
+    if "ingress" not in pipes or "egress" not in pipes:
+        raise bad("program needs pipelines named 'ingress' and 'egress' (v1model)")
+    ing_name = cc.pipeline(pipes["ingress"])
+    eg_name = cc.pipeline(pipes["egress"])
+
+    sm: dict[str, tuple[int, int] | None] = {}
+    for n in REQUIRED:
+        r = L.resolve(f"standard_metadata.{n}")
+        if r is None:
+            raise bad(f"program lacks standard_metadata.{n}, which simple_switch needs")
+        sm[n] = (r[1], r[0].mask)
+    for n, dotted in OPTIONAL.items():
+        r = L.resolve(dotted)
+        if r is None and dotted.split(".")[0] != "standard_metadata":
+            r = L.resolve("standard_metadata." + n)
+        sm[n] = None if r is None else (r[1], r[0].mask)
+
+    field_lists = {}
+    for fl in j.get("field_lists", []) or []:
+        slots = []
+        for el in fl.get("elements", []):
+            if el.get("type") == "field":
+                slots.append(L.field(el["value"][0], el["value"][1])[2])
+        field_lists[int(fl["id"])] = slots
+
+    source = mod.source()
+    ns = mod.globals
+    code = compile(source, "<softswitch program>", "exec")
+    exec(code, ns)  # noqa: S102 - our own generated source
+
+    for tbl, fns, nexts, hit_miss, base_next in cc.bindings:
+        fobjs = {an: ns[f] for an, f in fns.items()}
+        nobjs = {an: (ns[n] if n else None) for an, n in nexts.items()}
+        hm = None if hit_miss is None else tuple(ns[n] if n else None for n in hit_miss)
+        tbl.bind(fobjs, nobjs, hm, ns[base_next] if base_next else None)
+        ents = getattr(cc, "const_entries", {}).get(tbl.name, [])
+        if ents:
+            tbl.load_const_entries(ents)
+
+    init = L.initial_slots()
+    init.extend([0] * (L.nslots - len(init)))  # scratch headers added while compiling
+    return Program(
+        json=j,
+        layout=L,
+        source=source,
+        init_slots=init,
+        tables=cc.tables,
+        registers=registers,
+        counters=counters,
+        meters=meters,
+        parse=ns[parse_name],
+        deparse=ns[deparse_name],
+        verify_checksums=ns[ver_name],
+        update_checksums=ns[upd_name],
+        ingress=ns[ing_name],
+        egress=ns[eg_name],
+        field_lists=field_lists,
+        action_params=action_params,
+        sm=sm,
+        metadata_slots=L.metadata_slots(),
+        vsets=vsets,
+    )
+
+
+def _pick(objs: list, name: str) -> dict:
+    for o in objs:
+        if o.get("name") == name:
+            return o
+    return objs[0]
+
+
+def _format(fmt: str, args: tuple) -> str:
+    """BMv2 log_msg: each '{}' takes the next argument, in decimal."""
+    out, i, k = [], 0, 0
+    while i < len(fmt):
+        if fmt.startswith("{}", i) and k < len(args):
+            out.append(str(args[k]))
+            k += 1
+            i += 2
+        else:
+            out.append(fmt[i])
+            i += 1
+    return "".join(out)

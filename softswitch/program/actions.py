@@ -1,0 +1,485 @@
+"""Action primitives (core + simple_switch's primitives.cpp) -> Python statements."""
+
+from __future__ import annotations
+
+from .exprs import Ex, ExprCompiler, cdata, parse_hex
+from .layout import (
+    ABORT,
+    CLONE,
+    CLONE_FL,
+    DIGEST,
+    EXIT,
+    INLEN,
+    PKTLEN,
+    RECIRC,
+    RESUBMIT,
+    TRUNC,
+    Header,
+    bad,
+)
+
+U64 = (1 << 64) - 1
+
+
+class Env:
+    """What primitives may refer to, shared by all actions of one program."""
+
+    def __init__(self, layout, mod, registers, counters, meters, calcs, drop_port):
+        self.L = layout
+        self.mod = mod
+        self.registers = registers  # name -> Register
+        self.counters = counters  # name -> Counter (indirect)
+        self.meters = meters  # name -> MeterArray
+        self.calcs = calcs  # name -> global name of the compiled calculation function
+        self.drop_port = drop_port
+
+
+class PrimitiveCompiler:
+    def __init__(self, env: Env, local_widths: list[int] | None = None, where: str = "action"):
+        self.env = env
+        self.L = env.L
+        self.mod = env.mod
+        self.x = ExprCompiler(env.L, env.mod, local_widths, env.registers)
+        self.where = where
+        self._tmp = 0
+
+    def tmp(self) -> str:
+        self._tmp += 1
+        return f"t{self._tmp}"
+
+    # -- parameters -------------------------------------------------------------
+
+    def val(self, p) -> Ex:
+        t = p.get("type")
+        if t in ("field", "hexstr", "expression", "stack_field", "runtime_data", "local",
+                 "register", "bool"):
+            return self.x.data(p)
+        raise bad(f"{self.where}: parameter of type {t!r} is not a value")
+
+    def header(self, p) -> Ex:
+        t = p.get("type")
+        if t == "header":
+            h = self.L.header(p["value"])
+            return Ex(str(h.base), "header", header=h, htype=h.htype)
+        if t == "expression":
+            e = self.x.compile(p)
+            if e.kind == "header":
+                return e
+        raise bad(f"{self.where}: expected a header, got {t!r}")
+
+    def stack(self, p):
+        if p.get("type") != "header_stack":
+            raise bad(f"{self.where}: expected a header stack")
+        return self.L.stack(p["value"])
+
+    def named(self, p, kind: str, table: dict):
+        if p.get("type") != kind or p.get("value") not in table:
+            raise bad(f"{self.where}: unknown {kind} {p.get('value')!r}")
+        return table[p["value"]]
+
+    def simple(self, e: Ex, out: list[str]) -> str:
+        """e's code if cheap to repeat, else a temporary holding it."""
+        if e.const is not None or e.code.startswith("F[") and e.code.count("[") == 1 \
+                or e.code.isidentifier():
+            return e.code
+        t = self.tmp()
+        out.append(f"{t} = {e.code}")
+        return t
+
+    # -- header validity ------------------------------------------------------------
+
+    def set_valid(self, h: Ex) -> list[str]:
+        out = [f"F[{h.code}] = 1"]
+        if h.header is not None and h.header.union is not None:
+            u = self.L.unions[h.header.union]
+            out += [f"F[{o.base}] = 0" for o in u.headers if o is not h.header]
+        return out
+
+    def zero_fields(self, h: Ex) -> list[str]:
+        n = len(h.htype.fields)
+        if n == 0:
+            return []
+        z = self.mod.const((0,) * n, "z")
+        if h.header is not None:
+            b = h.header.base
+            return [f"F[{b + 1}:{b + 1 + n}] = {z}"]
+        return [f"b_ = {h.code}", f"F[b_ + 1:b_ + {1 + n}] = {z}"]
+
+    def copy_header(self, dst: Ex, src: Ex) -> list[str]:
+        n = len(dst.htype.fields)
+        if src.htype is not dst.htype and len(src.htype.fields) != n:
+            raise bad(f"{self.where}: assign_header between different header types")
+        out = []
+        sb, db = src.code, dst.code
+        if src.header is None:
+            out.append(f"sb_ = {sb}")
+            sb = "sb_"
+        if dst.header is None:
+            out.append(f"db_ = {db}")
+            db = "db_"
+        body = [f"F[{db} + 1:{db} + {1 + n}] = F[{sb} + 1:{sb} + {1 + n}]"] if n else []
+        out.append(f"if F[{sb}]:")
+        out += ["    " + s for s in body + self.set_valid(Ex(db, "header", header=dst.header,
+                                                            htype=dst.htype))]
+        out.append("else:")
+        out.append(f"    F[{db}] = 0")
+        return out
+
+    # -- stores -----------------------------------------------------------------------
+
+    def store(self, p, e: Ex) -> list[str]:
+        target, fi = self.x.lvalue(p)
+        if fi.name == "$valid$":
+            return []
+        return [f"{target} = {self.x.store_value(fi, e)}"]
+
+    def sm_field(self, hdr: Header | None, name: str):
+        """A standard metadata field, by name in the given header or via aliases."""
+        if hdr is not None and name in hdr.htype.offsets:
+            return hdr.finfo(name), hdr.slot(name)
+        return self.L.resolve(name)
+
+    # -- primitives --------------------------------------------------------------------
+
+    def compile(self, prim: dict) -> list[str]:
+        op = prim.get("op")
+        ps = prim.get("parameters", [])
+        fn = getattr(self, "p_" + str(op), None)
+        if fn is None:
+            raise bad(f"{self.where}: unsupported primitive {op!r}")
+        try:
+            return fn(*ps)
+        except TypeError as e:
+            raise bad(f"{self.where}: wrong parameters for primitive {op!r}: {e}") from None
+
+    def p_assign(self, dst, src):
+        if dst.get("type") == "header":
+            return self.p_assign_header(dst, src)
+        return self.store(dst, self.val(src))
+
+    p_modify_field = p_assign
+
+    def p_assign_header(self, dst, src):
+        return self.copy_header(self.header(dst), self.header(src))
+
+    p_copy_header = p_assign_header
+
+    def p_assign_union(self, dst, src):
+        du = self.L.unions.get(dst.get("value"))
+        su = self.L.unions.get(src.get("value"))
+        if du is None or su is None or len(du.headers) != len(su.headers):
+            raise bad(f"{self.where}: bad assign_union")
+        out = []
+        for d, s in zip(du.headers, su.headers, strict=True):
+            out += self.copy_header(Ex(str(d.base), "header", header=d, htype=d.htype),
+                                    Ex(str(s.base), "header", header=s, htype=s.htype))
+        return out
+
+    def p_assign_header_stack(self, dst, src):
+        d, s = self.stack(dst), self.stack(src)
+        if d.size != s.size:
+            raise bad(f"{self.where}: assign_header_stack between stacks of different sizes")
+        out = [f"F[{d.next_slot}] = F[{s.next_slot}]"]
+        for dh, sh in zip(d.headers, s.headers, strict=True):
+            out += self.copy_header(Ex(str(dh.base), "header", header=dh, htype=dh.htype),
+                                    Ex(str(sh.base), "header", header=sh, htype=sh.htype))
+        return out
+
+    def _stack_op(self, fn, st_p, num_p):
+        st = self.stack(st_p)
+        n = self.val(num_p)
+        hb = self.x.stack_bases(st)
+        return [f"{fn}(F, {hb}, {1 + len(st.htype.fields)}, {n.code}, {st.next_slot})"]
+
+    def p_push(self, st, num):
+        return self._stack_op("_stack_push", st, num)
+
+    def p_pop(self, st, num):
+        return self._stack_op("_stack_pop", st, num)
+
+    def p_exit(self):
+        return [f"F[{EXIT}] = 1"]
+
+    def p_no_op(self):
+        return []
+
+    def _assert(self, cond, what):
+        c = self.val(cond)
+        lg = self.mod.globals["_log_error"]
+        name = self.mod.bind(lg, "logerr")
+        msg = repr(f"{what} failed in {self.where}; packet dropped")
+        return [f"if {c.code} == 0:", f"    {name}({msg})", f"    F[{ABORT}] = 1",
+                f"    F[{EXIT}] = 1"]
+
+    def p_assert(self, cond):
+        return self._assert(cond, "assert")
+
+    def p_assume(self, cond):
+        return self._assert(cond, "assume")
+
+    def p_log_msg(self, fmt, args):
+        if fmt.get("type") != "string":
+            raise bad(f"{self.where}: log_msg needs a format string")
+        vals = []
+        if args.get("type") == "parameters_vector":
+            vals = [self.val(a).code for a in args["value"]]
+        lg = self.mod.bind(self.mod.globals["_log_msg"], "logmsg")
+        tup = "(" + "".join(v + ", " for v in vals) + ")"
+        return [f"{lg}({fmt['value']!r}, {tup})"]
+
+    def p_modify_field_rng_uniform(self, dst, lo, hi):
+        lo_e, hi_e = self.val(lo), self.val(hi)
+        target, fi = self.x.lvalue(dst)
+        rnd = self.mod.bind(self.mod.globals["_rng"], "rng")
+        if lo_e.const is not None and hi_e.const is not None:
+            lo_c, hi_c = lo_e.const & U64, hi_e.const & U64
+            if lo_c > hi_c:
+                return []
+            if lo_c == 0 and (hi_c + 1) & hi_c == 0:
+                e = Ex(f"{rnd}.getrandbits({hi_c.bit_length()})", "data", None, hi_c.bit_length())
+            else:
+                e = Ex(f"{rnd}.randint({lo_c}, {hi_c})", "data", None, hi_c.bit_length())
+            return [f"{target} = {self.x.store_value(fi, e)}"]
+        out = [f"lo_ = ({lo_e.code}) & {U64}", f"hi_ = ({hi_e.code}) & {U64}", "if lo_ <= hi_:"]
+        e = Ex(f"{rnd}.randint(lo_, hi_)", "data")
+        out.append(f"    {target} = {self.x.store_value(fi, e)}")
+        return out
+
+    def _binop(self, dst, a, b, op):
+        e = self.x.arith(op, self.val(a), self.val(b))
+        return self.store(dst, e)
+
+    def p_add_to_field(self, f, d):
+        return self._binop(f, f, d, "+")
+
+    def p_subtract_from_field(self, f, d):
+        return self._binop(f, f, d, "-")
+
+    def p_add(self, f, a, b):
+        return self._binop(f, a, b, "+")
+
+    def p_subtract(self, f, a, b):
+        return self._binop(f, a, b, "-")
+
+    def p_bit_xor(self, f, a, b):
+        return self._binop(f, a, b, "^")
+
+    def p_bit_or(self, f, a, b):
+        return self._binop(f, a, b, "|")
+
+    def p_bit_and(self, f, a, b):
+        return self._binop(f, a, b, "&")
+
+    def p_shift_left(self, f, a, b):
+        return self._binop(f, a, b, "<<")
+
+    def p_shift_right(self, f, a, b):
+        return self._binop(f, a, b, ">>")
+
+    def _drop(self, hdr: Header | None):
+        out = []
+        es = self.sm_field(hdr, "egress_spec") if hdr is not None else \
+            self.L.resolve("standard_metadata.egress_spec")
+        if es is None:
+            raise bad(f"{self.where}: mark_to_drop needs standard_metadata.egress_spec")
+        fi, slot = es
+        out.append(f"F[{slot}] = {self.env.drop_port & fi.mask}")
+        mg = self.sm_field(hdr, "mcast_grp") if hdr is not None else \
+            self.L.resolve("intrinsic_metadata.mcast_grp")
+        if mg is not None:
+            out.append(f"F[{mg[1]}] = 0")
+        return out
+
+    def p_drop(self):
+        return self._drop(None)
+
+    def p_mark_to_drop(self, std):
+        h = self.header(std)
+        if h.header is None:
+            raise bad(f"{self.where}: mark_to_drop needs the standard metadata header")
+        return self._drop(h.header)
+
+    def p_generate_digest(self, receiver, learn_id):
+        return [f"F[{DIGEST}] = ({self.val(learn_id).code}) & 0xffff"]
+
+    def p_add_header(self, hp):
+        h = self.header(hp)
+        nb = h.htype.nbits // 8
+        out = []
+        code = h.code
+        if h.header is None:
+            out.append(f"hb_ = {code}")
+            code = "hb_"
+            h = Ex(code, "header", htype=h.htype)
+        body = self.zero_fields(h) + self.set_valid(h) + [f"F[{PKTLEN}] += {nb}"]
+        out.append(f"if not F[{code}]:")
+        out += ["    " + s for s in body]
+        return out
+
+    def p_add_header_fast(self, hp):
+        return self.set_valid(self.header(hp))
+
+    def p_remove_header(self, hp):
+        h = self.header(hp)
+        nb = h.htype.nbits // 8
+        out = []
+        code = h.code
+        if h.header is None:
+            out.append(f"hb_ = {code}")
+            code = "hb_"
+        out += [f"if F[{code}]:", f"    F[{PKTLEN}] -= {nb}", f"    F[{code}] = 0"]
+        return out
+
+    def _clone(self, sid, fl):
+        s, f = self.val(sid), self.val(fl)
+        return [f"F[{CLONE}] = (({s.code}) & 0x7fff) | 0x8000",
+                f"F[{CLONE_FL}] = ({f.code}) & 0xffff"]
+
+    def p_clone_ingress_pkt_to_egress(self, sid, fl):
+        return self._clone(sid, fl)
+
+    def p_clone_egress_pkt_to_egress(self, sid, fl):
+        return self._clone(sid, fl)
+
+    def p_resubmit(self, fl):
+        return [f"F[{RESUBMIT}] = ({self.val(fl).code}) & 0xffff"]
+
+    def p_recirculate(self, fl):
+        return [f"F[{RECIRC}] = ({self.val(fl).code}) & 0xffff"]
+
+    def p_modify_field_with_hash_based_offset(self, dst, base, calc, size):
+        if calc.get("type") != "calculation" or calc.get("value") not in self.env.calcs:
+            raise bad(f"{self.where}: unknown calculation {calc.get('value')!r}")
+        fn = self.env.calcs[calc["value"]]
+        b, sz = self.val(base), self.val(size)
+        out = []
+        if sz.const is not None:
+            szc = (sz.const & U64) or 1
+            e = Ex(f"(({fn}(F) % {szc}) + (({b.code}) & {U64}))", "data")
+        else:
+            out.append(f"sz_ = (({sz.code}) & {U64}) or 1")
+            e = Ex(f"(({fn}(F) % sz_) + (({b.code}) & {U64}))", "data")
+        return out + self.store(dst, e)
+
+    def p_execute_meter(self, marr, idx, dst):
+        m = self.named(marr, "meter_array", self.env.meters)
+        name = self.mod.bind(m, "M")
+        i = self.val(idx)
+        e = Ex(f"{name}.execute({i.code}, F[{INLEN}])", "data", None, 2)
+        return self.store(dst, e)
+
+    def p_count(self, carr, idx):
+        c = self.named(carr, "counter_array", self.env.counters)
+        pk = self.mod.bind(c.packets, "Cp")
+        by = self.mod.bind(c.bytes, "Cb")
+        out = []
+        i = self.simple(self.val(idx), out)
+        out += [f"if {i} < {c.size}:", f"    {pk}[{i}] += 1", f"    {by}[{i}] += F[{INLEN}]"]
+        return out
+
+    def p_register_read(self, dst, rarr, idx):
+        r = self.named(rarr, "register_array", self.env.registers)
+        name = self.mod.bind(r.values, "R")
+        out = []
+        i = self.simple(self.val(idx), out)
+        e = Ex(f"{name}[{i}]", "data", None, r.bitwidth)
+        st = self.store(dst, e)
+        out.append(f"if {i} < {r.size}:")
+        out += ["    " + s for s in st] or ["    pass"]
+        return out
+
+    def p_register_write(self, rarr, idx, src):
+        r = self.named(rarr, "register_array", self.env.registers)
+        name = self.mod.bind(r.values, "R")
+        out = []
+        i = self.simple(self.val(idx), out)
+        v = self.val(src)
+        m = (1 << r.bitwidth) - 1
+        code = v.code if v.bits is not None and v.bits <= r.bitwidth else f"({v.code}) & {m}"
+        out += [f"if {i} < {r.size}:", f"    {name}[{i}] = {code}"]
+        return out
+
+    def p_truncate(self, ln):
+        v = self.val(ln)
+        out = [f"tl_ = {v.code}", f"if F[{TRUNC}] < 0 or tl_ < F[{TRUNC}]:",
+               f"    F[{TRUNC}] = tl_"]
+        return out
+
+
+def compile_action(env: Env, fname: str, action: dict) -> list[str]:
+    """A Python function `fname(F, p0, p1, ...)` for one JSON action."""
+    rd = action.get("runtime_data", [])
+    widths = [int(r["bitwidth"]) for r in rd]
+    pc = PrimitiveCompiler(env, widths, f"action {action.get('name')!r}")
+    prims = action.get("primitives", [])
+    args = "".join(f", p{i}" for i in range(len(widths)))
+    head = [f"def {fname}(F{args}):"]
+    jumps = any(p.get("op") in ("_jump", "_jump_if_zero") for p in prims)
+    if not jumps:
+        body = []
+        for p in prims:
+            body += pc.compile(p)
+        return head + ["    " + s for s in localize(body)]
+    # Jumps (if/else inside actions): basic blocks dispatched on a program counter.
+    starts = {0}
+    for i, p in enumerate(prims):
+        if p.get("op") in ("_jump", "_jump_if_zero"):
+            tgt = p["parameters"][-1]
+            starts.add(int(parse_hex(tgt["value"])) if tgt.get("type") == "hexstr" else -1)
+            starts.add(i + 1)
+    if -1 in starts:
+        raise bad(f"action {action.get('name')!r}: jump target must be a constant")
+    starts = sorted(s for s in starts if 0 <= s <= len(prims))
+    body = ["pc = 0", "while True:"]
+    for bi, s in enumerate(starts):
+        end = starts[bi + 1] if bi + 1 < len(starts) else len(prims)
+        blk = []
+        fell = True
+        for p in prims[s:end]:
+            op = p.get("op")
+            if op == "_jump":
+                tgt = int(parse_hex(p["parameters"][0]["value"]))
+                blk.append(f"pc = {tgt}")
+                blk.append("continue")
+                fell = False
+            elif op == "_jump_if_zero":
+                c = pc.val(p["parameters"][0])
+                tgt = int(parse_hex(p["parameters"][1]["value"]))
+                blk += [f"if ({c.code}) == 0:", f"    pc = {tgt}", "    continue"]
+            else:
+                blk += pc.compile(p)
+        if fell:
+            blk += [f"pc = {end}", "continue"] if end < len(prims) else ["return"]
+        cond = "if" if bi == 0 else "elif"
+        body.append(f"    {cond} pc == {s}:")
+        body += ["        " + x for x in blk]
+    body.append("    else:")
+    body.append("        return")
+    return head + ["    " + s for s in body]
+
+
+def localize(body: list[str]) -> list[str]:
+    """Keep constant-index fields in Python locals for the whole action body.
+
+    Only when every F access in the body uses a constant index and F is not
+    passed to any call, so no other code can observe F while the body runs.
+    """
+    import re
+
+    text = "\n".join(body)
+    if not text:
+        return ["pass"]
+    consts = re.findall(r"\bF\[(\d+)\]", text)
+    if not consts or re.search(r"\bF\[(?!\d+\])", text) or re.search(r"[(,]\s*F\s*[,)]", text):
+        return body
+    used = sorted(set(int(c) for c in consts))
+    if len(used) > 2000:
+        return body
+    written = set(int(m) for m in re.findall(r"\bF\[(\d+)\]\s*(?:[+\-]?=)(?!=)", text))
+    new = re.sub(r"\bF\[(\d+)\]", lambda m: f"f{m.group(1)}", text).split("\n")
+    pro = [f"f{s} = F[{s}]" for s in used]
+    epi = [f"F[{s}] = f{s}" for s in sorted(written)]
+    return pro + new + epi
+
+
+__all__ = ["Env", "PrimitiveCompiler", "compile_action", "cdata"]

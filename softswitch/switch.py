@@ -1,0 +1,278 @@
+"""The switch: simple_switch's packet flow around a translated v1model program.
+
+process() follows targets/simple_switch/simple_switch.cpp: parse, verify
+checksums, ingress, then ingress clones, resubmit, multicast, drop or
+unicast; per copy egress, egress clones, drop, deparse, recirculate or
+transmit. BMv2 runs ingress and egress on their own threads; here one call
+runs a packet and everything it spawns to completion, in a fixed order:
+each ingress pass is followed by the egress of the copies it enqueued.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import deque
+
+from .errors import SwitchError
+from .pre import PRE, CloneSessions
+from .program import Program, compile_program
+from .program.layout import (
+    ABORT,
+    CLONE,
+    CLONE_FL,
+    DIGEST,
+    EXIT,
+    INLEN,
+    INSTANCE_EGRESS_CLONE,
+    INSTANCE_INGRESS_CLONE,
+    INSTANCE_NORMAL,
+    INSTANCE_RECIRC,
+    INSTANCE_REPLICATION,
+    INSTANCE_RESUBMIT,
+    PAYLOAD,
+    PKTLEN,
+    RECIRC,
+    RESUBMIT,
+    TRUNC,
+)
+
+# Resubmissions plus recirculations one input packet may cause before the
+# rest is dropped: BMv2 would loop forever on a program that always does it.
+MAX_PASSES = 64
+NB_QUEUES_PER_PORT = 1  # simple_switch's default; a higher priority is dropped
+
+
+class Switch:
+    def __init__(self, device_id: int = 0, cpu_port: int | None = None, drop_port: int = 511,
+                 log: logging.Logger | None = None, seed: int | None = None):
+        self.device_id = device_id
+        self.cpu_port = cpu_port
+        self.drop_port = drop_port
+        self.log = log or logging.getLogger("softswitch")
+        self._lock = threading.RLock()
+        self._rng = random.Random(seed)
+        self._prog: Program | None = None
+        self._t0 = time.monotonic()
+        self.tables: dict = {}
+        self.registers: dict = {}
+        self.counters: dict = {}
+        self.meters: dict = {}
+        self.parse_vsets: dict = {}
+        self.pre = PRE(self._lock)
+        self.clones = CloneSessions(self._lock)
+        self.program_json: dict | None = None
+        self.program_source: str | None = None
+        self.digests: deque = deque(maxlen=1024)  # (learn list id, packet bytes)
+        self.stats = {"packets_in": 0, "packets_out": 0, "dropped": 0, "errors": 0}
+
+    # -- program ------------------------------------------------------------------------
+
+    @property
+    def loaded(self) -> bool:
+        return self._prog is not None
+
+    def load(self, config) -> None:
+        """Translate and install a BMv2 JSON program; resets all runtime state."""
+        prog = compile_program(config, lock=self._lock, rng=self._rng, log=self.log,
+                               drop_port=self.drop_port)
+        with self._lock:
+            self._prog = prog
+            self.tables = prog.tables
+            self.registers = prog.registers
+            self.counters = prog.counters
+            self.meters = prog.meters
+            self.parse_vsets = prog.vsets
+            self.pre.reset()
+            self.clones.reset()
+            self.program_json = prog.json
+            self.program_source = prog.source
+            self.digests.clear()
+
+    def action_params(self, action_name: str) -> list[tuple[str, int]]:
+        with self._lock:
+            if self._prog is None or action_name not in self._prog.action_params:
+                raise SwitchError("NOT_FOUND", f"no action {action_name!r}")
+            return list(self._prog.action_params[action_name])
+
+    # -- data plane ---------------------------------------------------------------------
+
+    def _now(self) -> int:
+        return int((time.monotonic() - self._t0) * 1e6)
+
+    def process(self, port: int, data: bytes) -> list[tuple[int, bytes]]:
+        out: list[tuple[int, bytes]] = []
+        with self._lock:
+            self.stats["packets_in"] += 1
+            prog = self._prog
+            if prog is None or not isinstance(port, int) or port < 0:
+                self.stats["dropped"] += 1
+                return out
+            try:
+                self._run(prog, port, bytes(data), out)
+            except Exception:  # a bug must cost one packet, never the caller
+                self.stats["errors"] += 1
+                self.stats["dropped"] += 1
+                self.log.exception("packet on port %s dropped: internal error", port)
+                return []
+            self.stats["packets_out"] += len(out)
+        return out
+
+    def _run(self, prog: Program, port: int, data: bytes, out: list) -> None:
+        ingress_q: deque = deque()
+        egress_q: deque = deque()
+        # (bytes, physical port, instance type, preserved [(slot, value)], length, ingress length)
+        ingress_q.append((data, port, INSTANCE_NORMAL, None, len(data), len(data)))
+        passes = 0
+        while ingress_q:
+            item = ingress_q.popleft()
+            passes += 1
+            if passes > MAX_PASSES:
+                self.stats["dropped"] += 1
+                self.log.warning("packet from port %s: too many resubmit/recirculate passes", port)
+                continue
+            self._ingress(prog, item, ingress_q, egress_q)
+            while egress_q:
+                self._egress(prog, egress_q.popleft(), ingress_q, egress_q, out)
+
+    def _set(self, F: list, prog: Program, name: str, value: int) -> None:
+        s = prog.sm[name]
+        if s is not None:
+            F[s[0]] = value & s[1]
+
+    def _get(self, F: list, prog: Program, name: str) -> int:
+        s = prog.sm[name]
+        return 0 if s is None else F[s[0]]
+
+    def _ingress(self, prog: Program, item, ingress_q: deque, egress_q: deque) -> None:
+        data, phys_port, itype, preserved, pktlen, inlen = item
+        F = prog.init_slots[:]
+        F[INLEN] = inlen
+        F[PKTLEN] = pktlen
+        if preserved is None:  # a new packet (receive_ in simple_switch.cpp)
+            self._set(F, prog, "ingress_port", phys_port)
+            self._set(F, prog, "ingress_global_timestamp", self._now())
+        else:
+            for slot, v in preserved:
+                F[slot] = v
+        self._set(F, prog, "packet_length", pktlen)
+        self._set(F, prog, "instance_type", itype)
+        pos, err = prog.parse(F, data)
+        F[PAYLOAD] = data[pos:]
+        ck_err = prog.verify_checksums(F)
+        self._set(F, prog, "parser_error", err)
+        self._set(F, prog, "checksum_error", 1 if ck_err else 0)
+        prog.ingress(F)
+        F[EXIT] = 0
+        if F[ABORT]:
+            self.stats["dropped"] += 1
+            return
+        clone = F[CLONE]
+        if clone:
+            F[CLONE] = 0
+            fl = F[CLONE_FL]
+            F[CLONE_FL] = 0
+            sess = self.clones.sessions.get(clone & 0x7FFF)
+            if sess is not None:
+                C = prog.init_slots[:]
+                self._set(C, prog, "ingress_port", phys_port)
+                cpos, _ = prog.parse(C, data)
+                C[PAYLOAD] = data[cpos:]
+                for s in prog.metadata_slots:
+                    C[s] = 0
+                for s in prog.field_lists.get(fl, ()):
+                    C[s] = F[s]
+                self._set(C, prog, "instance_type", INSTANCE_INGRESS_CLONE)
+                C[PKTLEN] = pktlen
+                C[INLEN] = inlen
+                self._replicate(prog, C, sess["replicas"], egress_q,
+                                sess.get("packet_length_bytes", 0), phys_port)
+        if F[DIGEST]:
+            self.digests.append((F[DIGEST], data))
+            F[DIGEST] = 0
+        rfl = F[RESUBMIT]
+        if rfl:
+            keep = [(s, F[s]) for s in prog.field_lists.get(rfl, ())]
+            ingress_q.append((data, phys_port, INSTANCE_RESUBMIT, keep, pktlen, inlen))
+            return
+        mgid = self._get(F, prog, "mcast_grp")
+        if mgid:
+            self._set(F, prog, "instance_type", INSTANCE_REPLICATION)
+            grp = self.pre.groups.get(mgid)
+            if grp:
+                self._replicate(prog, F, grp, egress_q, 0, phys_port)
+            else:
+                self.stats["dropped"] += 1
+            return
+        es = self._get(F, prog, "egress_spec")
+        if es == self.drop_port:
+            self.stats["dropped"] += 1
+            return
+        self._set(F, prog, "instance_type", INSTANCE_NORMAL)
+        self._enqueue(prog, es, F, egress_q, phys_port)
+
+    def _replicate(self, prog: Program, F: list, replicas, egress_q: deque, trunc: int,
+                   phys_port: int) -> None:
+        rid = prog.sm["egress_rid"]
+        for port, r in replicas:
+            C = F[:]
+            if rid is not None:
+                C[rid[0]] = r & rid[1]
+            C[CLONE] = C[CLONE_FL] = C[RESUBMIT] = C[RECIRC] = C[DIGEST] = 0
+            C[TRUNC] = trunc if trunc > 0 else -1
+            self._enqueue(prog, port, C, egress_q, phys_port)
+
+    def _enqueue(self, prog: Program, port: int, F: list, egress_q: deque, phys_port: int) -> None:
+        if self._get(F, prog, "priority") >= NB_QUEUES_PER_PORT:
+            self.stats["dropped"] += 1
+            return
+        self._set(F, prog, "enq_timestamp", self._now())
+        self._set(F, prog, "enq_qdepth", 0)
+        egress_q.append((port, F, phys_port))
+
+    def _egress(self, prog: Program, item, ingress_q: deque, egress_q: deque, out: list) -> None:
+        port, F, phys_port = item
+        now = self._now()
+        self._set(F, prog, "egress_global_timestamp", now)
+        if prog.sm["enq_timestamp"] is not None:
+            self._set(F, prog, "deq_timedelta", now - self._get(F, prog, "enq_timestamp"))
+        self._set(F, prog, "deq_qdepth", 0)
+        self._set(F, prog, "qid", 0)
+        self._set(F, prog, "egress_port", port)
+        self._set(F, prog, "egress_spec", self.drop_port + 1)
+        self._set(F, prog, "packet_length", F[PKTLEN])
+        F[EXIT] = 0
+        prog.egress(F)
+        if F[ABORT]:
+            self.stats["dropped"] += 1
+            return
+        clone = F[CLONE]
+        if clone:
+            F[CLONE] = 0
+            fl = F[CLONE_FL]
+            F[CLONE_FL] = 0
+            sess = self.clones.sessions.get(clone & 0x7FFF)
+            if sess is not None:
+                C = F[:]
+                for s in prog.metadata_slots:
+                    C[s] = 0
+                for s in prog.field_lists.get(fl, ()):
+                    C[s] = F[s]
+                self._set(C, prog, "instance_type", INSTANCE_EGRESS_CLONE)
+                self._replicate(prog, C, sess["replicas"], egress_q,
+                                sess.get("packet_length_bytes", 0), phys_port)
+        if self._get(F, prog, "egress_spec") == self.drop_port:
+            self.stats["dropped"] += 1
+            return
+        prog.update_checksums(F)
+        data = prog.deparse(F) + F[PAYLOAD]
+        rfl = F[RECIRC]
+        if rfl:
+            keep = [(s, F[s]) for s in prog.field_lists.get(rfl, ())]
+            ingress_q.append((data, phys_port, INSTANCE_RECIRC, keep, len(data), len(data)))
+            return
+        if F[TRUNC] >= 0:
+            data = data[: F[TRUNC]]
+        out.append((port, data))
