@@ -135,6 +135,7 @@ class AllReduceClient:
         self.out = np.empty(n_chunks * elems, np.float32)
         self.done_chunks = 0
         self.received_this_call = 0
+        self.other_chunk = 0
         used = min(window, n_chunks)
         self.calls += 1
         before = self.stats.copy()
@@ -200,8 +201,10 @@ class AllReduceClient:
         self.received_this_call += 1
         s = hdr.slot
         state = self.state[s]
-        if (state not in IN_FLIGHT or hdr.version != self.uses[s] & 1
-                or hdr.chunk != self._chunk_field(s)):
+        if state not in IN_FLIGHT or hdr.version != self.uses[s] & 1:
+            return s, Event.STALE, None
+        if hdr.chunk != self._chunk_field(s):
+            self.other_chunk += 1       # the awaited version, someone else's chunk
             return s, Event.STALE, None
         if hdr.count != job.workers:
             raise AllReduceError(
@@ -277,7 +280,7 @@ class AllReduceClient:
     # ------------------------------------------------------------------ helpers
     def _send_chunk(self, s: int) -> None:
         c = int(self.cur[s])
-        payload = self.coder.encode(self.chunks[c], int(self.exp[s]), int(self.exps[c]))
+        payload = self.coder.encode(self.chunks[c], int(self.exp[s]))
         nxt = c + self.job.window
         nxt_exp = int(self.exps[nxt]) if nxt < self.n_chunks else 0
         self.sent_exp[s] = nxt_exp
@@ -308,7 +311,8 @@ class AllReduceClient:
         self.out[c * elems:(c + 1) * elems] = self.coder.decode_mean(hdr.encoding, payload, e)
         self.done_chunks += 1
         if self.trace is not None:
-            self.trace(chunk=c, exp=e, sent=self.payloads[s], result=hdr, payload=payload)
+            self.trace(call=self.calls, chunk=c, exp=e, sent=self.payloads[s], result=hdr,
+                       payload=payload)
 
     def _rtt_sample(self, s: int) -> None:
         # Karn: only a use answered without retransmission measures the round trip.
@@ -338,7 +342,11 @@ class AllReduceClient:
                                f"({self.tries[s] + 1} sends)")
         shown = "; ".join(waiting[:8]) + (f"; ... {len(waiting) - 8} more slots"
                                           if len(waiting) > 8 else "")
-        if self.received_this_call == 0:
+        if self.other_chunk:
+            hint = (f"the switch answered {self.other_chunk} times with results for other "
+                    f"chunks: it holds state from an earlier run with session {job.session}; "
+                    f"start the job with a new session id")
+        elif self.received_this_call == 0:
             hint = (f"no result of job {job.job_id} arrived in this call: is the switch up, "
                     f"programmed for job {job.job_id}, and are all {job.workers} workers running?")
         else:

@@ -30,11 +30,10 @@ class ChunkCoder:
     def accepts(self, result_encoding: int) -> bool:
         return result_encoding in self._results
 
-    def encode(self, chunk: np.ndarray, exp: int, own_exp: int) -> np.ndarray:
+    def encode(self, chunk: np.ndarray, exp: int) -> np.ndarray:
         """The payload values of one chunk at the negotiated exponent `exp`."""
         if self.encoding == wire.ENC_CNAT8:
-            return codec.encode_cnat8(chunk[None], exp, self.workers, self.rng,
-                                      local_exps=own_exp)[0]
+            return codec.encode_cnat8(chunk[None], exp, self.workers, self.rng)[0]
         if self.encoding == wire.ENC_FIXED32:
             return codec.encode_fixed32(chunk[None], exp, self.workers, self.rng)[0]
         return chunk

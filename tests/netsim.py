@@ -1,0 +1,243 @@
+"""In-process networks for worker tests: hosts' queue ports wired to a parameter server or to
+softswitch.Switch objects running the compiled program.
+
+SwitchNetwork builds one softswitch.Switch per switch of a topology, loads
+p4src/build/agg.json and installs the entries the controller computes for the
+topology's jobs (controller.aggregation, .addressing, .impairment), written directly
+through the Switch API. A frame a host sends is processed in the sender's thread;
+what a switch emits goes to the peer of the egress port: a host's inbox, or the next
+switch (multi-switch trees).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from worker import codec, wire
+from worker.baseline import ParameterServer
+from worker.frames import Framer
+from worker.transport import QueuePort
+
+ROOT = Path(__file__).resolve().parents[1]
+PROGRAM = ROOT / "p4src" / "build" / "agg.json"
+
+
+class PsNetwork:
+    """n workers' ports wired to one in-process parameter server (identity = rank)."""
+
+    def __init__(self, workers: int, ps: ParameterServer | None = None, slots: int = 64):
+        self.ps = ps or ParameterServer(workers, slots=slots)
+        self.lock = threading.Lock()
+        self.ports = [QueuePort(self._deliverer(rank)) for rank in range(workers)]
+
+    def _deliverer(self, rank: int):
+        def deliver(frame: bytes) -> None:
+            with self.lock:
+                outs = self.ps.handle(frame, rank)
+            for dest, data in outs:
+                self.ports[dest].put(data)
+        return deliver
+
+    def framer(self, rank: int) -> Framer:
+        return Framer()
+
+
+def softswitch_missing() -> str | None:
+    """Why the softswitch network cannot be built here, or None if it can."""
+    try:
+        import softswitch  # noqa: F401
+        from softswitch import Switch  # noqa: F401
+    except ImportError as e:
+        return f"softswitch is not importable yet ({e})"
+    if not PROGRAM.exists():
+        return f"{PROGRAM.relative_to(ROOT)} is not built yet (needs p4c)"
+    return None
+
+
+def _to_softswitch_entry(sw, te):
+    """A controller.entities.TableEntry as a softswitch Entry of the Switch API."""
+    from controller.entities import Exact, Lpm, Ternary
+    from softswitch.tables import Entry
+
+    table = sw.tables[te.table]
+    given = dict(te.match)
+    key = []
+    for name, kind, _width in table.match_fields:
+        m = given.pop(name, None)
+        if kind == "exact":
+            if not isinstance(m, Exact):
+                raise ValueError(f"{te!r}: no exact value for {name}")
+            key.append(m.value)
+        elif kind == "lpm":
+            key.append((m.value, m.prefix_len) if isinstance(m, Lpm) else (0, 0))
+        elif kind == "ternary":
+            key.append((m.value, m.mask) if isinstance(m, Ternary) else (0, 0))
+        else:
+            raise ValueError(f"{te.table}: match kind {kind} not used by this program")
+    if given:
+        raise ValueError(f"{te!r}: fields {sorted(given)} are not keys of {te.table} "
+                         f"({[f[0] for f in table.match_fields]})")
+    params = dict(te.params)
+    values = [params.pop(name) for name, _ in sw.action_params(te.action)]
+    if params:
+        raise ValueError(f"{te!r}: unknown parameters {sorted(params)}")
+    return table, Entry(key=tuple(key), action=te.action, params=values,
+                        priority=te.priority)
+
+
+class SwitchNetwork:
+    """The topology's switches as softswitch.Switch objects, hosts as queue ports."""
+
+    def __init__(self, topo, program: Path = PROGRAM):
+        from controller import addressing, aggregation, impairment
+        from controller.entities import MulticastGroupEntry
+        from controller.jobs import plan_trees
+        from softswitch import Switch
+
+        self.topo = topo
+        config = json.loads(Path(program).read_text())
+        self.switches = {}
+        for s in topo.switches:
+            sw = Switch(device_id=s.device_id)
+            sw.load(config)
+            self.switches[s.name] = sw
+        rows: dict[str, list] = {s.name: [] for s in topo.switches}
+        for part in (aggregation.entries(topo, plan_trees(topo)), addressing.entries(topo),
+                     impairment.entries(topo)):
+            for name, entities in part.items():
+                rows[name].extend(entities)
+        for name, entities in rows.items():
+            sw = self.switches[name]
+            for e in entities:
+                if isinstance(e, MulticastGroupEntry):
+                    sw.pre.create(e.group_id, list(e.replicas))
+                else:
+                    table, entry = _to_softswitch_entry(sw, e)
+                    table.insert(entry)
+        self.ports = {h.name: QueuePort(self._deliverer(h.name)) for h in topo.hosts}
+        self.unrouted = 0       # frames sent out of a switch port with nothing attached
+
+    def _deliverer(self, host: str):
+        att = self.topo.attachment(host)
+
+        def deliver(frame: bytes) -> None:
+            self.inject(att.node, att.port, frame)
+        return deliver
+
+    def inject(self, switch: str, port: int, frame: bytes) -> None:
+        """Processes `frame` arriving at (switch, port) and everything it causes."""
+        work = [(switch, port, frame)]
+        while work:
+            name, in_port, data = work.pop()
+            for out_port, out in self.switches[name].process(in_port, data):
+                try:
+                    peer = self.topo.port(name, out_port)
+                except KeyError:
+                    self.unrouted += 1
+                    continue
+                if self.topo.is_host(peer.peer):
+                    self.ports[peer.peer].put(out)
+                else:
+                    work.append((peer.peer, peer.peer_port, out))
+
+    def framer(self, host: str) -> Framer:
+        h = self.topo.host(host)
+        return Framer((h.mac, h.ip), (self.topo.service_mac, self.topo.service_ip))
+
+    def counter(self, switch: str, name: str, index: int) -> int:
+        """Packets of an indirect counter, e.g. ("s1", "NatIngress.agg.events", 1)."""
+        return self.switches[switch].counters[name].read(index)[0]
+
+
+class Trace:
+    """What one worker sent and received per chunk (the client's `trace` hook)."""
+
+    def __init__(self):
+        self.rows: list[dict] = []
+
+    def __call__(self, call, chunk, exp, sent, result, payload):
+        self.rows.append({"call": call, "chunk": chunk, "exp": exp, "sent": sent.copy(),
+                          "result": result, "payload": payload.copy()})
+
+    def by_chunk(self) -> dict:
+        out = {}
+        for row in self.rows:
+            key = (row["call"], row["chunk"])
+            assert key not in out, f"chunk {key} completed twice"
+            out[key] = row
+        return out
+
+
+def run_workers(make_client, tensors, calls: int = 1, join_timeout: float = 120.0):
+    """Runs make_client(rank) in one thread per rank, each doing `calls` allreduce calls of
+    tensors[rank][call]; returns (outputs[rank][call], clients, errors[rank])."""
+    n = len(tensors)
+    outputs = [[None] * calls for _ in range(n)]
+    errors: list[BaseException | None] = [None] * n
+    clients = [make_client(rank) for rank in range(n)]
+
+    def run(rank: int) -> None:
+        try:
+            for k in range(calls):
+                outputs[rank][k] = clients[rank].allreduce(tensors[rank][k])
+        except BaseException as e:     # reported to the test thread
+            errors[rank] = e
+
+    threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(join_timeout)
+    hung = [r for r, t in enumerate(threads) if t.is_alive()]
+    if hung:
+        raise AssertionError(f"workers {hung} still running after {join_timeout} s: a hang")
+    return outputs, clients, errors
+
+
+def check_exact(traces, tensors, outputs, workers: int, elems: int = wire.ELEMS) -> int:
+    """Asserts, for every chunk of every call, that the result is exactly the integer sum of
+    what the workers sent (or, re-compressed to CNAT8, one of its two roundings), that the
+    exponent is the max of the workers' own, and that each output is its decoded mean.
+    Returns the number of chunks checked."""
+    rows = [t.by_chunk() for t in traces]
+    keys = set(rows[0])
+    exps = {(r, k): codec.chunk_exponents(codec.chunk(tensors[r][k], elems))
+            for r in range(workers) for k in range(len(tensors[r]))}
+    assert all(set(r) == keys for r in rows), "workers completed different chunks"
+    for call, chunk in sorted(keys):
+        mine = [r[call, chunk] for r in rows]
+        res = mine[0]["result"]
+        enc = res.encoding
+        assert all(m["result"] == res for m in mine), f"chunk {chunk}: headers differ"
+        assert all(np.array_equal(m["payload"], mine[0]["payload"]) for m in mine)
+        own = [exps[r, call - 1][chunk] for r in range(workers)]
+        assert all(m["exp"] == max(own) for m in mine), f"chunk {chunk}: exponent not the max"
+        sent_enc = wire.ENC_CNAT8 if mine[0]["sent"].dtype == np.uint8 else wire.ENC_FIXED32
+        exact = codec.aggregate([np.asarray(m["sent"]) for m in mine], sent_enc)
+        got = np.asarray(mine[0]["payload"])
+        if enc == wire.ENC_FIXED32:
+            assert np.array_equal(got.astype(np.int32), exact), f"chunk {chunk}: sum differs"
+        else:
+            assert enc == wire.ENC_CNAT8
+            mag = np.abs(exact.astype(np.int64))
+            p = np.where(mag > 0, np.frexp(mag.astype(np.float64))[1] - 1, 0)
+            m = got.astype(np.int64) & 0x7F
+            sign = got >> 7
+            assert np.all((m == 0) == (mag == 0)), f"chunk {chunk}: zero codes differ"
+            nz = mag > 0
+            assert np.all(sign[nz] == (exact[nz] < 0)), f"chunk {chunk}: sign differs"
+            power = mag == (1 << p)
+            assert np.all((m[nz] - 1 == p[nz]) | ((m[nz] - 1 == p[nz] + 1) & ~power[nz])), \
+                f"chunk {chunk}: a CNAT8 code is not a rounding of the exact sum"
+        decode = codec.decode_fixed32 if enc == wire.ENC_FIXED32 else codec.decode_cnat8
+        mean = decode(got[None], mine[0]["exp"], workers, mean=True)[0]
+        for r in range(workers):
+            out = outputs[r][call - 1].reshape(-1)
+            lo = chunk * elems
+            assert np.array_equal(out[lo:lo + elems], mean[:out[lo:lo + elems].size]), \
+                f"rank {r} chunk {chunk}: output is not the decoded mean"
+    return len(keys)
