@@ -83,9 +83,9 @@ def _modify(device, table, te):
             set_direct_counter(device, table, engine, old, counters)
         return
     entry = device.entry_type(key=key, action=action, params=params, priority=priority)
-    # Assign semantics: counter_data given replaces the counters, absent keeps them.
-    entry.packets, entry.bytes = (old.packets, old.bytes) if counters is None else counters
-    engine_call(engine.modify, entry)
+    engine_call(engine.modify, entry)  # the engine keeps the entry's direct counter
+    if counters is not None:
+        set_direct_counter(device, table, engine, engine.get(key, priority), counters)
     device.entry_meta[(table.id, key, priority)] = EntryMeta(
         te.controller_metadata, te.metadata, te.idle_timeout_ns)
 

@@ -76,8 +76,8 @@ class FakeTable:
         if (e.key, e.priority) not in self._entries:
             raise FakeSwitchError("NOT_FOUND", "absent")
         self._check(e)
-        self._entries[(e.key, e.priority)] = FakeEntry(e.key, e.action, list(e.params),
-                                                       e.priority, e.packets, e.bytes)
+        old = self._entries[(e.key, e.priority)]
+        old.action, old.params = e.action, list(e.params)  # counters stay, as in the engine
 
     def delete(self, key, priority=0):
         if self._entries.pop((key, priority), None) is None:

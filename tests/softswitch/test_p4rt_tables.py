@@ -282,3 +282,14 @@ def test_metadata_is_read_back(fake_device):
     dev.client.insert(entity)
     [got] = _entries(dev, "I.l2")
     assert (got.controller_metadata, got.metadata) == (0xC0FFEE, b"note")
+
+
+def test_modify_with_counter_data_sets_the_counter(fake_device):
+    dev = fake_device
+    dev.client.insert(dev.names.table_entry("I.l2", {"hdr.ethernet.dst": 1}, "I.fwd", port=1))
+    entity = dev.names.table_entry("I.l2", {"hdr.ethernet.dst": 1}, "I.fwd", port=2)
+    entity.table_entry.counter_data.packet_count = 3
+    entity.table_entry.counter_data.byte_count = 4
+    dev.client.modify(entity)
+    [e] = dev.switch.tables["I.l2"].entries()
+    assert (e.params, e.packets, e.bytes) == ([2], 3, 4)

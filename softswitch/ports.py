@@ -1,0 +1,279 @@
+"""Packet ports: raw interfaces (AF_PACKET), UDP tunnels for root-less tests, pcap capture.
+
+Port specs as simple_switch's -i option: `N@IFNAME` attaches interface IFNAME
+as port N; `N@udp:LHOST:LPORT>RHOST:RPORT` binds a UDP socket on LHOST:LPORT
+and sends to RHOST:RPORT, one Ethernet frame per datagram.
+"""
+
+import errno
+import logging
+import os
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass
+
+ETH_P_ALL = 0x0003
+SOL_PACKET = 263
+PACKET_ADD_MEMBERSHIP = 1
+PACKET_MR_PROMISC = 1
+PACKET_IGNORE_OUTGOING = 23   # Linux >= 4.20; packets we send are not read back
+PACKET_OUTGOING = 4           # sll_pkttype of a frame this host sent
+MAX_FRAME = 65535 + 14
+REOPEN_INTERVAL = 1.0         # seconds between attempts to reopen a vanished interface
+
+
+@dataclass(frozen=True)
+class PortSpec:
+    number: int
+    name: str                               # interface name, or "udpN" for a tunnel
+    local: tuple[str, int] | None = None    # UDP tunnel only
+    peer: tuple[str, int] | None = None
+
+    @property
+    def is_udp(self) -> bool:
+        return self.local is not None
+
+
+def parse_port_spec(text: str) -> PortSpec:
+    """Parse `N@IFNAME` or `N@udp:LHOST:LPORT>RHOST:RPORT`; ValueError with a reason."""
+    number_text, sep, target = text.partition("@")
+    if not sep or not target:
+        raise ValueError(f"port spec {text!r}: expected <port-num>@<interface>")
+    try:
+        number = int(number_text)
+    except ValueError:
+        raise ValueError(f"port spec {text!r}: port number {number_text!r} is not an "
+                         f"integer") from None
+    if number < 0:
+        raise ValueError(f"port spec {text!r}: negative port number")
+    if not target.startswith("udp:"):
+        if len(target) >= 16 or "/" in target or any(c.isspace() for c in target):
+            raise ValueError(f"port spec {text!r}: {target!r} is not a valid interface name")
+        return PortSpec(number, target)
+    local_text, arrow, peer_text = target[4:].partition(">")
+    if not arrow:
+        raise ValueError(f"port spec {text!r}: expected udp:LHOST:LPORT>RHOST:RPORT")
+    return PortSpec(number, f"udp{number}", _host_port(local_text, text),
+                    _host_port(peer_text, text))
+
+
+def _host_port(text: str, spec: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        raise ValueError(f"port spec {spec!r}: {text!r} is not HOST:PORT")
+    try:
+        value = int(port)
+    except ValueError:
+        raise ValueError(f"port spec {spec!r}: {port!r} is not a UDP port") from None
+    if not 0 <= value <= 65535:
+        raise ValueError(f"port spec {spec!r}: UDP port {value} out of range")
+    return host, value
+
+
+class PcapWriter:
+    """A classic pcap file (Ethernet link type), written as frames pass."""
+
+    def __init__(self, path: str):
+        self._file = open(path, "wb")  # open for the port's lifetime
+        self._lock = threading.Lock()
+        self._file.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, MAX_FRAME, 1))
+        self._file.flush()
+
+    def write(self, frame: bytes) -> None:
+        now = time.time()
+        sec = int(now)
+        with self._lock:
+            if self._file.closed:
+                return
+            self._file.write(struct.pack("<IIII", sec, int((now - sec) * 1e6), len(frame),
+                                         len(frame)))
+            self._file.write(frame)
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+class Port:
+    """One switch port. recv() blocks at most `timeout` seconds; send() never raises."""
+
+    def __init__(self, spec: PortSpec, pcap_dir: str | None, log: logging.Logger):
+        self.spec = spec
+        self.number = spec.number
+        self.name = spec.name
+        self.log = log
+        self.rx = self.tx = self.tx_errors = 0
+        self.pcap_in = self.pcap_out = None
+        if pcap_dir is not None:
+            self.pcap_in = PcapWriter(os.path.join(pcap_dir, f"{spec.name}_in.pcap"))
+            self.pcap_out = PcapWriter(os.path.join(pcap_dir, f"{spec.name}_out.pcap"))
+
+    def recv(self, timeout: float) -> bytes | None:
+        frame = self._recv(timeout)
+        if frame is not None:
+            self.rx += 1
+            if self.pcap_in:
+                self.pcap_in.write(frame)
+        return frame
+
+    def send(self, frame: bytes) -> bool:
+        try:
+            self._send(frame)
+        except OSError as exc:
+            self.tx_errors += 1
+            if self.tx_errors in (1, 10, 100) or self.tx_errors % 1000 == 0:
+                self.log.warning("port %d (%s): send failed (%d so far): %s", self.number,
+                                 self.name, self.tx_errors, exc)
+            return False
+        self.tx += 1
+        if self.pcap_out:
+            self.pcap_out.write(frame)
+        return True
+
+    def close(self) -> None:
+        self._close()
+        for pcap in (self.pcap_in, self.pcap_out):
+            if pcap:
+                pcap.close()
+
+    def _recv(self, timeout: float) -> bytes | None:
+        raise NotImplementedError
+
+    def _send(self, frame: bytes) -> None:
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        raise NotImplementedError
+
+
+class UdpPort(Port):
+    def __init__(self, spec: PortSpec, pcap_dir: str | None, log: logging.Logger):
+        family = socket.AF_INET6 if ":" in spec.local[0] else socket.AF_INET
+        self.sock = socket.socket(family, socket.SOCK_DGRAM)
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+            self.sock.bind(spec.local)
+        except OSError:
+            self.sock.close()
+            raise
+        super().__init__(spec, pcap_dir, log)
+
+    def _recv(self, timeout: float) -> bytes | None:
+        self.sock.settimeout(timeout)
+        try:
+            frame, _ = self.sock.recvfrom(MAX_FRAME)
+        except TimeoutError:
+            return None
+        except OSError as exc:
+            if exc.errno == errno.ECONNREFUSED:  # ICMP from a peer not listening yet
+                return None
+            raise
+        return frame
+
+    def _send(self, frame: bytes) -> None:
+        self.sock.sendto(frame, self.spec.peer)
+
+    def _close(self) -> None:
+        self.sock.close()
+
+
+class RawPort(Port):
+    """An interface in promiscuous mode; survives the interface vanishing and returning."""
+
+    def __init__(self, spec: PortSpec, pcap_dir: str | None, log: logging.Logger):
+        super().__init__(spec, pcap_dir, log)
+        self.sock: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._next_open = 0.0
+        self._closed = False
+        try:
+            self._open(first=True)
+        except OSError:
+            self.close()
+            raise
+
+    def _open(self, first: bool = False) -> bool:
+        self._next_open = time.monotonic() + REOPEN_INTERVAL
+        try:
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        except OSError as exc:
+            self.log.error("port %d: cannot open a raw socket (needs root): %s", self.number, exc)
+            raise
+        try:
+            sock.bind((self.name, 0))
+            ifindex = socket.if_nametoindex(self.name)
+            mreq = struct.pack("iHH8s", ifindex, PACKET_MR_PROMISC, 0, b"")
+            sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
+            try:
+                sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+            except OSError:
+                pass  # older kernels: outgoing frames are filtered in _recv
+        except OSError as exc:
+            sock.close()
+            if first:
+                self.log.error("port %d: cannot attach interface %s: %s; retrying every %.0fs",
+                               self.number, self.name, exc, REOPEN_INTERVAL)
+            return False
+        with self._lock:
+            if self._closed:
+                sock.close()
+                return False
+            self.sock = sock
+        if not first:
+            self.log.warning("port %d: interface %s is back", self.number, self.name)
+        return True
+
+    def _lost(self, exc: OSError) -> None:
+        self.log.warning("port %d: interface %s lost (%s); retrying every %.0fs", self.number,
+                         self.name, exc, REOPEN_INTERVAL)
+        with self._lock:
+            sock, self.sock = self.sock, None
+        if sock:
+            sock.close()
+        self._next_open = time.monotonic() + REOPEN_INTERVAL
+
+    def _recv(self, timeout: float) -> bytes | None:
+        sock = self.sock
+        if sock is None:
+            wait = self._next_open - time.monotonic()
+            if wait > 0:
+                time.sleep(min(wait, timeout))
+                return None
+            if self._closed or not self._open():
+                return None
+            sock = self.sock
+        sock.settimeout(timeout)
+        while True:
+            try:
+                frame, addr = sock.recvfrom(MAX_FRAME)
+            except TimeoutError:
+                return None
+            except OSError as exc:
+                if self._closed:
+                    return None
+                self._lost(exc)
+                return None
+            if addr[2] != PACKET_OUTGOING:
+                return frame
+
+    def _send(self, frame: bytes) -> None:
+        sock = self.sock
+        if sock is None:
+            raise OSError(errno.ENODEV, f"interface {self.name} is not attached")
+        sock.send(frame)
+
+    def _close(self) -> None:
+        with self._lock:
+            self._closed = True
+            sock, self.sock = self.sock, None
+        if sock:
+            sock.close()
+
+
+def open_port(spec: PortSpec, pcap_dir: str | None = None,
+              log: logging.Logger | None = None) -> Port:
+    log = log or logging.getLogger("softswitch.ports")
+    return (UdpPort if spec.is_udp else RawPort)(spec, pcap_dir, log)
