@@ -1,0 +1,135 @@
+-- Wireshark/tshark dissector for natswitch's aggregation header (docs/PROTOCOL.md).
+--
+--   tshark -X lua_script:worker/dissector/natswitch.lua -r capture.pcap -V
+--   wireshark -X lua_script:worker/dissector/natswitch.lua capture.pcap
+-- or copy it to ~/.local/lib/wireshark/plugins/.
+--
+-- UDP port 20033 is the switch protocol, 20034 the host-based baseline (worker/baseline.py).
+-- The payload is summarised (elements, nonzero, range or largest code), not listed.
+
+local AGG_PORT = 20033
+local PS_PORT = 20034
+local HDR_LEN = 16
+local PRIME_MARK = 0xFFFF0000   -- chunk field of a priming round (docs/WORKER.md)
+
+local msg_types = { [1] = "CONTRIB", [2] = "RESULT" }
+local encodings = { [0] = "FIXED32", [1] = "CNAT8", [2] = "FLOAT32" }
+local elem_size = { [0] = 4, [1] = 1, [2] = 4 }
+
+local agg = Proto("natswitch", "natswitch aggregation")
+local f = agg.fields
+f.msg_type = ProtoField.uint8("natswitch.msg_type", "Message type", base.DEC, msg_types)
+f.encoding = ProtoField.uint8("natswitch.encoding", "Encoding", base.DEC, encodings)
+f.job_id = ProtoField.uint16("natswitch.job_id", "Job", base.DEC)
+f.session = ProtoField.uint16("natswitch.session", "Session", base.DEC)
+f.slot = ProtoField.uint16("natswitch.slot", "Slot", base.DEC)
+f.version = ProtoField.uint8("natswitch.version", "Version", base.DEC)
+f.exp = ProtoField.uint8("natswitch.exp", "Exponent (biased)", base.DEC)
+f.count = ProtoField.uint8("natswitch.count", "Count", base.DEC)
+f.flags = ProtoField.uint8("natswitch.flags", "Flags", base.HEX)
+f.chunk = ProtoField.uint32("natswitch.chunk", "Chunk", base.DEC)
+f.priming = ProtoField.bool("natswitch.priming", "Priming round")
+f.elems = ProtoField.uint32("natswitch.elems", "Elements", base.DEC)
+f.nonzero = ProtoField.uint32("natswitch.nonzero", "Nonzero elements", base.DEC)
+f.min = ProtoField.int32("natswitch.min", "Smallest value", base.DEC)
+f.max = ProtoField.int32("natswitch.max", "Largest value", base.DEC)
+f.max_code = ProtoField.uint8("natswitch.max_code", "Largest code m", base.DEC)
+f.negative = ProtoField.uint32("natswitch.negative", "Negative elements", base.DEC)
+f.first = ProtoField.string("natswitch.first", "First values")
+f.payload = ProtoField.bytes("natswitch.payload", "Payload")
+
+local e_short = ProtoExpert.new("natswitch.short", "Shorter than the 16-byte header",
+                                expert.group.MALFORMED, expert.severity.ERROR)
+local e_ragged = ProtoExpert.new("natswitch.ragged", "Payload is not whole elements",
+                                 expert.group.MALFORMED, expert.severity.WARN)
+local e_encoding = ProtoExpert.new("natswitch.bad_encoding", "Unknown encoding",
+                                   expert.group.MALFORMED, expert.severity.WARN)
+agg.experts = { e_short, e_ragged, e_encoding }
+
+local function summarise(tree, buf, enc)
+  local size = elem_size[enc]
+  local n = math.floor(buf:len() / size)
+  local sub = tree:add(f.payload, buf)
+  sub:set_text(string.format("Payload: %d %s elements", n, encodings[enc]))
+  if buf:len() % size ~= 0 then sub:add_proto_expert_info(e_ragged) end
+  sub:add(f.elems, n):set_generated()
+  local nonzero, negative, lo, hi, top = 0, 0, nil, nil, 0
+  local first = {}
+  for i = 0, n - 1 do
+    local v
+    if enc == 1 then
+      local c = buf(i, 1):uint()
+      local m = c % 128
+      if m > 0 then
+        nonzero = nonzero + 1
+        if c >= 128 then negative = negative + 1 end
+        if m > top then top = m end
+      end
+      v = (c >= 128 and "-" or "+") .. m
+      if m == 0 then v = "0" end
+    elseif enc == 0 then
+      local x = buf(i * 4, 4):int()
+      if x ~= 0 then nonzero = nonzero + 1 end
+      if x < 0 then negative = negative + 1 end
+      if lo == nil or x < lo then lo = x end
+      if hi == nil or x > hi then hi = x end
+      v = tostring(x)
+    else
+      local x = buf(i * 4, 4):float()
+      if x ~= 0 then nonzero = nonzero + 1 end
+      if x < 0 then negative = negative + 1 end
+      v = string.format("%g", x)
+    end
+    if i < 8 then first[#first + 1] = v end
+  end
+  sub:add(f.nonzero, nonzero):set_generated()
+  sub:add(f.negative, negative):set_generated()
+  if enc == 1 then sub:add(f.max_code, top):set_generated() end
+  if enc == 0 and n > 0 then
+    sub:add(f.min, lo):set_generated()
+    sub:add(f.max, hi):set_generated()
+  end
+  sub:add(f.first, table.concat(first, " ") .. (n > 8 and " ..." or "")):set_generated()
+end
+
+function agg.dissector(buf, pinfo, tree)
+  pinfo.cols.protocol = "NATSWITCH"
+  local t = tree:add(agg, buf(0, math.min(buf:len(), HDR_LEN)))
+  if buf:len() < HDR_LEN then
+    t:add_proto_expert_info(e_short)
+    return buf:len()
+  end
+  local mtype = buf(0, 1):uint()
+  local enc = buf(1, 1):uint()
+  local chunk = buf(12, 4):uint()
+  t:add(f.msg_type, buf(0, 1))
+  local te = t:add(f.encoding, buf(1, 1))
+  t:add(f.job_id, buf(2, 2))
+  t:add(f.session, buf(4, 2))
+  t:add(f.slot, buf(6, 2))
+  t:add(f.version, buf(8, 1))
+  t:add(f.exp, buf(9, 1))
+  t:add(f.count, buf(10, 1))
+  t:add(f.flags, buf(11, 1))
+  t:add(f.chunk, buf(12, 4))
+  local priming = chunk >= PRIME_MARK
+  t:add(f.priming, priming):set_generated()
+  local what = priming and "priming" or ("chunk " .. chunk)
+  local info = string.format("%s %s job %d session %d slot %d v%d %s exp %d count %d",
+                             msg_types[mtype] or ("type " .. mtype),
+                             encodings[enc] or ("encoding " .. enc),
+                             buf(2, 2):uint(), buf(4, 2):uint(), buf(6, 2):uint(),
+                             buf(8, 1):uint(), what, buf(9, 1):uint(), buf(10, 1):uint())
+  pinfo.cols.info = info
+  t:append_text(", " .. info)
+  if elem_size[enc] == nil then
+    te:add_proto_expert_info(e_encoding)
+  elseif buf:len() > HDR_LEN then
+    summarise(t, buf(HDR_LEN), enc)
+  end
+  return buf:len()
+end
+
+local udp = DissectorTable.get("udp.port")
+udp:add(AGG_PORT, agg)
+udp:add(PS_PORT, agg)
