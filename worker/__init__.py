@@ -1,0 +1,1 @@
+"""Host side of natswitch: compressors, switch-compatible codecs, models and training."""

@@ -1,0 +1,372 @@
+"""Switch-compatible encodings: what a worker sends and what the switch adds.
+
+This module is the worker's half of docs/PROTOCOL.md ("Scaling", "Payload");
+the P4 program is tested against it. All functions work on many chunks at once:
+a tensor is cut into rows of ELEMS float32 elements (zero padded), and every
+row has its own negotiated exponent E (biased float32 exponent, 0..254).
+
+Scaling: for n workers, headroom h = ceil(log2 n) and unit 2^u with
+u = (E - 127 + 1) - (30 - h). A float32 with exponent <= E, and its C_nat
+rounding, is at most 2^(30-h) units, so n of them sum to at most 2^30.
+
+- FIXED32: int32 = round_stochastic(x / 2^u), unbiased.
+- CNAT8: one byte, bit 7 the sign, bits 0-6 a code m; m = 0 is zero, otherwise
+  2^(m-1) units. C_nat(x) = +-2^k gives m = k - u + 1 when 2^k >= 2^u; a value
+  below one unit becomes one unit (m = 1) with probability C_nat(x) / 2^u, else 0.
+- The switch adds int32; a CNAT8 code enters the sum as +-(1 << (m-1)).
+- recompress_with() is the switch's re-compression of an int32 sum to CNAT8,
+  bit for bit given its 32-bit random numbers.
+
+Every encoder is unbiased: E[decode(encode(x))] == x element-wise. Exact
+probabilities come from integer comparisons of random bits, not from float
+thresholds (FIXED32's sub-unit fraction is the one place a 53-bit uniform is
+used: it is exact for fractions that are multiples of 2^-53 units).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from worker.compression.natural import random_r7, random_u16, tie_carry
+
+ELEMS = 256
+FIXED32 = 0
+CNAT8 = 1
+MAX_EXP = 254  # largest finite biased exponent
+MAX_CODE = 32  # the switch decodes larger codes to 0; none is ever produced
+INT32_MAX = 2**31 - 1
+INT32_MIN = -(2**31)
+
+_BLOCK = 1 << 18  # elements per block: the block and its temporaries stay in cache
+
+
+# ---------------------------------------------------------------- scaling
+
+
+def headroom(n: int) -> int:
+    """h = ceil(log2 n): the bits kept free so that n values can be added."""
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"worker count must be >= 1, got {n}")
+    return (n - 1).bit_length()
+
+
+def _exps(exps, rows: int) -> np.ndarray:
+    e = np.asarray(exps)
+    if e.ndim == 0:
+        e = np.full(rows, int(e), dtype=np.int64)
+    e = e.astype(np.int64, copy=False).reshape(-1)
+    if e.shape[0] != rows:
+        raise ValueError(f"{e.shape[0]} exponents for {rows} chunks")
+    if rows and (e.min() < 0 or e.max() > MAX_EXP):
+        raise ValueError(f"chunk exponents must be biased float32 exponents 0..{MAX_EXP}")
+    return e
+
+
+def unit_exponent(exps, n: int) -> np.ndarray:
+    """u per chunk: one fixed-point unit is 2^u."""
+    e = np.asarray(exps, dtype=np.int64)
+    return e - 126 - 30 + headroom(n)
+
+
+def max_code(n: int) -> int:
+    """The largest CNAT8 code a worker of an n-worker job sends: 2^(30-h) units."""
+    return 31 - headroom(n)
+
+
+# ---------------------------------------------------------------- chunking
+
+
+def chunk(x, elems: int = ELEMS) -> np.ndarray:
+    """A flat float32 tensor as rows of `elems` elements, the last one zero padded."""
+    if elems < 1:
+        raise ValueError("elems must be >= 1")
+    flat = np.asarray(x, dtype=np.float32).reshape(-1)
+    rows = -(-flat.size // elems)
+    out = np.zeros((rows, elems), dtype=np.float32)
+    out.reshape(-1)[: flat.size] = flat
+    return out
+
+
+def unchunk(chunks: np.ndarray, size: int) -> np.ndarray:
+    """The first `size` elements of the rows, flat (inverse of chunk())."""
+    flat = np.asarray(chunks).reshape(-1)
+    if size > flat.size:
+        raise ValueError(f"asked for {size} elements of {flat.size}")
+    return flat[:size]
+
+
+def _rows(chunks) -> np.ndarray:
+    c = np.asarray(chunks)
+    if c.ndim != 2:
+        raise ValueError(f"chunks must be 2-D (rows, elems), got shape {c.shape}")
+    return c
+
+
+def chunk_exponents(chunks) -> np.ndarray:
+    """Per row, the largest biased exponent (bits 23-30) of its float32 elements.
+
+    0 for an all-zero (or all-subnormal) row. Rows holding inf or NaN cannot be
+    scaled: ValueError.
+    """
+    c = np.ascontiguousarray(_rows(chunks), dtype=np.float32)
+    rows, elems = c.shape
+    bits = c.view(np.uint32)
+    out = np.empty(rows, np.uint32)
+    step = max(1, _BLOCK // max(elems, 1))
+    tmp = np.empty((min(rows, step), elems), np.uint32)
+    for s in range(0, rows, step):
+        e = min(rows, s + step)
+        t = tmp[: e - s]
+        np.left_shift(bits[s:e], 1, out=t)  # drop the sign
+        np.max(t, axis=1, out=out[s:e]) if elems else out[s:e].fill(0)
+    exps = (out >> 24).astype(np.uint8)
+    bad = np.flatnonzero(exps == 255)
+    if bad.size:
+        raise ValueError(f"chunk {int(bad[0])} holds inf or NaN: it cannot be encoded")
+    return exps
+
+
+# ---------------------------------------------------------------- FIXED32
+
+
+def encode_fixed32(chunks, exps, n: int, rng: np.random.Generator) -> np.ndarray:
+    """int32 fixed-point values at each row's unit, stochastically rounded (unbiased)."""
+    c = _rows(chunks).astype(np.float64)
+    e = _exps(exps, c.shape[0])
+    _check_finite_below(c, e)
+    y = c * np.ldexp(1.0, -unit_exponent(e, n))[:, None]
+    fl = np.floor(y)
+    up = rng.random(y.shape) < (y - fl)
+    return (fl + up).astype(np.int32)
+
+
+def decode_fixed32(values, exps, n: int, mean: bool = False) -> np.ndarray:
+    """float32 of int values (one contribution or a sum) at each row's unit; /n if mean."""
+    v = _rows(values)
+    e = _exps(exps, v.shape[0])
+    scale = np.ldexp(1.0, unit_exponent(e, n))
+    if mean:
+        scale = scale / n
+    return (v.astype(np.float64) * scale[:, None]).astype(np.float32)
+
+
+def _check_finite_below(c: np.ndarray, e: np.ndarray) -> None:
+    if not np.isfinite(c).all():
+        raise ValueError("inf or NaN cannot be encoded")
+    limit = np.ldexp(1.0, e - 126)  # every value with exponent <= E is below this
+    over = np.flatnonzero((np.abs(c) >= limit[:, None]).any(axis=1))
+    if over.size:
+        raise ValueError(f"chunk {int(over[0])} has values above its exponent "
+                         f"{int(e[over[0]])}: the scale would overflow")
+
+
+# ---------------------------------------------------------------- CNAT8
+
+
+def encode_cnat8(chunks, exps, n: int, rng: np.random.Generator) -> np.ndarray:
+    """CNAT8 codes (uint8, same shape) of C_nat(chunks) at each row's unit.
+
+    exps: the negotiated exponent per row; a row holding a value with a larger
+    exponent (or inf/NaN) raises ValueError, as its sum could overflow.
+    """
+    c = np.ascontiguousarray(_rows(chunks), dtype=np.float32)
+    rows, elems = c.shape
+    e = _exps(exps, rows)
+    h = headroom(n)
+    b_all = e - 30 + h  # a rounded biased exponent e' is code m = e' - B
+    bits = c.view(np.uint32).reshape(-1)
+    codes = np.empty(rows * elems, np.uint8)
+    step = max(1, _BLOCK // max(elems, 1))
+    size = min(rows, step) * elems
+    hi = np.empty(size, np.uint16)
+    e8, t8, s8, bx = (np.empty(size, np.uint8) for _ in range(4))
+    flag = np.empty(size, bool)
+    r7_all = None
+    for r0 in range(0, rows, step):
+        r1 = min(rows, r0 + step)
+        k = (r1 - r0) * elems
+        blk_bits = bits[r0 * elems : r1 * elems]
+        blk_b = b_all[r0:r1]
+        out = codes[r0 * elems : r1 * elems]
+        h16, e_, t_, s_, b_, f_ = (a[:k] for a in (hi, e8, t8, s8, bx, flag))
+        b_.reshape(r1 - r0, elems)[...] = np.maximum(blk_b, 0).astype(np.uint8)[:, None]
+        r7_all = random_r7(rng, k)
+        # upper half-words: sign << 15 | e << 7 | top 7 mantissa bits
+        np.copyto(h16, blk_bits.view(np.uint16)[1::2])
+        # carry into the exponent with probability mantissa / 2^23 (see natural.py)
+        np.copyto(t_, h16, casting="unsafe")
+        np.bitwise_and(t_, 0x7F, out=t_)
+        np.add(t_, r7_all, out=t_)
+        ties = np.flatnonzero(t_ == 127)
+        if ties.size:
+            t_[ties] += tie_carry(blk_bits, ties, lambda q: random_u16(rng, q)).astype(np.uint8)
+        np.right_shift(t_, 7, out=t_)
+        np.right_shift(h16, 7, out=h16)  # sign << 8 | e
+        np.copyto(e_, h16, casting="unsafe")
+        # no value may exceed the row's exponent: e - B <= 30 - h
+        np.maximum(e_, b_, out=s_)
+        np.subtract(s_, b_, out=s_)
+        if k and s_.max() > 30 - h:
+            _raise_above(c, e, r0, r1)
+        neg_b = np.flatnonzero(blk_b < 0)
+        if neg_b.size and (e_.reshape(r1 - r0, elems)[neg_b] > e[r0 + neg_b, None]).any():
+            _raise_above(c, e, r0, r1)
+        np.add(e_, t_, out=e_)  # e'
+        np.right_shift(h16, 1, out=h16)  # sign << 7 | e >> 1
+        np.copyto(s_, h16, casting="unsafe")
+        np.bitwise_and(s_, 0x80, out=s_)
+        np.maximum(e_, b_, out=out)
+        np.subtract(out, b_, out=out)
+        # 1 <= e' <= B: C_nat(x) = 2^-d units with d = B + 1 - e', rounded to 0 or 1 unit
+        np.subtract(e_, 1, out=e_)
+        np.less(e_, b_, out=f_)
+        if f_.any():
+            idx = np.flatnonzero(f_)
+            out[idx] = _bernoulli_pow2(rng, b_[idx].astype(np.int64) - e_[idx])
+        if neg_b.size:  # rows with B < 0 (tiny or zero): every nonzero e' is >= 1 unit
+            view = out.reshape(r1 - r0, elems)
+            part = view[neg_b]
+            view[neg_b] = part + np.where(part > 0, -blk_b[neg_b, None], 0).astype(np.uint8)
+        # the sign goes only with nonzero codes: zero is the single code 0
+        np.not_equal(out, 0, out=f_)
+        np.multiply(s_, f_.view(np.uint8), out=s_)
+        np.bitwise_or(out, s_, out=out)
+    return codes.reshape(rows, elems)
+
+
+def _raise_above(c, e, r0, r1):
+    local = chunk_exponents(c[r0:r1]).astype(np.int64)  # raises for inf/NaN
+    bad = r0 + int(np.flatnonzero(local > e[r0:r1])[0])
+    raise ValueError(f"chunk {bad} has exponent {int(local[bad - r0])} above the "
+                     f"negotiated {int(e[bad])}: the sum could overflow")
+
+
+def _bernoulli_pow2(rng: np.random.Generator, d: np.ndarray) -> np.ndarray:
+    """1 with probability exactly 2^-d (d >= 1, integers), else 0; uint8."""
+    ok = np.ones(d.shape, bool)
+    rem = d.astype(np.int64).copy()
+    while True:
+        act = np.flatnonzero(ok & (rem > 0))
+        if act.size == 0:
+            return ok.astype(np.uint8)
+        step = np.minimum(rem[act], 64).astype(np.uint64)
+        r = rng.bit_generator.random_raw(act.size)
+        # the top `step` bits all zero: probability 2^-step
+        ok[act] = (r >> (np.uint64(64) - step)) == 0
+        rem[act] -= step.astype(np.int64)
+
+
+def decode_cnat8(codes, exps, n: int, mean: bool = False) -> np.ndarray:
+    """float32 of CNAT8 codes at each row's unit: +-2^(m-1) units; /n if mean.
+
+    Codes above 32 are not part of the encoding: ValueError.
+    """
+    c = np.ascontiguousarray(_rows(codes), dtype=np.uint8)
+    rows, elems = c.shape
+    e = _exps(exps, rows)
+    b_all = e - 30 + headroom(n)  # float32 biased exponent of code m is m + B
+    out = np.empty((rows, elems), np.uint32)
+    if c.size and (c & 0x7F).max() > MAX_CODE:
+        raise ValueError(f"CNAT8 code above {MAX_CODE}")
+    fast = (b_all >= 0) & (b_all + MAX_CODE <= MAX_EXP)
+    step = max(1, _BLOCK // max(elems, 1))
+    for r0 in range(0, rows, step):
+        r1 = min(rows, r0 + step)
+        blk = c[r0:r1]
+        m = blk & 0x7F
+        ex = m + b_all[r0:r1, None].clip(0, 255).astype(np.uint8)
+        ex *= np.minimum(m, 1)
+        h16 = ex.astype(np.uint16) << 7
+        h16 |= (blk & 0x80).astype(np.uint16) << 8
+        np.left_shift(h16, 16, out=out[r0:r1], dtype=np.uint32)
+    res = out.view(np.float32)
+    slow = np.flatnonzero(~fast)
+    if slow.size:
+        m = c[slow] & 0x7F
+        sign = np.where(c[slow] & 0x80, -1.0, 1.0)
+        u = unit_exponent(e[slow], n)[:, None]
+        val = np.where(m > 0, sign * np.ldexp(1.0, m.astype(np.int64) - 1 + u), 0.0)
+        res[slow] = val.astype(np.float32)
+    if mean:
+        res /= np.float32(n)
+    return res
+
+
+# ---------------------------------------------------------------- the switch's side
+
+
+def switch_decode_cnat8(codes) -> np.ndarray:
+    """What the switch adds for CNAT8 codes: +-(1 << (m-1)) on 32 bits, m = 0 or m > 32 -> 0."""
+    c = np.asarray(codes, dtype=np.uint8)
+    m = (c & 0x7F).astype(np.uint32)
+    valid = (m >= 1) & (m <= MAX_CODE)
+    mag = np.where(valid, np.left_shift(np.uint32(1), np.where(valid, m - 1, 0)), 0)
+    mag = mag.astype(np.uint32)
+    neg = (c & 0x80) != 0
+    val = np.where(neg, (~mag) + np.uint32(1), mag).astype(np.uint32)
+    return val.view(np.int32)
+
+
+def recompress_with(sums, r) -> np.ndarray:
+    """The switch's re-compression of int32 sums to CNAT8 codes, given its random words.
+
+    abs = |S| on 32 bits, p = position of its leading one, mag = 1 << p,
+    up = (r & (mag - 1)) < (abs - mag) unsigned, m = p + 1 + up,
+    code = sign << 7 | m; S = 0 gives code 0. Unbiased: E[2^(m-1)] = |S|.
+    """
+    s = np.asarray(sums)
+    if s.dtype != np.int32:
+        if s.size and (s.min() < INT32_MIN or s.max() > INT32_MAX):
+            raise OverflowError("sums outside int32")
+        s = s.astype(np.int32)
+    r = np.asarray(r)
+    if r.shape != s.shape:
+        raise ValueError(f"need one random word per sum: {r.shape} vs {s.shape}")
+    r = r.astype(np.uint32)
+    u = s.view(np.uint32)
+    neg = s < 0
+    a = np.where(neg, (~u) + np.uint32(1), u).astype(np.uint32)
+    # leading one: exact through float64 (integers below 2^53)
+    p = (np.frexp(a.astype(np.float64))[1] - 1).clip(0).astype(np.uint32)
+    mag = np.left_shift(np.uint32(1), p).astype(np.uint32)
+    up = (r & (mag - np.uint32(1))) < (a - mag)
+    m = (p + 1 + up).astype(np.uint8)
+    code = m | (neg.astype(np.uint8) << 7)
+    code[a == 0] = 0
+    return code
+
+
+def recompress(sums, rng: np.random.Generator) -> np.ndarray:
+    """recompress_with() with uniform 32-bit random words from rng."""
+    s = np.asarray(sums)
+    r = rng.integers(0, 2**32, size=s.shape, dtype=np.uint32)
+    return recompress_with(s, r)
+
+
+def aggregate(contribs, encoding: int = FIXED32) -> np.ndarray:
+    """Reference switch: the exact integer sum of the children's encoded chunks.
+
+    contribs: a sequence (or array with a leading child axis) of int32 values
+    (FIXED32) or CNAT8 codes. Raises OverflowError if the sum leaves int32: the
+    scaling is meant to make that impossible.
+    """
+    parts = [np.asarray(p) for p in contribs]
+    if not parts:
+        raise ValueError("no contributions")
+    shape = parts[0].shape
+    total = np.zeros(shape, np.int64)
+    for p in parts:
+        if p.shape != shape:
+            raise ValueError(f"contribution shapes differ: {p.shape} vs {shape}")
+        if encoding == CNAT8:
+            p = switch_decode_cnat8(p)
+        elif encoding == FIXED32:
+            if p.dtype != np.int32:
+                raise ValueError(f"FIXED32 contributions must be int32, got {p.dtype}")
+        else:
+            raise ValueError(f"unknown encoding {encoding}")
+        total += p
+    if total.size and (total.min() < INT32_MIN or total.max() > INT32_MAX):
+        raise OverflowError("the sum of the contributions leaves int32")
+    return total.astype(np.int32)
