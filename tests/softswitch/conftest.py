@@ -5,6 +5,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from google.protobuf import text_format
+from p4.config.v1 import p4info_pb2
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -17,6 +19,7 @@ from softswitch.p4runtime import P4RuntimeServer, P4RuntimeService  # noqa: E402
 
 DEVICE_ID = 1
 CPU_PORT = 255
+BASIC = Path(__file__).resolve().parents[1] / "p4" / "build" / "p4rt_basic"
 
 
 @pytest.fixture
@@ -69,3 +72,30 @@ def fake_device(serve, connect, synthetic):
     return SimpleNamespace(address=address, service=service, switch=switch, client=client,
                            names=synthetic.names, p4info=synthetic.p4info,
                            config=synthetic.config)
+
+
+@pytest.fixture(scope="session")
+def basic_program():
+    """tests/p4/p4rt_basic.p4 as compiled by p4c-bm2-ss (committed under tests/p4/build/)."""
+    json_path, p4info_path = BASIC.with_suffix(".json"), BASIC.with_suffix(".p4info.txt")
+    if not json_path.exists() or not p4info_path.exists():
+        pytest.skip(f"{json_path.name} / {p4info_path.name} are not built: compile "
+                    f"tests/p4/p4rt_basic.p4 with p4c-bm2-ss")
+    info = text_format.Parse(p4info_path.read_text(), p4info_pb2.P4Info())
+    return SimpleNamespace(p4info=info, config=json_path.read_bytes(), names=Names(info),
+                           json_path=json_path, p4info_path=p4info_path)
+
+
+@pytest.fixture
+def real_device(serve, connect, basic_program):
+    """The real engine behind the server, running p4rt_basic, set by a primary client."""
+    from softswitch import Switch
+
+    switch = Switch(device_id=DEVICE_ID, cpu_port=CPU_PORT)
+    address, service = serve(switch)
+    client = connect(address)
+    assert client.arbitrate((0, 1)).arbitration.status.code == 0
+    client.set_pipeline(basic_program.p4info, basic_program.config)
+    return SimpleNamespace(address=address, service=service, switch=switch, client=client,
+                           names=basic_program.names, p4info=basic_program.p4info,
+                           config=basic_program.config)

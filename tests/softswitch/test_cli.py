@@ -137,3 +137,41 @@ def test_log_file_records_startup(tmp_path):
     assert stop(proc) == 0
     text = log.read_text()
     assert "device 0" in text and "shutting down" in text
+
+
+def test_program_frames_packet_in_through_the_cli(basic_program, tmp_path):
+    """Push p4rt_basic over P4Runtime, forward a frame between UDP tunnels, get a PacketIn."""
+    from p4rt_client import Client
+    from test_p4rt_engine import ETYPE_TO_CPU, MAC1, MAC2, eth
+
+    udp = free_udp_ports(4)
+    proc, address = start_switch(
+        "--device-id", "1", str(basic_program.json_path),
+        "-i", f"1@udp:127.0.0.1:{udp[0]}>127.0.0.1:{udp[1]}",
+        "-i", f"2@udp:127.0.0.1:{udp[2]}>127.0.0.1:{udp[3]}", "--pcap", str(tmp_path),
+        "--", "--grpc-server-addr", "127.0.0.1:0", "--cpu-port", "255")
+    host1, host2 = (socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(2))
+    client = Client(address, device_id=1)
+    try:
+        host1.bind(("127.0.0.1", udp[1]))
+        host2.bind(("127.0.0.1", udp[3]))
+        host2.settimeout(10)
+        assert client.arbitrate((0, 1)).arbitration.status.code == 0
+        client.set_pipeline(basic_program.p4info, basic_program.config)
+        client.insert(basic_program.names.table_entry("I.l2", {"hdr.ethernet.dst": MAC2},
+                                                      "I.fwd", port=2))
+        frame = eth(MAC2, MAC1, 0x0800) + bytes(46)
+        host1.sendto(frame, ("127.0.0.1", udp[0]))
+        assert host2.recvfrom(70000)[0] == frame
+        to_cpu = eth(MAC2, MAC1, ETYPE_TO_CPU) + bytes(46)
+        host1.sendto(to_cpu, ("127.0.0.1", udp[0]))
+        msg = client.next_message("packet", timeout=10)
+        assert msg is not None and msg.packet.payload == to_cpu
+    finally:
+        client.close()
+        host1.close()
+        host2.close()
+        code = stop(proc)
+    assert code == 0
+    assert (tmp_path / "udp1_in.pcap").stat().st_size > 24
+    assert (tmp_path / "udp2_out.pcap").stat().st_size > 24
