@@ -9,6 +9,7 @@ from pathlib import Path
 import grpc
 import pytest
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+from p4rt_client import Client
 from test_ports import free_udp_ports
 
 from softswitch.__main__ import parse_args
@@ -88,20 +89,25 @@ def test_starts_serves_and_exits_cleanly_on_signal(sig):
     proc, address = start_switch("--device-id", "1", "--no-p4",
                                  "-i", f"1@udp:127.0.0.1:{udp[0]}>127.0.0.1:{udp[1]}",
                                  "--grpc-server-addr", "127.0.0.1:0", "--cpu-port", "255")
+    client = Client(address, device_id=1)
     try:
         with grpc.insecure_channel(address) as channel:
             stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
             rep = stub.Capabilities(p4runtime_pb2.CapabilitiesRequest(), timeout=30)
             assert rep.p4runtime_api_version == "1.4.1"
+        # A client keeps its stream open across the shutdown: it must not hold the switch up.
+        assert client.arbitrate((0, 1), timeout=30).arbitration.status.code == 0
     finally:
         code = stop(proc, sig)
+        client.close()
     assert code == 0, proc.stderr.read()
     probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # the tunnel socket was released
     probe.bind(("127.0.0.1", udp[0]))
     probe.close()
     port = int(address.rsplit(":", 1)[1])
     listener = socket.socket()
-    listener.bind(("127.0.0.1", port))  # so was the gRPC port
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is fine,
+    listener.bind(("127.0.0.1", port))  # a listener left behind is not
     listener.close()
 
 
@@ -141,7 +147,6 @@ def test_log_file_records_startup(tmp_path):
 
 def test_program_frames_packet_in_through_the_cli(basic_program, tmp_path):
     """Push p4rt_basic over P4Runtime, forward a frame between UDP tunnels, get a PacketIn."""
-    from p4rt_client import Client
     from test_p4rt_engine import ETYPE_TO_CPU, MAC1, MAC2, eth
 
     udp = free_udp_ports(4)
