@@ -476,6 +476,8 @@ def localize(body: list[str]) -> list[str]:
     if len(used) > 2000:
         return body
     written = set(int(m) for m in re.findall(r"\bF\[(\d+)\]\s*(?:[+\-]?=)(?!=)", text))
+    if len(consts) <= len(used) + len(written):
+        return body  # each slot touched about once: locals would only add work
     new = re.sub(r"\bF\[(\d+)\]", lambda m: f"f{m.group(1)}", text).split("\n")
     pro = [f"f{s} = F[{s}]" for s in used]
     epi = [f"F[{s}] = f{s}" for s in sorted(written)]
