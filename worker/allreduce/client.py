@@ -9,8 +9,11 @@ whose result does not come back is retransmitted with exponential backoff; when 
 result at all arrives for `timeout` seconds the call fails, naming the chunks that
 never completed.
 
-Memory stays bounded: per call, the padded tensor, one exponent byte per chunk and the
-output; per slot, a few numbers and the last frame sent (for retransmission).
+Memory stays bounded: per call, the padded tensor, one exponent byte per chunk, the
+results' payloads and the output; per slot, a few numbers and the last frame sent (for
+retransmission). The codec is called on many rows at once: the chunks whose exponents
+arrived in one burst of results are encoded together, and all results are decoded
+together at the end of the call.
 """
 
 from __future__ import annotations
@@ -33,6 +36,12 @@ from worker.transport import Port
 PRIME_MARK = 0xFFFF0000
 MAX_CHUNKS = PRIME_MARK
 PROGRESS_EVERY = 0.5        # seconds between progress callbacks
+
+# Plain ints on the per-packet path (enum attribute lookups cost more than the work).
+_PRIMING, _RUNNING = int(State.PRIMING), int(State.RUNNING)
+_IN_FLIGHT = frozenset(int(x) for x in IN_FLIGHT)
+_MORE, _LAST, _STALE, _TIMEOUT = (int(Event.RESULT_MORE), int(Event.RESULT_LAST),
+                                  int(Event.STALE), int(Event.TIMEOUT))
 
 
 class AllReduceError(RuntimeError):
@@ -132,7 +141,10 @@ class AllReduceClient:
             self.chunks = padded.reshape(n_chunks, elems)
         self.n_chunks = n_chunks
         self.exps = self.coder.exponents(self.chunks)
-        self.out = np.empty(n_chunks * elems, np.float32)
+        self.res_enc = np.full(n_chunks, -1, np.int8)        # each chunk's result encoding
+        self.res_exp = np.zeros(n_chunks, np.int16)          # and the exponent it decodes with
+        self.res: dict[int, np.ndarray] = {}                 # encoding -> payload rows
+        self.to_send: list[int] = []
         self.done_chunks = 0
         self.received_this_call = 0
         self.other_chunk = 0
@@ -146,48 +158,63 @@ class AllReduceClient:
         begin = Event.START if self.coder.primed else Event.START_UNPRIMED
         for s in range(used):
             self._dispatch(s, begin, None)
+        self._flush()
         self._run(used, start)
+        out = self._decode(n_chunks * elems)
         self.stats.calls += 1
         self.stats.elements += flat.size
         self.stats.chunks += n_chunks
         self.stats.seconds += self.clock() - start
         self.last = self.stats.since(before)
-        result = self.out[:flat.size].reshape(x.shape)
-        self.chunks = self.out = None
-        return result
+        self.chunks = self.res = None
+        return out[:flat.size].reshape(x.shape)
 
     def _run(self, used: int, start: float) -> None:
         deadline = self.deadline[:used]
         last_progress = start
         next_report = start + PROGRESS_EVERY
+        burst_limit = used + 16
+        frame = None
         while self.done_chunks < self.n_chunks:
             now = self.clock()
-            due = deadline.min()
-            if due <= now:
-                for s in np.flatnonzero(deadline <= now):
-                    self._dispatch(int(s), Event.TIMEOUT, None)
-                continue
             give_up = last_progress + self.timeout
             if now >= give_up:
                 raise AllReduceError(self._missing(used, now - last_progress))
-            frame = self.port.recv(min(due, give_up) - now)
             if frame is None:
-                continue
-            self.stats.packets_received += 1
-            self.stats.bytes_received += len(frame)
-            got = self._classify(frame, used)
-            if got is None:
-                self.stats.foreign_ignored += 1
-                continue
-            s, event, msg = got
-            self._dispatch(s, event, msg)
-            if event in (Event.RESULT_MORE, Event.RESULT_LAST):
-                last_progress = self.clock()
-                if self.progress is not None and last_progress >= next_report:
-                    next_report = last_progress + PROGRESS_EVERY
-                    self.progress(self.done_chunks, self.n_chunks)
+                frame = self.port.recv(max(0.0, min(deadline.min(), give_up) - now))
+            # What else already waits is handled in the same burst, so the chunks it
+            # releases are encoded in one codec call.
+            burst = 0
+            while frame is not None and burst < burst_limit:
+                if self._receive(frame, used):
+                    last_progress = self.clock()
+                burst += 1
+                frame = self.port.recv(0.0)
+            self._flush()
+            # Timers fire only when the inbox is empty: a result waiting there is no loss.
+            if frame is None:
+                frame = self.port.recv(0.0)
+            if frame is None:
+                now = self.clock()
+                for s in np.flatnonzero(deadline <= now):
+                    self._dispatch(int(s), _TIMEOUT, None)
+            if self.progress is not None and last_progress >= next_report:
+                next_report = last_progress + PROGRESS_EVERY
+                self.progress(self.done_chunks, self.n_chunks)
         if self.progress is not None and self.n_chunks > used:
             self.progress(self.done_chunks, self.n_chunks)
+
+    def _receive(self, frame: bytes, used: int) -> bool:
+        """Handles one frame; True if it completed a use of a slot."""
+        self.stats.packets_received += 1
+        self.stats.bytes_received += len(frame)
+        got = self._classify(frame, used)
+        if got is None:
+            self.stats.foreign_ignored += 1
+            return False
+        s, event, msg = got
+        self._dispatch(s, event, msg)
+        return event == _MORE or event == _LAST
 
     def _classify(self, frame: bytes, used: int):
         parsed = self.framer.parse(frame)
@@ -200,12 +227,12 @@ class AllReduceClient:
             return None
         self.received_this_call += 1
         s = hdr.slot
-        state = self.state[s]
-        if state not in IN_FLIGHT or hdr.version != self.uses[s] & 1:
-            return s, Event.STALE, None
+        state = int(self.state[s])
+        if state not in _IN_FLIGHT or hdr.version != self.uses[s] & 1:
+            return s, _STALE, None
         if hdr.chunk != self._chunk_field(s):
             self.other_chunk += 1       # the awaited version, someone else's chunk
-            return s, Event.STALE, None
+            return s, _STALE, None
         if hdr.count != job.workers:
             raise AllReduceError(
                 f"slot {s}: the result sums {hdr.count} workers, this job has {job.workers}: "
@@ -219,19 +246,19 @@ class AllReduceClient:
             raise AllReduceError(f"slot {s}: a result encoded as "
                                  f"{wire.ENCODINGS.get(hdr.encoding, hdr.encoding)} cannot "
                                  f"answer {wire.ENCODINGS[job.encoding]} contributions")
-        last = state == State.RUNNING and self.cur[s] + self.job.window >= self.n_chunks
-        return s, Event.RESULT_LAST if last else Event.RESULT_MORE, (hdr, payload)
+        last = state == _RUNNING and self.cur[s] + self.job.window >= self.n_chunks
+        return s, _LAST if last else _MORE, (hdr, payload)
 
-    def _dispatch(self, s: int, event: Event, msg) -> None:
-        action, nxt = transition(State(self.state[s]), event)
+    def _dispatch(self, s: int, event: int, msg) -> None:
+        action, nxt = transition(int(self.state[s]), event)
         self._actions[action](s, msg)
         self.state[s] = nxt
-        if nxt not in IN_FLIGHT:
+        if nxt not in _IN_FLIGHT:
             self.deadline[s] = np.inf
 
     # ------------------------------------------------------------------ actions
     def _chunk_field(self, s: int) -> int:
-        if self.state[s] == State.PRIMING:
+        if self.state[s] == _PRIMING:
             return PRIME_MARK | (self.calls & 0xFFFF)
         return int(self.cur[s])
 
@@ -245,20 +272,20 @@ class AllReduceClient:
         self._send_new(s, frame, None)
 
     def _send_first(self, s: int, _msg) -> None:
-        self._send_chunk(s)
+        self._queue(s)
 
     def _start_chunk(self, s: int, msg) -> None:
         self._rtt_sample(s)
         self.uses[s] += 1
         self.exp[s] = msg[0].exp
-        self._send_chunk(s)
+        self._queue(s)
 
     def _accept_next(self, s: int, msg) -> None:
         self._store(s, msg)
         self.uses[s] += 1
         self.cur[s] += self.job.window
         self.exp[s] = msg[0].exp
-        self._send_chunk(s)
+        self._queue(s)
 
     def _accept_last(self, s: int, msg) -> None:
         self._store(s, msg)
@@ -278,16 +305,26 @@ class AllReduceClient:
         self.stats.duplicates_ignored += 1
 
     # ------------------------------------------------------------------ helpers
-    def _send_chunk(self, s: int) -> None:
-        c = int(self.cur[s])
-        payload = self.coder.encode(self.chunks[c], int(self.exp[s]))
-        nxt = c + self.job.window
-        nxt_exp = int(self.exps[nxt]) if nxt < self.n_chunks else 0
-        self.sent_exp[s] = nxt_exp
-        frame = self.framer.build(wire.MSG_CONTRIB, self.job.encoding, self.job.job_id,
-                                  self.job.session, s, int(self.uses[s] & 1), nxt_exp, 1, c,
-                                  payload)
-        self._send_new(s, frame, payload)
+    def _queue(self, s: int) -> None:
+        self.to_send.append(s)
+        self.deadline[s] = np.inf         # no timer until the chunk is sent
+
+    def _flush(self) -> None:
+        """Encodes the chunks queued by this burst's actions in one call and sends them."""
+        if not self.to_send:
+            return
+        slots, self.to_send = self.to_send, []
+        cs = self.cur[slots]
+        payloads = self.coder.encode(self.chunks[cs], self.exp[slots])
+        window, n_chunks, job = self.job.window, self.n_chunks, self.job
+        for i, s in enumerate(slots):
+            c = int(cs[i])
+            nxt = c + window
+            nxt_exp = int(self.exps[nxt]) if nxt < n_chunks else 0
+            self.sent_exp[s] = nxt_exp
+            frame = self.framer.build(wire.MSG_CONTRIB, job.encoding, job.job_id, job.session,
+                                      s, int(self.uses[s] & 1), nxt_exp, 1, c, payloads[i])
+            self._send_new(s, frame, payloads[i])
 
     def _send_new(self, s: int, frame: bytes, payload) -> None:
         self.frames[s] = frame
@@ -306,13 +343,27 @@ class AllReduceClient:
         hdr, payload = msg
         self._rtt_sample(s)
         c = int(self.cur[s])
-        e = int(self.exp[s])
-        elems = self.job.elems
-        self.out[c * elems:(c + 1) * elems] = self.coder.decode_mean(hdr.encoding, payload, e)
+        rows = self.res.get(hdr.encoding)
+        if rows is None:
+            rows = self.res[hdr.encoding] = np.empty(
+                (self.n_chunks, self.job.elems), self.coder.result_dtype(hdr.encoding))
+        rows[c] = payload
+        self.res_enc[c] = hdr.encoding
+        self.res_exp[c] = self.exp[s]
         self.done_chunks += 1
         if self.trace is not None:
-            self.trace(call=self.calls, chunk=c, exp=e, sent=self.payloads[s], result=hdr,
-                       payload=payload)
+            self.trace(call=self.calls, chunk=c, exp=int(self.exp[s]), sent=self.payloads[s],
+                       result=hdr, payload=payload.copy())
+
+    def _decode(self, size: int) -> np.ndarray:
+        out = np.empty((self.n_chunks, self.job.elems), np.float32)
+        for enc, rows in self.res.items():
+            idx = np.flatnonzero(self.res_enc == enc)
+            if idx.size == self.n_chunks:
+                out[:] = self.coder.decode_mean(enc, rows, self.res_exp)
+            else:
+                out[idx] = self.coder.decode_mean(enc, rows[idx], self.res_exp[idx])
+        return out.reshape(size)
 
     def _rtt_sample(self, s: int) -> None:
         # Karn: only a use answered without retransmission measures the round trip.

@@ -1,4 +1,4 @@
-"""One chunk at a time through worker/codec.py: what the client puts in and takes out of a packet.
+"""Chunks through worker/codec.py, many rows per call: what goes into packets and comes out.
 
 Integer encodings (FIXED32, CNAT8) need the negotiated exponent of each chunk, hence
 the priming round; FLOAT32 (the host-based baseline) carries the values themselves.
@@ -30,18 +30,23 @@ class ChunkCoder:
     def accepts(self, result_encoding: int) -> bool:
         return result_encoding in self._results
 
-    def encode(self, chunk: np.ndarray, exp: int) -> np.ndarray:
-        """The payload values of one chunk at the negotiated exponent `exp`."""
+    def encode(self, chunks: np.ndarray, exps: np.ndarray) -> np.ndarray:
+        """Payload rows for chunk rows at their negotiated exponents (one codec call)."""
         if self.encoding == wire.ENC_CNAT8:
-            return codec.encode_cnat8(chunk[None], exp, self.workers, self.rng)[0]
+            return codec.encode_cnat8(chunks, exps, self.workers, self.rng)
         if self.encoding == wire.ENC_FIXED32:
-            return codec.encode_fixed32(chunk[None], exp, self.workers, self.rng)[0]
-        return chunk
+            return codec.encode_fixed32(chunks, exps, self.workers, self.rng)
+        return chunks
 
-    def decode_mean(self, encoding: int, payload: np.ndarray, exp: int) -> np.ndarray:
-        """The mean over the workers of one chunk from the result's payload."""
+    def result_dtype(self, encoding: int) -> np.dtype:
+        """How result payloads of `encoding` are kept until decoded."""
+        return {wire.ENC_FIXED32: np.dtype(np.int32), wire.ENC_CNAT8: np.dtype(np.uint8),
+                wire.ENC_FLOAT32: np.dtype(np.float32)}[encoding]
+
+    def decode_mean(self, encoding: int, payloads: np.ndarray, exps: np.ndarray) -> np.ndarray:
+        """The mean over the workers of result rows (one codec call)."""
         if encoding == wire.ENC_FIXED32:
-            return codec.decode_fixed32(payload[None], exp, self.workers, mean=True)[0]
+            return codec.decode_fixed32(payloads, exps, self.workers, mean=True)
         if encoding == wire.ENC_CNAT8:
-            return codec.decode_cnat8(payload[None], exp, self.workers, mean=True)[0]
-        return payload.astype(np.float32) / np.float32(self.workers)
+            return codec.decode_cnat8(payloads, exps, self.workers, mean=True)
+        return payloads / np.float32(self.workers)

@@ -63,8 +63,10 @@ class ProtocolError(RuntimeError):
     """An event the table has no row for: a bug in the client, never a network condition."""
 
 
-def transition(state: State, event: Event) -> tuple[Action, State]:
+def transition(state: int, event: int) -> tuple[Action, State]:
+    """The row for (state, event); plain ints work too (IntEnum keys hash as ints)."""
     try:
         return TABLE[state, event]
     except KeyError:
-        raise ProtocolError(f"no transition for event {event.name} in state {state.name}") from None
+        raise ProtocolError(f"no transition for event {Event(event).name} in state "
+                            f"{State(state).name}") from None
