@@ -68,8 +68,15 @@ def prim(op: str, *params) -> dict:
     return {"op": op, "parameters": list(params)}
 
 
+def param(e: dict) -> dict:
+    """A primitive parameter: p4c wraps an expression once more than inside expressions."""
+    if e.get("type") == "expression":
+        return {"type": "expression", "value": e}
+    return e
+
+
 def assign(dst: dict, src: dict) -> dict:
-    return prim("assign", dst, src)
+    return prim("assign", dst, param(src))
 
 
 class Program:
