@@ -287,7 +287,8 @@ def decode_cnat8(codes, exps, n: int, mean: bool = False) -> np.ndarray:
         sign = np.where(c[slow] & 0x80, -1.0, 1.0)
         u = unit_exponent(e[slow], n)[:, None]
         val = np.where(m > 0, sign * np.ldexp(1.0, m.astype(np.int64) - 1 + u), 0.0)
-        res[slow] = val.astype(np.float32)
+        with np.errstate(over="ignore"):  # beyond float32: infinity, as documented
+            res[slow] = val.astype(np.float32)
     if mean:
         res /= np.float32(n)
     return res
