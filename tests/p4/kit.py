@@ -160,9 +160,12 @@ class Program:
               default_data: list | None = None, next_node=None, const_default: bool = False,
               entries: list | None = None, size: int = 64, next_tables: dict | None = None,
               with_counters: bool = False) -> None:
+        kinds = {k["match_type"] for k in key}
+        mt = next((m for m in ("range", "ternary", "optional", "lpm") if m in kinds), "exact")
         t = {
             "name": name, "id": sum(len(v) for v in self.tables.values()),
-            "key": key, "match_type": "exact", "type": "simple", "max_size": size,
+            "key": key, "match_type": "ternary" if mt == "optional" else mt, "type": "simple",
+            "max_size": size,
             "with_counters": with_counters, "support_timeout": False, "direct_meters": None,
             "action_ids": [self.action_id(a) for a in actions], "actions": actions,
             "base_default_next": next_node,
