@@ -71,10 +71,10 @@ class ParserCompiler:
             "        while st is not None:",
             "            n += 1",
             f"            if n > {MAX_STATES}:",
-            f"                raise ParserError({tmo})",
+            f"                raise ParserError({tmo}, pos)",
             "            st, pos = st(F, D, LD, pos)",
             "    except ParserError as e:",
-            "        return pos, e.code",
+            "        return e.pos, e.code",
             "    return pos, 0",
         ])
         return drv
@@ -90,7 +90,7 @@ class ParserCompiler:
     # -- ops ----------------------------------------------------------------------------
 
     def too_short(self) -> str:
-        return f"raise ParserError({self.err['PacketTooShort']})"
+        return f"raise ParserError({self.err['PacketTooShort']}, pos)"
 
     def extract_into(self, base: str, ht: HeaderType, header=None) -> list[str]:
         nb = ht.nbits // 8
@@ -126,7 +126,7 @@ class ParserCompiler:
                 return [
                     f"n_ = F[{st.next_slot}]",
                     f"if n_ >= {st.size}:",
-                    f"    raise ParserError({self.err['StackOutOfBounds']})",
+                    f"    raise ParserError({self.err['StackOutOfBounds']}, pos)",
                     f"b_ = {hb}[n_]",
                 ] + self.extract_into("b_", st.htype) + [f"F[{st.next_slot}] = n_ + 1"]
             raise bad(f"parser: unsupported extract type {t!r}")
@@ -147,7 +147,7 @@ class ParserCompiler:
             cond = self.x.boolean(ps[0])
             e = ps[1]
             code = str(int(e)) if isinstance(e, int) else self.x.data(e).code
-            return [f"if not {cond.code}:", f"    raise ParserError({code})"]
+            return [f"if not {cond.code}:", f"    raise ParserError({code}, pos)"]
         if kind == "primitive":
             return self.pc.compile(ps[0])
         if kind in ("shift", "advance"):
@@ -159,7 +159,7 @@ class ParserCompiler:
             return [
                 f"a_ = {nbits.code}",
                 "if a_ < 0 or a_ % 8:",
-                f"    raise ParserError({inv})",
+                f"    raise ParserError({inv}, pos)",
                 "a_ >>= 3",
                 "if LD - pos < a_:",
                 "    " + self.too_short(),

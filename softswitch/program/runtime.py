@@ -14,12 +14,14 @@ MAX_SHIFT = 1 << 16
 
 
 class ParserError(Exception):
-    """Raised inside generated parser code; carries the v1model error value."""
+    """Raised inside generated parser code: the v1model error value and the
+    bytes consumed so far (headers extracted before the error stay)."""
 
-    __slots__ = ("code",)
+    __slots__ = ("code", "pos")
 
-    def __init__(self, code: int):
+    def __init__(self, code: int, pos: int):
         self.code = code
+        self.pos = pos
 
 
 def _shl(a: int, b: int) -> int:
