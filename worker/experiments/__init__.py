@@ -1,0 +1,1 @@
+"""Reproducible experiments, each runnable as `python -m worker.experiments.<name>`."""
