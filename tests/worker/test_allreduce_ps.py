@@ -188,10 +188,21 @@ def test_progress_is_reported_for_long_tensors():
             seen.append((done, total))
 
     tensors = tensors_for(n, [64 * ELEMS])
+    # A clock that advances 0.1 s per reading: the call looks long, without being slow.
+    ticks = [iter(range(10**9)) for _ in range(n)]
     _, _, errors = run_workers(
-        lambda r: AllReduceClient(net.ports[r], Framer(), job, progress=progress), tensors)
+        lambda r: AllReduceClient(net.ports[r], Framer(), job, progress=progress,
+                                  timeout=1e6, clock=lambda: 0.1 * next(ticks[r])), tensors)
     assert errors == [None] * n
-    assert (64, 64) in seen and all(t == 64 for _, t in seen)
+    assert seen.count((64, 64)) == n and all(t == 64 for _, t in seen)
+    assert any(done < 64 for done, _ in seen)
+    # A short call reports nothing.
+    seen.clear()
+    job2 = JobParams(1, 2, n, 8, wire.ENC_CNAT8)
+    _, _, errors = run_workers(
+        lambda r: AllReduceClient(net.ports[r], Framer(), job2, progress=progress),
+        tensors_for(n, [64 * ELEMS]))
+    assert errors == [None] * n and seen == []
 
 
 def test_bad_tensors_and_parameters_are_refused():

@@ -175,6 +175,7 @@ class AllReduceClient:
         next_report = start + PROGRESS_EVERY
         burst_limit = used + 16
         frame = None
+        reported = False
         while self.done_chunks < self.n_chunks:
             now = self.clock()
             give_up = last_progress + self.timeout
@@ -198,10 +199,12 @@ class AllReduceClient:
                 now = self.clock()
                 for s in np.flatnonzero(deadline <= now):
                     self._dispatch(int(s), _TIMEOUT, None)
-            if self.progress is not None and last_progress >= next_report:
+            if (self.progress is not None and last_progress >= next_report
+                    and self.done_chunks < self.n_chunks):
                 next_report = last_progress + PROGRESS_EVERY
                 self.progress(self.done_chunks, self.n_chunks)
-        if self.progress is not None and self.n_chunks > used:
+                reported = True
+        if reported:                    # a long call also reports its end
             self.progress(self.done_chunks, self.n_chunks)
 
     def _receive(self, frame: bytes, used: int) -> bool:

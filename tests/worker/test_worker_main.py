@@ -1,0 +1,93 @@
+"""worker/main.py end to end without root: workers as processes, the host parameter server
+over loopback UDP; and its usage errors."""
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from controller.topology import JobSpec, star
+from worker import main as worker_main
+from worker.baseline import ParameterServer
+
+MAIN = Path(__file__).resolve().parents[2] / "worker" / "main.py"
+
+
+@pytest.fixture
+def topo_file(tmp_path):
+    path = tmp_path / "topo.json"
+    star(4).with_jobs([JobSpec(1, ("h1", "h2", "h3"), slots=16)]).save(str(path))
+    return path
+
+
+@pytest.fixture
+def ps_addr():
+    ps = ParameterServer(3)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    stop = threading.Event()
+    thread = threading.Thread(target=ps.serve, args=(sock, stop), daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{sock.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    sock.close()
+
+
+def start(topo_file, host, tmp_path, *extra):
+    # cwd elsewhere and no PYTHONPATH: main.py must find the repository by itself.
+    return subprocess.Popen(
+        [sys.executable, str(MAIN), "--topology", str(topo_file), "--host", host,
+         "--result", str(tmp_path / f"{host}.json"), "--quiet", *extra],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={"PATH": "/usr/bin:/bin"})
+
+
+def test_three_workers_train_in_lockstep_through_the_parameter_server(topo_file, ps_addr,
+                                                                      tmp_path):
+    procs = [start(topo_file, h, tmp_path, "--baseline-ps", ps_addr, "--steps", "40",
+                   "--eval-every", "10", "--compressor", "topk:0.5") for h in ("h1", "h2", "h3")]
+    outs = [p.communicate(timeout=180) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], outs
+    results = [json.loads((tmp_path / f"{h}.json").read_text()) for h in ("h1", "h2", "h3")]
+    assert [r["rank"] for r in results] == [0, 1, 2]
+    # The same mean every step keeps the replicas identical.
+    assert len({r["params_sha256"] for r in results}) == 1
+    r = results[0]
+    assert len(r["steps"]) == 40 and r["aggregation"] == "ps" and r["encoding"] == "FLOAT32"
+    assert [s["test_accuracy"] is not None for s in r["steps"]].count(True) == 4
+    # Digits, 3 x 32 examples per step, lr 0.1: 40 steps reach well above chance (0.1).
+    assert r["final_test_accuracy"] > 0.6
+    per_call = 1 + (r["parameters"] - 1) // 256          # chunks per gradient
+    assert r["comm"]["chunks"] == 40 * per_call
+    assert r["comm"]["packets_sent"] - r["comm"]["retransmissions"] == 40 * per_call
+    assert r["steps"][0]["comm"]["packets_sent"] >= per_call
+    assert r["steps"][0]["compressor_bits"] > 0
+
+
+def test_missing_worker_ends_with_a_clear_error(topo_file, ps_addr, tmp_path):
+    procs = [start(topo_file, h, tmp_path, "--baseline-ps", ps_addr, "--steps", "3",
+                   "--timeout", "1") for h in ("h1", "h2")]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [1, 1]
+    assert "never completed" in outs[0][1] and "job 1" in outs[0][1]
+    r = json.loads((tmp_path / "h1.json").read_text())
+    assert "never completed" in r["error"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--host", "h9"], "no host named 'h9'"),
+    (["--host", "h4"], "h4 is not a worker of job 1"),
+    (["--host", "h1", "--workers", "4"], "job 1 in the topology has 3 workers"),
+    (["--host", "h1", "--job", "2"], "job 2 is not in"),
+    (["--host", "h1", "--compressor", "bogus"], "unknown compressor"),
+    (["--host", "h1", "--port", "eth0"], "expected raw:IFNAME"),
+    (["--host", "h1", "--session", "0"], "--session must be within"),
+])
+def test_usage_errors(topo_file, capsys, args, message):
+    assert worker_main.main(["--topology", str(topo_file), *args]) == 2
+    assert message in capsys.readouterr().err

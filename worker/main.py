@@ -1,0 +1,208 @@
+"""One worker of a job: train the digits MLP data-parallel, gradients summed by the switch.
+
+    python worker/main.py --topology topo.json --host h1 --rank 0 --workers 4 --job 1
+
+The host's MAC and IP, the service address and the job (its workers, window and
+result encoding) come from the topology JSON that controller.topology writes. The
+worker sends its contributions through a raw socket on the host's interface
+(<host>-eth0, root) or through a softswitch UDP tunnel (--port udp:LOCAL>PEER), or,
+with --baseline-ps, to the host-based parameter server over kernel UDP instead.
+Every worker of a job must be given the same --session (by default derived from the
+topology file's modification time, so the workers of one run agree and a rerun after
+the file is rewritten starts on clean slots). Writes a JSON result (--result).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from controller.topology import Topology, TopologyError, ifname  # noqa: E402
+from worker import wire  # noqa: E402
+from worker.allreduce import AllReduceClient, AllReduceError, JobParams  # noqa: E402
+from worker.baseline import PS_PORT, parse_addr  # noqa: E402
+from worker.compression.modes import MODES  # noqa: E402
+from worker.compression.registry import describe  # noqa: E402
+from worker.frames import Framer  # noqa: E402
+from worker.impair import ImpairedPort  # noqa: E402
+from worker.train import TrainConfig, train  # noqa: E402
+from worker.transport import DatagramPort, PortError, open_port  # noqa: E402
+
+
+class UsageError(Exception):
+    """A command line or topology that does not describe a runnable worker."""
+
+
+def session_from_file(path: str) -> int:
+    """1..65535 from the file's modification time: equal for all workers of one run."""
+    return int(os.stat(path).st_mtime_ns // 1_000_000) % 65535 + 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], epilog="compressors (--compressor):\n"
+        + describe(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = ap.add_argument_group("job")
+    g.add_argument("--topology", required=True, help="topology JSON (controller.topology)")
+    g.add_argument("--host", required=True, help="this worker's host in the topology, e.g. h1")
+    g.add_argument("--job", type=int, default=1, help="job id (default %(default)s)")
+    g.add_argument("--rank", type=int, help="0..workers-1 (default: the host's position in "
+                   "the job's worker list)")
+    g.add_argument("--workers", type=int, help="workers in the job (default: the job's list "
+                   "in the topology; must match the switch's job)")
+    g.add_argument("--session", type=int, help="session id 1..65535, the same for all workers "
+                   "of a run (default: from the topology file's modification time)")
+    g.add_argument("--window", type=int, help="slots in flight (default: the job's slots)")
+    g = ap.add_argument_group("network")
+    g.add_argument("--port", help="raw:IFNAME (default raw:<host>-eth0, needs root) or "
+                   "udp:LHOST:LPORT>RHOST:RPORT, the far end of a softswitch tunnel port")
+    g.add_argument("--encoding", choices=["cnat8", "fixed32"], default="cnat8",
+                   help="encoding of this worker's contributions: cnat8 (C_nat, 1 byte per "
+                   "element) or fixed32 (4 bytes); results come in the job's encoding")
+    g.add_argument("--baseline-ps", metavar="HOST[:PORT]",
+                   help=f"aggregate on the host parameter server (worker/baseline.py, port "
+                   f"{PS_PORT} by default) over kernel UDP instead of the switch")
+    g.add_argument("--ps-encoding", choices=["float32", "fixed32", "cnat8"], default="float32",
+                   help="with --baseline-ps: what to send (default float32: uncompressed)")
+    g.add_argument("--timeout", type=float, default=10.0,
+                   help="seconds without any result before the allreduce fails (default "
+                   "%(default)s)")
+    g.add_argument("--rto", type=float, default=0.05,
+                   help="first retransmission timeout in seconds; adapts to the measured "
+                   "round trip, doubles per retransmission (default %(default)s)")
+    g.add_argument("--impair-loss", type=float, default=0.0,
+                   help="probability this worker drops a frame it sends or receives")
+    g.add_argument("--impair-dup", type=float, default=0.0,
+                   help="probability a frame is duplicated (both directions)")
+    g.add_argument("--impair-reorder", type=float, default=0.0,
+                   help="probability a frame is overtaken by later ones (both directions)")
+    g.add_argument("--impair-seed", type=int, default=0, help="seed of the impairments")
+    g = ap.add_argument_group("training")
+    g.add_argument("--steps", type=int, default=100, help="SGD steps (default %(default)s)")
+    g.add_argument("--batch", type=int, default=32,
+                   help="examples per worker and step (default %(default)s)")
+    g.add_argument("--lr", type=float, default=0.1, help="learning rate (default %(default)s)")
+    g.add_argument("--hidden", default="64",
+                   help="hidden layer sizes, comma-separated (default %(default)s)")
+    g.add_argument("--seed", type=int, default=0, help="seed of data split, init and batches")
+    g.add_argument("--compressor", default="none",
+                   help="operator applied to the gradient before the switch encoding, e.g. "
+                   "topk:0.1 or ef:topk:0.01 (list below; default none)")
+    g.add_argument("--mode", choices=MODES, default="layer",
+                   help="apply the compressor per layer or to the entire model")
+    g.add_argument("--eval-every", type=int, default=1,
+                   help="steps between test-set evaluations (default %(default)s)")
+    g = ap.add_argument_group("output")
+    g.add_argument("--result", help="JSON result file (default result-<host>.json)")
+    g.add_argument("--quiet", action="store_true", help="no per-step lines")
+    return ap
+
+
+def resolve(args) -> dict:
+    """Everything the run needs from the command line and the topology, checked."""
+    topo = Topology.load(args.topology)
+    host = topo.host(args.host)
+    try:
+        job = topo.job(args.job)
+    except TopologyError:
+        job = None
+    if job is None and (args.workers is None or args.rank is None or args.window is None):
+        raise UsageError(f"job {args.job} is not in {args.topology}: give --rank, --workers "
+                         f"and --window")
+    workers = args.workers if args.workers is not None else len(job.workers)
+    if job is not None and workers != len(job.workers):
+        raise UsageError(f"--workers {workers}, but job {args.job} in the topology has "
+                         f"{len(job.workers)} workers ({', '.join(job.workers)})")
+    if args.rank is not None:
+        rank = args.rank
+    elif args.host in job.workers:
+        rank = job.workers.index(args.host)
+    else:
+        raise UsageError(f"{args.host} is not a worker of job {args.job} "
+                         f"({', '.join(job.workers)}); give --rank")
+    if not 0 <= rank < workers:
+        raise UsageError(f"rank {rank} outside 0..{workers - 1}")
+    window = args.window if args.window is not None else job.slots
+    session = args.session if args.session is not None else session_from_file(args.topology)
+    if not 1 <= session <= 0xFFFF:
+        raise UsageError(f"--session must be within 1..65535, got {session}")
+    return {"topo": topo, "host": host, "job": job, "rank": rank, "workers": workers,
+            "window": window, "session": session}
+
+
+def open_transport(args, r: dict):
+    """(port, framer, encoding, what) for the switch or the parameter server."""
+    topo, host = r["topo"], r["host"]
+    if args.baseline_ps:
+        ps = parse_addr(args.baseline_ps)
+        bind = "127.0.0.1" if ps[0].startswith("127.") else host.ip
+        return (DatagramPort((bind, 0), ps), Framer(),
+                wire.ENCODING_BY_NAME[args.ps_encoding], f"parameter server {ps[0]}:{ps[1]}")
+    spec = args.port or f"raw:{ifname(host.name, 0)}"
+    port = open_port(spec, quiet_ip=host.ip)
+    framer = Framer((host.mac, host.ip), (topo.service_mac, topo.service_ip))
+    return port, framer, wire.ENCODING_BY_NAME[args.encoding], f"switch via {spec}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        r = resolve(args)
+        cfg = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr,
+                          hidden=tuple(int(h) for h in args.hidden.split(",") if h.strip()),
+                          seed=args.seed, compressor=args.compressor, mode=args.mode,
+                          eval_every=args.eval_every)
+        port, framer, encoding, what = open_transport(args, r)
+    except (TopologyError, UsageError, PortError, ValueError) as e:
+        print(f"worker: {e}", file=sys.stderr)
+        return 2
+    name = args.host
+    say = (lambda text: None) if args.quiet else (
+        lambda text: print(f"[{name} rank {r['rank']}] {text}", flush=True))
+    if args.impair_loss or args.impair_dup or args.impair_reorder:
+        port = ImpairedPort(port, args.impair_loss, args.impair_dup, args.impair_reorder,
+                            seed=args.impair_seed * 1000 + r["rank"])
+    job = JobParams(args.job, r["session"], r["workers"], r["window"], encoding, framer.elems)
+    client = AllReduceClient(
+        port, framer, job, seed=args.seed * 1000 + r["rank"], rto=args.rto,
+        rto_max=max(args.rto, 1.0), timeout=args.timeout,
+        progress=lambda done, total: say(f"allreduce {done}/{total} chunks"))
+    say(f"job {args.job} session {r['session']}: {r['workers']} workers, window "
+        f"{r['window']}, {wire.ENCODINGS[encoding]} to the {what}")
+    result = {"host": name, "job": args.job, "session": r["session"], "rank": r["rank"],
+              "aggregation": "ps" if args.baseline_ps else "switch",
+              "encoding": wire.ENCODINGS[encoding],
+              "result_encoding": (r["job"].encoding.upper() if r["job"] and not args.baseline_ps
+                                  else None),
+              "window": r["window"], "started": time.time()}
+    status = 0
+    try:
+        result.update(train(client.allreduce, r["rank"], r["workers"], cfg, say,
+                            comm_stats=lambda: client.last.as_dict()))
+    except AllReduceError as e:
+        print(f"worker {name}: {e}", file=sys.stderr)
+        result["error"] = str(e)
+        status = 1
+    finally:
+        port.close()
+    result["comm"] = client.stats.as_dict()
+    if isinstance(port, ImpairedPort):
+        result["impairment"] = vars(port.stats)
+    say(client.stats.summary())
+    if status == 0:
+        say(f"final test accuracy {result['final_test_accuracy']:.4f}")
+    out = args.result or f"result-{name}.json"
+    with open(out, "w") as f:
+        json.dump(result, f, indent=1)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
