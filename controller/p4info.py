@@ -143,9 +143,9 @@ class P4Info:
             else:
                 kind = mt.MatchType.Name(f.match_type)
                 raise P4InfoError(f"{what}: a {type(m).__name__} match for a {kind} field")
-        given = {self._match_field(table, name).id for name, _ in e.match}
+        matched = {self._match_field(table, name).id for name, _ in e.match}
         missing = [mf.name for mf in table.match_fields
-                   if mf.match_type == p4info_pb2.MatchField.EXACT and mf.id not in given]
+                   if mf.match_type == p4info_pb2.MatchField.EXACT and mf.id not in matched]
         if missing:
             raise P4InfoError(f"{e.table}: exact field(s) {', '.join(missing)} not given")
         msg.action.action.action_id = action.preamble.id
