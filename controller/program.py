@@ -85,6 +85,9 @@ def diff(current: list[Entity], desired: list[Entity]) -> Diff:
 
 
 def read_state(session: Session) -> list[Entity]:
+    """The entries of the controller's tables and the multicast groups on the switch."""
+    if session.p4info is None:
+        raise ControllerError(f"{session.switch.name}: runs no program, nothing to read")
     rows: list[Entity] = []
     for table in MANAGED_TABLES:
         if session.p4info.has_table(table):

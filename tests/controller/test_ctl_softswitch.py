@@ -141,16 +141,9 @@ def test_dead_switch_is_named(switches, pipeline):
     assert f"s1 (device 1 at {switch.grpc_addr}): unreachable" in str(r)
 
 
-def test_cli_reset_program_twice_and_stats(switches, tmp_path, capsys):
+def test_cli_program_twice_stats_and_reset(switches, tmp_path, capsys):
     path = tmp_path / "topo.json"
     switches.save(str(path))
-    assert main(["--topology", str(path), "--reset", "--timeout", "30"]) == 0
-    out = capsys.readouterr().out
-    assert "3 of 3 switches reset" in out
-    for s in switches.switches:
-        with Session(s, connect_timeout=30) as session:
-            session.use_running_pipeline()
-            assert read_state(session) == []
     assert main(["--topology", str(path), "--timeout", "30"]) == 0
     assert main(["--topology", str(path), "--timeout", "30"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -160,3 +153,10 @@ def test_cli_reset_program_twice_and_stats(switches, tmp_path, capsys):
     for s in switches.switches:
         assert f"{s.name} (device {s.device_id}, {s.grpc_addr}" in out
     assert "CONTRIB" in out and "rx pkts" in out
+    assert main(["--topology", str(path), "--reset", "--timeout", "30"]) == 0
+    assert "3 of 3 switches reset" in capsys.readouterr().out
+    for s in switches.switches:
+        with Session(s, connect_timeout=30) as session:
+            assert session.use_running_pipeline()
+            assert read_state(session) == []
+    assert main(["--topology", str(path), "--timeout", "30"]) == 0     # and back
