@@ -42,6 +42,10 @@ from .program.layout import (
 # Resubmissions plus recirculations one input packet may cause before the
 # rest is dropped: BMv2 would loop forever on a program that always does it.
 MAX_PASSES = 64
+# BMv2 keeps a packet in a buffer of its received length + 512 bytes and
+# aborts the whole switch when the deparser needs more; here that packet is
+# dropped and logged instead.
+HEADROOM = 512
 NB_QUEUES_PER_PORT = 1  # simple_switch's default; a higher priority is dropped
 
 
@@ -66,7 +70,9 @@ class Switch:
         self.program_json: dict | None = None
         self.program_source: str | None = None
         self.digests: deque = deque(maxlen=1024)  # (learn list id, packet bytes)
-        self.stats = {"packets_in": 0, "packets_out": 0, "dropped": 0, "errors": 0}
+        # too_big: packets BMv2 would have aborted on (more than HEADROOM bytes added)
+        self.stats = {"packets_in": 0, "packets_out": 0, "dropped": 0, "errors": 0,
+                      "too_big": 0}
 
     # -- program ------------------------------------------------------------------------
 
@@ -121,6 +127,7 @@ class Switch:
         return out
 
     def _run(self, prog: Program, port: int, data: bytes, out: list) -> None:
+        self._capacity = len(data) + HEADROOM
         ingress_q: deque = deque()
         egress_q: deque = deque()
         # (bytes, physical port, instance type, preserved [(slot, value)], length, ingress length)
@@ -268,6 +275,13 @@ class Switch:
             return
         prog.update_checksums(F)
         data = prog.deparse(F) + F[PAYLOAD]
+        if len(data) > self._capacity:
+            self.stats["dropped"] += 1
+            self.stats["too_big"] += 1
+            self.log.error("packet of %d bytes grew to %d: more than BMv2's %d bytes of "
+                           "headroom (simple_switch would abort); dropped",
+                           self._capacity - HEADROOM, len(data), HEADROOM)
+            return
         rfl = F[RECIRC]
         if rfl:
             keep = [(s, F[s]) for s in prog.field_lists.get(rfl, ())]

@@ -102,3 +102,25 @@ def test_concurrent_processing_and_writes(sw):
         t.join()
     assert not errors
     assert sw.stats["packets_in"] == 900
+
+
+def grow_program(words: int) -> dict:
+    p = kit.Program()
+    p.header("eth", [("dst", 48), ("src", 48), ("etype", 16)])
+    p.header("big", [(f"w{i}", 32) for i in range(words)])
+    p.state("start", [extract("eth")])
+    p.action("grow", [prim("add_header", {"type": "header", "value": "big"}),
+                      assign(field("standard_metadata", "egress_spec"), hexstr(1))])
+    p.call("ingress", "grow_t", "grow")
+    return p.json()
+
+
+def test_growth_beyond_bmv2_headroom_is_dropped():
+    # BMv2 gives a packet 512 bytes of headroom and aborts beyond; the engine drops it.
+    s = Switch()
+    s.load(grow_program(128))
+    [(port, out)] = s.process(0, ETH)
+    assert len(out) == len(ETH) + 512
+    s.load(grow_program(129))
+    assert s.process(0, ETH + bytes(100)) == []
+    assert s.stats["too_big"] == 1
