@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from .exprs import Ex, ExprCompiler, cdata, parse_hex
 from .layout import (
     ABORT,
@@ -17,6 +19,7 @@ from .layout import (
     Header,
     bad,
 )
+from .runtime import HELPERS
 
 U64 = (1 << 64) - 1
 
@@ -102,7 +105,8 @@ class PrimitiveCompiler:
         z = self.mod.const((0,) * n, "z")
         if h.header is not None:
             b = h.header.base
-            return [f"F[{b + 1}:{b + 1 + n}] = {z}"]
+            # one statement per field, so the action body can keep them in locals
+            return [f"F[{i}] = 0" for i in range(b + 1, b + 1 + n)]
         return [f"b_ = {h.code}", f"F[b_ + 1:b_ + {1 + n}] = {z}"]
 
     def copy_header(self, dst: Ex, src: Ex) -> list[str]:
@@ -131,7 +135,8 @@ class PrimitiveCompiler:
         target, fi = self.x.lvalue(p)
         if fi.name == "$valid$":
             return []
-        return [f"{target} = {self.x.store_value(fi, e)}"]
+        value = self.x.store_value(fi, e)
+        return [f"{target} = {tabulate(self, value) or value}"]
 
     def sm_field(self, hdr: Header | None, name: str):
         """A standard metadata field, by name in the given header or via aliases."""
@@ -406,6 +411,51 @@ class PrimitiveCompiler:
         return out
 
 
+# Pure operations an expression may use and still be tabulated.
+_PURE = re.compile(r"F\[\d+\]|\bp\d+\b|0x[0-9a-f]+|\d+|[-+*&|^~<>%/()=!, ]+|"
+                   r"\b(?:if|else|and|or|not|True|False|min|max|_shl|_shr|_mod|_div|_tcm|"
+                   r"_usatc|_satc)\b")
+_VAR = re.compile(r"F\[\d+\]|\bp\d+\b")
+_OPS = re.compile(r"[-+*&|^~%/]|<<|>>|\bif\b")
+MAX_TABLE_BITS = 10
+
+
+def tabulate(pc: PrimitiveCompiler, code: str) -> str | None:
+    """A table lookup replacing a pure expression of one narrow unsigned input.
+
+    E.g. a decode of an 8-bit code into a 32-bit value becomes `tab[F[12]]`:
+    the expression is evaluated once per possible input at load time. Tables
+    are shared between expressions that differ only in their input.
+    """
+    found = set(_VAR.findall(code))
+    if len(found) != 1 or len(_OPS.findall(code)) < 4:
+        return None
+    if _PURE.sub("", code).strip():
+        return None  # something that is not plainly pure arithmetic
+    var = found.pop()
+    if var.startswith("F["):
+        fi = pc.L.slot_info().get(int(var[2:-1]))
+        if fi is None or fi.signed:
+            return None
+        width = fi.width
+    else:
+        width = pc.x.locals_widths[int(var[1:])]
+    if width > MAX_TABLE_BITS:
+        return None
+    norm = code.replace(var, "x") if var.startswith("F[") else re.sub(rf"\b{var}\b", "x", code)
+    cache = pc.mod.globals.setdefault("__tables__", {})
+    name = cache.get((norm, width))
+    if name is None:
+        try:
+            fn = eval(f"lambda x: {norm}", dict(HELPERS))  # noqa: S307 - generated, pure
+            table = tuple(fn(v) for v in range(1 << width))
+        except Exception:
+            return None
+        name = pc.mod.const(table, "tab")
+        cache[(norm, width)] = name
+    return f"{name}[{var}]"
+
+
 def compile_action(env: Env, fname: str, action: dict) -> list[str]:
     """A Python function `fname(F, p0, p1, ...)` for one JSON action."""
     rd = action.get("runtime_data", [])
@@ -458,14 +508,24 @@ def compile_action(env: Env, fname: str, action: dict) -> list[str]:
     return head + ["    " + s for s in body]
 
 
+def _runs(slots: list[int]) -> list[tuple[int, int]]:
+    """Consecutive runs [lo, hi) of sorted slot numbers."""
+    runs: list[tuple[int, int]] = []
+    for x in slots:
+        if runs and runs[-1][1] == x:
+            runs[-1] = (runs[-1][0], x + 1)
+        else:
+            runs.append((x, x + 1))
+    return runs
+
+
 def localize(body: list[str]) -> list[str]:
     """Keep constant-index fields in Python locals for the whole action body.
 
     Only when every F access in the body uses a constant index and F is not
     passed to any call, so no other code can observe F while the body runs.
+    Locals are loaded and stored back with one slice per run of slots.
     """
-    import re
-
     text = "\n".join(body)
     if not text:
         return ["pass"]
@@ -473,15 +533,51 @@ def localize(body: list[str]) -> list[str]:
     if not consts or re.search(r"\bF\[(?!\d+\])", text) or re.search(r"[(,]\s*F\s*[,)]", text):
         return body
     used = sorted(set(int(c) for c in consts))
-    if len(used) > 2000:
-        return body
     written = set(int(m) for m in re.findall(r"\bF\[(\d+)\]\s*(?:[+\-]?=)(?!=)", text))
     if len(consts) <= len(used) + len(written):
         return body  # each slot touched about once: locals would only add work
     new = re.sub(r"\bF\[(\d+)\]", lambda m: f"f{m.group(1)}", text).split("\n")
-    pro = [f"f{s} = F[{s}]" for s in used]
-    epi = [f"F[{s}] = f{s}" for s in sorted(written)]
-    return pro + new + epi
+    pro, epi = [], []
+    for lo, hi in _runs(used):
+        names = ", ".join(f"f{i}" for i in range(lo, hi))
+        pro.append(f"{names}, = F[{lo}:{hi}]" if hi - lo > 1 else f"f{lo} = F[{lo}]")
+    for lo, hi in _runs(sorted(written)):
+        names = ", ".join(f"f{i}" for i in range(lo, hi))
+        epi.append(f"F[{lo}:{hi}] = ({names},)" if hi - lo > 1 else f"F[{lo}] = f{lo}")
+    return pro + hoist_guards(new, written) + epi
+
+
+_GUARD = re.compile(r"^(\s*)if (f\d+) < (\d+):$")
+
+
+def hoist_guards(lines: list[str], written: set[int]) -> list[str]:
+    """Check repeated bounds guards on an unchanging index once for the whole body.
+
+    Register accesses are guarded (`if f12 < 1024:`); when the index is not
+    written in the body, one test up front selects a copy of the body without
+    the guards, and the original runs only when some index is out of range.
+    """
+    guards = set()
+    for ln in lines:
+        m = _GUARD.match(ln)
+        if m and int(m.group(2)[1:]) not in written:
+            guards.add((m.group(2), int(m.group(3))))
+    if not guards or sum(1 for ln in lines if _GUARD.match(ln)) < 4:
+        return lines
+    fast: list[str] = []
+    drop_indent = []  # indents of removed guards still open
+    for ln in lines:
+        indent = len(ln) - len(ln.lstrip())
+        while drop_indent and indent <= drop_indent[-1]:
+            drop_indent.pop()
+        m = _GUARD.match(ln)
+        if m and (m.group(2), int(m.group(3))) in guards:
+            drop_indent.append(indent)
+            continue
+        fast.append(ln[4 * len(drop_indent):] if drop_indent else ln)
+    cond = " and ".join(f"{v} < {k}" for v, k in sorted(guards))
+    return [f"if {cond}:"] + ["    " + ln for ln in fast] + ["else:"] + \
+        ["    " + ln for ln in lines]
 
 
 __all__ = ["Env", "PrimitiveCompiler", "compile_action", "cdata"]

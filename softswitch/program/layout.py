@@ -231,6 +231,13 @@ class Layout:
             return None
         return h.finfo(fname), h.slot(fname)
 
+    def slot_info(self) -> dict[int, FieldInfo]:
+        """Slot -> field of every header field (cached)."""
+        if getattr(self, "_slot_info", None) is None:
+            self._slot_info = {h.base + 1 + i: f for h in self.headers.values()
+                               for i, f in enumerate(h.htype.fields)}
+        return self._slot_info
+
     def initial_slots(self) -> list:
         """F for a fresh packet: everything 0, metadata valid, no truncation."""
         f: list = [0] * self.nslots
