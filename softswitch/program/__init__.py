@@ -90,8 +90,9 @@ def compile_program(config, *, lock: threading.RLock, rng: random.Random,
         raise
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
         raise bad(f"malformed program JSON: {type(e).__name__}: {e}") from None
-    except SyntaxError as e:  # would be a bug of the generator; never a half-loaded switch
-        raise bad(f"could not translate the program: {e}") from None
+    except (SyntaxError, RecursionError, MemoryError, OverflowError) as e:
+        # never a half-loaded switch, whatever the input
+        raise bad(f"could not translate the program: {type(e).__name__}: {e}") from None
 
 
 def _compile(j: dict, lock, rng, log, drop_port) -> Program:
@@ -115,13 +116,13 @@ def _compile(j: dict, lock, rng, log, drop_port) -> Program:
 
     registers = {}
     for r in j.get("register_arrays", []):
-        registers[r["name"]] = Register(r["name"], int(r["size"]), int(r["bitwidth"]), lock)
+        registers[r["name"]] = Register(r["name"], _size(r), _width(r["bitwidth"]), lock)
     counters, direct = {}, []
     for c in j.get("counter_arrays", []):
         if c.get("is_direct"):
             direct.append(c)
         else:
-            counters[c["name"]] = Counter(c["name"], int(c["size"]), lock)
+            counters[c["name"]] = Counter(c["name"], _size(c), lock)
     meters, meter_targets = {}, {}
     for m in j.get("meter_arrays", []):
         if m.get("is_direct"):
@@ -129,7 +130,7 @@ def _compile(j: dict, lock, rng, log, drop_port) -> Program:
             if tgt:
                 meter_targets[m.get("binding")] = L.field(tgt[0], tgt[1])[2]
             continue
-        meters[m["name"]] = MeterArray(m["name"], int(m["size"]), m.get("type", "packets"),
+        meters[m["name"]] = MeterArray(m["name"], _size(m), m.get("type", "packets"),
                                        int(m.get("rate_count", 2)), lock)
     vsets = {v["name"]: set() for v in j.get("parse_vsets", [])}
     env = Env(L, mod, registers, counters, meters, {}, drop_port)
@@ -226,6 +227,24 @@ def _compile(j: dict, lock, rng, log, drop_port) -> Program:
         metadata_slots=L.metadata_slots(),
         vsets=vsets,
     )
+
+
+MAX_ARRAY = 1 << 22  # cells of one register/counter/meter array
+MAX_WIDTH = 1 << 12  # bits of one field or register cell
+
+
+def _size(obj: dict) -> int:
+    n = int(obj["size"])
+    if not 0 <= n <= MAX_ARRAY:
+        raise bad(f"{obj.get('name')!r}: size {n} outside [0, {MAX_ARRAY}]")
+    return n
+
+
+def _width(w) -> int:
+    w = int(w)
+    if not 0 < w <= MAX_WIDTH:
+        raise bad(f"bit width {w} outside [1, {MAX_WIDTH}]")
+    return w
 
 
 def _pick(objs: list, name: str) -> dict:

@@ -418,6 +418,7 @@ _PURE = re.compile(r"F\[\d+\]|\bp\d+\b|0x[0-9a-f]+|\d+|[-+*&|^~<>%/()=!, ]+|"
 _VAR = re.compile(r"F\[\d+\]|\bp\d+\b")
 _OPS = re.compile(r"[-+*&|^~%/]|<<|>>|\bif\b")
 MAX_TABLE_BITS = 10
+MAX_JUMP_STEPS = 100_000
 
 
 def tabulate(pc: PrimitiveCompiler, code: str) -> str | None:
@@ -480,7 +481,10 @@ def compile_action(env: Env, fname: str, action: dict) -> list[str]:
     if -1 in starts:
         raise bad(f"action {action.get('name')!r}: jump target must be a constant")
     starts = sorted(s for s in starts if 0 <= s <= len(prims))
-    body = ["pc = 0", "while True:"]
+    # steps bounds a program whose jumps loop (p4c only jumps forward)
+    body = ["pc = 0", "steps = 0", "while True:", "    steps += 1",
+            f"    if steps > {MAX_JUMP_STEPS}:", f"        F[{ABORT}] = 1",
+            f"        F[{EXIT}] = 1", "        return"]
     for bi, s in enumerate(starts):
         end = starts[bi + 1] if bi + 1 < len(starts) else len(prims)
         blk = []

@@ -206,6 +206,35 @@ class ControlCompiler:
 
     # -- pipelines ----------------------------------------------------------------------
 
+    @staticmethod
+    def check_acyclic(p: dict) -> None:
+        """A control flow graph must be a DAG (p4c's always are): no packet can loop."""
+        succ: dict[str, set] = {}
+        for t in p.get("tables", []):
+            nt = t.get("next_tables", {}) or {}
+            succ[t["name"]] = {n for n in list(nt.values()) + [t.get("base_default_next")] if n}
+        for c in p.get("conditionals", []):
+            succ[c["name"]] = {n for n in (c.get("true_next"), c.get("false_next")) if n}
+        for ac in p.get("action_calls", []) or []:
+            succ[ac["name"]] = {ac["next_node"]} if ac.get("next_node") else set()
+        state: dict[str, int] = {}  # 1 on the DFS stack, 2 done
+        for root in succ:
+            if state.get(root):
+                continue
+            stack = [(root, iter(succ[root]))]
+            state[root] = 1
+            while stack:
+                node, it = stack[-1]
+                nxt = next(it, None)
+                if nxt is None:
+                    state[node] = 2
+                    stack.pop()
+                elif state.get(nxt) == 1:
+                    raise bad(f"pipeline {p['name']!r}: control flow loops through {nxt!r}")
+                elif not state.get(nxt):
+                    state[nxt] = 1
+                    stack.append((nxt, iter(succ.get(nxt, ()))))
+
     def pipeline(self, p: dict) -> str:
         pname = p["name"]
         node_fn: dict[str, str] = {}
@@ -234,6 +263,7 @@ class ControlCompiler:
         init = p.get("init_table")
         if init is not None and init not in node_fn:
             raise bad(f"pipeline {pname!r}: unknown init node {init!r}")
+        self.check_acyclic(p)
         first = node_fn[init] if init is not None else "None"
         drv = self.mod.fresh("run")
         self.mod.emit([

@@ -34,6 +34,8 @@ INSTANCE_RECIRC = 4
 INSTANCE_REPLICATION = 5
 INSTANCE_RESUBMIT = 6
 
+MAX_FIELD_BITS = 1 << 12
+
 CORE_ERRORS = (
     "NoError",
     "PacketTooShort",
@@ -143,7 +145,7 @@ class Layout:
                 w = int(f[1])
                 signed = bool(f[2]) if len(f) > 2 else False
                 sat = bool(f[3]) if len(f) > 3 else False
-                if w < 0 or (signed and w < 2):
+                if w < 0 or w > MAX_FIELD_BITS or (signed and w < 2):
                     raise bad(f"header type {ht['name']!r}: bad width for field {f[0]!r}")
                 fields.append(FieldInfo(str(f[0]), w, signed, sat))
             t = HeaderType(ht["name"], fields)
