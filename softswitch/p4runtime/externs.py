@@ -10,6 +10,7 @@ from p4.v1 import p4runtime_pb2
 from . import bytestrings
 from .device import Device
 from .pipeline import Prefix, id_prefix
+from .readsink import ReadSink
 from .status import P4RTError, engine_call, invalid
 from .tables import counter_values, fill_counter_data
 
@@ -59,7 +60,7 @@ def write_counter(device: Device, kind: int, ce: p4runtime_pb2.CounterEntry) -> 
         raise _update_type_error(kind, "counters")
 
 
-def read_counter(device: Device, ce: p4runtime_pb2.CounterEntry, out: list) -> None:
+def read_counter(device: Device, ce: p4runtime_pb2.CounterEntry, out: ReadSink) -> None:
     infos = (list(device.pipeline.counters.values()) if ce.counter_id == 0
              else [_counter_info(device, ce.counter_id)])
     for info in infos:
@@ -67,10 +68,10 @@ def read_counter(device: Device, ce: p4runtime_pb2.CounterEntry, out: list) -> N
         index = _index(ce, info.size, f"counter {info.name}")
         for i in range(info.size) if index is None else (index,):
             packets, nbytes = engine.read(i)
-            msg = p4runtime_pb2.CounterEntry(counter_id=info.id)
+            msg = out.add("counter_entry")
+            msg.counter_id = info.id
             msg.index.index = i
             fill_counter_data(info.unit, packets, nbytes, msg.data)
-            out.append(msg)
 
 
 # ---- registers --------------------------------------------------------------------------------
@@ -93,7 +94,7 @@ def write_register(device: Device, kind: int, re: p4runtime_pb2.RegisterEntry) -
         engine_call(engine.write, i, value)
 
 
-def read_register(device: Device, re: p4runtime_pb2.RegisterEntry, out: list) -> None:
+def read_register(device: Device, re: p4runtime_pb2.RegisterEntry, out: ReadSink) -> None:
     infos = (list(device.pipeline.registers.values()) if re.register_id == 0
              else [device.pipeline.register(re.register_id)])
     for info in infos:
@@ -101,7 +102,8 @@ def read_register(device: Device, re: p4runtime_pb2.RegisterEntry, out: list) ->
         index = _index(re, info.size, f"register {info.name}")
         for i in range(info.size) if index is None else (index,):
             value = engine.read(i)
-            msg = p4runtime_pb2.RegisterEntry(register_id=info.id)
+            msg = out.add("register_entry")
+            msg.register_id = info.id
             msg.index.index = i
             if info.signed:
                 if value >> (info.bitwidth - 1):
@@ -109,4 +111,3 @@ def read_register(device: Device, re: p4runtime_pb2.RegisterEntry, out: list) ->
                 msg.data.bitstring = bytestrings.encode_signed(value)
             else:
                 msg.data.bitstring = bytestrings.encode(value)
-            out.append(msg)

@@ -7,6 +7,7 @@ Validation follows BMv2's PreMcMgr / PreCloneMgr: group and session ids in
 from p4.v1 import p4runtime_pb2
 
 from .device import Device
+from .readsink import ReadSink
 from .status import P4RTError, engine_call, invalid
 
 Update = p4runtime_pb2.Update
@@ -23,7 +24,7 @@ def write(device: Device, kind: int, pre: p4runtime_pb2.PacketReplicationEngineE
         raise invalid("invalid packet replication engine entry")
 
 
-def read(device: Device, pre: p4runtime_pb2.PacketReplicationEngineEntry, out: list) -> None:
+def read(device: Device, pre: p4runtime_pb2.PacketReplicationEngineEntry, out: ReadSink) -> None:
     which = pre.WhichOneof("type")
     if which == "multicast_group_entry":
         _read_groups(device, pre.multicast_group_entry, out)
@@ -114,12 +115,10 @@ def _read_groups(device, entry, out) -> None:
     else:
         raise P4RTError("NOT_FOUND", f"multicast group {gid} does not exist")
     for g in ids:
-        msg = p4runtime_pb2.PacketReplicationEngineEntry()
-        group = msg.multicast_group_entry
+        group = out.add("packet_replication_engine_entry").multicast_group_entry
         group.multicast_group_id = g
         _fill_replicas(groups[g], device.replica_bytes.get(("mc", g), {}), group)
         group.metadata = device.mc_metadata.get(g, b"")
-        out.append(msg)
 
 
 def _write_session(device, kind, entry: p4runtime_pb2.CloneSessionEntry) -> None:
@@ -164,10 +163,8 @@ def _read_sessions(device, entry, out) -> None:
         raise P4RTError("NOT_FOUND", f"clone session {sid} does not exist")
     for s in ids:
         config = sessions[s]
-        msg = p4runtime_pb2.PacketReplicationEngineEntry()
-        session = msg.clone_session_entry
+        session = out.add("packet_replication_engine_entry").clone_session_entry
         session.session_id = s
         session.class_of_service = config.get("class_of_service", 0)
         session.packet_length_bytes = config.get("packet_length_bytes", 0)
         _fill_replicas(config["replicas"], device.replica_bytes.get(("clone", s), {}), session)
-        out.append(msg)

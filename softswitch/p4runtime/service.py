@@ -17,6 +17,7 @@ from . import externs, packetio, replication, tables
 from .arbitration import Arbitration, Connection
 from .device import Device
 from .pipeline import Prefix, build, id_prefix
+from .readsink import ReadSink
 from .status import P4RTError, from_switch_error, invalid
 
 API_VERSION = "1.4.1"
@@ -90,13 +91,12 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             self._check_device_id(request.device_id)
             with self.device.lock:
                 self._require_pipeline()
-                found = []
+                found = ReadSink(READ_CHUNK)
                 for entity in request.entities:
                     self._read(entity, found)
         except P4RTError as e:
             context.abort(e.grpc_code, e.message)
-        for i in range(0, max(len(found), 1), READ_CHUNK):
-            yield p4runtime_pb2.ReadResponse(entities=found[i:i + READ_CHUNK])
+        yield from found.responses
 
     # ---- stream channel -----------------------------------------------------------------------
 
@@ -307,28 +307,23 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         else:
             self._unsupported(which, getattr(entity, which))
 
-    def _read(self, entity, out: list) -> None:
+    def _read(self, entity, out: ReadSink) -> None:
         device = self.device
         which = entity.WhichOneof("entity")
-        found: list = []
         if which == "table_entry":
-            tables.read(device, entity.table_entry, found)
+            tables.read(device, entity.table_entry, out)
         elif which == "direct_counter_entry":
-            tables.read_direct_counter(device, entity.direct_counter_entry, found)
+            tables.read_direct_counter(device, entity.direct_counter_entry, out)
         elif which == "counter_entry":
-            externs.read_counter(device, entity.counter_entry, found)
+            externs.read_counter(device, entity.counter_entry, out)
         elif which == "register_entry":
-            externs.read_register(device, entity.register_entry, found)
+            externs.read_register(device, entity.register_entry, out)
         elif which == "packet_replication_engine_entry":
-            replication.read(device, entity.packet_replication_engine_entry, found)
+            replication.read(device, entity.packet_replication_engine_entry, out)
         elif which is None:
             raise invalid("entity is not set")
         else:
             self._unsupported(which, getattr(entity, which), reading=True)
-        for msg in found:
-            wrapped = p4runtime_pb2.Entity()
-            getattr(wrapped, which).CopyFrom(msg)
-            out.append(wrapped)
 
     def _unsupported(self, which: str, msg, reading: bool = False) -> None:
         """Entities this target lacks: a bad id is still INVALID_ARGUMENT, as in BMv2;

@@ -11,6 +11,7 @@ from . import bytestrings
 from .device import Device, EntryMeta
 from .matchkeys import build_key, fill_match
 from .pipeline import Prefix, Scope, TableInfo, Unit, id_prefix
+from .readsink import ReadSink
 from .status import P4RTError, engine_call, invalid
 
 Update = p4runtime_pb2.Update
@@ -225,7 +226,7 @@ def set_direct_counter(device, table, engine, entry, counters) -> None:
 
 # ---- reads ------------------------------------------------------------------------------------
 
-def read(device: Device, te: p4runtime_pb2.TableEntry, out: list) -> None:
+def read(device: Device, te: p4runtime_pb2.TableEntry, out: ReadSink) -> None:
     pipeline = device.pipeline
     if te.table_id == 0:
         for table in pipeline.tables.values():
@@ -240,7 +241,7 @@ def _read_table(device, table: TableInfo, te, out) -> None:
         if te.HasField("time_since_last_hit"):
             raise invalid("default entries do not support entry ageing, do not set "
                           "'time_since_last_hit' in a ReadRequest")
-        out.append(_default_entry(device, table, engine))
+        _default_entry(device, table, engine, out.add("table_entry"))
         return
     if te.HasField("time_since_last_hit") and not table.idle_timeout:
         raise invalid("do not set time_since_last_hit in a ReadRequest for a table that does not "
@@ -262,7 +263,8 @@ def _read_table(device, table: TableInfo, te, out) -> None:
             continue
         if te.metadata and meta.metadata != te.metadata:
             continue
-        msg = entry_message(device, table, entry)
+        msg = out.add("table_entry")
+        fill_entry(device, table, entry, msg)
         msg.controller_metadata = meta.controller_metadata
         msg.metadata = meta.metadata
         msg.idle_timeout_ns = meta.idle_timeout_ns
@@ -271,17 +273,15 @@ def _read_table(device, table: TableInfo, te, out) -> None:
             fill_counter_data(unit, entry.packets, entry.bytes, msg.counter_data)
         if te.HasField("time_since_last_hit"):
             msg.time_since_last_hit.elapsed_ns = 0
-        out.append(msg)
 
 
-def entry_message(device, table: TableInfo, entry) -> p4runtime_pb2.TableEntry:
-    msg = p4runtime_pb2.TableEntry(table_id=table.id)
+def fill_entry(device, table: TableInfo, entry, msg: p4runtime_pb2.TableEntry) -> None:
+    msg.table_id = table.id
     fill_match(table, entry.key, msg)
     if table.needs_priority:
         msg.priority = entry.priority
     fill_action(device, entry.action, entry.params, msg.action.action)
     msg.is_const = table.is_const
-    return msg
 
 
 def fill_action(device, action_name: str, params: list[int], msg: p4runtime_pb2.Action) -> None:
@@ -294,15 +294,15 @@ def fill_action(device, action_name: str, params: list[int], msg: p4runtime_pb2.
         msg.params.add(param_id=p.id, value=bytestrings.encode(params[p.position]))
 
 
-def _default_entry(device, table, engine) -> p4runtime_pb2.TableEntry:
-    msg = p4runtime_pb2.TableEntry(table_id=table.id, is_default_action=True)
+def _default_entry(device, table, engine, msg: p4runtime_pb2.TableEntry) -> None:
+    msg.table_id = table.id
+    msg.is_default_action = True
     action, params = engine.default
     if action in device.pipeline.action_ids:
         fill_action(device, action, params, msg.action.action)
     meta = device.default_meta.get(table.id, EntryMeta())
     msg.controller_metadata = meta.controller_metadata
     msg.metadata = meta.metadata
-    return msg
 
 
 # ---- direct counters --------------------------------------------------------------------------
@@ -334,7 +334,7 @@ def write_direct_counter(device: Device, kind: int, dce) -> None:
                       else "invalid update type")
 
 
-def read_direct_counter(device: Device, dce, out: list) -> None:
+def read_direct_counter(device: Device, dce, out: ReadSink) -> None:
     if dce.HasField("table_entry") and dce.table_entry.table_id == 0:
         raise P4RTError("UNIMPLEMENTED", "reading all direct counters for ALL tables is not "
                         "supported")
@@ -346,7 +346,7 @@ def read_direct_counter(device: Device, dce, out: list) -> None:
     else:
         entries = list(engine.entries())
     for entry in entries:
-        msg = p4runtime_pb2.DirectCounterEntry()
+        msg = out.add("direct_counter_entry")
         if te.match or te.is_default_action:
             msg.table_entry.CopyFrom(te)
         else:
@@ -355,7 +355,6 @@ def read_direct_counter(device: Device, dce, out: list) -> None:
             if table.needs_priority:
                 msg.table_entry.priority = entry.priority
         fill_counter_data(unit, entry.packets, entry.bytes, msg.data)
-        out.append(msg)
 
 
 def _find_one(device, table, engine, te):
