@@ -37,7 +37,7 @@ MAX_CODE = 32  # the switch decodes larger codes to 0; none is ever produced
 INT32_MAX = 2**31 - 1
 INT32_MIN = -(2**31)
 
-_BLOCK = 1 << 18  # elements per block: the block and its temporaries stay in cache
+_BLOCK = 1 << 19  # elements per block: amortises per-call overhead, stays in L3
 
 
 # ---------------------------------------------------------------- scaling
@@ -181,57 +181,62 @@ def encode_cnat8(chunks, exps, n: int, rng: np.random.Generator) -> np.ndarray:
     size = min(rows, step) * elems
     hi = np.empty(size, np.uint16)
     e8, t8, s8, bx = (np.empty(size, np.uint8) for _ in range(4))
-    flag = np.empty(size, bool)
-    r7_all = None
+    sign, flag = np.empty(size, bool), np.empty(size, bool)
+    c80 = np.full(size, 0x80, np.uint8)
+    # numpy has SIMD loops for these uint8 operations between arrays; scalar min/max
+    # and left shifts of uint8 are several times slower, so none is used here.
     for r0 in range(0, rows, step):
         r1 = min(rows, r0 + step)
         k = (r1 - r0) * elems
         blk_bits = bits[r0 * elems : r1 * elems]
         blk_b = b_all[r0:r1]
         out = codes[r0 * elems : r1 * elems]
-        h16, e_, t_, s_, b_, f_ = (a[:k] for a in (hi, e8, t8, s8, bx, flag))
+        h16, e_, t_, s_, b_, sg, f_ = (a[:k] for a in (hi, e8, t8, s8, bx, sign, flag))
         b_.reshape(r1 - r0, elems)[...] = np.maximum(blk_b, 0).astype(np.uint8)[:, None]
-        r7_all = random_r7(rng, k)
+        r7 = random_r7(rng, k)
         # upper half-words: sign << 15 | e << 7 | top 7 mantissa bits
         np.copyto(h16, blk_bits.view(np.uint16)[1::2])
         # carry into the exponent with probability mantissa / 2^23 (see natural.py)
         np.copyto(t_, h16, casting="unsafe")
         np.bitwise_and(t_, 0x7F, out=t_)
-        np.add(t_, r7_all, out=t_)
-        ties = np.flatnonzero(t_ == 127)
-        if ties.size:
-            t_[ties] += tie_carry(blk_bits, ties, lambda q: random_u16(rng, q)).astype(np.uint8)
+        np.add(t_, r7, out=t_)
+        np.equal(t_, 127, out=f_)
+        ties = np.flatnonzero(f_)
+        if ties.size:  # 127 + carry: 127 stays below the 128 that carries
+            np.put(t_, ties, tie_carry(blk_bits, ties, lambda q: random_u16(rng, q)) + 127)
         np.right_shift(t_, 7, out=t_)
-        np.right_shift(h16, 7, out=h16)  # sign << 8 | e
-        np.copyto(e_, h16, casting="unsafe")
-        # no value may exceed the row's exponent: e - B <= 30 - h
-        np.maximum(e_, b_, out=s_)
-        np.subtract(s_, b_, out=s_)
-        if k and s_.max() > 30 - h:
+        # negative and normal (e >= 1): the sign of every code above 0 but the rare ones
+        # fixed below (negative subnormals, sub-unit values)
+        np.greater_equal(h16, 0x8080, out=sg)
+        np.right_shift(h16, 7, out=h16)
+        np.copyto(e_, h16, casting="unsafe")  # e, the exponent before rounding
+        # code before rounding, max(e - B, 0); above 30 - h means e > E
+        np.maximum(e_, b_, out=out)
+        np.subtract(out, b_, out=out)
+        if k and out.max() > 30 - h:
             _raise_above(c, e, r0, r1)
         neg_b = np.flatnonzero(blk_b < 0)
         if neg_b.size and (e_.reshape(r1 - r0, elems)[neg_b] > e[r0 + neg_b, None]).any():
             _raise_above(c, e, r0, r1)
-        np.add(e_, t_, out=e_)  # e'
-        np.right_shift(h16, 1, out=h16)  # sign << 7 | e >> 1
-        np.copyto(s_, h16, casting="unsafe")
-        np.bitwise_and(s_, 0x80, out=s_)
-        np.maximum(e_, b_, out=out)
-        np.subtract(out, b_, out=out)
+        # after rounding: e' = e + carry, code e' - B where e' > B (then e >= B too)
+        np.add(out, t_, out=out)
+        np.add(e_, t_, out=e_)
         # 1 <= e' <= B: C_nat(x) = 2^-d units with d = B + 1 - e', rounded to 0 or 1 unit
         np.subtract(e_, 1, out=e_)
         np.less(e_, b_, out=f_)
+        np.multiply(sg.view(np.uint8), c80[:k], out=s_)
+        np.bitwise_or(out, s_, out=out)
         if f_.any():
             idx = np.flatnonzero(f_)
-            out[idx] = _bernoulli_pow2(rng, b_[idx].astype(np.int64) - e_[idx])
+            up = _bernoulli_pow2(rng, b_[idx].astype(np.int64) - e_[idx])
+            neg = (np.take(blk_bits, idx) >> 24).astype(np.uint8) & 0x80
+            out[idx] = up | (neg & (0 - up))  # the sign only on a nonzero code
         if neg_b.size:  # rows with B < 0 (tiny or zero): every nonzero e' is >= 1 unit
             view = out.reshape(r1 - r0, elems)
-            part = view[neg_b]
-            view[neg_b] = part + np.where(part > 0, -blk_b[neg_b, None], 0).astype(np.uint8)
-        # the sign goes only with nonzero codes: zero is the single code 0
-        np.not_equal(out, 0, out=f_)
-        np.multiply(s_, f_.view(np.uint8), out=s_)
-        np.bitwise_or(out, s_, out=out)
+            part = view[neg_b] & 0x7F
+            nz = part > 0
+            neg = (blk_bits.reshape(r1 - r0, elems)[neg_b] >> 24).astype(np.uint8) & 0x80
+            view[neg_b] = np.where(nz, (part - blk_b[neg_b, None]) | neg, 0).astype(np.uint8)
     return codes.reshape(rows, elems)
 
 
@@ -267,19 +272,30 @@ def decode_cnat8(codes, exps, n: int, mean: bool = False) -> np.ndarray:
     e = _exps(exps, rows)
     b_all = e - 30 + headroom(n)  # float32 biased exponent of code m is m + B
     out = np.empty((rows, elems), np.uint32)
-    if c.size and (c & 0x7F).max() > MAX_CODE:
-        raise ValueError(f"CNAT8 code above {MAX_CODE}")
     fast = (b_all >= 0) & (b_all + MAX_CODE <= MAX_EXP)
     step = max(1, _BLOCK // max(elems, 1))
+    size = min(rows, step) * elems
+    m8, bx = np.empty(size, np.uint8), np.empty(size, np.uint8)
+    nz = np.empty(size, bool)
+    h16, s16 = np.empty(size, np.uint16), np.empty(size, np.uint16)
+    flat = c.reshape(-1)
     for r0 in range(0, rows, step):
         r1 = min(rows, r0 + step)
-        blk = c[r0:r1]
-        m = blk & 0x7F
-        ex = m + b_all[r0:r1, None].clip(0, 255).astype(np.uint8)
-        ex *= np.minimum(m, 1)
-        h16 = ex.astype(np.uint16) << 7
-        h16 |= (blk & 0x80).astype(np.uint16) << 8
-        np.left_shift(h16, 16, out=out[r0:r1], dtype=np.uint32)
+        k = (r1 - r0) * elems
+        blk = flat[r0 * elems : r1 * elems]
+        m_, b_, z_, h_, s_ = (a[:k] for a in (m8, bx, nz, h16, s16))
+        b_.reshape(r1 - r0, elems)[...] = b_all[r0:r1].clip(0, 255).astype(np.uint8)[:, None]
+        np.bitwise_and(blk, 0x7F, out=m_)
+        if k and m_.max() > MAX_CODE:
+            raise ValueError(f"CNAT8 code above {MAX_CODE}")
+        np.not_equal(m_, 0, out=z_)
+        np.add(m_, b_, out=m_)  # the float32 exponent m + B of a nonzero code
+        np.multiply(m_, z_.view(np.uint8), out=m_)
+        np.left_shift(m_, 7, out=h_, dtype=np.uint16)
+        np.bitwise_and(blk, 0x80, out=b_)
+        np.left_shift(b_, 8, out=s_, dtype=np.uint16)
+        np.bitwise_or(h_, s_, out=h_)  # upper half-word: sign << 15 | exponent << 7
+        np.left_shift(h_, 16, out=out.reshape(-1)[r0 * elems : r1 * elems], dtype=np.uint32)
     res = out.view(np.float32)
     slow = np.flatnonzero(~fast)
     if slow.size:
