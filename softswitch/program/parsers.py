@@ -247,7 +247,6 @@ class ParserCompiler:
                 d.setdefault(v, tgt)
             items = ", ".join(f"{v}: {tgt}" for v, tgt in d.items())
             table = self.mod.fresh("sel")
-            self.mod.emit([f"{table} = None  # filled below"])
             out.append(f"return {table}.get(k, {default}), pos")
             self.mod.deferred.append(f"{table} = {{{items}}}")
             return out

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""(Re)builds the conformance programs and their expected packets.
+
+    .venv/bin/python -m tests.p4.make_cases [--compile] [--engine-only] [program ...]
+
+--compile runs p4c-bm2-ss on tests/p4/<program>.p4 into tests/p4/build/
+and records the source's sha256. The input packets of each program are
+defined here; their outputs are computed by the engine and, unless
+--engine-only, written only when BMv2 (simple_switch) produces the same
+packets per port, so the committed expectations are BMv2's behaviour.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import struct
+import sys
+
+from softswitch import hashes
+
+from . import bmv2, conformance
+
+# -- inputs ------------------------------------------------------------------------------
+
+
+def eth(etype: int) -> bytes:
+    return bytes.fromhex("0000000000aa" "0000000000bb") + etype.to_bytes(2, "big")
+
+
+def parse_inputs():
+    h = eth(0x1234)
+    return [
+        ("masked select 0x08xx", 1, eth(0x0800) + b"abc"),
+        ("masked select 0x08ff", 1, eth(0x08FF) + b"abc"),
+        ("default: accept", 1, eth(0x0900) + b"abc"),
+        ("tuple (4,1) -> b", 1, h + bytes.fromhex("4100beef") + b"p"),
+        ("tuple (4,2) -> c", 1, h + bytes.fromhex("420001020304")),
+        ("second value of the same select", 1, eth(0x4321) + bytes.fromhex("4100beef")),
+        ("masked tuple (4, 8&&&8)", 1, h + bytes.fromhex("4900cafe")),
+        ("no tuple matches", 1, h + bytes.fromhex("4700cafe")),
+        ("lookahead selects b", 1, h + bytes.fromhex("4300abcd")),
+        ("lookahead default: advance 16 then c", 1, h + bytes.fromhex("4300111122223333") + b"x"),
+        ("verify fails: BadVersion", 1, h + bytes.fromhex("5100abcd")),
+        ("PacketTooShort in a", 1, h + bytes.fromhex("42")),
+        ("PacketTooShort in c", 1, h + bytes.fromhex("42000102")),
+        ("PacketTooShort in eth", 1, bytes.fromhex("0102030405")),
+    ]
+
+
+def stacks_inputs():
+    def ctl(op, idx=0):
+        return bytes([op, idx, 0, 0])
+
+    return [
+        ("no elements", 1, ctl(0) + b"pay"),
+        ("push_front + setValid", 1, ctl(1) + bytes([0x02, 0x05])),
+        ("push_front on a full stack", 1, ctl(1) + bytes([0x02, 0x04, 0x06, 0x09])),
+        ("pop_front", 1, ctl(2) + bytes([0x02, 0x04, 0x07])),
+        ("push_front(2)", 1, ctl(3) + bytes([0x02, 0x05])),
+        ("pop_front(3)", 1, ctl(4) + bytes([0x02, 0x04, 0x07])),
+        ("runtime index write", 1, ctl(5, 1) + bytes([0x02, 0x04, 0x07])),
+        ("runtime index out of range guarded", 1, ctl(5, 7) + bytes([0x02, 0x04, 0x07])),
+        ("setInvalid on the last element", 1, ctl(6) + bytes([0x02, 0x04, 0x06, 0x09])),
+        ("StackOutOfBounds", 1, ctl(1) + bytes([0x02, 0x04, 0x06, 0x08, 0x0A])),
+        ("PacketTooShort inside the loop", 1, ctl(1) + bytes([0x02])),
+    ]
+
+
+def exprs_inputs():
+    vals = [(200, 100, 0x1234, -5, -300, 3), (5, 250, 0xFFFF, 127, 32767, 8),
+            (255, 255, 0, -128, -32768, 9), (0, 1, 0x8000, 1, -1, 0),
+            (17, 3, 0xABCD, -1, 1000, 31), (128, 128, 4, 64, -16, 200),
+            (99, 7, 0x00F0, 100, 16, 7), (1, 0, 0xFFF0, -100, -5, 32)]
+    return [(f"a={a} b={b} c={c:#x} s={s} t={t} sh={sh}", 1,
+             struct.pack(">BBHbhBB", a, b, c, s, t, sh, 0)) for a, b, c, s, t, sh in vals]
+
+
+def tables_inputs():
+    def k(e, addr, t, r, o, sel, opt=None):
+        b = struct.pack(">BIHHBB", e, addr, t, r, o, sel)
+        return b + (bytes([opt]) if sel == 1 else b"")
+
+    return [
+        ("all hit, first ternary entry wins", 1, k(1, 0x0A010203, 0x1234, 12, 5, 1, 9)),
+        ("second of each, optional exact", 1, k(2, 0x0A020304, 0x0014, 25, 7, 0)),
+        ("defaults everywhere", 1, k(3, 0x0B000000, 0, 40000, 0, 0)),
+        ("/24 prefix, range bounds", 1, k(255, 0x0A010200, 0x12FF, 20, 9, 0)),
+        ("ternary catch-all", 1, k(1, 0x0A010000, 0x9999, 10, 0, 1, 1)),
+        ("range lower bound, optional wildcard", 1, k(1, 0x0A000001, 0x1200, 15, 6, 0)),
+    ]
+
+
+def ip_header(proto=6, ttl=64, good=True, src=0x0A000001, dst=0x0A000002) -> bytes:
+    h = bytearray(struct.pack(">BBHHHBBHII", 0x45, 0, 20, 7, 0x4000, ttl, proto, 0, src, dst))
+    c = hashes.csum16(bytes(h))
+    struct.pack_into(">H", h, 10, c if good else c ^ 0x0101)
+    return bytes(h)
+
+
+def externs_inputs():
+    def cmd(op, idx, val):
+        return struct.pack(">BBI", op, idx, val)
+
+    l4 = struct.pack(">HHHH", 1000, 2000, 12, 0xAAAA) + b"data"
+    return [
+        ("register write", 1, cmd(1, 1, 5) + ip_header() + b"payload"),
+        ("register read-modify-write", 1, cmd(2, 1, 7) + ip_header() + b"payload"),
+        ("register read", 1, cmd(0, 1, 0) + ip_header()),
+        ("ttl-1 and checksum update", 1, cmd(3, 2, 9) + ip_header(ttl=9)),
+        ("bad checksum flagged", 1, cmd(0, 3, 1) + ip_header(good=False)),
+        ("checksum over the payload", 1, cmd(4, 4, 0xDEADBEEF) + ip_header(proto=17) + l4),
+        ("hash inputs vary", 1, cmd(0, 5, 0x01020304) + ip_header(src=0xC0A80001, dst=7)),
+        ("register index 7, the last", 1, cmd(1, 7, 0xFFFFFFFF) + ip_header()),
+    ]
+
+
+def replication_inputs():
+    def cmd(op, arg=0, grp=0, payload=b"PAYLOAD!"):
+        return bytes([op, arg]) + grp.to_bytes(2, "big") + payload
+
+    return [
+        ("unicast", 9, cmd(1)),
+        ("multicast group 1", 9, cmd(2, grp=1)),
+        ("multicast to an unknown group", 9, cmd(2, grp=7)),
+        ("clone I2E session 5", 9, cmd(3, arg=5)),
+        ("clone to an unconfigured session", 9, cmd(3, arg=9)),
+        ("resubmit preserving a field list", 9, cmd(4)),
+        ("recirculate preserving a field list", 9, cmd(5)),
+        ("truncate to 10 bytes", 9, cmd(6, arg=10)),
+        ("exit skips the rest of ingress", 9, cmd(7)),
+        ("mark_to_drop in egress", 9, cmd(8)),
+        ("clone E2E session 6", 9, cmd(9, arg=6)),
+        ("mark_to_drop in ingress", 9, cmd(10)),
+        ("log_msg", 9, cmd(11, arg=3)),
+        ("multicast then mark_to_drop", 9, cmd(12, grp=1)),
+        ("egress_spec 511", 9, cmd(13)),
+        ("setValid grows packet_length", 9, cmd(14)),
+        ("setInvalid shrinks packet_length", 9, cmd(15)),
+        ("priority above the queues", 9, cmd(16)),
+        ("header only", 3, cmd(1, payload=b"")),
+    ]
+
+
+PROGRAMS = {
+    "parse": (parse_inputs, {}),
+    "stacks": (stacks_inputs, {}),
+    "exprs": (exprs_inputs, {}),
+    "tables": (tables_inputs, {}),
+    "externs": (externs_inputs, {}),
+    "replication": (replication_inputs,
+                    {"multicast_groups": {"1": [[1, 10], [2, 20], [3, 30]], "2": [[4, 5]]},
+                     "clone_sessions": {"5": [[6, 7]], "6": [[2, 0], [3, 1]]}}),
+}
+
+
+def build(name: str, engine_only: bool) -> None:
+    make, setup = PROGRAMS[name]
+    rows = make()
+    inputs = [(port, data) for _, port, data in rows]
+    outs = conformance.run_engine(name, setup, inputs)
+    cases = {"setup": setup, "cases": [
+        {"note": note, "port": port, "in": data.hex(), "out": out}
+        for (note, port, data), out in zip(rows, outs, strict=True)]}
+    if not engine_only:
+        if bmv2.available() is None:
+            raise SystemExit("simple_switch is not on PATH: use --engine-only to skip BMv2")
+        ports = conformance.all_ports(cases)
+        want = conformance.per_port(outs, ports)
+        got = conformance.run_bmv2(name, setup, inputs, sum(len(o) for o in outs), ports)
+        if got != want:
+            for p in sorted(ports):
+                if got.get(p) != want.get(p):
+                    print(f"{name}: port {p}\n  engine {want.get(p)}\n  bmv2   {got.get(p)}")
+            raise SystemExit(f"{name}: engine and BMv2 differ; nothing written")
+    path = conformance.HERE / f"{name}.cases.json"
+    path.write_text(json.dumps(cases, indent=1) + "\n")
+    print(f"{name}: {len(rows)} cases, {sum(len(o) for o in outs)} packets out -> {path.name}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("programs", nargs="*", default=sorted(PROGRAMS))
+    ap.add_argument("--compile", action="store_true", help="run p4c-bm2-ss first")
+    ap.add_argument("--engine-only", action="store_true", help="do not check with BMv2")
+    args = ap.parse_args(argv)
+    for name in args.programs:
+        if args.compile:
+            conformance.compile_p4(name, conformance.BUILD)
+            src = conformance.HERE / f"{name}.p4"
+            (conformance.BUILD / f"{name}.sha256").write_text(conformance.sha256(src) + "\n")
+        build(name, args.engine_only)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
