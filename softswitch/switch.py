@@ -158,19 +158,15 @@ class Switch:
         F = prog.init_slots[:]
         F[INLEN] = inlen
         F[PKTLEN] = pktlen
-        if preserved is None:  # a new packet (receive_ in simple_switch.cpp)
-            self._set(F, prog, "ingress_port", phys_port)
-            self._set(F, prog, "ingress_global_timestamp", self._now())
-        else:
+        if preserved is not None:
             for slot, v in preserved:
                 F[slot] = v
-        self._set(F, prog, "packet_length", pktlen)
-        self._set(F, prog, "instance_type", itype)
+        # a new packet gets its port and timestamp (receive_ in simple_switch.cpp)
+        prog.set_ingress_meta(F, phys_port, pktlen, itype, self._now(), preserved is None)
         pos, err = prog.parse(F, data)
         F[PAYLOAD] = data[pos:]
         ck_err = prog.verify_checksums(F)
-        self._set(F, prog, "parser_error", err)
-        self._set(F, prog, "checksum_error", 1 if ck_err else 0)
+        prog.set_parse_result(F, err, 1 if ck_err else 0)
         prog.ingress(F)
         F[EXIT] = 0
         if F[ABORT]:
@@ -241,15 +237,7 @@ class Switch:
 
     def _egress(self, prog: Program, item, ingress_q: deque, egress_q: deque, out: list) -> None:
         port, F, phys_port = item
-        now = self._now()
-        self._set(F, prog, "egress_global_timestamp", now)
-        if prog.sm["enq_timestamp"] is not None:
-            self._set(F, prog, "deq_timedelta", now - self._get(F, prog, "enq_timestamp"))
-        self._set(F, prog, "deq_qdepth", 0)
-        self._set(F, prog, "qid", 0)
-        self._set(F, prog, "egress_port", port)
-        self._set(F, prog, "egress_spec", self.drop_port + 1)
-        self._set(F, prog, "packet_length", F[PKTLEN])
+        prog.set_egress_meta(F, port, self._now(), F[PKTLEN])
         F[EXIT] = 0
         prog.egress(F)
         if F[ABORT]:

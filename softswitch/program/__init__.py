@@ -60,6 +60,10 @@ class Program:
     sm: dict[str, tuple[int, int] | None]  # target name -> (slot, mask)
     metadata_slots: list[int]
     vsets: dict[str, set] = field(default_factory=dict)
+    # standard metadata writes of the packet flow, generated for the program's slots
+    set_ingress_meta: object = None  # (F, port, pktlen, itype, now, new)
+    set_parse_result: object = None  # (F, parser_error, checksum_error)
+    set_egress_meta: object = None  # (F, port, now, pktlen)
 
 
 def decode(config) -> dict:
@@ -182,6 +186,8 @@ def _compile(j: dict, lock, rng, log, drop_port) -> Program:
             r = L.resolve("standard_metadata." + n)
         sm[n] = None if r is None else (r[1], r[0].mask)
 
+    meta_names = _emit_metadata_setters(mod, sm, drop_port)
+
     field_lists = {}
     for fl in j.get("field_lists", []) or []:
         slots = []
@@ -226,6 +232,9 @@ def _compile(j: dict, lock, rng, log, drop_port) -> Program:
         sm=sm,
         metadata_slots=L.metadata_slots(),
         vsets=vsets,
+        set_ingress_meta=ns[meta_names[0]],
+        set_parse_result=ns[meta_names[1]],
+        set_egress_meta=ns[meta_names[2]],
     )
 
 
@@ -245,6 +254,28 @@ def _width(w) -> int:
     if not 0 < w <= MAX_WIDTH:
         raise bad(f"bit width {w} outside [1, {MAX_WIDTH}]")
     return w
+
+
+def _emit_metadata_setters(mod: Module, sm: dict, drop_port: int) -> tuple[str, str, str]:
+    def put(name: str, value: str) -> list[str]:
+        s = sm.get(name)
+        return [] if s is None else [f"F[{s[0]}] = ({value}) & {s[1]}"]
+
+    names = (mod.fresh("sm_in"), mod.fresh("sm_parsed"), mod.fresh("sm_out"))
+    new = put("ingress_port", "port") + put("ingress_global_timestamp", "now")
+    body = ([("if new:")] + ["    " + x for x in new] if new else []) + \
+        put("packet_length", "pktlen") + put("instance_type", "itype")
+    mod.emit([f"def {names[0]}(F, port, pktlen, itype, now, new):"] +
+             ["    " + x for x in body or ["pass"]])
+    body = put("parser_error", "err") + put("checksum_error", "ck")
+    mod.emit([f"def {names[1]}(F, err, ck):"] + ["    " + x for x in body or ["pass"]])
+    body = put("egress_global_timestamp", "now")
+    if sm.get("enq_timestamp") is not None:
+        body += put("deq_timedelta", f"now - F[{sm['enq_timestamp'][0]}]")
+    body += put("deq_qdepth", "0") + put("qid", "0") + put("egress_port", "port")
+    body += put("egress_spec", str(drop_port + 1)) + put("packet_length", "pktlen")
+    mod.emit([f"def {names[2]}(F, port, now, pktlen):"] + ["    " + x for x in body or ["pass"]])
+    return names
 
 
 def _pick(objs: list, name: str) -> dict:
