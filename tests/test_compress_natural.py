@@ -10,6 +10,8 @@ from worker.compression.natural import (
     NaturalDithering,
     cnat,
     cnat_hi16,
+    random_r7,
+    random_u16,
     round_hi16,
     tie_carry,
 )
@@ -49,6 +51,18 @@ def test_carry_probability_is_exactly_mantissa_over_2_23(mant):
     assert tie_hits == low16
     prob = Fraction(carried, 128) + Fraction(1, 128) * Fraction(tie_hits, 65536)
     assert prob == Fraction(mant, 2**23)
+
+
+def test_the_random_draws_are_uniform():
+    # the exact carry above assumes uniform r7 and 16-bit draws: 10000 expected per value,
+    # each count within 5 standard deviations (about 100)
+    r7 = random_r7(rng(30), 128 * 10000)
+    assert r7.max() == 127
+    counts = np.bincount(r7, minlength=128)
+    assert np.all(np.abs(counts - 10000) < 500)
+    hi = random_u16(rng(31), 256 * 10000) >> 8  # the top byte of the 16-bit draws
+    counts = np.bincount(hi, minlength=256)
+    assert np.all(np.abs(counts - 10000) < 500)
 
 
 # ------------------------------------------------------------------ statistics of C_nat
