@@ -129,6 +129,8 @@ def test_missing_switch_gives_a_clear_error():
     with pytest.raises(AllReduceError, match="is the switch up"):
         client.allreduce(np.ones(10, np.float32))
     assert client.stats.retransmissions > 0
+    with pytest.raises(AllReduceError, match="earlier call of this client failed"):
+        client.allreduce(np.ones(10, np.float32))
 
 
 def test_result_for_another_worker_count_is_rejected():

@@ -109,6 +109,7 @@ class AllReduceClient:
         self.frames: list[bytes | None] = [None] * w
         self.payloads: list[np.ndarray | None] = [None] * w   # kept for `trace` only
         self.calls = 0
+        self.failed = ""                          # why a call failed: the client is unusable
         self._actions = {
             Action.PRIME: self._prime,
             Action.SEND_FIRST: self._send_first,
@@ -122,6 +123,10 @@ class AllReduceClient:
     # ------------------------------------------------------------------ the call
     def allreduce(self, tensor) -> np.ndarray:
         """The element-wise mean of `tensor` over the job's workers (float32, same shape)."""
+        if self.failed:
+            raise AllReduceError(f"an earlier call of this client failed ({self.failed}); its "
+                                 "slots are out of step with the other workers: start a new "
+                                 "session")
         x = np.asarray(tensor, dtype=np.float32)
         flat = x.reshape(-1)
         if flat.size == 0:
@@ -158,8 +163,12 @@ class AllReduceClient:
         begin = Event.START if self.coder.primed else Event.START_UNPRIMED
         for s in range(used):
             self._dispatch(s, begin, None)
-        self._flush()
-        self._run(used, start)
+        try:
+            self._flush()
+            self._run(used, start)
+        except AllReduceError as e:
+            self.failed = str(e).split(":")[0]
+            raise
         out = self._decode(n_chunks * elems)
         self.stats.calls += 1
         self.stats.elements += flat.size
