@@ -70,6 +70,29 @@ def test_fixed32_stochastic_rounding_is_unbiased():
     assert np.all(np.abs(y.mean(axis=0) - x) <= 5 * se + 1e-15)
 
 
+def test_fixed32_below_half_a_unit_and_tiny_rows():
+    # E = 127, n = 2: unit 2^-28. Values of 0.375, 3e-5 and 2^-40 units, and rows whose
+    # unit is below float32's range (E = 0: subnormals, unit 2^-155; E = 20, unit 2^-135)
+    unit = 2.0**-28
+    x = np.zeros((3, 4), np.float32)
+    x[0] = [1.0, -0.375 * unit, 3e-5 * unit, 2.0**-40 * unit]
+    x[1, :2] = [2.0**-130, -(2.0**-140)]
+    x[2] = [2.0**-107, -(2.0**-110), -1.2345 * 2.0**-117, 0.7 * 2.0**-135]
+    e = codec.chunk_exponents(x)
+    assert list(e) == [127, 0, 20]
+    reps = 200000
+    q = codec.encode_fixed32(np.tile(x, (reps, 1)), np.tile(e, reps), 2, rng(13))
+    q = q.reshape(reps, 3, 4).astype(np.int64)
+    units = x.astype(np.float64) / np.ldexp(1.0, codec.unit_exponent(e, 2))[:, None]
+    for r, c in [(0, 1), (0, 2), (1, 0), (1, 1), (2, 0), (2, 1), (2, 2), (2, 3)]:
+        v = q[:, r, c]
+        lo = np.floor(units[r, c])
+        assert set(np.unique(v)) <= {lo, lo + 1}
+        se = max(v.std(), np.sqrt(abs(units[r, c]) / reps)) / np.sqrt(reps)
+        assert abs(v.mean() - units[r, c]) <= 5 * se, (r, c, v.mean(), units[r, c])
+    assert np.all(q[:, 0, 3] == 0)  # probability 2^-40 never shows in 2e5 draws
+
+
 def test_fixed32_rejects_what_it_cannot_scale():
     with pytest.raises(ValueError, match="above its exponent"):
         codec.encode_fixed32(np.array([[2.0]], np.float32), 127, 2, rng())

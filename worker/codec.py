@@ -131,14 +131,84 @@ def chunk_exponents(chunks) -> np.ndarray:
 
 
 def encode_fixed32(chunks, exps, n: int, rng: np.random.Generator) -> np.ndarray:
-    """int32 fixed-point values at each row's unit, stochastically rounded (unbiased)."""
-    c = _rows(chunks).astype(np.float64)
-    e = _exps(exps, c.shape[0])
-    _check_finite_below(c, e)
-    y = c * np.ldexp(1.0, -unit_exponent(e, n))[:, None]
-    fl = np.floor(y)
-    up = rng.random(y.shape) < (y - fl)
-    return (fl + up).astype(np.int32)
+    """int32 fixed-point values at each row's unit, stochastically rounded (unbiased).
+
+    Exact probabilities: |x| / 2^u = y is split into floor(y) and a fraction that,
+    for y >= 1/2, is a multiple of 2^-24 and is compared with 24 random bits; below
+    1/2 unit the probability y = M * 2^-k (M the 24-bit significand) is drawn
+    from integer comparisons as well.
+    """
+    c = np.ascontiguousarray(_rows(chunks), dtype=np.float32)
+    rows, elems = c.shape
+    e = _exps(exps, rows)
+    local = chunk_exponents(c).astype(np.int64)  # raises for inf/NaN
+    over = np.flatnonzero(local > e)
+    if over.size:
+        bad = int(over[0])
+        raise ValueError(f"chunk {bad} has values above its exponent {int(e[bad])}: "
+                         f"their exponent is {int(local[bad])} and the scale would overflow")
+    u = unit_exponent(e, n)
+    out = np.empty((rows, elems), np.int32)
+    step = max(1, _BLOCK // max(elems, 1))
+    size = min(rows, step) * elems
+    ybuf, flbuf = np.empty(size, np.float32), np.empty(size, np.float32)
+    t8buf = np.empty(size, np.uint8)
+    lt, up = np.empty(size, bool), np.empty(size, bool)
+    for r0 in range(0, rows, step):
+        r1 = min(rows, r0 + step)
+        k = (r1 - r0) * elems
+        blk = c[r0:r1].reshape(-1)
+        ub = u[r0:r1]
+        q = out[r0:r1].reshape(-1)
+        y, fl, t8, lt_, up_ = (a[:k] for a in (ybuf, flbuf, t8buf, lt, up))
+        # y = |x| / 2^u, exact: 2^-u is a float32 where u >= -127; in rows with a
+        # smaller unit (values below 2^-97) y still has at most 24 significant bits
+        # above 2^-22, so a float64 product rounds to float32 without loss
+        tiny = ub < -127
+        scale = np.ldexp(np.float32(1), np.where(tiny, 0, -ub)).astype(np.float32)
+        np.abs(blk, out=y)
+        y2 = y.reshape(r1 - r0, elems)
+        y2 *= scale[:, None]
+        if tiny.any():
+            wide = np.abs(blk.reshape(r1 - r0, elems)[tiny].astype(np.float64))
+            y2[tiny] = wide * np.ldexp(1.0, -ub[tiny])[:, None]
+        np.less(y, 0.5, out=lt_)
+        np.floor(y, out=fl)
+        np.copyto(q, fl, casting="unsafe")
+        np.subtract(y, fl, out=y)  # the fraction: a multiple of 2^-24 when y >= 1/2
+        # round up with probability frac = f24 / 2^24: 8 random bits against the top 8
+        # bits of f24, 16 more where they are equal (1 in 256)
+        np.multiply(y, np.float32(256), out=fl)
+        np.copyto(t8, fl, casting="unsafe")
+        r8 = rng.bit_generator.random_raw((k + 7) // 8).view(np.uint8)[:k]
+        np.less(r8, t8, out=up_)
+        ties = np.flatnonzero(r8 == t8)
+        if ties.size:
+            low = (np.take(y, ties) * np.float32(2**24)).astype(np.uint32) & np.uint32(0xFFFF)
+            up_[ties] = random_u16(rng, ties.size) < low
+        np.add(q, up_, out=q)
+        if np.count_nonzero(lt_) != k - np.count_nonzero(blk):
+            idx = np.flatnonzero(lt_ & (blk != 0))  # 0 < y < 1/2: exact draw from the bits
+            q[idx] = _below_half(blk[idx], np.repeat(ub, elems)[idx], rng)
+        neg = blk.view(np.int32) >> 31  # -1 for negative values, else 0
+        np.bitwise_xor(q, neg, out=q)
+        np.subtract(q, neg, out=q)
+    return out
+
+
+def _below_half(x: np.ndarray, u: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """1 with probability |x| / 2^u exactly (each below 1/2), else 0; int32."""
+    bits = x.view(np.uint32).astype(np.int64)
+    ex = (bits >> 23) & 0xFF
+    m = (bits & 0x7FFFFF) | np.where(ex > 0, 1 << 23, 0)  # |x| = m * 2^(max(ex,1) - 150)
+    k = 150 + u - np.maximum(ex, 1)  # |x| / 2^u = m * 2^-k, k >= 1
+    r24 = (rng.bit_generator.random_raw(x.size) >> np.uint64(40)).astype(np.int64)
+    thr = np.where(k <= 24, m << np.clip(24 - k, 0, 24), m)
+    up = r24 < thr  # probability m * 2^-min(k, 24)
+    far = np.flatnonzero(up & (k > 24))
+    if far.size:  # the remaining factor 2^-(k - 24)
+        up[far] = _bernoulli_pow2(rng, k[far] - 24).astype(bool)
+    return up.astype(np.int32)
 
 
 def decode_fixed32(values, exps, n: int, mean: bool = False) -> np.ndarray:
@@ -149,16 +219,6 @@ def decode_fixed32(values, exps, n: int, mean: bool = False) -> np.ndarray:
     if mean:
         scale = scale / n
     return (v.astype(np.float64) * scale[:, None]).astype(np.float32)
-
-
-def _check_finite_below(c: np.ndarray, e: np.ndarray) -> None:
-    if not np.isfinite(c).all():
-        raise ValueError("inf or NaN cannot be encoded")
-    limit = np.ldexp(1.0, e - 126)  # every value with exponent <= E is below this
-    over = np.flatnonzero((np.abs(c) >= limit[:, None]).any(axis=1))
-    if over.size:
-        raise ValueError(f"chunk {int(over[0])} has values above its exponent "
-                         f"{int(e[over[0]])}: the scale would overflow")
 
 
 # ---------------------------------------------------------------- CNAT8
