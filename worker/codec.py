@@ -17,10 +17,15 @@ rounding, is at most 2^(30-h) units, so n of them sum to at most 2^30.
 - recompress_with() is the switch's re-compression of an int32 sum to CNAT8,
   bit for bit given its 32-bit random numbers.
 
-Every encoder is unbiased: E[decode(encode(x))] == x element-wise. Exact
-probabilities come from integer comparisons of random bits, not from float
-thresholds (FIXED32's sub-unit fraction is the one place a 53-bit uniform is
-used: it is exact for fractions that are multiples of 2^-53 units).
+Every encoder is unbiased: E[decode(encode(x))] == x element-wise, exactly:
+each rounding probability is a comparison of integers with uniform random bits
+(drawn lazily: 8 or 7 bits first, more only where those tie). The decoders
+return float32, so a decoded sum is rounded to 24 bits (and beyond float32's
+range it is infinity). In CNAT8, C_nat rounds a subnormal input to 0 or 2^-126
+(see worker/compression/natural.py), before scaling.
+
+The encoders are vectorised in blocks of uint8/uint16 passes that numpy runs
+with SIMD loops; bench/codec.py measures them against np.copy.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ ELEMS = 256
 FIXED32 = 0
 CNAT8 = 1
 MAX_EXP = 254  # largest finite biased exponent
-MAX_CODE = 32  # the switch decodes larger codes to 0; none is ever produced
+MAX_CODE = 32  # the switch decodes larger codes to 0; encoders send at most 31 - h
 INT32_MAX = 2**31 - 1
 INT32_MIN = -(2**31)
 
