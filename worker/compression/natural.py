@@ -12,10 +12,11 @@ their sum is exactly 127 (probability 1/128) do the lower 16 mantissa bits decid
 against 16 more random bits. The carry probability is still exactly
 mantissa / 2^23.
 
-Special values: zero stays zero (sign kept). A subnormal t rounds to 0 or to
-2^-126 with mean t (the two neighbours in the exponent grid). Infinity stays
-infinity; NaN stays NaN. A value at or above 2^127 that rounds up becomes
-infinity, as a float32 overflow does.
+Special values: zero stays zero (sign kept). A subnormal t (exponent field 0)
+rounds to 0 or to 2^-126 (exponent field 1) with mean t: unbiased, with more
+variance than a rounding between powers of two, and powers of two below 2^-126
+are not kept. Infinity stays infinity; NaN stays NaN. A value at or above 2^127
+that rounds up becomes infinity, as a float32 overflow does.
 """
 
 from __future__ import annotations
