@@ -1,6 +1,6 @@
 // Conformance: expression semantics and widths: wrap-around, saturation,
 // signed arithmetic and shifts, casts, slices, concatenation, shifts by
-// amounts at and beyond the width, division and modulo by constants.
+// amounts at and beyond the width, division and modulo by powers of two.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -13,7 +13,7 @@ header out_t {
     int<8> sneg; int<8> sshr; int<16> sext; bit<8> strunc;
     bit<8> shl; bit<8> shr; bit<16> cshl; bit<32> one_shl;
     bit<8> inv; bit<8> andv; bit<8> orv; bit<8> xorv;
-    bit<8> slice; bit<16> cat; bit<8> div3; bit<8> mod3;
+    bit<8> slice; bit<16> cat; bit<8> div4; bit<8> mod8;
     bit<8> flags; bit<8> tern; bit<32> wide; int<16> smul;
     bit<16> neg16; bit<8> shr_s; bit<32> mix; bit<8> pad;
 }
@@ -52,8 +52,8 @@ control Ing(inout headers_t h, inout meta_t m, inout standard_metadata_t sm) {
         h.o.xorv = h.i.a ^ h.i.b;
         h.o.slice = h.i.c[11:4];
         h.o.cat = h.i.a ++ h.i.b;
-        h.o.div3 = h.i.a / 3;
-        h.o.mod3 = h.i.a % 3;
+        h.o.div4 = h.i.a / 4;
+        h.o.mod8 = h.i.a % 8;
         h.o.flags = (bit<8>)(bit<1>)(h.i.a > h.i.b)
                   | ((bit<8>)(bit<1>)(h.i.s < 0) << 1)
                   | ((bit<8>)(bit<1>)(h.i.s <= -1) << 2)

@@ -47,11 +47,9 @@ control Ing(inout headers_t h, inout meta_t m, inout standard_metadata_t sm) {
     action do_reg() {
         bit<32> cur;
         regs.read(cur, (bit<32>)h.cmd.idx);
-        if (h.cmd.op == 1) {
-            regs.write((bit<32>)h.cmd.idx, h.cmd.val);
-        } else if (h.cmd.op == 2) {
-            regs.write((bit<32>)h.cmd.idx, cur + h.cmd.val);
-        }
+        // extern calls cannot be conditional inside a BMv2 action
+        regs.write((bit<32>)h.cmd.idx, h.cmd.op == 1 ? h.cmd.val
+                                       : (h.cmd.op == 2 ? cur + h.cmd.val : cur));
         h.res.reg = cur;
     }
     apply {

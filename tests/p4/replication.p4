@@ -70,7 +70,9 @@ control Ing(inout headers_t h, inout meta_t m, inout standard_metadata_t sm) {
 
 control Egr(inout headers_t h, inout meta_t m, inout standard_metadata_t sm) {
     apply {
-        if (h.cmd.isValid() && h.cmd.op == 5 && sm.instance_type == 0) {
+        // unicast resets instance_type to NORMAL, so the preserved fl tells
+        // a recirculated packet apart
+        if (h.cmd.isValid() && h.cmd.op == 5 && m.fl == 0) {
             m.fl = 0x5a;
             recirculate_preserving_field_list(2);
         } else {
