@@ -16,6 +16,7 @@ _FIELD_ONEOF = {"exact": "exact", "valid": "exact", "lpm": "lpm", "ternary": "te
 
 
 def dont_care(kind: str, bitwidth: int):
+    """The engine key item matching everything, for an engine match kind."""
     if kind in ("lpm", "ternary"):
         return (0, 0)
     if kind == "range":
@@ -42,7 +43,7 @@ def build_key(table: TableInfo, entry: p4runtime_pb2.TableEntry) -> tuple[tuple,
         if fm is None:
             if info.kind in ("exact", "valid"):
                 raise invalid(f"table {table.name}: missing exact field {info.name} in match key")
-            key[info.position] = dont_care(info.kind, info.bitwidth)
+            key[info.position] = dont_care(info.engine_kind, info.bitwidth)
             continue
         if fm.WhichOneof("field_match_type") != _FIELD_ONEOF[info.kind]:
             raise invalid(f"table {table.name} field {info.name}: invalid match type, "
@@ -95,7 +96,8 @@ def _field_value(table, info, fm):
             raise invalid(f"{what}: invalid representation of a 'don't care' range match, "
                           f"omit the field instead")
         return (lo, hi)
-    return bytestrings.decode(fm.optional.value, w, what)  # optional
+    value = bytestrings.decode(fm.optional.value, w, what)  # optional
+    return (value, (1 << w) - 1) if info.engine_kind == "ternary" else value
 
 
 def fill_match(table: TableInfo, key: tuple, entry: p4runtime_pb2.TableEntry) -> None:
@@ -125,5 +127,8 @@ def fill_match(table: TableInfo, key: tuple, entry: p4runtime_pb2.TableEntry) ->
                 fm = entry.match.add(field_id=info.id)
                 fm.range.low = bytestrings.encode(lo)
                 fm.range.high = bytestrings.encode(hi)
-        elif item is not None:  # optional
-            entry.match.add(field_id=info.id).optional.value = bytestrings.encode(item)
+        else:  # optional, held by the engine as itself or as a ternary (value, mask)
+            if info.engine_kind == "ternary":
+                item = item[0] if item[1] else None
+            if item is not None:
+                entry.match.add(field_id=info.id).optional.value = bytestrings.encode(item)

@@ -26,15 +26,18 @@ _MATCH_KINDS = {
     MatchType.OPTIONAL: "optional",
 }
 PRIORITY_KINDS = frozenset({"ternary", "range", "optional"})
+# (engine kind, P4Info kind) pairs that can carry each other's keys
+_COMPATIBLE = frozenset({(k, k) for k in _MATCH_KINDS.values()} | {("ternary", "optional")})
 
 
 @dataclass(frozen=True)
 class MatchFieldInfo:
     id: int
     name: str
-    kind: str        # P4Info match kind; "valid" when the engine field is a P4_14 valid match
+    kind: str         # P4Info match kind; "valid" when the engine field is a P4_14 valid match
     bitwidth: int
-    position: int    # index in the engine's key tuple
+    position: int     # index in the engine's key tuple
+    engine_kind: str  # the JSON's kind: p4c writes an optional match as ternary for BMv2
 
 
 @dataclass(frozen=True)
@@ -248,11 +251,11 @@ class Pipeline:
                 _, engine_kind, engine_width = engine_fields[pos]
                 if engine_kind == "valid" and kind == "exact":
                     kind = "valid"
-                elif engine_kind != kind or engine_width != f.bitwidth:
+                elif (engine_kind, kind) not in _COMPATIBLE or engine_width != f.bitwidth:
                     raise _mismatch(f"table {name} field {f.name}: P4Info {kind} "
                                     f"{f.bitwidth} bits, device config {engine_kind} "
                                     f"{engine_width} bits")
-                fields.append(MatchFieldInfo(f.id, f.name, kind, f.bitwidth, pos))
+                fields.append(MatchFieldInfo(f.id, f.name, kind, f.bitwidth, pos, engine_kind))
             direct_counter = 0
             for rid in t.direct_resource_ids:
                 if id_prefix(rid) == Prefix.DIRECT_COUNTER:

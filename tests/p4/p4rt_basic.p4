@@ -104,7 +104,7 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t std)
     action set_tag(bit<16> tag) {
         meta.tag = tag;
     }
-    @defaultonly action miss_tag() {
+    action miss_tag() {
         meta.tag = 0xffff;
     }
     action mark(bit<4> flags, bit<32> value) {
@@ -121,7 +121,7 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t std)
     }
     table tags {
         key = { hdr.probe.value: lpm; }
-        actions = { set_tag; @tableonly NoAction; miss_tag; }
+        actions = { set_tag; @tableonly NoAction; @defaultonly miss_tag; }
         default_action = miss_tag();
         size = 32;
     }

@@ -1,7 +1,8 @@
 """A BMv2 JSON and P4Info pair built in Python, shaped like tests/p4/p4rt_basic.p4.
 
 It carries only what the fake engine reads (tables, actions, counters, registers,
-header types) and the P4Info the server maps; the server tests that need no
+header types; an optional match is written as ternary, as p4c does for BMv2) and
+the P4Info the server maps; the server tests that need no
 packet pipeline run against it with the fake engine.
 """
 
@@ -99,7 +100,8 @@ def _bmv2_json(action_ids) -> dict:
     for name, fields, refs, default, const_default, extra in TABLES:
         t = {
             "name": name, "max_size": 64,
-            "key": [{"match_type": kind, "name": fname, "target": fname.split(".")[1:]}
+            "key": [{"match_type": "ternary" if kind == "optional" else kind, "name": fname,
+                     "target": fname.split(".")[1:]}
                     for fname, kind, _ in fields],
             "actions": [a for a, _ in refs],
             "default_entry": {"action_id": json_ids[default], "action_const": const_default,

@@ -42,7 +42,8 @@ def test_shell_inserts_reads_modifies_deletes_table_entries(shell):
     acl.priority = 9
     acl.insert()
     [e] = switch.tables["I.acl"].entries()
-    assert e.key == ((0x0A0000000000, 0xFF0000000000), (10, 20), 7, 0x88B5) and e.priority == 9
+    assert e.key == ((0x0A0000000000, 0xFF0000000000), (10, 20), (7, 0xFF), 0x88B5)
+    assert e.priority == 9
     [read] = list(sh.TableEntry("I.l2").read())
     assert read.match["hdr.ethernet.dst"].exact.value == b"\xab"
     assert read.action.msg().params[0].value == b"\x03"
