@@ -11,7 +11,7 @@ from controller.topology import Topology
 
 HOSTS = "NatEgress.addr.hosts"
 TO_HOST = "NatEgress.addr.to_host"
-PORT = "standard_metadata.egress_port"
+PORT = "sm.egress_port"
 TABLES = (HOSTS,)
 
 

@@ -19,7 +19,7 @@ JOB_CHILD = "NatIngress.agg.job_child"
 CHILDREN = "NatIngress.agg.children"
 SET_CHILD = "NatIngress.agg.set_child"
 JOB_ID = "hdr.agg.job_id"
-INGRESS_PORT = "standard_metadata.ingress_port"
+INGRESS_PORT = "sm.ingress_port"
 TABLES = (JOBS, CHILDREN)
 RESULT_ENCODING = {"fixed32": 0, "cnat8": 1}
 

@@ -12,7 +12,7 @@ from controller.topology import Topology
 
 LOSS = "NatEgress.impair.loss"
 DROP_WITH = "NatEgress.impair.drop_with"
-PORT = "standard_metadata.egress_port"
+PORT = "sm.egress_port"
 TABLES = (LOSS,)
 SCALE = 1 << 16
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from controller import addressing, aggregation, forwarding, impairment
 from controller.entities import Entity, MulticastGroupEntry, TableEntry
 from controller.jobs import plan_trees
-from controller.p4info import P4InfoError, Pipeline
+from controller.p4info import P4Info, P4InfoError, Pipeline
 from controller.session import ControllerError, Session, Update
 from controller.topology import Switch, Topology
 
@@ -33,16 +33,15 @@ def desired_state(topo: Topology) -> dict[str, list[Entity]]:
     return out
 
 
-def canonical_state(state: dict[str, list[Entity]],
-                    pipeline: Pipeline) -> dict[str, list[Entity]]:
-    """The entities as the switches will report them under the pipeline's P4Info, so a read
+def canonical_state(state: dict[str, list[Entity]], p4info: P4Info) -> dict[str, list[Entity]]:
+    """The entities as the switches will report them under the program's P4Info, so a read
     compares equal; an entity the P4Info cannot express fails here, before any switch."""
     out = {}
     for switch, rows in state.items():
         out[switch] = []
         for e in rows:
             try:
-                out[switch].append(pipeline.p4info.canonical(e))
+                out[switch].append(p4info.canonical(e))
             except P4InfoError as err:
                 raise ControllerError(f"{switch}: cannot express {e!r}: {err}") from None
     return out
@@ -146,7 +145,8 @@ def program(topo: Topology, pipeline: Pipeline | None, names: list[str] | None =
             connect_timeout: float = 10.0,
             election_id: tuple[int, int] = (0, 1)) -> list[tuple[Switch, object]]:
     """Program (or, with pipeline None, reset) the switches; SyncResult or error per switch."""
-    state = canonical_state(desired_state(topo), pipeline) if pipeline is not None else {}
+    state = (canonical_state(desired_state(topo), pipeline.p4info) if pipeline is not None
+             else {})
 
     def work(switch: Switch) -> SyncResult:
         with Session(switch, election_id, connect_timeout) as session:

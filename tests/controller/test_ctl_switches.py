@@ -1,6 +1,10 @@
-"""The controller against running softswitch processes on loopback gRPC (no root needed)."""
+"""The controller against running switch processes on loopback gRPC (no root needed):
+softswitch, and BMv2's simple_switch_grpc where it is installed. They run the fixture program
+tests/controller/p4/ctl_tables.p4, which has the real program's P4Runtime names
+(test_ctl_names.py) and loads in a moment."""
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -14,15 +18,26 @@ from controller.program import canonical_state, desired_state, program, read_sta
 from controller.session import Session, SwitchUnreachable, Update, WriteRejected
 from controller.topology import Topology
 
-try:
-    from softswitch import Switch  # noqa: F401  (what `python -m softswitch` runs)
-except ImportError as e:
-    pytest.skip(f"softswitch is not importable ({e}); these tests program running softswitch "
-                "processes", allow_module_level=True)
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+P4INFO = os.path.join(HERE, "p4", "build", "ctl_tables.p4info.txt")
+BMV2_JSON = os.path.join(HERE, "p4", "build", "ctl_tables.json")
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-P4INFO = os.path.join(REPO, "p4src", "build", "agg.p4info.txt")
-BMV2_JSON = os.path.join(REPO, "p4src", "build", "agg.json")
+
+def _softswitch_missing() -> str | None:
+    try:
+        from softswitch import Switch  # noqa: F401  (what `python -m softswitch` runs)
+    except (ImportError, AttributeError) as e:
+        return f"softswitch is not importable ({e})"
+    return None
+
+
+TARGETS = [
+    pytest.param("soft", marks=pytest.mark.skipif(_softswitch_missing() is not None,
+                                                   reason=str(_softswitch_missing()))),
+    pytest.param("bmv2", marks=[pytest.mark.bmv2, pytest.mark.skipif(
+        shutil.which("simple_switch_grpc") is None, reason="needs simple_switch_grpc on PATH")]),
+]
 
 
 def free_ports(n):
@@ -35,11 +50,22 @@ def free_ports(n):
     return ports
 
 
-def with_addresses(topo, ports):
+def with_addresses(topo, grpc_ports, thrift_ports=None):
     data = topo.to_dict()
-    for sw, port in zip(data["switches"], ports, strict=True):
-        sw["grpc_addr"] = f"127.0.0.1:{port}"
+    for i, sw in enumerate(data["switches"]):
+        sw["grpc_addr"] = f"127.0.0.1:{grpc_ports[i]}"
+        if thrift_ports:
+            sw["thrift_port"] = thrift_ports[i]
     return Topology.from_dict(data)
+
+
+def command(target, switch):
+    if target == "soft":
+        return [sys.executable, "-m", "softswitch", "--device-id", str(switch.device_id),
+                "--grpc-server-addr", switch.grpc_addr, "--no-p4"]
+    return ["simple_switch_grpc", "--device-id", str(switch.device_id), "--no-p4",
+            "--thrift-port", str(switch.thrift_port), "--log-level", "warn",
+            "--", "--grpc-server-addr", switch.grpc_addr]
 
 
 @pytest.fixture(scope="module")
@@ -47,24 +73,24 @@ def pipeline():
     return Pipeline.load(P4INFO, BMV2_JSON)
 
 
-@pytest.fixture(scope="module")
-def switches(tmp_path_factory):
-    """A leaf-spine of 2 leaves and 1 spine (3 switches), one softswitch process each."""
+@pytest.fixture(scope="module", params=TARGETS)
+def switches(request, tmp_path_factory):
+    """A leaf-spine of 2 leaves and 1 spine (3 switches), one switch process each."""
     base = T.leaf_spine(leaves=2, spines=1, hosts=2)
-    topo = with_addresses(base, free_ports(len(base.switches)))
+    n = len(base.switches)
+    ports = free_ports(2 * n)
+    topo = with_addresses(base, ports[:n], ports[n:])
     topo = topo.with_jobs([T.JobSpec(1, ("h1", "h2", "h3", "h4"), 32, "cnat8"),
                            T.JobSpec(2, ("h1", "h3"), 16)]).with_loss(0.01)
-    logs = tmp_path_factory.mktemp("softswitch")
+    logs = tmp_path_factory.mktemp(request.param)
     procs = []
     for s in topo.switches:
         log = open(logs / f"{s.name}.log", "w")  # noqa: SIM115
-        procs.append((subprocess.Popen(
-            [sys.executable, "-m", "softswitch", "--device-id", str(s.device_id),
-             "--grpc-server-addr", s.grpc_addr, "--no-p4"],
-            cwd=REPO, stdout=log, stderr=subprocess.STDOUT), log))
+        procs.append((subprocess.Popen(command(request.param, s), cwd=REPO, stdout=log,
+                                       stderr=subprocess.STDOUT), log))
     try:
         for s in topo.switches:
-            # Starting Python processes on a loaded machine: allow them time to listen.
+            # Starting processes on a loaded machine: allow them time to listen.
             with Session(s, connect_timeout=60):
                 pass
         yield topo
@@ -90,7 +116,7 @@ def results_by_name(results):
 
 def test_program_reads_back_and_second_run_writes_nothing(switches, pipeline):
     topo = switches
-    want = canonical_state(desired_state(topo), pipeline)
+    want = canonical_state(desired_state(topo), pipeline.p4info)
     first = results_by_name(program(topo, pipeline, connect_timeout=30))
     for name, r in first.items():
         assert r.inserted + r.kept == len(want[name])
@@ -111,7 +137,7 @@ def test_changed_jobs_modify_and_delete(switches, pipeline):
     spine = [s.name for s in topo.switches if s.role == "spine"][0]
     assert changed[spine].modified == 1                  # job 1's result encoding
     assert sum(r.deleted for r in changed.values()) > 0   # job 2's entries and groups
-    want = canonical_state(desired_state(smaller), pipeline)
+    want = canonical_state(desired_state(smaller), pipeline.p4info)
     for s in topo.switches:
         with Session(s, connect_timeout=30) as session:
             session.use_running_pipeline()
@@ -123,7 +149,7 @@ def test_rejected_write_names_switch_entity_and_reason(switches, pipeline):
     topo = switches
     results_by_name(program(topo, pipeline, connect_timeout=30))
     s = topo.switches[0]
-    route = canonical_state(desired_state(topo), pipeline)[s.name][0]
+    route = canonical_state(desired_state(topo), pipeline.p4info)[s.name][0]
     with Session(s, connect_timeout=30) as session:
         session.use_running_pipeline()
         with pytest.raises(WriteRejected) as err:
@@ -144,8 +170,10 @@ def test_dead_switch_is_named(switches, pipeline):
 def test_cli_program_twice_stats_and_reset(switches, tmp_path, capsys):
     path = tmp_path / "topo.json"
     switches.save(str(path))
-    assert main(["--topology", str(path), "--timeout", "30"]) == 0
-    assert main(["--topology", str(path), "--timeout", "30"]) == 0
+    prog = ["--topology", str(path), "--timeout", "30", "--p4info", P4INFO, "--bmv2-json",
+            BMV2_JSON]
+    assert main(prog) == 0
+    assert main(prog) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[-1].startswith("3 of 3 switches programmed: 0 written")
     assert main(["stats", "--topology", str(path), "--timeout", "30"]) == 0
@@ -153,10 +181,10 @@ def test_cli_program_twice_stats_and_reset(switches, tmp_path, capsys):
     for s in switches.switches:
         assert f"{s.name} (device {s.device_id}, {s.grpc_addr}" in out
     assert "CONTRIB" in out and "rx pkts" in out
-    assert main(["--topology", str(path), "--reset", "--timeout", "30"]) == 0
+    assert main(prog + ["--reset"]) == 0
     assert "3 of 3 switches reset" in capsys.readouterr().out
     for s in switches.switches:
         with Session(s, connect_timeout=30) as session:
             assert session.use_running_pipeline()
             assert read_state(session) == []
-    assert main(["--topology", str(path), "--timeout", "30"]) == 0     # and back
+    assert main(prog) == 0     # and back
