@@ -21,11 +21,14 @@ from controller.p4info import P4Info, Pipeline
 from controller.topology import Switch
 
 BATCH = 500                      # updates per WriteRequest
-RPC_TIMEOUT = 60.0               # seconds; a pipeline push on a software target is slow
-_MAX_MSG = 64 << 20
+RPC_TIMEOUT = 60.0               # seconds, for reads and writes
+PUSH_TIMEOUT = 600.0             # a software target parses the whole BMv2 JSON on a push
+# A push carries the whole BMv2 JSON (large with many elements per packet): a few at a time
+# keep the controller's memory and the machine's cores from being swamped.
+_PUSHES = threading.BoundedSemaphore(4)
 _CHANNEL_OPTIONS = [
-    ("grpc.max_send_message_length", _MAX_MSG),
-    ("grpc.max_receive_message_length", _MAX_MSG),
+    ("grpc.max_send_message_length", -1),
+    ("grpc.max_receive_message_length", 256 << 20),
     # Keep gRPC's own reconnect backoff short; connect() bounds the total wait.
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),
@@ -247,17 +250,19 @@ class Session:
         if pipeline.is_running(*self.running_pipeline()):
             self.p4info = pipeline.p4info
             return False
-        req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
-            device_id=self.switch.device_id, election_id=self.election_id,
-            action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
-        req.config.p4info.CopyFrom(pipeline.p4info.msg)
-        req.config.p4_device_config = pipeline.device_config
-        req.config.cookie.cookie = pipeline.cookie
-        try:
-            self._stub.SetForwardingPipelineConfig(req, timeout=RPC_TIMEOUT)
-        except grpc.RpcError as e:
-            raise SwitchError(self.switch, f"pipeline push rejected: {_rpc_details(e)}") \
-                from None
+        with _PUSHES:
+            req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
+                device_id=self.switch.device_id, election_id=self.election_id,
+                action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
+            req.config.p4info.CopyFrom(pipeline.p4info.msg)
+            req.config.p4_device_config = pipeline.device_config
+            req.config.cookie.cookie = pipeline.cookie
+            try:
+                self._stub.SetForwardingPipelineConfig(req, timeout=PUSH_TIMEOUT)
+            except grpc.RpcError as e:
+                raise SwitchError(self.switch, f"pipeline push rejected: {_rpc_details(e)}") \
+                    from None
+            del req
         self.p4info = pipeline.p4info
         return True
 
