@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -16,6 +17,7 @@ from controller.main import main
 from controller.p4info import Pipeline
 from controller.program import canonical_state, desired_state, program, read_state
 from controller.session import Session, SwitchUnreachable, Update, WriteRejected
+from controller.shell import shell_argv
 from controller.topology import Topology
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -188,3 +190,13 @@ def test_cli_program_twice_stats_and_reset(switches, tmp_path, capsys):
             assert session.use_running_pipeline()
             assert read_state(session) == []
     assert main(prog) == 0     # and back
+
+
+def test_shell_pushes_only_a_program_the_switch_does_not_run(switches, pipeline):
+    results_by_name(program(switches, pipeline, connect_timeout=30))
+    s = switches.switches[0]
+    argv = shell_argv(s, pipeline, 30, (0, 1))
+    assert argv[1:] == ["-m", "p4runtime_sh", "--grpc-addr", s.grpc_addr, "--device-id",
+                        str(s.device_id), "--election-id", "0,1"]
+    other = replace(pipeline, cookie=pipeline.cookie ^ 1)
+    assert shell_argv(s, other, 30, (0, 1))[-2:] == ["--config", f"{P4INFO},{BMV2_JSON}"]
