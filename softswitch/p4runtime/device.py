@@ -20,17 +20,22 @@ class EntryMeta:
 class Device:
     """One P4Runtime device: the engine, the pipeline's P4Info, and side state.
 
-    `lock` serialises every P4Runtime read and write (BMv2 allows concurrent reads;
-    one lock is simpler and the engine serialises state access anyway).
+    `live` is the engine moving packets. `switch` is the engine P4Runtime reads
+    and writes: the live one, except between VERIFY_AND_SAVE and COMMIT, when it
+    is a staging engine holding the saved config, whose writes are logged in
+    `staged` and replayed on the live engine at COMMIT (P4Runtime 1.4, 14.4).
+    `lock` serialises every P4Runtime read and write (BMv2 allows concurrent
+    reads; one lock is simpler and the engine serialises state access anyway).
     """
 
     def __init__(self, switch, device_id: int, entry_type=None):
+        self.live = switch
         self.switch = switch
         self.device_id = device_id
         self.lock = threading.RLock()
         self.pipeline: Pipeline | None = None
         self.config = p4runtime_pb2.ForwardingPipelineConfig()
-        self.pending: tuple[Pipeline, p4runtime_pb2.ForwardingPipelineConfig] | None = None
+        self.staged: list[p4runtime_pb2.Update] | None = None
         self._entry_type = entry_type
         self.reset_side_state()
 

@@ -133,6 +133,9 @@ def _write_session(device, kind, entry: p4runtime_pb2.CloneSessionEntry) -> None
         replicas, nbytes = _replicas(entry.replicas)
         if entry.packet_length_bytes < 0:
             raise invalid("packet_length_bytes must not be negative")
+        if entry.packet_length_bytes > 0:
+            raise P4RTError("UNIMPLEMENTED", "truncating clone sessions (packet_length_bytes) "
+                            "are not supported, as in simple_switch_grpc")
         if entry.class_of_service != 0:
             raise P4RTError("UNIMPLEMENTED", "class of service for clone sessions is not "
                             "supported")

@@ -75,6 +75,9 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             with self.device.lock:
                 self._require_pipeline()
                 errors = [self._apply(update) for update in request.updates]
+                if self.device.staged is not None:
+                    self.device.staged.extend(
+                        u for u, e in zip(request.updates, errors, strict=True) if e is None)
         except P4RTError as e:
             context.abort(e.grpc_code, e.message)
         failed = [e for e in errors if e is not None]
@@ -145,7 +148,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             self._stream_error(conn, "PERMISSION_DENIED", "only the primary client may send "
                                "PacketOut", packet=packet)
             return
-        switch = self.device.switch
+        switch = self.device.live
         pipeline = self.device.pipeline
         if pipeline is None:
             self._stream_error(conn, "FAILED_PRECONDITION", "no forwarding pipeline config set",
@@ -203,7 +206,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     def _emit_cpu_only(self, outputs) -> None:
         for port, data in outputs:
-            if port == self.device.switch.cpu_port:
+            if port == self.device.live.cpu_port:
                 self.packet_in(data)
             else:
                 self.log.debug("packet-out result for port %s dropped: no ports attached", port)
@@ -214,48 +217,67 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         device = self.device
         if action == SetAction.COMMIT:
             with device.lock:
-                if device.pending is None:
-                    raise P4RTError("FAILED_PRECONDITION", "COMMIT without a config saved by "
-                                    "VERIFY_AND_SAVE")
-                self._commit(device.pending[1])
+                self._commit_staged()
             return
         if action == SetAction.RECONCILE_AND_COMMIT:
             raise P4RTError("UNIMPLEMENTED", "RECONCILE_AND_COMMIT is not supported")
         if action not in (SetAction.VERIFY, SetAction.VERIFY_AND_SAVE,
                           SetAction.VERIFY_AND_COMMIT):
             raise invalid("invalid SetForwardingPipelineConfig action")
-        pipeline = self._verify(config)
+        pipeline, scratch = self._verify(config)
+        if action == SetAction.VERIFY:
+            return
         with device.lock:
             if action == SetAction.VERIFY_AND_SAVE:
-                device.pending = (pipeline, _copy(config))
-            elif action == SetAction.VERIFY_AND_COMMIT:
-                self._commit(config)
+                # Reads and writes now refer to the saved config; packets still
+                # run the old one until COMMIT.
+                device.switch, device.pipeline = scratch, pipeline
+                device.config, device.staged = _copy(config), []
+                device.reset_side_state()
+                self.log.info("pipeline saved: %d tables; COMMIT to realize it",
+                              len(pipeline.tables))
+            else:
+                self._realize(config)
 
     def _verify(self, config):
         """Compile the config in a scratch engine and check the P4Info against it."""
         if not config.p4_device_config:
             raise invalid("p4_device_config is empty: it must hold the BMv2 JSON")
-        switch = self.device.switch
+        switch = self.device.live
         try:
             scratch = type(switch)(device_id=self.device.device_id, cpu_port=switch.cpu_port,
                                    drop_port=getattr(switch, "drop_port", 511))
             scratch.load(config.p4_device_config)
         except Exception as exc:
             raise _config_error(exc) from exc
-        return build(config.p4info, scratch)
+        return build(config.p4info, scratch), scratch
 
-    def _commit(self, config) -> None:
+    def _realize(self, config) -> None:
+        """Load a config into the live engine; all state starts empty."""
         device = self.device
         try:
-            device.switch.load(config.p4_device_config)
+            device.live.load(config.p4_device_config)
         except Exception as exc:
             raise _config_error(exc) from exc
-        device.pipeline = build(config.p4info, device.switch)
+        device.switch = device.live
+        device.pipeline = build(config.p4info, device.live)
         device.config = _copy(config)
-        device.pending = None
+        device.staged = None
         device.reset_side_state()
         self.log.info("pipeline set: %d tables, %d actions", len(device.pipeline.tables),
                       len(device.pipeline.actions))
+
+    def _commit_staged(self) -> None:
+        device = self.device
+        if device.staged is None:
+            raise P4RTError("NOT_FOUND", "COMMIT without a config saved by VERIFY_AND_SAVE")
+        updates = device.staged
+        self._realize(device.config)
+        for update in updates:  # they all succeeded on the same program, from the same start
+            error = self._apply(update)
+            if error is not None:
+                self.log.error("replaying a saved write at COMMIT failed: %s", error)
+                raise P4RTError("INTERNAL", f"replaying writes at COMMIT failed: {error}")
 
     def _saved_config(self, response_type: int):
         device = self.device

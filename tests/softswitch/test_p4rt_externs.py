@@ -131,13 +131,15 @@ def test_replica_port_bytes_read_back_as_bytes(fake_device):
 
 def test_clone_sessions(fake_device):
     dev = fake_device
-    dev.client.insert(clone_session(5, [(3, 1)], length=64))
+    dev.client.insert(clone_session(5, [(3, 1)]))
     assert dev.switch.clones.get(5)["replicas"] == [(3, 1)]
-    assert dev.switch.clones.get(5)["packet_length_bytes"] == 64
     [got] = dev.client.read(clone_session(0, []))
     session = got.packet_replication_engine_entry.clone_session_entry
-    assert (session.session_id, session.packet_length_bytes) == (5, 64)
+    assert session.session_id == 5
     assert [(r.egress_port, r.instance) for r in session.replicas] == [(3, 1)]
+    # simple_switch_grpc cannot truncate clones; neither do we, so both targets agree.
+    _fails(dev.client, Update.INSERT, clone_session(6, [(3, 1)], length=64),
+           grpc.StatusCode.UNIMPLEMENTED)
     _fails(dev.client, Update.INSERT, clone_session(5, [(4, 0)]), grpc.StatusCode.ALREADY_EXISTS)
     _fails(dev.client, Update.MODIFY, clone_session(6, [(4, 0)]), grpc.StatusCode.NOT_FOUND)
     _fails(dev.client, Update.INSERT, clone_session(0, [(4, 0)]),

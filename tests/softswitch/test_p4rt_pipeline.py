@@ -59,16 +59,26 @@ def test_verify_changes_nothing(bare, synthetic):
     assert excinfo.value.code() == grpc.StatusCode.FAILED_PRECONDITION
 
 
-def test_verify_and_save_then_commit(bare, synthetic):
+def test_verify_and_save_stages_writes_until_commit(bare, synthetic):
     switch, client, _ = bare
+    client.set_pipeline(synthetic.p4info, synthetic.config)
+    old = synthetic.names.table_entry("I.l2", {"hdr.ethernet.dst": 1}, "I.fwd", port=1)
+    client.insert(old)
     client.set_pipeline(synthetic.p4info, synthetic.config, action=Set.VERIFY_AND_SAVE)
-    assert switch.loads == 0
+    assert switch.loads == 1  # the data plane still runs the old config, with its state
+    assert len(switch.tables["I.l2"].entries()) == 1
+    assert client.read(synthetic.names.table_entry("I.l2")) == []  # reads see the saved one
+    new = synthetic.names.table_entry("I.l2", {"hdr.ethernet.dst": 2}, "I.fwd", port=2)
+    client.insert(new)
+    assert [e.key for e in switch.tables["I.l2"].entries()] == [(1,)]
     client.set_pipeline(synthetic.p4info, b"", action=Set.COMMIT)
-    assert switch.loads == 1
-    assert client.get_pipeline().p4info == synthetic.p4info
+    assert switch.loads == 2
+    assert [e.key for e in switch.tables["I.l2"].entries()] == [(2,)]  # writes replayed
+    assert [e.table_entry for e in client.read(synthetic.names.table_entry("I.l2"))] == \
+        [new.table_entry]
     with pytest.raises(grpc.RpcError) as excinfo:  # nothing saved any more
         client.set_pipeline(synthetic.p4info, b"", action=Set.COMMIT)
-    assert excinfo.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert excinfo.value.code() == grpc.StatusCode.NOT_FOUND
 
 
 @pytest.mark.parametrize("mutate,why", [
