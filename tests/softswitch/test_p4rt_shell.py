@@ -96,3 +96,28 @@ def test_shell_packet_out_and_in(shell):
     [msg] = list(sniffer.sniff(timeout=2))
     assert msg.packet.payload == b"\x01" * 20
     assert switch.processed[0][1][:4] == ((2 << 23) | 0xBEEF).to_bytes(4, "big")
+
+
+def test_shell_programs_the_real_engine(serve, basic_program):
+    from softswitch import Switch
+
+    switch = Switch(device_id=1, cpu_port=CPU_PORT)
+    address, _ = serve(switch)
+    sh.setup(device_id=1, grpc_addr=address, election_id=(0, 1),
+             config=sh.FwdPipeConfig(str(basic_program.p4info_path),
+                                     str(basic_program.json_path)), verbose=False)
+    try:
+        te = sh.TableEntry("I.l2")(action="I.fwd")
+        te.match["hdr.ethernet.dst"] = "02:00:00:00:00:02"
+        te.action["port"] = "4"
+        te.insert()
+        frame = bytes.fromhex("020000000002020000000001") + b"\x08\x00" + bytes(46)
+        assert switch.process(1, frame) == [(4, frame)]
+        [read] = list(sh.TableEntry("I.l2").read())
+        assert read.action.msg().params[0].value == b"\x04"
+        counter = sh.CounterEntry("I.port_rx")
+        counter.index = 1
+        [got] = list(counter.read())
+        assert (got.packet_count, got.byte_count) == (1, len(frame))
+    finally:
+        sh.teardown()
