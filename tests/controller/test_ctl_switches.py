@@ -16,7 +16,7 @@ from controller import topology as T
 from controller.main import main
 from controller.p4info import Pipeline
 from controller.program import canonical_state, desired_state, program, read_state
-from controller.session import Session, SwitchUnreachable, Update, WriteRejected
+from controller.session import Session, SwitchError, SwitchUnreachable, Update, WriteRejected
 from controller.shell import shell_argv
 from controller.topology import Topology
 
@@ -200,3 +200,13 @@ def test_shell_pushes_only_a_program_the_switch_does_not_run(switches, pipeline)
                         str(s.device_id), "--election-id", "0,1"]
     other = replace(pipeline, cookie=pipeline.cookie ^ 1)
     assert shell_argv(s, other, 30, (0, 1))[-2:] == ["--config", f"{P4INFO},{BMV2_JSON}"]
+
+
+def test_another_controller_is_reported(switches):
+    s = switches.switches[0]
+    with Session(s, election_id=(0, 1), connect_timeout=30):
+        with pytest.raises(SwitchError, match=r"election id 0,1 is in use by another client"):
+            Session(s, election_id=(0, 1), connect_timeout=1.0).connect()
+    with Session(s, election_id=(0, 9), connect_timeout=30):
+        with pytest.raises(SwitchError, match=r"not primary: .* higher election id than 0,1"):
+            Session(s, election_id=(0, 1), connect_timeout=5.0).connect()
