@@ -12,6 +12,7 @@ switch (multi-switch trees).
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 
@@ -23,7 +24,8 @@ from worker.frames import Framer
 from worker.transport import QueuePort
 
 ROOT = Path(__file__).resolve().parents[1]
-PROGRAM = ROOT / "p4src" / "build" / "agg.json"
+# NATSWITCH_PROGRAM points the tests at another build of p4src/ (e.g. a trial compile).
+PROGRAM = Path(os.environ.get("NATSWITCH_PROGRAM", ROOT / "p4src" / "build" / "agg.json"))
 
 
 class PsNetwork:
@@ -54,7 +56,7 @@ def softswitch_missing() -> str | None:
     except ImportError as e:
         return f"softswitch is not importable yet ({e})"
     if not PROGRAM.exists():
-        return f"{PROGRAM.relative_to(ROOT)} is not built yet (needs p4c)"
+        return f"{PROGRAM} is not built yet (needs p4c)"
     return None
 
 
@@ -67,6 +69,12 @@ def _to_softswitch_entry(sw, te):
     given = dict(te.match)
     key = []
     for name, kind, _width in table.match_fields:
+        if name not in given:
+            # P4Info may spell a parameter's field differently from the controller
+            # ("sm.ingress_port" vs "standard_metadata.ingress_port"): match the last part.
+            same = [g for g in given if g.rsplit(".", 1)[-1] == name.rsplit(".", 1)[-1]]
+            if len(same) == 1:
+                name = same[0]
         m = given.pop(name, None)
         if kind == "exact":
             if not isinstance(m, Exact):
@@ -89,6 +97,47 @@ def _to_softswitch_entry(sw, te):
                         priority=te.priority)
 
 
+class _Pool:
+    """Compiled switches, reused across networks: compiling the program takes seconds per
+    switch, resetting its runtime state does not. One network at a time owns them."""
+
+    def __init__(self) -> None:
+        self.switches: dict[str, list] = {}
+        self.generation = 0
+
+    def acquire(self, program: str, count: int) -> list:
+        from softswitch import Switch
+
+        have = self.switches.setdefault(program, [])
+        while len(have) < count:
+            config = json.loads(Path(program).read_text()) if not have else have[0].program_json
+            sw = Switch(device_id=len(have) + 1, seed=len(have) + 1)
+            sw.load(config)
+            have.append(sw)
+        self.generation += 1
+        for sw in have[:count]:
+            _reset(sw)
+        return have[:count]
+
+
+def _reset(sw) -> None:
+    """Everything load() would reset, through the Switch API."""
+    for table in sw.tables.values():
+        if not table.has_const_entries:
+            table.clear()
+        if not table.has_const_default:
+            table.reset_default()
+    for reg in sw.registers.values():
+        reg.reset()
+    for counter in sw.counters.values():
+        counter.reset()
+    sw.pre.reset()
+    sw.clones.reset()
+
+
+_POOL = _Pool()
+
+
 class SwitchNetwork:
     """The topology's switches as softswitch.Switch objects, hosts as queue ports."""
 
@@ -96,15 +145,11 @@ class SwitchNetwork:
         from controller import addressing, aggregation, impairment
         from controller.entities import MulticastGroupEntry
         from controller.jobs import plan_trees
-        from softswitch import Switch
 
         self.topo = topo
-        config = json.loads(Path(program).read_text())
-        self.switches = {}
-        for s in topo.switches:
-            sw = Switch(device_id=s.device_id)
-            sw.load(config)
-            self.switches[s.name] = sw
+        pooled = _POOL.acquire(str(program), len(topo.switches))
+        self.generation = _POOL.generation
+        self.switches = {s.name: sw for s, sw in zip(topo.switches, pooled, strict=True)}
         rows: dict[str, list] = {s.name: [] for s in topo.switches}
         for part in (aggregation.entries(topo, plan_trees(topo)), addressing.entries(topo),
                      impairment.entries(topo)):
@@ -130,6 +175,8 @@ class SwitchNetwork:
 
     def inject(self, switch: str, port: int, frame: bytes) -> None:
         """Processes `frame` arriving at (switch, port) and everything it causes."""
+        if self.generation != _POOL.generation:
+            return              # a later network owns the switches now
         work = [(switch, port, frame)]
         while work:
             name, in_port, data = work.pop()

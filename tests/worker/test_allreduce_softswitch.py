@@ -42,11 +42,18 @@ def clients(net, job_hosts, job, traces=None, wrap=None, **kw):
     return make
 
 
+# A CNAT8 contribution answered as FIXED32 grows by 3 bytes per element, beyond the 512
+# bytes BMv2 can add to a packet: simple_switch aborts, softswitch drops and logs it.
+GROWS = pytest.mark.xfail(strict=True, reason="CNAT8 in, FIXED32 out grows the packet by "
+                          "768 bytes, more than BMv2's 512 bytes of headroom")
+
+
 @pytest.mark.parametrize("n, contrib, result", [
-    (2, wire.ENC_CNAT8, "fixed32"),
+    (2, wire.ENC_CNAT8, "cnat8"),
     (3, wire.ENC_FIXED32, "fixed32"),
-    (4, wire.ENC_CNAT8, "cnat8"),
-    (8, wire.ENC_CNAT8, "fixed32"),
+    (4, wire.ENC_FIXED32, "cnat8"),
+    (8, wire.ENC_CNAT8, "cnat8"),
+    pytest.param(2, wire.ENC_CNAT8, "fixed32", marks=GROWS),
 ])
 def test_exact_sums_through_the_compiled_program(n, contrib, result):
     hosts = [f"h{i + 1}" for i in range(n)]
@@ -55,7 +62,8 @@ def test_exact_sums_through_the_compiled_program(n, contrib, result):
     traces = [Trace() for _ in range(n)]
     # Two calls: fewer chunks than slots, then more (a slot is reused within the call).
     tensors = tensors_for(n, [2 * ELEMS - 3, 6 * ELEMS + 1], seed=n)
-    outputs, cl, errors = run_workers(clients(net, hosts, job, traces), tensors, calls=2)
+    outputs, cl, errors = run_workers(clients(net, hosts, job, traces, timeout=3), tensors,
+                                      calls=2)
     assert errors == [None] * n
     assert check_exact(traces, tensors, outputs, n) == 2 + 7
     assert net.counter("s1", DROPS, 2) == 0            # nothing from a foreign port
@@ -87,15 +95,17 @@ def test_exact_under_loss_duplication_and_reordering():
     assert net.counter("s1", EVENTS, 4) > 0
 
 
-def test_two_level_tree_sums_exactly():
-    # Two leaves with two hosts each under one spine: the leaves send partial sums up.
+@pytest.mark.parametrize("contrib", [wire.ENC_FIXED32,
+                                     pytest.param(wire.ENC_CNAT8, marks=GROWS)])
+def test_two_level_tree_sums_exactly(contrib):
+    # Two leaves with two hosts each under one spine: the leaves send FIXED32 partial sums up.
     topo = leaf_spine(leaves=2, spines=1, hosts=2)
     hosts = ["h1", "h2", "h3", "h4"]
     net = network(topo, hosts, slots=4)
-    job = JobParams(1, 3, 4, 4, wire.ENC_CNAT8)
+    job = JobParams(1, 3, 4, 4, contrib)
     traces = [Trace() for _ in range(4)]
     tensors = tensors_for(4, [5 * ELEMS], seed=2)
-    outputs, _, errors = run_workers(clients(net, hosts, job, traces), tensors)
+    outputs, _, errors = run_workers(clients(net, hosts, job, traces, timeout=3), tensors)
     assert errors == [None] * 4
     assert check_exact(traces, tensors, outputs, 4) == 5
     assert net.counter("s1", EVENTS, 5) > 0 and net.counter("s2", EVENTS, 5) > 0  # PARTIAL_UP
@@ -104,7 +114,7 @@ def test_two_level_tree_sums_exactly():
 
 def test_dead_worker_gives_a_clear_error():
     hosts = ["h1", "h2", "h3"]
-    net = network(star(3), hosts, slots=4)
+    net = network(star(3), hosts, slots=4, encoding="cnat8")
     job = JobParams(1, 5, 3, 4, wire.ENC_CNAT8)
     tensors = tensors_for(2, [3 * ELEMS])          # h3 never runs
     _, _, errors = run_workers(clients(net, hosts, job, timeout=1.0, rto=0.05, rto_max=0.2),

@@ -14,33 +14,28 @@ pytestmark = pytest.mark.skipif(softswitch_missing() is not None,
                                 reason=softswitch_missing() or "")
 
 
-@pytest.fixture
-def net():
-    topo = star(3).with_jobs([JobSpec(5, ("h1", "h2"), slots=8, encoding="fixed32")])
+def network(encoding):
+    topo = star(3).with_jobs([JobSpec(5, ("h1", "h2"), slots=8, encoding=encoding)])
     return SwitchNetwork(topo)
 
 
-def contribution(net, host, codes, exp, chunk, slot=3, version=1, session=9):
+def contribution(net, host, encoding, values, exp, chunk, slot=3, version=1, session=9):
     h = net.topo.host(host)
+    payload = (wire.Cnat8(codes=values.tolist()) if encoding == wire.ENC_CNAT8
+               else wire.Fixed32(values=values.tolist()))
     return (Ether(src=h.mac, dst=net.topo.service_mac)
             / IP(src=h.ip, dst=net.topo.service_ip)
             / UDP(sport=wire.AGG_PORT, dport=wire.AGG_PORT)
-            / wire.Agg(msg_type=wire.MSG_CONTRIB, encoding=wire.ENC_CNAT8, job_id=5,
+            / wire.Agg(msg_type=wire.MSG_CONTRIB, encoding=encoding, job_id=5,
                        session=session, slot=slot, version=version, exp=exp, count=1,
                        chunk=chunk)
-            / wire.Cnat8(codes=[int(c) for c in codes]))
+            / payload)
 
 
-def test_scapy_packets_aggregate_and_the_result_dissects(net):
-    rng = np.random.default_rng(0)
-    a = rng.integers(0, 20, wire.ELEMS).astype(np.uint8) | (rng.integers(0, 2, wire.ELEMS)
-                                                           .astype(np.uint8) << 7)
-    b = rng.integers(0, 20, wire.ELEMS).astype(np.uint8)
-    net.ports["h1"].send(bytes(contribution(net, "h1", a, exp=120, chunk=77)))
-    assert net.ports["h1"].recv(0.0) is None            # absorbed until h2 contributes
-    net.ports["h2"].send(bytes(contribution(net, "h2", b, exp=131, chunk=77)))
-    expected = codec.aggregate([a, b], codec.CNAT8)
-    for host in ("h1", "h2"):
+def results(net, hosts):
+    """The result each host received, dissected; checks the addressing on the way."""
+    out = []
+    for host in hosts:
         frame = net.ports[host].recv(1.0)
         assert frame is not None, f"no result for {host}"
         pkt = Ether(frame)
@@ -52,18 +47,53 @@ def test_scapy_packets_aggregate_and_the_result_dissects(net):
         fresh.chksum = None
         assert IP(bytes(fresh)).chksum == pkt[IP].chksum
         agg = pkt[wire.Agg]
-        assert (agg.msg_type, agg.encoding, agg.job_id, agg.session, agg.slot, agg.version,
-                agg.exp, agg.count, agg.chunk) == (wire.MSG_RESULT, wire.ENC_FIXED32, 5, 9, 3,
-                                                   1, 131, 2, 77)
-        assert pkt[wire.Fixed32].values == expected.tolist()
+        assert (agg.msg_type, agg.job_id, agg.session, agg.slot, agg.version, agg.exp,
+                agg.count, agg.chunk) == (wire.MSG_RESULT, 5, 9, 3, 1, 131, 2, 77)
+        out.append(pkt)
+    return out
+
+
+def test_fixed32_contributions_sum_exactly():
+    net = network("fixed32")
+    rng = np.random.default_rng(0)
+    a, b = (rng.integers(-(2**29), 2**29, wire.ELEMS).astype(np.int32) for _ in range(2))
+    net.ports["h1"].send(bytes(contribution(net, "h1", wire.ENC_FIXED32, a, 120, 77)))
+    assert net.ports["h1"].recv(0.0) is None            # absorbed until h2 contributes
+    net.ports["h2"].send(bytes(contribution(net, "h2", wire.ENC_FIXED32, b, 131, 77)))
+    for pkt in results(net, ["h1", "h2"]):
+        assert pkt[wire.Agg].encoding == wire.ENC_FIXED32
+        assert pkt[wire.Fixed32].values == codec.aggregate([a, b]).tolist()
     assert net.ports["h3"].recv(0.0) is None            # not in the job
 
 
-def test_bad_length_and_foreign_port_are_dropped_and_counted(net):
-    short = contribution(net, "h1", np.zeros(wire.ELEMS, np.uint8), exp=1, chunk=0)
+def test_cnat8_contributions_come_back_recompressed():
+    net = network("cnat8")
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 20, wire.ELEMS).astype(np.uint8) | (
+        rng.integers(0, 2, wire.ELEMS).astype(np.uint8) << 7)
+    b = rng.integers(0, 20, wire.ELEMS).astype(np.uint8)
+    net.ports["h1"].send(bytes(contribution(net, "h1", wire.ENC_CNAT8, a, 120, 77)))
+    net.ports["h2"].send(bytes(contribution(net, "h2", wire.ENC_CNAT8, b, 131, 77)))
+    exact = codec.aggregate([a, b], codec.CNAT8).astype(np.int64)
+    got = [np.array(p[wire.Cnat8].codes) for p in results(net, ["h1", "h2"])]
+    assert np.array_equal(got[0], got[1])               # one multicast, the same codes
+    value = codec.switch_decode_cnat8(got[0].astype(np.uint8)).astype(np.int64)
+    # Each code is the exact sum rounded to one of the two powers of two around it.
+    mag = np.abs(exact)
+    assert np.all((value == 0) == (mag == 0))
+    assert np.all(np.sign(value) == np.sign(exact))
+    nz = mag > 0
+    low = 2 ** np.floor(np.log2(mag[nz])).astype(np.int64)
+    assert np.all((np.abs(value[nz]) == low) | (np.abs(value[nz]) == 2 * low))
+    assert np.all(np.abs(value[nz])[mag[nz] == low] == low[mag[nz] == low])
+
+
+def test_bad_length_and_foreign_port_are_dropped_and_counted():
+    net = network("cnat8")
+    zeros = np.zeros(wire.ELEMS, np.uint8)
+    short = contribution(net, "h1", wire.ENC_CNAT8, zeros, exp=1, chunk=0)
     short[wire.Cnat8].codes = [0] * (wire.ELEMS - 1)
     net.ports["h1"].send(bytes(short))
-    net.ports["h3"].send(bytes(contribution(net, "h3", np.zeros(wire.ELEMS, np.uint8),
-                                            exp=1, chunk=0)))
+    net.ports["h3"].send(bytes(contribution(net, "h3", wire.ENC_CNAT8, zeros, 1, 0)))
     assert net.counter("s1", "NatIngress.drops", 4) == 1        # BAD_LENGTH
     assert net.counter("s1", "NatIngress.drops", 2) == 1        # FOREIGN_PORT
