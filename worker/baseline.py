@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import socket
 import sys
 import threading
@@ -200,10 +201,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ps: cannot listen on {args.listen}: {e}", file=sys.stderr)
         return 2
     log.info("listening on %s:%d for %d workers", *sock.getsockname(), args.workers)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
     try:
-        ps.serve(sock)
-    except KeyboardInterrupt:
-        pass
+        ps.serve(sock, stop)
     finally:
         log.info("stats: %s", ps.stats)
         sock.close()

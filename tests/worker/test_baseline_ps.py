@@ -1,0 +1,54 @@
+"""The host parameter server follows the switch's slot rules (docs/PROTOCOL.md)."""
+
+import numpy as np
+
+from worker import wire
+from worker.baseline import ParameterServer
+from worker.frames import Framer
+
+F = Framer()
+
+
+def contrib(values, enc=wire.ENC_FLOAT32, slot=0, version=0, session=1, exp=0, chunk=0):
+    return F.build(wire.MSG_CONTRIB, enc, 1, session, slot, version, exp, 1, chunk,
+                   np.asarray(values))
+
+
+def test_sums_answers_retransmissions_and_ignores_duplicates():
+    ps = ParameterServer(2, slots=4)
+    a = np.arange(wire.ELEMS, dtype=np.float32)
+    assert ps.handle(contrib(a, exp=3), "A") == []
+    assert ps.handle(contrib(a, exp=3), "A") == []                  # duplicate, slot open
+    out = ps.handle(contrib(2 * a, exp=9), "B")
+    assert [dest for dest, _ in out] == ["A", "B"]
+    hdr, values = F.parse(out[0][1])
+    assert (hdr.msg_type, hdr.exp, hdr.count, hdr.encoding) == (wire.MSG_RESULT, 9, 2,
+                                                                wire.ENC_FLOAT32)
+    assert np.array_equal(values, 3 * a)
+    assert ps.handle(contrib(a), "A") == [("A", out[0][1])]        # answered from storage
+    assert (ps.stats.duplicates, ps.stats.answered, ps.stats.completed) == (1, 1, 1)
+    # The other version is fresh; a third sender is not a member.
+    assert ps.handle(contrib(a, version=1), "C") == []
+    assert ps.stats.dropped == {"foreign_sender": 1}
+
+
+def test_integer_encodings_add_like_the_switch():
+    ps = ParameterServer(2, slots=4)
+    codes = np.full(wire.ELEMS, 0x80 | 3, np.uint8)                 # -4 each
+    ints = np.full(wire.ELEMS, 2**31 - 1, np.int32)
+    ps.handle(contrib(codes, enc=wire.ENC_CNAT8), "A")
+    (_, data), _ = ps.handle(contrib(ints, enc=wire.ENC_FIXED32), "B")
+    hdr, values = F.parse(data)
+    assert hdr.encoding == wire.ENC_FIXED32
+    assert np.all(values == 2**31 - 5)
+
+
+def test_new_session_starts_clean_and_bad_datagrams_are_counted():
+    ps = ParameterServer(2, slots=4)
+    a = np.ones(wire.ELEMS, np.float32)
+    ps.handle(contrib(a), "A")
+    assert ps.handle(contrib(a, session=2), "A") == []               # not a duplicate
+    assert ps.handle(contrib(a, session=2), "B") != []
+    assert ps.handle(b"junk", "A") == []
+    assert ps.handle(contrib(a, slot=9), "A") == []
+    assert ps.stats.dropped == {"bad_length_or_encoding": 1, "bad_slot": 1}
