@@ -8,7 +8,7 @@ SYSPY := /usr/bin/python3
 DEBS  := python3-venv python3-dev mininet iputils-ping ethtool bridge-utils iperf tcpdump \
          tshark iproute2 procps
 PYTEST_ARGS ?=
-P4C   ?= p4c-bm2-ss
+P4C   := p4c-bm2-ss
 ELEMS ?= 256
 P4OUT := p4src/build
 
@@ -51,9 +51,7 @@ test: setup lint
 p4:
 	@command -v $(P4C) >/dev/null || { echo "$(P4C) is not on PATH; p4src/build/ stays as committed"; exit 1; }
 	python3 p4src/gen_elements.py --elems $(ELEMS)
-	$(P4C) --arch v1model -DELEMS=$(ELEMS) --p4runtime-files $(P4OUT)/agg.p4info.txt \
-	    -o $(P4OUT)/agg.json p4src/agg.p4
-	python3 p4src/build_tools.py minify $(P4OUT)/agg.json
+	python3 p4src/build_tools.py compile $(P4OUT) $(ELEMS)
 	python3 p4src/build_tools.py hash > $(P4OUT)/agg.sha256
 
 clean:

@@ -1,17 +1,24 @@
 #!/usr/bin/env python3
-"""Helpers for p4src/build/: the hash of the sources and a compact JSON.
+"""Builds p4src/build/: compile, compact JSON, hash of the sources.
 
-`python3 p4src/build_tools.py hash` prints the sha256 over every source the
-compiled program depends on; `minify FILE` rewrites p4c's JSON without
-indentation (a third of the size, same content).
+`python3 p4src/build_tools.py compile OUTDIR [ELEMS]` runs p4c-bm2-ss the one
+way this program is compiled, writing OUTDIR/agg.json (without indentation: a
+third of the size, same content) and OUTDIR/agg.p4info.txt; `hash` prints the
+sha256 over every source the compiled program depends on.
 """
 
 import hashlib
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+P4C = "p4c-bm2-ss"
+# LocalCopyPropagation substitutes each `x = x | (x >> k)` of the
+# re-compression into the next one, doubling the expression at every step:
+# with it the JSON of 256 elements exceeds 100 MB; without it, a few MB.
+P4C_FLAGS = ["--arch", "v1model", "--excludeMidendPasses", "P4::LocalCopyPropagation"]
 
 
 def sources() -> list[Path]:
@@ -32,14 +39,22 @@ def minify(path: Path) -> None:
     path.write_text(json.dumps(data, separators=(",", ":"), sort_keys=True) + "\n")
 
 
+def compile_program(outdir: Path, elems: int) -> None:
+    outdir.mkdir(parents=True, exist_ok=True)
+    subprocess.run([P4C, *P4C_FLAGS, f"-DELEMS={elems}",
+                    "--p4runtime-files", str(outdir / "agg.p4info.txt"),
+                    "-o", str(outdir / "agg.json"), str(HERE / "agg.p4")], check=True)
+    minify(outdir / "agg.json")
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["hash"]:
         print(source_hash())
         return 0
-    if argv[:1] == ["minify"] and len(argv) == 2:
-        minify(Path(argv[1]))
+    if argv[:1] == ["compile"] and len(argv) in (2, 3):
+        compile_program(Path(argv[1]), int(argv[2]) if len(argv) == 3 else 256)
         return 0
-    print("usage: build_tools.py hash | minify FILE", file=sys.stderr)
+    print("usage: build_tools.py hash | compile OUTDIR [ELEMS]", file=sys.stderr)
     return 2
 
 

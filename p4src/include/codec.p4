@@ -16,6 +16,9 @@ control DecodeCnat(inout headers_t hdr) {
 
 // FIXED32 payload -> CNAT8 codes, randomized rounding to a power of two.
 // The FIXED32 header stays valid: the caller stores the rounded values.
+// Compile with p4c's LocalCopyPropagation excluded (see the Makefile): it
+// substitutes each `x = x | (x >> k)` into the next, doubling the
+// expression at every step.
 control Recompress(inout headers_t hdr) {
     action recompress() {
         bit<32> rc_s; bit<32> rc_a; bit<32> rc_x; bit<32> rc_mag; bit<32> rc_r; bit<32> rc_up;
