@@ -35,6 +35,8 @@ from worker.impair import ImpairedPort  # noqa: E402
 from worker.train import TrainConfig, train  # noqa: E402
 from worker.transport import DatagramPort, PortError, open_port  # noqa: E402
 
+BMV2_HEADROOM = 512        # bytes BMv2 lets a program add to a packet
+
 
 class UsageError(Exception):
     """A command line or topology that does not describe a runnable worker."""
@@ -43,6 +45,24 @@ class UsageError(Exception):
 def session_from_file(path: str) -> int:
     """1..65535 from the file's modification time: equal for all workers of one run."""
     return int(os.stat(path).st_mtime_ns // 1_000_000) % 65535 + 1
+
+
+def growth_problem(topo: Topology, job) -> str | None:
+    """Why CNAT8 contributions cannot work for the job, or None.
+
+    A switch that turns CNAT8 into FIXED32 (the results of a fixed32 job; the partial sums
+    a leaf sends up a multi-switch tree) adds 3 bytes per element; BMv2 can add at most
+    512 bytes to a packet (simple_switch aborts, softswitch drops and logs it)."""
+    growth = 3 * wire.ELEMS
+    if growth <= BMV2_HEADROOM:
+        return None
+    switches = {topo.attachment(w).node for w in job.workers}
+    if job.encoding != "fixed32" and len(switches) == 1:
+        return None
+    where = ("its results are fixed32" if job.encoding == "fixed32" else
+             f"its workers hang off {len(switches)} switches (partial sums are FIXED32)")
+    return (f"{where}, and turning CNAT8 into FIXED32 grows a packet by {growth} bytes, more "
+            f"than the {BMV2_HEADROOM} a BMv2 switch allows")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,9 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     g = ap.add_argument_group("network")
     g.add_argument("--port", help="raw:IFNAME (default raw:<host>-eth0, needs root) or "
                    "udp:LHOST:LPORT>RHOST:RPORT, the far end of a softswitch tunnel port")
-    g.add_argument("--encoding", choices=["cnat8", "fixed32"], default="cnat8",
+    g.add_argument("--encoding", choices=["auto", "cnat8", "fixed32"], default="auto",
                    help="encoding of this worker's contributions: cnat8 (C_nat, 1 byte per "
-                   "element) or fixed32 (4 bytes); results come in the job's encoding")
+                   "element) or fixed32 (4 bytes); results come in the job's encoding. auto "
+                   "(default): cnat8 where the switches can answer it, else fixed32")
     g.add_argument("--baseline-ps", metavar="HOST[:PORT]",
                    help=f"aggregate on the host parameter server (worker/baseline.py, port "
                    f"{PS_PORT} by default) over kernel UDP instead of the switch")
@@ -129,12 +150,18 @@ def resolve(args) -> dict:
                          f"({', '.join(job.workers)}); give --rank")
     if not 0 <= rank < workers:
         raise UsageError(f"rank {rank} outside 0..{workers - 1}")
+    encoding = args.encoding
+    if encoding == "auto":
+        encoding = "cnat8" if job is None or growth_problem(topo, job) is None else "fixed32"
+    elif encoding == "cnat8" and job is not None and (why := growth_problem(topo, job)):
+        raise UsageError(f"--encoding cnat8 cannot work for job {job.id}: {why}; use "
+                         f"--encoding fixed32, or a single-switch job with enc=cnat8")
     window = args.window if args.window is not None else job.slots
     session = args.session if args.session is not None else session_from_file(args.topology)
     if not 1 <= session <= 0xFFFF:
         raise UsageError(f"--session must be within 1..65535, got {session}")
     return {"topo": topo, "host": host, "job": job, "rank": rank, "workers": workers,
-            "window": window, "session": session}
+            "window": window, "session": session, "encoding": encoding}
 
 
 def open_transport(args, r: dict):
@@ -148,7 +175,7 @@ def open_transport(args, r: dict):
     spec = args.port or f"raw:{ifname(host.name, 0)}"
     port = open_port(spec, quiet_ip=host.ip)
     framer = Framer((host.mac, host.ip), (topo.service_mac, topo.service_ip))
-    return port, framer, wire.ENCODING_BY_NAME[args.encoding], f"switch via {spec}"
+    return port, framer, wire.ENCODING_BY_NAME[r["encoding"]], f"switch via {spec}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -87,7 +87,26 @@ def test_missing_worker_ends_with_a_clear_error(topo_file, ps_addr, tmp_path):
     (["--host", "h1", "--compressor", "bogus"], "unknown compressor"),
     (["--host", "h1", "--port", "eth0"], "expected raw:IFNAME"),
     (["--host", "h1", "--session", "0"], "--session must be within"),
+    (["--host", "h1", "--encoding", "cnat8"], "grows a packet by 768 bytes"),
 ])
 def test_usage_errors(topo_file, capsys, args, message):
     assert worker_main.main(["--topology", str(topo_file), *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_encoding_auto_picks_what_the_switches_can_answer(tmp_path):
+    from controller.topology import leaf_spine
+    from worker.main import build_parser, resolve
+
+    def chosen(topo, host="h1"):
+        path = tmp_path / "t.json"
+        topo.save(str(path))
+        return resolve(build_parser().parse_args(["--topology", str(path), "--host", host]))[
+            "encoding"]
+
+    workers = ("h1", "h2", "h3")
+    assert chosen(star(4).with_jobs([JobSpec(1, workers, encoding="cnat8")])) == "cnat8"
+    assert chosen(star(4).with_jobs([JobSpec(1, workers, encoding="fixed32")])) == "fixed32"
+    # h1, h2 on one leaf and h3 on another: partial sums go up as FIXED32.
+    assert chosen(leaf_spine(2, 1, 2).with_jobs([JobSpec(1, workers, encoding="cnat8")])) \
+        == "fixed32"
