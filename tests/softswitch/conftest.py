@@ -62,7 +62,7 @@ def synthetic():
 
 @pytest.fixture
 def fake_device(serve, connect, synthetic):
-    """A fake engine behind a real server, pipeline set by a primary client."""
+    """The contract fake behind a real server (synthetic program), set by a primary client."""
     switch = FakeSwitch(device_id=DEVICE_ID, cpu_port=CPU_PORT)
     address, service = serve(switch, entry_type=FakeEntry)
     client = connect(address)
@@ -72,6 +72,14 @@ def fake_device(serve, connect, synthetic):
     return SimpleNamespace(address=address, service=service, switch=switch, client=client,
                            names=synthetic.names, p4info=synthetic.p4info,
                            config=synthetic.config)
+
+
+@pytest.fixture(params=["engine", "fake"])
+def device(request):
+    """Server tests run on the real engine (compiled p4rt_basic) and on the contract fake
+    (synthetic program with the same names): the first catches drift between server and
+    engine, the second pins the server to softswitch-api.md alone."""
+    return request.getfixturevalue("real_device" if request.param == "engine" else "fake_device")
 
 
 @pytest.fixture(scope="session")

@@ -16,8 +16,8 @@ def _fails(client, kind, entity, code: grpc.StatusCode) -> None:
     assert [e.canonical_code for e in batch_errors(excinfo.value)] == [code.value[0]]
 
 
-def test_counter_read_one_all_and_write(fake_device):
-    dev = fake_device
+def test_counter_read_one_all_and_write(device):
+    dev = device
     dev.switch.counters["I.port_rx"].write(3, 10, 1000)
     [one] = dev.client.read(dev.names.counter_entry("I.port_rx", 3))
     assert (one.counter_entry.data.packet_count, one.counter_entry.data.byte_count) == (10, 1000)
@@ -31,8 +31,8 @@ def test_counter_read_one_all_and_write(fake_device):
     assert dev.switch.counters["I.port_rx"].read(5) == (0, 0)
 
 
-def test_packets_only_counter_reports_packets_only(fake_device):
-    dev = fake_device
+def test_packets_only_counter_reports_packets_only(device):
+    dev = device
     dev.client.modify(dev.names.counter_entry("I.probe_ops", 1, packets=4, nbytes=99))
     assert dev.switch.counters["I.probe_ops"].read(1) == (4, 0)
     [got] = dev.client.read(dev.names.counter_entry("I.probe_ops", 1))
@@ -40,8 +40,8 @@ def test_packets_only_counter_reports_packets_only(fake_device):
     assert got.counter_entry.data.byte_count == 0
 
 
-def test_counter_errors(fake_device):
-    dev = fake_device
+def test_counter_errors(device):
+    dev = device
     _fails(dev.client, Update.INSERT, dev.names.counter_entry("I.port_rx", 1, 1, 1),
            grpc.StatusCode.INVALID_ARGUMENT)
     _fails(dev.client, Update.MODIFY, dev.names.counter_entry("I.port_rx", None, 1, 1),
@@ -59,8 +59,8 @@ def test_counter_errors(fake_device):
     assert all(dev.switch.counters["I.port_rx"].read(i) == (0, 0) for i in range(16))
 
 
-def test_register_read_write(fake_device):
-    dev = fake_device
+def test_register_read_write(device):
+    dev = device
     dev.client.modify(dev.names.register_entry("I.store", 2, 0xCAFE))
     assert dev.switch.registers["I.store"].values[2] == 0xCAFE
     [got] = dev.client.read(dev.names.register_entry("I.store", 2))
@@ -72,8 +72,8 @@ def test_register_read_write(fake_device):
     assert dev.switch.registers["I.store"].values == [7] * 16
 
 
-def test_register_errors_leave_cells_unchanged(fake_device):
-    dev = fake_device
+def test_register_errors_leave_cells_unchanged(device):
+    dev = device
     _fails(dev.client, Update.MODIFY, dev.names.register_entry("I.store", 1, 1 << 32),
            grpc.StatusCode.INVALID_ARGUMENT)
     _fails(dev.client, Update.MODIFY, dev.names.register_entry("I.store", 16, 1),
@@ -85,8 +85,8 @@ def test_register_errors_leave_cells_unchanged(fake_device):
     assert dev.switch.registers["I.store"].values == [0] * 16
 
 
-def test_multicast_groups(fake_device):
-    dev = fake_device
+def test_multicast_groups(device):
+    dev = device
     dev.client.insert(mc_group(3, [(1, 0), (2, 0), (2, 1)], metadata=b"m"))
     assert dev.switch.pre.groups[3] == [(1, 0), (2, 0), (2, 1)]
     [got] = dev.client.read(mc_group(3, []))
@@ -104,8 +104,8 @@ def test_multicast_groups(fake_device):
     assert excinfo.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-def test_multicast_group_errors(fake_device):
-    dev = fake_device
+def test_multicast_group_errors(device):
+    dev = device
     dev.client.insert(mc_group(3, [(1, 0)]))
     _fails(dev.client, Update.INSERT, mc_group(3, [(2, 0)]), grpc.StatusCode.ALREADY_EXISTS)
     _fails(dev.client, Update.MODIFY, mc_group(9, [(2, 0)]), grpc.StatusCode.NOT_FOUND)
@@ -117,8 +117,8 @@ def test_multicast_group_errors(fake_device):
     assert dev.switch.pre.groups == {3: [(1, 0)]}
 
 
-def test_replica_port_bytes_read_back_as_bytes(fake_device):
-    dev = fake_device
+def test_replica_port_bytes_read_back_as_bytes(device):
+    dev = device
     entity = mc_group(6, [])
     entity.packet_replication_engine_entry.multicast_group_entry.replicas.add(
         port=b"\x00\x07", instance=1)
@@ -129,8 +129,8 @@ def test_replica_port_bytes_read_back_as_bytes(fake_device):
     assert replica.port == b"\x00\x07" and replica.instance == 1
 
 
-def test_clone_sessions(fake_device):
-    dev = fake_device
+def test_clone_sessions(device):
+    dev = device
     dev.client.insert(clone_session(5, [(3, 1)]))
     assert dev.switch.clones.get(5)["replicas"] == [(3, 1)]
     [got] = dev.client.read(clone_session(0, []))
@@ -155,8 +155,8 @@ def test_clone_sessions(fake_device):
     assert excinfo.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-def test_entities_the_target_lacks(fake_device):
-    dev = fake_device
+def test_entities_the_target_lacks(device):
+    dev = device
     meter = p4runtime_pb2.Entity()
     meter.meter_entry.meter_id = 0x14000001
     _fails(dev.client, Update.MODIFY, meter, grpc.StatusCode.INVALID_ARGUMENT)  # no such meter

@@ -112,8 +112,8 @@ def test_unspecified_action_and_reconcile(bare, synthetic):
         assert excinfo.value.code() == code
 
 
-def test_new_pipeline_resets_state(fake_device):
-    dev = fake_device
+def test_new_pipeline_resets_state(device):
+    dev = device
     dev.client.insert(dev.names.table_entry("I.l2", {"hdr.ethernet.dst": 1}, "I.fwd", port=1))
     dev.client.set_pipeline(dev.p4info, dev.config)
     entity = p4runtime_pb2.Entity()
@@ -121,10 +121,10 @@ def test_new_pipeline_resets_state(fake_device):
     assert dev.client.read(entity) == []
 
 
-def test_wrong_device_id_is_not_found(fake_device, connect):
-    other = connect(fake_device.address, device_id=9)
+def test_wrong_device_id_is_not_found(device, connect):
+    other = connect(device.address, device_id=9)
     with pytest.raises(grpc.RpcError) as excinfo:
-        other.read(fake_device.names.table_entry("I.l2"))
+        other.read(device.names.table_entry("I.l2"))
     assert excinfo.value.code() == grpc.StatusCode.NOT_FOUND
 
 

@@ -19,8 +19,8 @@ def _entries(dev, table=None):
     return [e.table_entry for e in dev.client.read(te)]
 
 
-def test_insert_then_read_back_canonical(fake_device):
-    dev = fake_device
+def test_insert_then_read_back_canonical(device):
+    dev = device
     # Non-canonical (zero-padded) bytes are accepted and read back canonical.
     entity = dev.names.table_entry("I.l2", {"hdr.ethernet.dst": b"\x00\x00\x00\x00\x00\xab"},
                                    "I.fwd", port=b"\x00\x03")
@@ -33,8 +33,8 @@ def test_insert_then_read_back_canonical(fake_device):
     assert engine_entry.key == (MAC,) and engine_entry.params == [3]
 
 
-def test_all_match_kinds_and_priority(fake_device):
-    dev = fake_device
+def test_all_match_kinds_and_priority(device):
+    dev = device
     entity = dev.names.table_entry(
         "I.acl", {"hdr.ethernet.src": (0x0A0000000000, 0xFF0000000000),
                   "hdr.probe.vlan": (10, 20), "hdr.probe.op": 7, "hdr.ethernet.etype": 0x88B5},
@@ -48,8 +48,8 @@ def test_all_match_kinds_and_priority(fake_device):
     assert got == entity.table_entry
 
 
-def test_omitted_fields_are_dont_care_and_stay_omitted(fake_device):
-    dev = fake_device
+def test_omitted_fields_are_dont_care_and_stay_omitted(device):
+    dev = device
     entity = dev.names.table_entry("I.acl", {"hdr.ethernet.etype": 0x800}, "I.drop", priority=1)
     dev.client.insert(entity)
     [e] = dev.switch.tables["I.acl"].entries()
@@ -58,8 +58,8 @@ def test_omitted_fields_are_dont_care_and_stay_omitted(fake_device):
     assert [m.field_id for m in got.match] == [dev.names.field_id("I.acl", "hdr.ethernet.etype")]
 
 
-def test_lpm_entry(fake_device):
-    dev = fake_device
+def test_lpm_entry(device):
+    dev = device
     dev.client.insert(dev.names.table_entry("I.tags", {"hdr.probe.value": (0x0A000000, 8)},
                                             "I.set_tag", tag=7))
     [e] = dev.switch.tables["I.tags"].entries()
@@ -89,9 +89,9 @@ def test_lpm_entry(fake_device):
     ("I.tags", {"hdr.probe.value": (0, 0)}, "I.set_tag", {"tag": 1}, 0, "lpm prefix 0"),
     ("I.tags", {"hdr.probe.value": (0, 33)}, "I.set_tag", {"tag": 1}, 0, "lpm prefix > width"),
 ])
-def test_bad_entries_are_invalid_argument_and_change_nothing(fake_device, table, match, action,
+def test_bad_entries_are_invalid_argument_and_change_nothing(device, table, match, action,
                                                              params, priority, why):
-    dev = fake_device
+    dev = device
     with pytest.raises(grpc.RpcError) as excinfo:
         dev.client.insert(dev.names.table_entry(table, match, action, priority, **params))
     assert _code(excinfo) == grpc.StatusCode.UNKNOWN, why  # batch: details carry the code
@@ -100,8 +100,8 @@ def test_bad_entries_are_invalid_argument_and_change_nothing(fake_device, table,
     assert dev.switch.tables[table].entries() == [], why
 
 
-def test_scope_violations_are_permission_denied(fake_device):
-    dev = fake_device
+def test_scope_violations_are_permission_denied(device):
+    dev = device
     table_only = dev.names.table_entry("I.tags", default=True, action="NoAction")
     default_only = dev.names.table_entry("I.tags", {"hdr.probe.value": (0x0A000000, 8)},
                                          "I.miss_tag")
@@ -115,8 +115,8 @@ def test_scope_violations_are_permission_denied(fake_device):
     assert dev.switch.tables["I.tags"].entries() == []
 
 
-def test_unknown_table_id(fake_device):
-    dev = fake_device
+def test_unknown_table_id(device):
+    dev = device
     entity = dev.names.table_entry("I.l2", {"hdr.ethernet.dst": 1}, "I.fwd", port=1)
     entity.table_entry.table_id = 0x02FFFFFF
     with pytest.raises(grpc.RpcError) as excinfo:
@@ -128,8 +128,8 @@ def test_unknown_table_id(fake_device):
     assert _code(excinfo) == grpc.StatusCode.INVALID_ARGUMENT
 
 
-def test_duplicate_insert_modify_missing_delete_missing(fake_device):
-    dev = fake_device
+def test_duplicate_insert_modify_missing_delete_missing(device):
+    dev = device
     first = dev.names.table_entry("I.l2", {"hdr.ethernet.dst": 5}, "I.fwd", port=1)
     dev.client.insert(first)
     again = dev.names.table_entry("I.l2", {"hdr.ethernet.dst": 5}, "I.fwd", port=2)
@@ -144,8 +144,8 @@ def test_duplicate_insert_modify_missing_delete_missing(fake_device):
     assert e.params == [1]  # the failed INSERT left the entry as it was
 
 
-def test_modify_and_delete(fake_device):
-    dev = fake_device
+def test_modify_and_delete(device):
+    dev = device
     dev.client.insert(dev.names.table_entry("I.l2", {"hdr.ethernet.dst": 5}, "I.fwd", port=1))
     dev.client.modify(dev.names.table_entry("I.l2", {"hdr.ethernet.dst": 5}, "I.flood", grp=9))
     [e] = dev.switch.tables["I.l2"].entries()
@@ -154,8 +154,8 @@ def test_modify_and_delete(fake_device):
     assert dev.switch.tables["I.l2"].entries() == []
 
 
-def test_batch_is_per_update_with_one_error_per_update(fake_device):
-    dev = fake_device
+def test_batch_is_per_update_with_one_error_per_update(device):
+    dev = device
     ok1 = dev.names.table_entry("I.l2", {"hdr.ethernet.dst": 1}, "I.fwd", port=1)
     bad = dev.names.table_entry("I.l2", {"hdr.ethernet.dst": 2}, "I.fwd", port=999)
     ok2 = dev.names.table_entry("I.l2", {"hdr.ethernet.dst": 3}, "I.fwd", port=3)
@@ -171,8 +171,8 @@ def test_batch_is_per_update_with_one_error_per_update(fake_device):
     assert {e.key: e.params for e in dev.switch.tables["I.l2"].entries()}[(1,)] == [1]
 
 
-def test_default_entry_modify_read_reset(fake_device):
-    dev = fake_device
+def test_default_entry_modify_read_reset(device):
+    dev = device
     default = dev.names.table_entry("I.l2", default=True, action="I.fwd", port=7)
     default.table_entry.controller_metadata = 42
     dev.client.modify(default)
@@ -190,8 +190,8 @@ def test_default_entry_modify_read_reset(fake_device):
             grpc.StatusCode.INVALID_ARGUMENT.value[0]
 
 
-def test_const_table(fake_device):
-    dev = fake_device
+def test_const_table(device):
+    dev = device
     entries = _entries(dev, "I.fixed")
     assert len(entries) == 2 and all(e.is_const for e in entries)
     flags_one = [e for e in entries if e.match[0].exact.value == b"\x01"][0]
@@ -209,8 +209,8 @@ def test_const_table(fake_device):
     assert len(_entries(dev, "I.fixed")) == 2
 
 
-def test_wildcard_reads(fake_device):
-    dev = fake_device
+def test_wildcard_reads(device):
+    dev = device
     dev.client.insert(dev.names.table_entry("I.l2", {"hdr.ethernet.dst": 1}, "I.fwd", port=1))
     dev.client.insert(dev.names.table_entry("I.acl", {"hdr.ethernet.etype": 1}, "I.drop",
                                             priority=3))
@@ -232,8 +232,8 @@ def test_wildcard_reads(fake_device):
     assert dev.client.read(none) == []
 
 
-def test_direct_counter_through_table_entry_and_direct_counter_entry(fake_device):
-    dev = fake_device
+def test_direct_counter_through_table_entry_and_direct_counter_entry(device):
+    dev = device
     entity = dev.names.table_entry("I.l2", {"hdr.ethernet.dst": 1}, "I.fwd", port=1)
     entity.table_entry.counter_data.packet_count = 5
     entity.table_entry.counter_data.byte_count = 500
@@ -274,8 +274,8 @@ def test_direct_counter_through_table_entry_and_direct_counter_entry(fake_device
     assert _code(excinfo) == grpc.StatusCode.INVALID_ARGUMENT
 
 
-def test_metadata_is_read_back(fake_device):
-    dev = fake_device
+def test_metadata_is_read_back(device):
+    dev = device
     entity = dev.names.table_entry("I.l2", {"hdr.ethernet.dst": 1}, "I.fwd", port=1)
     entity.table_entry.controller_metadata = 0xC0FFEE
     entity.table_entry.metadata = b"note"
@@ -284,8 +284,8 @@ def test_metadata_is_read_back(fake_device):
     assert (got.controller_metadata, got.metadata) == (0xC0FFEE, b"note")
 
 
-def test_modify_with_counter_data_sets_the_counter(fake_device):
-    dev = fake_device
+def test_modify_with_counter_data_sets_the_counter(device):
+    dev = device
     dev.client.insert(dev.names.table_entry("I.l2", {"hdr.ethernet.dst": 1}, "I.fwd", port=1))
     entity = dev.names.table_entry("I.l2", {"hdr.ethernet.dst": 1}, "I.fwd", port=2)
     entity.table_entry.counter_data.packet_count = 3
