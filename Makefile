@@ -9,7 +9,7 @@ DEBS  := python3-venv python3-dev mininet iputils-ping ethtool bridge-utils iper
          tshark iproute2 procps
 PYTEST_ARGS ?=
 P4C   := p4c-bm2-ss
-ELEMS ?= 256
+ELEMS ?= 168
 P4OUT := p4src/build
 
 .PHONY: help setup debs venv test lint p4 run-mininet bench clean

@@ -52,7 +52,7 @@ def main(argv: list[str]) -> int:
         print(source_hash())
         return 0
     if argv[:1] == ["compile"] and len(argv) in (2, 3):
-        compile_program(Path(argv[1]), int(argv[2]) if len(argv) == 3 else 256)
+        compile_program(Path(argv[1]), int(argv[2]) if len(argv) == 3 else 168)
         return 0
     print("usage: build_tools.py hash | compile OUTDIR [ELEMS]", file=sys.stderr)
     return 2

@@ -69,7 +69,7 @@ def render(elems: int) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--elems", type=int, default=256, help="elements per packet (default 256)")
+    ap.add_argument("--elems", type=int, default=168, help="elements per packet (default 168)")
     ap.add_argument("--out", type=Path, default=OUT, help=f"output file (default {OUT})")
     args = ap.parse_args(argv)
     if not 1 <= args.elems <= 352:

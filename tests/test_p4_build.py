@@ -47,3 +47,9 @@ def test_recompiling_gives_the_committed_build(tmp_path):
     fresh = json.loads((tmp_path / "agg.json").read_text())
     assert fresh == json.loads((BUILD / "agg.json").read_text())
     assert (tmp_path / "agg.p4info.txt").read_text() == (BUILD / "agg.p4info.txt").read_text()
+
+
+def test_workers_use_the_programs_elements_per_packet():
+    from worker import codec, wire
+
+    assert wire.ELEMS == codec.ELEMS == elems_in_build()

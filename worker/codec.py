@@ -34,7 +34,7 @@ import numpy as np
 
 from worker.compression.natural import random_r7, random_u16, tie_carry
 
-ELEMS = 256
+ELEMS = 168
 FIXED32 = 0
 CNAT8 = 1
 MAX_EXP = 254  # largest finite biased exponent

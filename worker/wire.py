@@ -23,7 +23,7 @@ from scapy.layers.inet import UDP
 from scapy.packet import Packet, bind_layers
 
 AGG_PORT = 20033          # UDP port of aggregation traffic (0x4E41)
-ELEMS = 256               # elements per packet (p4src/include/sizes.p4)
+ELEMS = 168               # elements per packet (p4src/include/sizes.p4)
 MAX_ITEMS = 9000          # dissection limit: no frame holds more elements than a jumbo frame bytes
 
 MSG_CONTRIB = 1
