@@ -1,0 +1,86 @@
+"""The run's report: a summary table on stdout, report.json and a plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def job_summary(job: int, results: list[dict]) -> dict:
+    """Figures of one job from its workers' result files."""
+    ok = [r for r in results if "error" not in r and r.get("exit_code", 0) == 0]
+    errors = [f"{r['host']}: {r['error']}" for r in results if "error" in r]
+    summary = {"job": job, "workers": len(results), "ok": len(ok) == len(results),
+               "errors": errors}
+    if not ok:
+        return summary
+    r0 = min(ok, key=lambda r: r.get("rank", 0))
+    comm = [r["comm"] for r in ok]
+    elements = max(1, sum(c["elements"] for c in comm))
+    steps = len(r0["steps"])
+    summary.update({
+        "aggregation": r0.get("aggregation"),
+        "encoding": r0.get("encoding"),
+        "result_encoding": r0.get("result_encoding"),
+        "steps": steps,
+        "final_test_accuracy": r0["final_test_accuracy"],
+        "steps_per_second": steps / r0["seconds"] if r0["seconds"] > 0 else None,
+        "bytes_per_element_up": sum(c["bytes_sent"] for c in comm) / elements,
+        "bytes_per_element_down": sum(c["bytes_received"] for c in comm) / elements,
+        "retransmissions": sum(c["retransmissions"] for c in comm),
+        "identical_models": len({r["params_sha256"] for r in ok}) == 1,
+        "accuracy_curve": [(s["step"], s["test_accuracy"]) for s in r0["steps"]
+                           if s["test_accuracy"] is not None],
+    })
+    return summary
+
+
+def table(summaries: list[dict]) -> str:
+    head = ("job", "workers", "up/down", "accuracy", "steps/s", "B/elem up", "B/elem down",
+            "retx", "models")
+    rows = []
+    for s in summaries:
+        if "final_test_accuracy" not in s:
+            rows.append((s["job"], s["workers"], "-", "FAILED", "", "", "", "", ""))
+            continue
+        rows.append((s["job"], s["workers"],
+                     f"{s['encoding']}/{s['result_encoding'] or 'float32'}",
+                     f"{s['final_test_accuracy']:.4f}", f"{s['steps_per_second'] or 0:.2f}",
+                     f"{s['bytes_per_element_up']:.3f}", f"{s['bytes_per_element_down']:.3f}",
+                     s["retransmissions"], "identical" if s["identical_models"] else "DIFFER"))
+    cols = list(zip(head, *rows, strict=False))
+    widths = [max(len(str(c)) for c in col) for col in cols]
+    fmt = "  ".join(f"{{:>{w}}}" for w in widths)
+    return "\n".join(fmt.format(*map(str, r)) for r in (head, *rows))
+
+
+def plot(summaries: list[dict], path: Path, title: str) -> bool:
+    """Test accuracy against step, one line per job; False when there is nothing to draw."""
+    curves = [s for s in summaries if s.get("accuracy_curve")]
+    if not curves:
+        return False
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for s in curves:
+        x, y = zip(*s["accuracy_curve"], strict=True)
+        ax.plot(x, y, label=f"job {s['job']} ({s['encoding']}, {s['workers']} workers)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("test accuracy")
+    ax.set_ylim(0, 1)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def write(out: Path, run: dict, summaries: list[dict], counters: dict | None) -> Path:
+    report = {**run, "jobs": summaries, "switch_counters": counters}
+    path = out / "report.json"
+    path.write_text(json.dumps(report, indent=1) + "\n")
+    return path
