@@ -42,18 +42,12 @@ def clients(net, job_hosts, job, traces=None, wrap=None, **kw):
     return make
 
 
-# A CNAT8 contribution answered as FIXED32 grows by 3 bytes per element, beyond the 512
-# bytes BMv2 can add to a packet: simple_switch aborts, softswitch drops and logs it.
-GROWS = pytest.mark.xfail(strict=True, reason="CNAT8 in, FIXED32 out grows the packet by "
-                          "768 bytes, more than BMv2's 512 bytes of headroom")
-
-
 @pytest.mark.parametrize("n, contrib, result", [
     (2, wire.ENC_CNAT8, "cnat8"),
     (3, wire.ENC_FIXED32, "fixed32"),
     (4, wire.ENC_FIXED32, "cnat8"),
     (8, wire.ENC_CNAT8, "cnat8"),
-    pytest.param(2, wire.ENC_CNAT8, "fixed32", marks=GROWS),
+    (2, wire.ENC_CNAT8, "fixed32"),     # the packet grows by 3 bytes per element
 ])
 def test_exact_sums_through_the_compiled_program(n, contrib, result):
     hosts = [f"h{i + 1}" for i in range(n)]
@@ -95,8 +89,7 @@ def test_exact_under_loss_duplication_and_reordering():
     assert net.counter("s1", EVENTS, 4) > 0
 
 
-@pytest.mark.parametrize("contrib", [wire.ENC_FIXED32,
-                                     pytest.param(wire.ENC_CNAT8, marks=GROWS)])
+@pytest.mark.parametrize("contrib", [wire.ENC_FIXED32, wire.ENC_CNAT8])
 def test_two_level_tree_sums_exactly(contrib):
     # Two leaves with two hosts each under one spine: the leaves send FIXED32 partial sums up.
     topo = leaf_spine(leaves=2, spines=1, hosts=2)

@@ -54,15 +54,16 @@ def test_tshark_decodes_header_and_payload_summary(tmp_path, dissector_ready):
     out = tshark(*args)
     assert out.returncode == 0, out.stderr
     rows = [dict(zip(FIELDS, line.split("|"), strict=True)) for line in out.stdout.splitlines()]
+    elems = str(wire.ELEMS)
     assert rows[0] == {"msg_type": "1", "encoding": "1", "job_id": "4", "session": "300",
                        "slot": "17", "version": "1", "exp": "140", "count": "1",
-                       "chunk": str(PRIME_MARK | 2), "priming": "1", "elems": "256",
+                       "chunk": str(PRIME_MARK | 2), "priming": "1", "elems": elems,
                        "nonzero": "3", "negative": "1", "max_code": "17", "min": "", "max": ""}
     assert rows[1] == {"msg_type": "2", "encoding": "0", "job_id": "65535", "session": "1",
                        "slot": "0", "version": "0", "exp": "0", "count": "8",
-                       "chunk": "123456", "priming": "0", "elems": "256",
-                       "nonzero": "255", "negative": "8", "max_code": "",
-                       "min": str(-(2**31)), "max": "248"}
+                       "chunk": "123456", "priming": "0", "elems": elems,
+                       "nonzero": str(wire.ELEMS - 1), "negative": "8", "max_code": "",
+                       "min": str(-(2**31)), "max": str(wire.ELEMS - 8)}
     summary = tshark("-r", str(pcap))
     assert "RESULT FIXED32 job 65535 session 1 slot 0 v0 chunk 123456" in summary.stdout
     assert "CONTRIB CNAT8 job 4 session 300 slot 17 v1 priming" in summary.stdout

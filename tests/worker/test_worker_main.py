@@ -12,6 +12,7 @@ import pytest
 
 from controller.topology import JobSpec, star
 from worker import main as worker_main
+from worker import wire
 from worker.baseline import ParameterServer
 
 MAIN = Path(__file__).resolve().parents[2] / "worker" / "main.py"
@@ -62,7 +63,7 @@ def test_three_workers_train_in_lockstep_through_the_parameter_server(topo_file,
     assert [s["test_accuracy"] is not None for s in r["steps"]].count(True) == 4
     # Digits, 3 x 32 examples per step, lr 0.1: 40 steps reach well above chance (0.1).
     assert r["final_test_accuracy"] > 0.6
-    per_call = 1 + (r["parameters"] - 1) // 256          # chunks per gradient
+    per_call = 1 + (r["parameters"] - 1) // wire.ELEMS   # chunks per gradient
     assert r["comm"]["chunks"] == 40 * per_call
     assert r["comm"]["packets_sent"] - r["comm"]["retransmissions"] == 40 * per_call
     assert r["steps"][0]["comm"]["packets_sent"] >= per_call
@@ -87,26 +88,32 @@ def test_missing_worker_ends_with_a_clear_error(topo_file, ps_addr, tmp_path):
     (["--host", "h1", "--compressor", "bogus"], "unknown compressor"),
     (["--host", "h1", "--port", "eth0"], "expected raw:IFNAME"),
     (["--host", "h1", "--session", "0"], "--session must be within"),
-    (["--host", "h1", "--encoding", "cnat8"], "grows a packet by 768 bytes"),
 ])
 def test_usage_errors(topo_file, capsys, args, message):
     assert worker_main.main(["--topology", str(topo_file), *args]) == 2
     assert message in capsys.readouterr().err
 
 
-def test_encoding_auto_picks_what_the_switches_can_answer(tmp_path):
+def test_encoding_auto_picks_what_the_switches_can_answer(tmp_path, monkeypatch):
     from controller.topology import leaf_spine
-    from worker.main import build_parser, resolve
+    from worker.main import UsageError, build_parser, resolve
 
-    def chosen(topo, host="h1"):
+    def chosen(topo, *extra):
         path = tmp_path / "t.json"
         topo.save(str(path))
-        return resolve(build_parser().parse_args(["--topology", str(path), "--host", host]))[
-            "encoding"]
+        args = build_parser().parse_args(["--topology", str(path), "--host", "h1", *extra])
+        return resolve(args)["encoding"]
 
     workers = ("h1", "h2", "h3")
-    assert chosen(star(4).with_jobs([JobSpec(1, workers, encoding="cnat8")])) == "cnat8"
-    assert chosen(star(4).with_jobs([JobSpec(1, workers, encoding="fixed32")])) == "fixed32"
+    one_cnat = star(4).with_jobs([JobSpec(1, workers, encoding="cnat8")])
+    one_fixed = star(4).with_jobs([JobSpec(1, workers, encoding="fixed32")])
     # h1, h2 on one leaf and h3 on another: partial sums go up as FIXED32.
-    assert chosen(leaf_spine(2, 1, 2).with_jobs([JobSpec(1, workers, encoding="cnat8")])) \
-        == "fixed32"
+    tree = leaf_spine(2, 1, 2).with_jobs([JobSpec(1, workers, encoding="cnat8")])
+    # 3 bytes more per element fit BMv2's 512 bytes of headroom at this packet size.
+    assert 3 * wire.ELEMS <= 512
+    assert [chosen(t) for t in (one_cnat, one_fixed, tree)] == ["cnat8"] * 3
+    # With packets of 256 elements they would not: CNAT8 only where nothing grows.
+    monkeypatch.setattr(wire, "ELEMS", 256)
+    assert [chosen(t) for t in (one_cnat, one_fixed, tree)] == ["cnat8", "fixed32", "fixed32"]
+    with pytest.raises(UsageError, match="grows a packet by 768 bytes"):
+        chosen(tree, "--encoding", "cnat8")
