@@ -77,8 +77,13 @@ def contribution(worker: int, slot: int, version: int, chunk: int, codes: bytes)
     return eth + bytes(iph) + udp + agg + codes
 
 
-def stream(workers: int, slots: int, npackets: int, elems: int, seed: int):
-    """[(port, bytes)]: rounds over the slots, all workers per slot in a shuffled order."""
+def stream(workers: int, slots: int, npackets: int, elems: int, seed: int,
+           same_codes: bool = False):
+    """[(port, bytes)]: rounds over the slots, all workers per slot in a shuffled order.
+
+    same_codes: all workers send the same codes for a slot, so with a power-of-two
+    number of workers every sum is a power of two and its re-compression is exact
+    (no random rounding): the results can then be compared byte for byte."""
     rng = random.Random(seed)
     out = []
     chunk = 0
@@ -87,8 +92,10 @@ def stream(workers: int, slots: int, npackets: int, elems: int, seed: int):
         for slot in range(slots):
             order = list(range(1, workers + 1))
             rng.shuffle(order)
+            shared = bytes(rng.choice((0, 0x80)) | rng.randrange(0, 21) for _ in range(elems))
             for w in order:
-                codes = bytes(rng.choice((0, 0x80)) | rng.randrange(0, 21) for _ in range(elems))
+                codes = shared if same_codes else \
+                    bytes(rng.choice((0, 0x80)) | rng.randrange(0, 21) for _ in range(elems))
                 out.append((w, contribution(w, slot, rnd % 2, chunk, codes)))
             chunk += 1
         rnd += 1
@@ -135,9 +142,12 @@ def run_engine(j: dict, n: dict, pkts, workers: int, slots: int, repeat: int):
 
 def run_bmv2(json_path: Path, n: dict, pkts, workers: int, slots: int, first_out: int,
              expected: int, timeout: float):
-    """Steady-state packets/s: inputs after the first output over the time to the last."""
+    """(steady-state packets/s, outputs per port): packets/s counts the inputs after
+    the first output over the time until the last output."""
     ports = set(range(1, workers + 1))
-    with bmv2.SimpleSwitch(json_path, ports, pkts, wait=3) as ss:
+    # the CLI parses the JSON too: give it time before the packets start
+    wait = 3 + int(json_path.stat().st_size / 20e6)
+    with bmv2.SimpleSwitch(json_path, ports, pkts, wait=wait, start_timeout=timeout) as ss:
         ss.cli(cli_commands(n, workers, slots))
         time.sleep(max(0.0, ss.started_at + ss.wait - time.monotonic()))
         t_first = t_last = None
@@ -154,7 +164,8 @@ def run_bmv2(json_path: Path, n: dict, pkts, workers: int, slots: int, first_out
             time.sleep(0.01)
         if t_last is None:
             raise SystemExit(f"BMv2 sent {count} of {expected} packets in {timeout:.0f}s")
-    return (len(pkts) - first_out) / (t_last - t_first)
+        outputs = ss.outputs()
+    return (len(pkts) - first_out) / (t_last - t_first), outputs
 
 
 def main(argv=None) -> int:
@@ -167,13 +178,17 @@ def main(argv=None) -> int:
     ap.add_argument("--no-bmv2", action="store_true", help="skip the BMv2 baseline")
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--check", action="store_true",
+                    help="workers send equal codes (exact results), compare packets with BMv2")
     args = ap.parse_args(argv)
     if not args.json.exists():
         raise SystemExit(f"{args.json} is missing: compile p4src/ first (make p4)")
     j = json.loads(args.json.read_text())
     n = names(j)
     elems = elems_of(j)
-    pkts = stream(args.workers, args.slots, args.packets, elems, args.seed)
+    if args.check and args.workers & (args.workers - 1):
+        raise SystemExit("--check needs a power-of-two number of workers")
+    pkts = stream(args.workers, args.slots, args.packets, elems, args.seed, args.check)
     dt, outs = run_engine(j, n, pkts, args.workers, args.slots, args.repeat)
     nout = sum(len(o) for o in outs)
     first_out = next(i for i, o in enumerate(outs) if o) + 1
@@ -187,9 +202,19 @@ def main(argv=None) -> int:
     if bmv2.available() is None:
         print("BMv2: simple_switch/simple_switch_CLI not on PATH; no baseline this run")
         return 0
-    bpps = run_bmv2(args.json, n, pkts, args.workers, args.slots, first_out, nout, args.timeout)
+    bpps, bouts = run_bmv2(args.json, n, pkts, args.workers, args.slots, first_out, nout,
+                           args.timeout)
     print(f"BMv2 simple_switch: {bpps:,.0f} packets/s, {bpps * elems:,.0f} elements/s")
     print(f"ratio softswitch/BMv2: {pps / bpps:.2f}x")
+    if args.check:
+        mine: dict = {}
+        for o in outs:
+            for port, data in o:
+                mine.setdefault(port, []).append(data)
+        same = all(sorted(mine.get(p, [])) == sorted(v) for p, v in bouts.items())
+        print(f"results identical to BMv2's: {'yes' if same else 'NO'}")
+        if not same:
+            return 1
     return 0
 
 

@@ -152,10 +152,12 @@ class PrimitiveCompiler:
         fn = getattr(self, "p_" + str(op), None)
         if fn is None:
             raise bad(f"{self.where}: unsupported primitive {op!r}")
+        self.x.start(ps)
         try:
-            return fn(*ps)
+            lines = fn(*ps)
         except TypeError as e:
             raise bad(f"{self.where}: wrong parameters for primitive {op!r}: {e}") from None
+        return self.x.take_pre() + lines
 
     def p_assign(self, dst, src):
         if dst.get("type") == "header":

@@ -9,13 +9,18 @@ masks and guards that cannot matter.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .layout import Header, HeaderType, Layout, Stack, bad
 from .module import Module
 
 # A non-constant shift amount below 2**12 is safe to hand to Python directly.
 SAFE_SHIFT_BITS = 12
+# Statements whose expression trees have more operator nodes than this are
+# compiled as DAGs: p4c sometimes substitutes a temporary into each of its
+# uses, so the tree of one assignment doubles with every step it inlines.
+CSE_MIN_NODES = 256
+INLINE_MAX = 2000  # longer subexpression code goes to a temporary (bounds nesting)
 
 
 @dataclass
@@ -56,6 +61,72 @@ class ExprCompiler:
         self.mod = mod
         self.locals_widths = locals_widths or []
         self.registers = registers or {}  # name -> Register (runtime object)
+        self.pre: list[str] = []  # temporaries the current statement needs first
+        self._cse = False
+        self._tmp = 0
+
+    # -- common subexpressions of one statement -------------------------------------
+
+    def start(self, *roots) -> None:
+        """Begins a statement over the JSON `roots`; call `take_pre()` after compiling it."""
+        self.pre = []
+        self._memo: dict[int, Ex] = {}
+        self._sid: dict[int, int] = {}  # id(op dict) -> structural id
+        self._count: dict[int, int] = {}
+        intern: dict[tuple, int] = {}
+        by_obj: dict[int, int] = {}
+        nodes = 0
+
+        def sid(n) -> int:
+            nonlocal nodes
+            if isinstance(n, dict):
+                k = id(n)
+                if k in by_obj:
+                    return by_obj[k]
+                if "op" in n:
+                    nodes += 1
+                    key = ("op", n.get("op"), sid(n.get("left")), sid(n.get("right")),
+                           sid(n.get("cond")))
+                elif n.get("type") == "expression":
+                    key = ("x", sid(n.get("value")))
+                else:
+                    key = ("leaf", n.get("type"), repr(n.get("value")))
+                r = intern.setdefault(key, len(intern))
+                by_obj[k] = r
+                if "op" in n:
+                    self._sid[k] = r
+                    self._count[r] = self._count.get(r, 0) + 1
+                return r
+            if isinstance(n, list):
+                return intern.setdefault(("list",) + tuple(sid(x) for x in n), len(intern))
+            return intern.setdefault(("atom", repr(n)), len(intern))
+
+        for r in roots:
+            sid(r)
+        self._cse = nodes > CSE_MIN_NODES
+
+    def take_pre(self) -> list[str]:
+        out, self.pre = self.pre, []
+        self._cse = False
+        return out
+
+    def _op_cse(self, v: dict) -> Ex:
+        s = self._sid.get(id(v))
+        if s is None:
+            return self.op(v)
+        e = self._memo.get(s)
+        if e is None:
+            e = self.op(v)
+            simple = e.const is not None or e.code.isidentifier() or \
+                (e.code.startswith("F[") and e.code.count("[") == 1)
+            if e.kind in ("data", "bool") and not simple and \
+                    (self._count.get(s, 0) > 1 or len(e.code) > INLINE_MAX):
+                self._tmp += 1
+                name = f"x{self._tmp}"
+                self.pre.append(f"{name} = {e.code}")
+                e = replace(e, code=name)
+            self._memo[s] = e
+        return e
 
     # -- header bases for stacks ------------------------------------------------
 
@@ -111,7 +182,7 @@ class ExprCompiler:
         v = j.get("value")
         if t == "expression":
             if isinstance(v, dict) and "op" in v:
-                return self.op(v)
+                return self._op_cse(v) if self._cse else self.op(v)
             return self.compile(v)
         if t == "field":
             return self.field(v[0], v[1])
@@ -333,8 +404,8 @@ class ExprCompiler:
             if cb is not None and cb >= 0:
                 if cb == 0:
                     return cdata(0)
-                if a.bits is not None and cb == (1 << a.bits) - 1:
-                    return a  # masking to a width the value already has
+                if a.bits is not None and cb & ((1 << a.bits) - 1) == (1 << a.bits) - 1:
+                    return a  # the mask keeps every bit the value can have
                 bits = cb.bit_length()
             elif ca is not None and ca >= 0:
                 bits = ca.bit_length()

@@ -73,7 +73,7 @@ class SimpleSwitch:
     """One simple_switch process with pcap-file ports; use as a context manager."""
 
     def __init__(self, json_path: Path, ports: set[int], inputs: list[tuple[int, bytes]],
-                 wait: int = 3, workdir: Path | None = None):
+                 wait: int = 3, workdir: Path | None = None, start_timeout: float = 10.0):
         self.json_path = Path(json_path)
         self.ports = sorted(set(ports) | {p for p, _ in inputs})
         self.inputs = inputs
@@ -82,7 +82,8 @@ class SimpleSwitch:
         self.dir = Path(workdir or self._tmp.name)
         self.thrift = free_port()
         self.proc: subprocess.Popen | None = None
-        self.started_at = 0.0
+        self.start_timeout = start_timeout
+        self.started_at = 0.0  # when the Thrift port answered (the program is loaded)
 
     def __enter__(self):
         per_port: dict[int, list] = {p: [] for p in self.ports}
@@ -98,11 +99,12 @@ class SimpleSwitch:
         self.log = open(self.dir / "switch.log", "wb")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
-        self.started_at = time.monotonic()
-        if not _wait_listening(self.thrift, self.started_at + 10, self.proc):
+        t0 = time.monotonic()
+        if not _wait_listening(self.thrift, t0 + self.start_timeout, self.proc):
             log = (self.dir / "switch.log").read_bytes().decode(errors="replace")[-2000:]
             self.close()
             raise RuntimeError(f"simple_switch did not start:\n{log}")
+        self.started_at = time.monotonic()
         return self
 
     def cli(self, commands: list[str], setup: bool = True) -> str:
@@ -111,9 +113,11 @@ class SimpleSwitch:
             return ""
         # run the CLI script with our interpreter: it has the thrift module
         cli = shutil.which("simple_switch_CLI")
-        r = subprocess.run([sys.executable, cli, "--thrift-port", str(self.thrift)],
+        # --json: read the program locally instead of fetching it over Thrift
+        r = subprocess.run([sys.executable, cli, "--thrift-port", str(self.thrift),
+                            "--json", str(self.json_path)],
                            input="\n".join(commands) + "\n", capture_output=True, text=True,
-                           timeout=30)
+                           timeout=max(30, 30 + self.wait))
         if r.returncode != 0 or "Error" in r.stdout or "Invalid" in r.stdout:
             raise RuntimeError(f"simple_switch_CLI failed: {r.stdout}\n{r.stderr}")
         if setup and time.monotonic() - self.started_at > self.wait:
