@@ -1,0 +1,96 @@
+"""Aggregation packets for the data-plane tests, built and dissected with worker/wire.py's
+Scapy layers (the one Python definition of the header), and the program's counter indices."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from controller.topology import Topology
+from worker import wire
+
+ELEMS = wire.ELEMS
+
+# agg events and drop reasons (docs/PROTOCOL.md "Counters"; p4src/include/constants.p4)
+CONTRIB, DUPLICATE, COMPLETE, RESULT, ANSWERED, PARTIAL_UP, RESULT_DOWN, FORWARDED = range(8)
+UNKNOWN_JOB, FOREIGN_PORT, BAD_SLOT, BAD_LENGTH, BAD_ENCODING, BAD_VERSION = range(1, 7)
+NO_ROUTE, TTL_EXPIRED, IMPAIRMENT, NOT_IPV4, BAD_RESULT_PORT, BAD_TYPE = range(7, 13)
+
+
+def contrib(topo: Topology, host: str, job: int, session: int, slot: int, values,
+            version: int = 0, exp: int = 127, count: int = 1, chunk: int = 0,
+            msg_type: int = wire.MSG_CONTRIB, encoding: int | None = None) -> bytes:
+    """A contribution as `host` sends it: int32 values go as FIXED32, uint8 codes as CNAT8."""
+    h = topo.host(host)
+    values = np.asarray(values)
+    if values.dtype == np.uint8:
+        payload = wire.Cnat8(codes=values.tolist())
+        enc = wire.ENC_CNAT8
+    else:
+        assert values.dtype == np.int32, values.dtype
+        payload = wire.Fixed32(values=values.tolist())
+        enc = wire.ENC_FIXED32
+    pkt = (Ether(src=h.mac, dst=topo.service_mac)
+           / IP(src=h.ip, dst=topo.service_ip)
+           / UDP(sport=wire.AGG_PORT, dport=wire.AGG_PORT)
+           / wire.Agg(msg_type=msg_type, encoding=enc if encoding is None else encoding,
+                      job_id=job, session=session, slot=slot, version=version, exp=exp,
+                      count=count, chunk=chunk)
+           / payload)
+    return bytes(pkt)
+
+
+@dataclass
+class Result:
+    """A dissected RESULT (or partial-sum CONTRIB) and its payload as numpy."""
+
+    pkt: Ether
+    agg: wire.Agg
+    payload: np.ndarray      # int32 sums (FIXED32) or uint8 codes (CNAT8)
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return self.agg.job_id, self.agg.slot, self.agg.version
+
+
+def dissect(frame: bytes) -> Result:
+    pkt = Ether(frame)
+    assert wire.Agg in pkt, f"not an aggregation packet: {pkt.summary()}"
+    agg = pkt[wire.Agg]
+    if agg.encoding == wire.ENC_FIXED32:
+        payload = np.array(pkt[wire.Fixed32].values, dtype=np.int64).astype(np.int32)
+    else:
+        assert agg.encoding == wire.ENC_CNAT8, agg.encoding
+        payload = np.array(pkt[wire.Cnat8].codes, dtype=np.uint8)
+    assert payload.size == ELEMS, f"{payload.size} elements, expected {ELEMS}"
+    return Result(pkt, agg, payload)
+
+
+def check_result_addressing(topo: Topology, host: str, res: Result) -> None:
+    """A result leaving towards a host is addressed to it from the service address, UDP
+    20033 both ways, checksum 0, lengths matching the encoding, IPv4 checksum valid."""
+    h = topo.host(host)
+    pkt = res.pkt
+    assert (pkt.dst, pkt[IP].dst) == (h.mac, h.ip)
+    assert (pkt.src, pkt[IP].src) == (topo.service_mac, topo.service_ip)
+    udp = pkt[UDP]
+    assert udp.sport == udp.dport == wire.AGG_PORT and udp.chksum == 0
+    size = ELEMS * (4 if res.agg.encoding == wire.ENC_FIXED32 else 1)
+    assert udp.len == 8 + 16 + size and pkt[IP].len == 20 + udp.len
+    fresh = pkt[IP].copy()
+    fresh.chksum = None
+    assert IP(bytes(fresh)).chksum == pkt[IP].chksum, "IPv4 header checksum is wrong"
+
+
+def random_fixed(rng: np.random.Generator, bound: int) -> np.ndarray:
+    """ELEMS int32 values in [-bound, bound]."""
+    return rng.integers(-bound, bound + 1, ELEMS, dtype=np.int64).astype(np.int32)
+
+
+def random_cnat(rng: np.random.Generator, max_code: int) -> np.ndarray:
+    """ELEMS CNAT8 codes 0..max_code with random signs."""
+    m = rng.integers(0, max_code + 1, ELEMS).astype(np.uint8)
+    return m | (rng.integers(0, 2, ELEMS).astype(np.uint8) << 7)
