@@ -8,6 +8,7 @@ machines have no netem, so loss is the switches' impairment control.
 from __future__ import annotations
 
 import contextlib
+import socket
 import time
 from pathlib import Path
 
@@ -46,6 +47,10 @@ class Emulation:
         self.stop()
 
     def start(self) -> None:
+        busy = self.conflicts()
+        if busy:
+            raise RuntimeError("another emulation seems to be running: " + "; ".join(busy)
+                               + " (stop it first; this run changed nothing)")
         self.log_dir.mkdir(parents=True, exist_ok=True)
         net = self.net = Mininet(topo=None, controller=None, link=TCLink, build=False,
                                  autoSetMacs=False, autoStaticArp=False)
@@ -66,6 +71,23 @@ class Emulation:
         for s in self.topo.switches:
             net.get(s.name).wait_ready()
         self.configure_hosts()
+
+    def conflicts(self) -> list[str]:
+        """Interfaces or gRPC ports of this topology that already exist or are taken."""
+        found = []
+        names = [f"{s.name}-eth{p.port}" for s in self.topo.switches
+                 for p in self.topo.ports(s.name)]
+        taken = [n for n in names if Path("/sys/class/net", n).exists()]
+        if taken:
+            found.append(f"interface {taken[0]} exists" + (f" (+{len(taken) - 1} more)"
+                                                            if len(taken) > 1 else ""))
+        for s in self.topo.switches:
+            host, port = s.grpc_addr.rsplit(":", 1)
+            with socket.socket() as sock:
+                if sock.connect_ex((host, int(port))) == 0:
+                    found.append(f"{s.grpc_addr} ({s.name}'s gRPC address) is in use")
+                    break
+        return found
 
     def configure_hosts(self) -> None:
         peers = [(h.ip, h.mac) for h in self.topo.hosts]

@@ -64,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--compressor", default="none", help="worker-side operator before encoding")
     j.add_argument("--steps", type=int, default=100, help="SGD steps (default 100)")
     j.add_argument("--seed", type=int, default=0)
+    j.add_argument("--rto", type=float, default=0.5,
+                   help="workers' first retransmission timeout, s (default 0.5)")
     j.add_argument("--timeout", type=float, default=20.0,
                    help="seconds without progress before a worker gives up (default 20)")
     o = ap.add_argument_group("output")
@@ -105,7 +107,8 @@ def plan_jobs(args, topo) -> tuple[list[JobSpec], str | None]:
 
 def worker_args(args, topo_path: Path, ps_host: str | None, topo) -> list[str]:
     common = ["--topology", str(topo_path), "--steps", str(args.steps), "--seed",
-              str(args.seed), "--timeout", str(args.timeout), "--compressor", args.compressor]
+              str(args.seed), "--timeout", str(args.timeout), "--compressor", args.compressor,
+              "--rto", str(args.rto)]
     if ps_host:
         return [*common, "--baseline-ps", topo.host(ps_host).ip, "--ps-encoding", "float32"]
     return [*common, "--encoding", args.encoding]

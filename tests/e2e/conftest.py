@@ -1,0 +1,108 @@
+"""End-to-end fixtures: a Mininet emulation of a topology, programmed by the controller.
+
+These tests need root and network namespaces (CI runs as root). The switch
+target follows NATSWITCH_SWITCH (auto, bmv2 or soft; default auto: BMv2 where
+simple_switch_grpc is on PATH, else the embedded target).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "mininet"))
+
+pytestmark = pytest.mark.root
+
+
+def why_not_runnable() -> str | None:
+    if os.geteuid() != 0:
+        return "end-to-end Mininet tests need root (CI runs them as root)"
+    try:
+        import mininet.net  # noqa: F401
+    except ImportError:
+        return "Debian's mininet package is not installed (make test installs it)"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = why_not_runnable()
+    for item in items:
+        if "tests/e2e/" in str(item.fspath):
+            item.add_marker(pytest.mark.root)
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@contextlib.contextmanager
+def running(topo, workdir: Path):
+    """The topology emulated and programmed; yields (emulation, topology file)."""
+    from emulation import Emulation
+    from p4switch import resolve_kind
+
+    from controller.p4info import Pipeline
+    from controller.program import program
+
+    kind = resolve_kind(os.environ.get("NATSWITCH_SWITCH", "auto"))
+    topo_path = workdir / "topology.json"
+    topo.save(str(topo_path))
+    pipeline = Pipeline.load(str(REPO / "p4src/build/agg.p4info.txt"),
+                             str(REPO / "p4src/build/agg.json"))
+    with Emulation(topo, kind, workdir / "logs") as emu:
+        errors = [f"{s.name}: {r}" for s, r in program(topo, pipeline) if isinstance(r, Exception)]
+        assert not errors, "programming failed: " + "; ".join(errors)
+        emu.pipeline = pipeline
+        yield emu, topo_path
+
+
+def start_probes(emu, topo_path: Path, job, workdir: Path, *extra: str) -> list:
+    """One probe per worker of the job; returns [(host, Popen, result path)]."""
+    procs = []
+    for host in job.workers:
+        out = workdir / f"probe-j{job.id}-{host}.pkl"
+        out.unlink(missing_ok=True)
+        log = open(workdir / f"probe-j{job.id}-{host}.log", "wb")
+        cmd = [sys.executable, str(REPO / "tests/e2e/probe.py"), "--topology", str(topo_path),
+               "--host", host, "--job", str(job.id), "--out", str(out), *extra]
+        proc = emu.host(host).popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO),
+                                    env=dict(os.environ, PYTHONPATH=str(REPO)))
+        log.close()
+        procs.append((host, proc, out))
+    return procs
+
+
+def finish_probes(procs, timeout: float) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    records = []
+    for host, proc, out in procs:
+        try:
+            proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for _, p, _ in procs:
+                p.kill()
+            pytest.fail(f"probe on {host} still running after {timeout:.0f} s")
+        assert out.exists(), f"probe on {host} wrote no result (exit {proc.returncode})"
+        records.append(pickle.loads(out.read_bytes()))
+    return sorted(records, key=lambda r: r["rank"])
+
+
+def assert_exact(records: list[dict]) -> int:
+    from tests.netsim import Trace, check_exact
+
+    errors = [f"rank {r['rank']}: {r['error']}" for r in records if r["error"]]
+    assert not errors, "; ".join(errors)
+    traces = []
+    for r in records:
+        t = Trace()
+        t.rows = r["rows"]
+        traces.append(t)
+    return check_exact(traces, [r["tensors"] for r in records],
+                       [r["outputs"] for r in records], len(records))

@@ -1,0 +1,71 @@
+"""mininet/run.py, the main job: it trains and reports, and Ctrl-C leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+RUN = [sys.executable, str(REPO / "mininet" / "run.py")]
+
+
+def switch_args() -> list[str]:
+    return ["--switch", os.environ.get("NATSWITCH_SWITCH", "auto")]
+
+
+def test_run_trains_far_above_chance_and_writes_the_report(tmp_path):
+    out = tmp_path / "run"
+    r = subprocess.run([*RUN, *switch_args(), "--steps", "40", "--out", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    (job,) = report["jobs"]
+    assert job["ok"] and job["workers"] == 4
+    assert job["final_test_accuracy"] > 0.6      # ten classes: chance is 0.1
+    assert job["identical_models"]               # every rank applied the same updates
+    assert job["encoding"] == "CNAT8" and job["result_encoding"] == "CNAT8"
+    assert (out / "accuracy.png").stat().st_size > 0
+    counters = report["switch_counters"]["s1"]
+    assert counters["NatIngress.agg.events"]["2"][0] > 0     # completions were counted
+    assert "report:" in r.stdout
+
+
+def processes_mentioning(text: str) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if text.encode() in (proc / "cmdline").read_bytes():
+                    pids.append(int(proc.name))
+            except OSError:
+                pass
+    return pids
+
+
+def test_ctrl_c_tears_everything_down(tmp_path):
+    out = tmp_path / "interrupted"
+    proc = subprocess.Popen([*RUN, *switch_args(), "--steps", "100000", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and proc.poll() is None:
+            logs = list((out / "logs").glob("h*.log")) if (out / "logs").exists() else []
+            if any("step 2/" in p.read_text(errors="replace") for p in logs):
+                break
+            time.sleep(0.5)
+        assert proc.poll() is None, "run.py ended before training started:\n" + proc.stdout.read()
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, output[-2000:]
+    assert "interrupted" in output
+    assert processes_mentioning(str(out)) == [], "worker or switch processes survived"
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    assert "s1-eth1" not in links, "the switch's interfaces survived"
