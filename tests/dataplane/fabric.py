@@ -34,7 +34,7 @@ from scapy.packet import Raw
 
 from controller import stats as S
 from controller.p4info import Pipeline
-from controller.program import program
+from controller.program import canonical_state, desired_state, sync
 from controller.session import ControllerError, Session
 from controller.topology import JobSpec, Topology, leaf_spine
 
@@ -81,17 +81,29 @@ class Fabric:
         self.pipeline = Pipeline.load(str(BUILD / "agg.p4info.txt"), str(BUILD / "agg.json"))
         self._sessions = itertools.count(1)
         self._nonce = itertools.count(1)
+        self.p4rt: dict[str, Session] = {}
+
+    def _connect(self) -> None:
+        """One P4Runtime session per switch for the fabric's life (the primary controller)."""
+        for s in self.base.switches:
+            session = Session(s, connect_timeout=60)
+            session.connect()
+            self.p4rt[s.name] = session
 
     # ---- control plane: the controller's code ----
     def program(self, jobs: list[JobSpec] = (), loss: float = 0.0) -> Topology:
-        """Brings every switch to the controller's desired state for these jobs; the
-        previous test's entries are deleted by the controller's diff."""
+        """Brings every switch to the controller's desired state for these jobs (what
+        `controller/main.py program` does); the previous test's entries are deleted by the
+        controller's diff, the pipeline is pushed only the first time."""
         topo = self.base.with_jobs(list(jobs))
         if loss:
             topo = topo.with_loss(loss)
-        for switch, result in program(topo, self.pipeline, connect_timeout=30):
-            if isinstance(result, ControllerError):
-                raise AssertionError(f"programming {switch.name} failed: {result}")
+        state = canonical_state(desired_state(topo), self.pipeline.p4info)
+        for s in topo.switches:
+            try:
+                sync(self.p4rt[s.name], state[s.name], self.pipeline)
+            except ControllerError as e:
+                raise AssertionError(f"programming {s.name} failed: {e}") from None
         self.topo = topo
         return topo
 
@@ -100,10 +112,10 @@ class Fabric:
         return next(self._sessions)
 
     def counters(self) -> Counters:
+        """Every switch's counters as `controller/main.py stats` reads them."""
         out = Counters()
         for s in self.base.switches:
-            with Session(s, election_id=(0, 2), connect_timeout=30) as session:
-                st = S.read_stats(session)
+            st = S.read_stats(self.p4rt[s.name])
             for name, short in COUNTERS.items():
                 for index, (packets, _) in st.counters.get(name, {}).items():
                     if packets:
@@ -152,7 +164,9 @@ class Fabric:
         return bytes(frame), tag
 
     def close(self) -> None:
-        pass
+        for session in self.p4rt.values():
+            session.close()
+        self.p4rt.clear()
 
 
 # ---------------------------------------------------------------- softswitch, in-process
@@ -182,6 +196,7 @@ class SoftFabric(Fabric):
         self.topo = self.base
         self.inbox = {h.name: deque() for h in self.base.hosts}
         self.unattached = 0
+        self._connect()
 
     def send(self, host: str, frame: bytes) -> None:
         att = self.topo.attachment(host)
@@ -211,6 +226,7 @@ class SoftFabric(Fabric):
         return out
 
     def close(self) -> None:
+        super().close()
         for server in self.servers:
             server.stop(0)
 
@@ -307,14 +323,13 @@ class Bmv2Fabric(Fabric):
         self.base = Topology(self.base.kind, self.base.params, switches, self.base.hosts,
                              self.base.links, self.base.service_ip, self.base.service_mac)
         self.topo = self.base
-        for s, proc in zip(self.base.switches, self.procs, strict=True):
-            try:
-                with Session(s, connect_timeout=60):
-                    pass
-            except ControllerError as e:
-                log = (self.dir / f"{s.name}.log").read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"simple_switch_grpc for {s.name} did not start "
-                                   f"(exit {proc.poll()}): {e}\n{log}") from None
+        try:
+            self._connect()
+        except ControllerError as e:
+            logs = "".join(f"{s.name} (exit {p.poll()}): "
+                           + (self.dir / f"{s.name}.log").read_text(errors="replace")[-1000:]
+                           for s, p in zip(self.base.switches, self.procs, strict=True))
+            raise RuntimeError(f"simple_switch_grpc did not start: {e}\n{logs}") from None
 
     def _open_sockets(self) -> None:
         own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
@@ -387,6 +402,7 @@ class Bmv2Fabric(Fabric):
         return out
 
     def close(self) -> None:
+        super().close()
         for s in self.socks.values():
             s.close()
         for proc in self.procs:

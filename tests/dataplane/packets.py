@@ -69,6 +69,25 @@ def dissect(frame: bytes) -> Result:
     return Result(pkt, agg, payload)
 
 
+def received(fabric, host: str) -> Result:
+    """The next aggregation packet that reached `host`; its absence fails the test."""
+    frame = fabric.recv(host)
+    assert frame is not None, f"{fabric.name}: nothing reached {host}"
+    return dissect(frame)
+
+
+def collect(fabric, hosts, per_host: int) -> dict[str, dict[tuple, Result]]:
+    """per_host packets from each host, keyed by host, then (job, slot, version)."""
+    out: dict[str, dict[tuple, Result]] = {}
+    for h in hosts:
+        mine = out.setdefault(h, {})
+        for _ in range(per_host):
+            res = received(fabric, h)
+            assert res.key not in mine, f"{h}: {res.key} twice"
+            mine[res.key] = res
+    return out
+
+
 def check_result_addressing(topo: Topology, host: str, res: Result) -> None:
     """A result leaving towards a host is addressed to it from the service address, UDP
     20033 both ways, checksum 0, lengths matching the encoding, IPv4 checksum valid."""
