@@ -1,0 +1,137 @@
+"""The slot algorithm (docs/PROTOCOL.md "Switch behaviour per slot"): duplicates, answers to
+retransmissions, shadow copies across versions, sessions."""
+
+import numpy as np
+
+from controller.topology import JobSpec
+from tests.dataplane.packets import (
+    ANSWERED,
+    COMPLETE,
+    CONTRIB,
+    DUPLICATE,
+    RESULT,
+    check_result_addressing,
+    contrib,
+    random_cnat,
+    random_fixed,
+    received,
+)
+from worker import codec, wire
+
+HOSTS = ["h1", "h2", "h3"]
+
+
+def test_duplicates_are_not_added_twice_and_are_counted(fabric):
+    topo = fabric.program([JobSpec(11, tuple(HOSTS), slots=4)])
+    session = fabric.session()
+    rng = np.random.default_rng(11)
+    a, b, c = (random_fixed(rng, 1 << 27) for _ in range(3))
+    before = fabric.counters()
+    fabric.send("h1", contrib(topo, "h1", 11, session, 1, a, exp=120))
+    # the same packet again, then a different payload with a larger exponent: both ignored
+    fabric.send("h1", contrib(topo, "h1", 11, session, 1, a, exp=120))
+    fabric.send("h1", contrib(topo, "h1", 11, session, 1, random_fixed(rng, 1 << 27), exp=200))
+    fabric.send("h2", contrib(topo, "h2", 11, session, 1, b, exp=121))
+    # two distinct children of three so far, whatever h1 repeated: nothing completes
+    assert not any(fabric.quiet(HOSTS).values())
+    fabric.send("h2", contrib(topo, "h2", 11, session, 1, b, exp=121))
+    fabric.send("h3", contrib(topo, "h3", 11, session, 1, c, exp=119))
+    for host in HOSTS:
+        res = received(fabric, host)
+        assert (res.agg.count, res.agg.exp) == (3, 121)
+        assert np.array_equal(res.payload, codec.aggregate([a, b, c]))
+    assert not any(fabric.quiet(HOSTS).values())
+    delta = fabric.wait_counters(before, {("s1", "events", DUPLICATE): 3})
+    assert delta.of("s1", "events") == {CONTRIB: 3, DUPLICATE: 3, COMPLETE: 1, RESULT: 1}
+    assert delta.of("s1", "drops_in") == {}
+
+
+def test_retransmission_after_completion_gets_the_stored_result_unicast(fabric):
+    topo = fabric.program([JobSpec(12, tuple(HOSTS), slots=4)])
+    session = fabric.session()
+    rng = np.random.default_rng(12)
+    parts = [random_cnat(rng, 29) for _ in HOSTS]
+    for i, host in enumerate(HOSTS):
+        fabric.send(host, contrib(topo, host, 12, session, 2, parts[i], version=1,
+                                  exp=110 + i, chunk=500))
+    first = {h: received(fabric, h) for h in HOSTS}
+    exact = codec.aggregate(parts, codec.CNAT8)
+    assert all(np.array_equal(r.payload, exact) for r in first.values())
+    before = fabric.counters()
+    # h2 lost the result: it retransmits (twice); only h2 hears back, each time
+    for chunk in (501, 502):
+        fabric.send("h2", contrib(topo, "h2", 12, session, 2, parts[1], version=1, exp=111,
+                                  chunk=chunk))
+        res = received(fabric, "h2")
+        assert (res.agg.msg_type, res.agg.encoding, res.agg.slot, res.agg.version,
+                res.agg.count, res.agg.exp, res.agg.chunk) == (
+            wire.MSG_RESULT, wire.ENC_FIXED32, 2, 1, 3, 112, chunk)
+        assert np.array_equal(res.payload, exact)
+        check_result_addressing(topo, "h2", res)
+    assert not any(fabric.quiet(HOSTS + ["h4"]).values())
+    delta = fabric.wait_counters(before, {("s1", "events", ANSWERED): 2})
+    assert delta.of("s1", "events") == {ANSWERED: 2}
+    assert delta.of("s1", "drops_in") == {}
+
+
+def test_versions_alternate_and_the_shadow_copy_answers_late_retransmissions(fabric):
+    """One slot used six times (versions 0, 1, 0, 1, ...). In rounds 1 and 2 the straggler
+    h2 first retransmits the previous round's contribution (it missed that result) while h1
+    has moved on: the other version still holds the previous result and answers it."""
+    topo = fabric.program([JobSpec(13, ("h1", "h2"), slots=4)])
+    session = fabric.session()
+    rng = np.random.default_rng(13)
+    slot = 3
+    prev = None              # (version, h2's contribution, result) of the previous round
+    for rnd in range(6):
+        version = rnd % 2
+        a, b = random_fixed(rng, 1 << 29), random_fixed(rng, 1 << 29)
+        exact = codec.aggregate([a, b])
+        fabric.send("h1", contrib(topo, "h1", 13, session, slot, a, version=version,
+                                  chunk=10 * rnd))
+        if prev is not None and rnd in (1, 2):
+            pv, pb, presult = prev
+            fabric.send("h2", contrib(topo, "h2", 13, session, slot, pb, version=pv,
+                                      chunk=10 * rnd - 10))
+            late = received(fabric, "h2")
+            assert late.agg.version == pv and late.agg.chunk == 10 * rnd - 10
+            assert np.array_equal(late.payload, presult), f"round {rnd}: shadow copy lost"
+            assert not fabric.quiet(["h1"])["h1"], "the answer to a retransmission is unicast"
+        fabric.send("h2", contrib(topo, "h2", 13, session, slot, b, version=version,
+                                  chunk=10 * rnd))
+        for host in ("h1", "h2"):
+            res = received(fabric, host)
+            assert (res.agg.version, res.agg.chunk, res.agg.count) == (version, 10 * rnd, 2)
+            assert np.array_equal(res.payload, exact), f"round {rnd} at {host}"
+        prev = (version, b, exact)
+    assert not any(fabric.quiet(["h1", "h2"]).values())
+
+
+def test_a_new_session_resets_the_slots(fabric):
+    """A slot half-filled (or complete) in one session starts clean in the next: the old
+    contribution is neither added nor taken as a duplicate, nor answered as complete."""
+    topo = fabric.program([JobSpec(14, ("h1", "h2"), slots=4)])
+    s1, s2, s3 = fabric.session(), fabric.session(), fabric.session()
+    rng = np.random.default_rng(14)
+    stale = random_fixed(rng, 1 << 29)
+    fabric.send("h1", contrib(topo, "h1", 14, s1, 0, stale, exp=200))
+    a, b = random_fixed(rng, 1 << 29), random_fixed(rng, 1 << 29)
+    before = fabric.counters()
+    fabric.send("h1", contrib(topo, "h1", 14, s2, 0, a, exp=120))
+    assert not any(fabric.quiet(["h1", "h2"]).values()), "h1 of the new session is alone"
+    fabric.send("h2", contrib(topo, "h2", 14, s2, 0, b, exp=125))
+    for host in ("h1", "h2"):
+        res = received(fabric, host)
+        assert (res.agg.session, res.agg.exp, res.agg.count) == (s2, 125, 2)
+        assert np.array_equal(res.payload, codec.aggregate([a, b]))
+    # Complete in s2; s3's first contribution to the slot is new, not a retransmission.
+    c, d = random_cnat(rng, 30), random_cnat(rng, 30)
+    fabric.send("h1", contrib(topo, "h1", 14, s3, 0, c, exp=90))
+    assert not any(fabric.quiet(["h1", "h2"]).values()), "answered with the old session's sum"
+    fabric.send("h2", contrib(topo, "h2", 14, s3, 0, d, exp=91))
+    for host in ("h1", "h2"):
+        res = received(fabric, host)
+        assert (res.agg.session, res.agg.exp) == (s3, 91)
+        assert np.array_equal(res.payload, codec.aggregate([c, d], codec.CNAT8))
+    delta = fabric.wait_counters(before, {("s1", "events", COMPLETE): 2})
+    assert delta.of("s1", "events") == {CONTRIB: 4, COMPLETE: 2, RESULT: 2}
