@@ -67,6 +67,10 @@ class Counters(dict):
         return Counters({k: self.get(k, 0) - before.get(k, 0) for k in keys
                          if self.get(k, 0) != before.get(k, 0)})
 
+    def __add__(self, delta: Counters) -> Counters:
+        keys = set(self) | set(delta)
+        return Counters({k: self.get(k, 0) + delta.get(k, 0) for k in keys})
+
     def of(self, switch: str, counter: str) -> dict[int, int]:
         """index -> packets of one counter of one switch (non-zero entries only)."""
         return {i: v for (s, c, i), v in self.items() if s == switch and c == counter and v}
@@ -111,23 +115,26 @@ class Fabric:
         """A session id no test has used on this fabric: slots it touches start clean."""
         return next(self._sessions)
 
-    def counters(self) -> Counters:
-        """Every switch's counters as `controller/main.py stats` reads them."""
+    def counters(self, *switches: str) -> Counters:
+        """The switches' counters (all switches by default) as `controller/main.py stats`
+        reads them."""
         out = Counters()
-        for s in self.base.switches:
-            st = S.read_stats(self.p4rt[s.name])
+        for switch in switches or [s.name for s in self.base.switches]:
+            st = S.read_stats(self.p4rt[switch])
             for name, short in COUNTERS.items():
                 for index, (packets, _) in st.counters.get(name, {}).items():
                     if packets:
-                        out[s.name, short, index] = packets
+                        out[switch, short, index] = packets
         return out
 
-    def wait_counters(self, before: Counters, want: dict, timeout: float = 20.0) -> Counters:
+    def wait_counters(self, before: Counters, want: dict, timeout: float = 20.0,
+                      switches: tuple[str, ...] = ()) -> Counters:
         """The delta since `before` once every (switch, counter, index) in `want` has grown by
-        at least its value (or after `timeout`); the caller asserts on it."""
+        at least its value (or after `timeout`); the caller asserts on it. `switches` limits
+        the reading as counters() does (then `before` must be of the same switches)."""
         deadline = time.monotonic() + timeout
         while True:
-            delta = self.counters() - before
+            delta = self.counters(*switches) - before
             if all(delta.get(k, 0) >= v for k, v in want.items()):
                 return delta
             if time.monotonic() >= deadline:

@@ -18,12 +18,19 @@ ELEMS = wire.ELEMS
 CONTRIB, DUPLICATE, COMPLETE, RESULT, ANSWERED, PARTIAL_UP, RESULT_DOWN, FORWARDED = range(8)
 UNKNOWN_JOB, FOREIGN_PORT, BAD_SLOT, BAD_LENGTH, BAD_ENCODING, BAD_VERSION = range(1, 7)
 NO_ROUTE, TTL_EXPIRED, IMPAIRMENT, NOT_IPV4, BAD_RESULT_PORT, BAD_TYPE = range(7, 13)
+BAD_CHECKSUM = 13   # in constants.p4, not yet in docs/PROTOCOL.md nor controller/stats.py
 
 
 def contrib(topo: Topology, host: str, job: int, session: int, slot: int, values,
-            version: int = 0, exp: int = 127, count: int = 1, chunk: int = 0,
-            msg_type: int = wire.MSG_CONTRIB, encoding: int | None = None) -> bytes:
+            **fields) -> bytes:
     """A contribution as `host` sends it: int32 values go as FIXED32, uint8 codes as CNAT8."""
+    return bytes(contrib_pkt(topo, host, job, session, slot, values, **fields))
+
+
+def contrib_pkt(topo: Topology, host: str, job: int, session: int, slot: int, values,
+                version: int = 0, exp: int = 127, count: int = 1, chunk: int = 0,
+                msg_type: int = wire.MSG_CONTRIB, encoding: int | None = None) -> Ether:
+    """contrib() as a Scapy packet, to alter before sending."""
     h = topo.host(host)
     values = np.asarray(values)
     if values.dtype == np.uint8:
@@ -40,7 +47,7 @@ def contrib(topo: Topology, host: str, job: int, session: int, slot: int, values
                       job_id=job, session=session, slot=slot, version=version, exp=exp,
                       count=count, chunk=chunk)
            / payload)
-    return bytes(pkt)
+    return pkt
 
 
 @dataclass

@@ -1,0 +1,150 @@
+"""What the program refuses: dropped, counted by reason in the drops counter (read with
+controller/stats.py), never absorbed into a slot; the switch keeps aggregating afterwards."""
+
+import numpy as np
+from scapy.layers.inet import IP, UDP
+from scapy.packet import Raw
+
+from controller import stats as S
+from controller.topology import JobSpec
+from tests.dataplane.packets import (
+    BAD_CHECKSUM,
+    BAD_ENCODING,
+    BAD_LENGTH,
+    BAD_RESULT_PORT,
+    BAD_SLOT,
+    BAD_TYPE,
+    BAD_VERSION,
+    COMPLETE,
+    CONTRIB,
+    ELEMS,
+    FOREIGN_PORT,
+    RESULT,
+    UNKNOWN_JOB,
+    contrib,
+    contrib_pkt,
+    random_cnat,
+    random_fixed,
+    received,
+)
+from worker import codec, wire
+
+HOSTS = ["h1", "h2", "h3", "h4"]
+
+
+def finish_slot(fabric, topo, job, session, slot, hosts, rng):
+    """Every host contributes to the slot; each must receive the exact sum of these."""
+    parts = [random_fixed(rng, 1 << 28) for _ in hosts]
+    for host, part in zip(hosts, parts, strict=True):
+        fabric.send(host, contrib(topo, host, job, session, slot, part))
+    for host in hosts:
+        res = received(fabric, host)
+        assert res.agg.count == len(hosts)
+        assert np.array_equal(res.payload, codec.aggregate(parts)), "a dropped packet was added"
+
+
+def test_foreign_port_and_unknown_job_are_dropped_and_counted(fabric):
+    topo = fabric.program([JobSpec(21, ("h1", "h2"), slots=4)])
+    session = fabric.session()
+    rng = np.random.default_rng(21)
+    before = fabric.counters()
+    fabric.send("h3", contrib(topo, "h3", 21, session, 0, random_fixed(rng, 1 << 28)))
+    fabric.send("h1", contrib(topo, "h1", 999, session, 0, random_fixed(rng, 1 << 28)))
+    fabric.send("h2", contrib(topo, "h2", 998, session, 0, random_cnat(rng, 20)))
+    assert not any(fabric.quiet(HOSTS).values())
+    delta = fabric.wait_counters(before, {("s1", "drops_in", UNKNOWN_JOB): 2})
+    assert delta.of("s1", "drops_in") == {FOREIGN_PORT: 1, UNKNOWN_JOB: 2}
+    assert delta.of("s1", "events") == {}
+    # As `controller/main.py stats` shows them.
+    text = S.format_stats(S.read_stats(fabric.p4rt["s1"]), topo)
+    assert "FOREIGN_PORT" in text and "UNKNOWN_JOB" in text
+    finish_slot(fabric, topo, 21, session, 0, ["h1", "h2"], rng)
+
+
+def malformed(topo, job, session, rng):
+    """(reason, packet) pairs: each a contribution from h1 to slot 0, broken one way."""
+    good = random_fixed(rng, 1 << 28)
+
+    def pkt(values=good, **fields):
+        return contrib_pkt(topo, "h1", job, session, 0, values, **fields)
+
+    def resized(p, udp_len=None, cut=0):
+        """p with UDP and IPv4 lengths recomputed (or the UDP length forced), less `cut`
+        trailing bytes; the IPv4 checksum stays valid."""
+        p[UDP].len = udp_len
+        p[UDP].chksum = 0
+        p[IP].len = None
+        p[IP].chksum = None
+        raw = bytes(p)
+        return raw[:len(raw) - cut] if cut else raw
+
+    short = pkt(values=good[:-1])                     # 167 values, lengths say so
+    long_cnat = pkt(values=np.zeros(ELEMS + 1, np.uint8))
+    wrong_len = pkt()
+    cnat_with_fixed_payload = pkt(encoding=wire.ENC_CNAT8)
+    head_only = contrib_pkt(topo, "h1", job, session, 0, good)
+    head_only[wire.Agg].remove_payload()
+    cut_header = bytes(head_only)[:14 + 20 + 8 + 10]   # 10 of the 16 header bytes
+    bad_sum = pkt()
+    bad_sum[IP].chksum = 0x1234
+    return [
+        (BAD_LENGTH, resized(short)),
+        (BAD_LENGTH, resized(long_cnat)),
+        (BAD_LENGTH, resized(wrong_len, udp_len=8 + 16 + ELEMS)),
+        (BAD_LENGTH, resized(cnat_with_fixed_payload)),
+        (BAD_LENGTH, resized(pkt(), cut=5)),          # frame cut short of its UDP length
+        (BAD_LENGTH, cut_header),
+        (BAD_ENCODING, bytes(pkt(encoding=wire.ENC_FLOAT32))),
+        (BAD_ENCODING, bytes(pkt(encoding=0xFF))),
+        (BAD_VERSION, bytes(pkt(version=2))),
+        (BAD_VERSION, bytes(pkt(version=255))),
+        (BAD_SLOT, bytes(contrib_pkt(topo, "h1", job, session, 4, good))),   # = num_slots
+        (BAD_SLOT, bytes(contrib_pkt(topo, "h1", job, session, 0xFFFF, good))),
+        (BAD_TYPE, bytes(pkt(msg_type=0))),
+        (BAD_TYPE, bytes(pkt(msg_type=3))),
+        (BAD_RESULT_PORT, bytes(pkt(msg_type=wire.MSG_RESULT))),   # the root has no parent
+        (BAD_CHECKSUM, bytes(bad_sum)),
+    ]
+
+
+def test_malformed_packets_are_dropped_by_reason_and_the_switch_keeps_working(fabric):
+    topo = fabric.program([JobSpec(22, ("h1", "h2"), slots=4)])
+    session = fabric.session()
+    rng = np.random.default_rng(22)
+    cases = malformed(topo, 22, session, rng)
+    before = fabric.counters("s1")
+    for i, (reason, frame) in enumerate(cases):
+        fabric.send("h1", frame)
+        delta = fabric.wait_counters(before, {("s1", "drops_in", reason): 1}, switches=("s1",))
+        assert delta.of("s1", "drops_in") == {reason: 1}, f"case {i}: expected reason {reason}"
+        assert delta.of("s1", "events") == {}, f"case {i}"
+        before = before + delta
+    assert not any(fabric.quiet(HOSTS).values())
+    # Slot 0 saw none of them: h1's first real contribution is not a duplicate.
+    before = fabric.counters("s1")
+    finish_slot(fabric, topo, 22, session, 0, ["h1", "h2"], rng)
+    finish_slot(fabric, topo, 22, session, 3, ["h1", "h2"], rng)
+    delta = fabric.wait_counters(before, {("s1", "events", COMPLETE): 2}, switches=("s1",))
+    assert delta.of("s1", "events") == {CONTRIB: 4, COMPLETE: 2, RESULT: 2}
+    assert delta.of("s1", "drops_in") == {}
+
+
+def test_non_aggregation_garbage_on_the_port_is_not_taken_for_a_contribution(fabric):
+    """UDP to another port with an AGG-looking payload is routed like any traffic (here: to
+    a host), never aggregated."""
+    topo = fabric.program([JobSpec(23, ("h1", "h2"), slots=4)])
+    session = fabric.session()
+    rng = np.random.default_rng(23)
+    p = contrib_pkt(topo, "h1", 23, session, 0, random_fixed(rng, 1 << 20))
+    h2 = topo.host("h2")
+    p[IP].dst = h2.ip
+    p[IP].chksum = None
+    p[UDP].dport = 20034
+    body = bytes(p[wire.Agg])
+    p[UDP].remove_payload()
+    p = p / Raw(body)
+    fabric.send("h1", bytes(p))
+    routed = fabric.recv("h2")
+    assert routed is not None and routed.endswith(body)
+    assert not any(fabric.quiet(HOSTS).values())
+    finish_slot(fabric, topo, 23, session, 0, ["h1", "h2"], rng)
