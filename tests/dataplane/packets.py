@@ -120,3 +120,23 @@ def random_cnat(rng: np.random.Generator, max_code: int) -> np.ndarray:
     """ELEMS CNAT8 codes 0..max_code with random signs."""
     m = rng.integers(0, max_code + 1, ELEMS).astype(np.uint8)
     return m | (rng.integers(0, 2, ELEMS).astype(np.uint8) << 7)
+
+
+def check_rounding(exact, codes) -> np.ndarray:
+    """Asserts each CNAT8 code is the exact int sum rounded to one of the two powers of two
+    around it (the power itself when it is one; zero for zero; the sign kept); returns
+    whether each element was rounded up."""
+    exact = np.asarray(exact).astype(np.int64)
+    codes = np.asarray(codes, dtype=np.uint8)
+    mag = np.abs(exact)
+    m = (codes & 0x7F).astype(np.int64)
+    assert np.array_equal(m == 0, mag == 0), "zero codes where the sum is not zero, or back"
+    nz = mag > 0
+    assert np.array_equal((codes[nz] >> 7) == 1, exact[nz] < 0), "a sign differs"
+    p = np.zeros_like(mag)
+    p[nz] = np.frexp(mag[nz].astype(np.float64))[1] - 1         # leading one, exact < 2^53
+    up = m - 1 - p
+    assert np.all(up[nz] >= 0) and np.all(up[nz] <= 1), "a code is not a bracketing power"
+    power = nz & (mag == (1 << p))
+    assert np.all(up[power] == 0), "an exact power of two was rounded up"
+    return (up == 1) & nz

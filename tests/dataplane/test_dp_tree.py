@@ -1,0 +1,118 @@
+"""A two-level tree: leaves s1 (h1, h2) and s2 (h33, h34, h35) send their partial sums to the
+spine s3, the job's root; the root's result comes back down through the leaves."""
+
+import numpy as np
+
+from controller.topology import JobSpec
+from tests.dataplane.packets import (
+    ANSWERED,
+    BAD_RESULT_PORT,
+    COMPLETE,
+    CONTRIB,
+    PARTIAL_UP,
+    RESULT,
+    RESULT_DOWN,
+    UNKNOWN_JOB,
+    check_result_addressing,
+    check_rounding,
+    collect,
+    contrib,
+    dissect,
+    random_cnat,
+    random_fixed,
+    received,
+)
+from worker import codec, wire
+
+LEFT, RIGHT = ["h1", "h2"], ["h33", "h34", "h35"]
+WORKERS = LEFT + RIGHT
+
+
+def test_partial_sums_up_results_down(fabric):
+    n = len(WORKERS)
+    topo = fabric.program([JobSpec(31, tuple(WORKERS), slots=8)])
+    session = fabric.session()
+    rng = np.random.default_rng(31)
+    slots = range(6)
+    parts, exps = {}, {}
+    for s in slots:
+        # workers send CNAT8 in even slots (the leaves' partial sums leave as FIXED32),
+        # FIXED32 in odd ones
+        parts[s] = [random_cnat(rng, codec.max_code(n)) if s % 2 == 0
+                    else random_fixed(rng, 1 << (30 - codec.headroom(n))) for _ in WORKERS]
+        exps[s] = [int(e) for e in rng.integers(100, 140, n)]
+    before = fabric.counters()
+    order = [(s, i) for s in slots for i in range(n)]
+    for k in rng.permutation(len(order)):
+        s, i = order[k]
+        fabric.send(WORKERS[i], contrib(topo, WORKERS[i], 31, session, s, parts[s][i],
+                                        version=s % 2, exp=exps[s][i], chunk=70 + s))
+    got = collect(fabric, WORKERS, len(slots))
+    for s in slots:
+        exact = codec.aggregate(parts[s], codec.CNAT8 if s % 2 == 0 else codec.FIXED32)
+        for h in WORKERS:
+            res = got[h][31, s, s % 2]
+            assert (res.agg.msg_type, res.agg.encoding) == (wire.MSG_RESULT, wire.ENC_FIXED32)
+            assert (res.agg.count, res.agg.exp, res.agg.chunk) == (n, max(exps[s]), 70 + s)
+            assert np.array_equal(res.payload, exact), f"slot {s} at {h}"
+            check_result_addressing(topo, h, res)
+    assert not any(fabric.quiet(WORKERS + ["h3", "h36"]).values())
+    k = len(slots)
+    delta = fabric.wait_counters(before, {("s3", "events", RESULT): k,
+                                          ("s1", "events", RESULT_DOWN): k,
+                                          ("s2", "events", RESULT_DOWN): k})
+    assert delta.of("s1", "events") == {CONTRIB: 2 * k, COMPLETE: k, PARTIAL_UP: k,
+                                        RESULT_DOWN: k}
+    assert delta.of("s2", "events") == {CONTRIB: 3 * k, COMPLETE: k, PARTIAL_UP: k,
+                                        RESULT_DOWN: k}
+    assert delta.of("s3", "events") == {CONTRIB: 2 * k, COMPLETE: k, RESULT: k}
+    for s in ("s1", "s2", "s3"):
+        assert delta.of(s, "drops_in") == {} and delta.of(s, "drops_out") == {}
+
+
+def test_cnat8_results_through_the_tree_and_a_retransmission(fabric):
+    """The root re-compresses; every worker gets the same codes, a rounding of the exact sum.
+    A worker that lost it retransmits to its leaf: the leaf repeats its partial sum, the root
+    answers it with the stored (rounded) result, and the leaf passes that down."""
+    topo = fabric.program([JobSpec(32, tuple(WORKERS), slots=4, encoding="cnat8")])
+    session = fabric.session()
+    rng = np.random.default_rng(32)
+    parts = [random_cnat(rng, codec.max_code(len(WORKERS))) for _ in WORKERS]
+    for h, p in zip(WORKERS, parts, strict=True):
+        fabric.send(h, contrib(topo, h, 32, session, 1, p, chunk=5))
+    got = {h: received(fabric, h) for h in WORKERS}
+    codes = got["h1"].payload
+    assert all(r.agg.encoding == wire.ENC_CNAT8 for r in got.values())
+    assert all(np.array_equal(r.payload, codes) for r in got.values()), "one multicast"
+    check_rounding(codec.aggregate(parts, codec.CNAT8), codes)
+    before = fabric.counters()
+    fabric.send("h34", contrib(topo, "h34", 32, session, 1, parts[3], chunk=6))
+    again = received(fabric, "h34")
+    assert again.agg.chunk == 6 and np.array_equal(again.payload, codes)
+    # s2 passes a result from its parent to all its children, so h33 and h35 hear it once
+    # more too (workers ignore a result they do not await); s1's workers hear nothing.
+    extra = fabric.quiet(WORKERS)
+    assert {h: len(v) for h, v in extra.items()} == {"h1": 0, "h2": 0, "h33": 1, "h34": 0,
+                                                      "h35": 1}
+    for h in ("h33", "h35"):
+        assert np.array_equal(dissect(extra[h][0]).payload, codes)
+    delta = fabric.wait_counters(before, {("s2", "events", RESULT_DOWN): 1})
+    assert delta.of("s2", "events") == {PARTIAL_UP: 1, RESULT_DOWN: 1}
+    assert delta.of("s3", "events") == {ANSWERED: 1}
+
+
+def test_results_only_from_the_parent_port(fabric):
+    """A RESULT arriving at a leaf from a worker's port is dropped (BAD_RESULT_PORT); one
+    for an unknown job is dropped as such; neither reaches anyone."""
+    topo = fabric.program([JobSpec(33, tuple(WORKERS), slots=4)])
+    session = fabric.session()
+    rng = np.random.default_rng(33)
+    before = fabric.counters("s2")
+    fake = random_fixed(rng, 1 << 20)
+    fabric.send("h33", contrib(topo, "h33", 33, session, 0, fake, msg_type=wire.MSG_RESULT))
+    fabric.send("h34", contrib(topo, "h34", 77, session, 0, fake, msg_type=wire.MSG_RESULT))
+    delta = fabric.wait_counters(before, {("s2", "drops_in", UNKNOWN_JOB): 1},
+                                 switches=("s2",))
+    assert delta.of("s2", "drops_in") == {BAD_RESULT_PORT: 1, UNKNOWN_JOB: 1}
+    assert delta.of("s2", "events") == {}
+    assert not any(fabric.quiet(WORKERS).values())
