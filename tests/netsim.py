@@ -11,6 +11,7 @@ switch (multi-switch trees).
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 import threading
@@ -21,7 +22,7 @@ import numpy as np
 from worker import codec, wire
 from worker.baseline import ParameterServer
 from worker.frames import Framer
-from worker.transport import QueuePort
+from worker.transport import Port, QueuePort
 
 ROOT = Path(__file__).resolve().parents[1]
 # NATSWITCH_PROGRAM points the tests at another build of p4src/ (e.g. a trial compile).
@@ -46,6 +47,58 @@ class PsNetwork:
 
     def framer(self, rank: int) -> Framer:
         return Framer()
+
+
+class SlowSwitchPort(Port):
+    """One worker facing a slow software switch, in virtual time (pass `clock` to the client).
+
+    The switch handles packets one at a time in arrival order: a contribution costs
+    `service` seconds for each of the job's `peers` workers (the others' copies arrive with
+    it, so a single client sees the queue a whole job builds), completing a slot costs
+    `finish` more (re-compressing the result), answering a retransmission from the stored
+    result costs `finish`, dropping a duplicate `service`. Results arrive `latency` after
+    the switch is done with them. recv(timeout) advances the clock to the next result or
+    by `timeout`: a test runs at once and the same every time.
+    """
+
+    def __init__(self, peers: int, service: float, finish: float, latency: float = 1e-4):
+        super().__init__()
+        self.ps = ParameterServer(1, result_encoding=wire.ENC_CNAT8)
+        self.peers, self.service, self.finish, self.latency = peers, service, finish, latency
+        self.now = 0.0
+        self.busy_until = 0.0
+        self.inbox: list[tuple[float, int, bytes]] = []
+        self.sent = 0
+
+    def clock(self) -> float:
+        return self.now
+
+    def send(self, frame: bytes) -> None:
+        st = self.ps.stats
+        before = (st.completed, st.answered)
+        outs = self.ps.handle(frame, 0)
+        if st.completed > before[0]:
+            cost = self.peers * self.service + self.finish
+        elif st.answered > before[1]:
+            cost = self.finish
+        else:
+            cost = self.service
+        self.busy_until = max(self.now, self.busy_until) + cost
+        for _dest, data in outs:
+            self.sent += 1
+            heapq.heappush(self.inbox, (self.busy_until + self.latency, self.sent, data))
+
+    def recv(self, timeout: float | None) -> bytes | None:
+        if timeout is None:
+            if not self.inbox:
+                raise AssertionError("recv(None) with nothing in flight would wait forever")
+            timeout = float("inf")
+        if self.inbox and self.inbox[0][0] <= self.now + timeout:
+            at, _, data = heapq.heappop(self.inbox)
+            self.now = max(self.now, at)
+            return data
+        self.now += timeout
+        return None
 
 
 def softswitch_missing() -> str | None:
@@ -248,21 +301,29 @@ def run_workers(make_client, tensors, calls: int = 1, join_timeout: float = 120.
 def check_exact(traces, tensors, outputs, workers: int, elems: int = wire.ELEMS) -> int:
     """Asserts, for every chunk of every call, that the result is exactly the integer sum of
     what the workers sent (or, re-compressed to CNAT8, one of its two roundings), that the
-    exponent is the max of the workers' own, and that each output is its decoded mean.
+    exponent is the max of the workers' own (for a slot's first chunk in the call, over all
+    the first chunks: the priming round's), and that each output is its decoded mean.
     Returns the number of chunks checked."""
     rows = [t.by_chunk() for t in traces]
     keys = set(rows[0])
     exps = {(r, k): codec.chunk_exponents(codec.chunk(tensors[r][k], elems))
             for r in range(workers) for k in range(len(tensors[r]))}
     assert all(set(r) == keys for r in rows), "workers completed different chunks"
+    # A slot's first chunk in a call (chunk == slot) is scaled by the call's priming round:
+    # the max over the workers and over all first chunks; later ones by their own max.
+    first = {}
+    for call, chunk in keys:
+        if rows[0][call, chunk]["result"].slot == chunk:
+            first.setdefault(call, []).append(chunk)
     for call, chunk in sorted(keys):
         mine = [r[call, chunk] for r in rows]
         res = mine[0]["result"]
         enc = res.encoding
         assert all(m["result"] == res for m in mine), f"chunk {chunk}: headers differ"
         assert all(np.array_equal(m["payload"], mine[0]["payload"]) for m in mine)
-        own = [exps[r, call - 1][chunk] for r in range(workers)]
-        assert all(m["exp"] == max(own) for m in mine), f"chunk {chunk}: exponent not the max"
+        which = first[call] if res.slot == chunk else [chunk]
+        want = max(int(exps[r, call - 1][c]) for r in range(workers) for c in which)
+        assert all(m["exp"] == want for m in mine), f"chunk {chunk}: exponent not the max"
         sent_enc = wire.ENC_CNAT8 if mine[0]["sent"].dtype == np.uint8 else wire.ENC_FIXED32
         exact = codec.aggregate([np.asarray(m["sent"]) for m in mine], sent_enc)
         got = np.asarray(mine[0]["payload"])

@@ -9,6 +9,7 @@ import pytest
 from tests.netsim import PsNetwork, Trace, check_exact, run_workers
 from worker import codec, wire
 from worker.allreduce import AllReduceClient, AllReduceError, JobParams
+from worker.allreduce.client import PRIME_MARK
 from worker.allreduce.protocol import TABLE, Event, ProtocolError, State, transition
 from worker.baseline import ParameterServer
 from worker.frames import Framer
@@ -19,9 +20,14 @@ ELEMS = wire.ELEMS
 
 
 def tensors_for(n, sizes, seed=0, scale=1.0):
+    """Per worker and call, normal values whose chunks span different octaves: the
+    exponents differ per chunk and per worker, so a wrong max shows in check_exact."""
     rng = np.random.default_rng(seed)
-    return [[(rng.standard_normal(size) * scale * (1 + r)).astype(np.float32) for size in sizes]
-            for r in range(n)]
+
+    def one(size, r):
+        octaves = rng.integers(-6, 6, -(-size // ELEMS)).repeat(ELEMS)[:size]
+        return (rng.standard_normal(size) * scale * (1 + r) * 2.0 ** octaves).astype(np.float32)
+    return [[one(size, r) for size in sizes] for r in range(n)]
 
 
 def clients_on(net, job, traces=None, wrap=None, **kw):
@@ -48,9 +54,9 @@ def test_integer_encodings_sum_exactly(encoding, n):
         for r in range(1, n):
             assert np.array_equal(outputs[r][k], outputs[0][k])
         assert outputs[0][k].shape == tensors[0][k].shape
-    # Without loss: one priming round per used slot and call, one packet per chunk.
+    # Without loss: one priming round per call, one packet per chunk.
     st = clients[0].stats
-    assert st.packets_sent - st.retransmissions == 16 + (1 + 3 + 4)
+    assert st.packets_sent - st.retransmissions == 16 + 3
     assert st.chunks == 16 and st.calls == 3
 
 
@@ -118,7 +124,7 @@ def test_dead_worker_gives_a_clear_error_naming_the_chunks():
         assert isinstance(e, AllReduceError)
         msg = str(e)
         assert "6 of 6 chunks never completed" in msg
-        assert "slot 0 priming chunk 0" in msg and "slot 3 priming chunk 3" in msg
+        assert "slot 0 priming the call" in msg and "3 slots wait for the priming result" in msg
         assert "job 7" in msg and "no result" in msg
 
 
@@ -146,13 +152,14 @@ def test_reused_session_is_detected():
     n = 2
     net = PsNetwork(n, slots=4)
     job = JobParams(1, 42, n, 4, wire.ENC_FIXED32)
-    # Two chunks per slot: the run ends on version 0, where the next run's priming starts.
+    # Slot 0 ends on version 0 (priming, chunks 0 and 4), where the next run's priming
+    # starts and finds chunk 4's result.
     small = tensors_for(n, [8 * ELEMS], scale=1e-3)
     _, _, errors = run_workers(clients_on(net, job), small)
     assert errors == [None] * n
     # A new run with the same session finds the old run's completed results.
     big = tensors_for(n, [4 * ELEMS], scale=1e3)
-    _, _, errors = run_workers(clients_on(net, job, timeout=1, rto_max=0.1), big)
+    _, _, errors = run_workers(clients_on(net, job, timeout=1, rto=0.05, rto_max=0.1), big)
     assert all(isinstance(e, AllReduceError) and "new session id" in str(e) for e in errors)
     # With a new session the same run goes through.
     job2 = JobParams(1, 43, n, 4, wire.ENC_FIXED32)
@@ -228,6 +235,92 @@ def test_state_table_is_closed():
         if nxt in (State.PRIMING, State.RUNNING):
             assert (nxt, Event.TIMEOUT) in TABLE
             assert (nxt, Event.RESULT_MORE) in TABLE
+        if nxt == State.AWAIT_PRIME:
+            assert (nxt, Event.PRIMED) in TABLE
+        if nxt == State.READY:
+            assert (nxt, Event.SEND) in TABLE
+    # Only a slot in flight has a timer; a waiting slot cannot take a result.
+    assert (State.AWAIT_PRIME, Event.TIMEOUT) not in TABLE
+    assert (State.READY, Event.RESULT_MORE) not in TABLE
     with pytest.raises(ProtocolError, match="RESULT_LAST in state PRIMING"):
         transition(State.PRIMING, Event.RESULT_LAST)
+
+
+class Recorder(QueuePort):
+    """A port that notes the header of every frame its client sends and receives."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner, self.log = inner, []
+
+    def send(self, frame):
+        self.log.append(("sent", Framer().parse(frame)[0]))
+        self.inner.send(frame)
+
+    def recv(self, timeout):
+        frame = self.inner.recv(timeout)
+        if frame is not None and (p := Framer().parse(frame)) is not None:
+            self.log.append(("got", p[0]))
+        return frame
+
+
+@pytest.mark.parametrize("encoding", [wire.ENC_FIXED32, wire.ENC_CNAT8])
+def test_a_call_primes_once_on_slot_0(encoding):
+    n, window = 3, 8
+    net = PsNetwork(n, slots=window)
+    job = JobParams(4, 8, n, window, encoding)
+    recorders = {}
+
+    def wrap(rank, port):
+        recorders[rank] = Recorder(port)
+        return recorders[rank]
+
+    traces = [Trace() for _ in range(n)]
+    # Fewer chunks than slots, exactly a window, then several windows.
+    sizes = [3 * ELEMS, window * ELEMS, 3 * window * ELEMS + 1]
+    tensors = tensors_for(n, sizes, seed=9)
+    outputs, clients, errors = run_workers(clients_on(net, job, traces, wrap), tensors,
+                                           calls=3)
+    assert errors == [None] * n
+    assert check_exact(traces, tensors, outputs, n) == 3 + 8 + 25
+    for rank, rec in recorders.items():
+        sent = [h for what, h in rec.log if what == "sent"]
+        primes = [h for h in sent if h.chunk >= PRIME_MARK]
+        assert [(h.slot, h.chunk) for h in primes] == [(0, PRIME_MARK | k) for k in (1, 2, 3)]
+        assert len(sent) == 3 + 8 + 25 + 3
+        # The priming exponent is this worker's max over the call's first chunks.
+        for k, h in enumerate(primes):
+            own = codec.chunk_exponents(codec.chunk(tensors[rank][k], ELEMS))
+            assert h.exp == own[:window].max()
+        # No chunk leaves before this call's priming result is back.
+        got_prime = [i for i, (what, h) in enumerate(rec.log)
+                     if what == "got" and h.chunk == PRIME_MARK | 1]
+        first_chunk = next(i for i, (what, h) in enumerate(rec.log)
+                           if what == "sent" and h.chunk < PRIME_MARK)
+        assert got_prime and got_prime[0] < first_chunk
+    # Slot 0 had one more use per call than the others: 3 calls of 1 + (1, 1, 4) uses.
+    assert list(clients[0].uses) == [3 + 1 + 1 + 4, 1 + 1 + 3, 1 + 1 + 3, 0 + 1 + 3,
+                                     0 + 1 + 3, 0 + 1 + 3, 0 + 1 + 3, 0 + 1 + 3]
+
+
+def test_a_late_priming_result_of_the_last_call_is_ignored():
+    n = 2
+    net = PsNetwork(n, slots=4)
+    job = JobParams(1, 3, n, 4, wire.ENC_FIXED32)
+    traces = [Trace() for _ in range(n)]
+    tensors = tensors_for(n, [2 * ELEMS, 2 * ELEMS], seed=4)
+    cl = [clients_on(net, job, traces)(r) for r in range(n)]
+    # Call 1 in threads, then a stale priming result of call 1, on the version call 2's
+    # priming round will use and with an absurd exponent, waits in rank 0's inbox.
+    outputs, _, errors = run_workers(lambda r: cl[r], [[t[0]] for t in tensors])
+    assert errors == [None] * n
+    version = int(cl[0].uses[0] & 1)
+    stale = Framer().build(wire.MSG_RESULT, wire.ENC_FIXED32, 1, 3, 0, version, 250, n,
+                           PRIME_MARK | 1, np.zeros(ELEMS, np.int32))
+    net.ports[0].put(stale)
+    outputs2, _, errors = run_workers(lambda r: cl[r], [[t[1]] for t in tensors])
+    assert errors == [None] * n
+    both = [[outputs[r][0], outputs2[r][0]] for r in range(n)]
+    assert check_exact(traces, tensors, both, n) == 4
+    assert cl[0].stats.duplicates_ignored >= 1
     assert codec.headroom(8) == 3        # the exactness checks above rely on n <= 8 here

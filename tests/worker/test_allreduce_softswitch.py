@@ -61,7 +61,7 @@ def test_exact_sums_through_the_compiled_program(n, contrib, result):
     assert errors == [None] * n
     assert check_exact(traces, tensors, outputs, n) == 2 + 7
     assert net.counter("s1", DROPS, 2) == 0            # nothing from a foreign port
-    assert net.counter("s1", EVENTS, 2) == 2 + 7 + 2 + 4      # COMPLETE: chunks + priming
+    assert net.counter("s1", EVENTS, 2) == 2 + 7 + 2      # COMPLETE: chunks + one priming a call
 
 
 def test_exact_under_loss_duplication_and_reordering():
@@ -115,7 +115,8 @@ def test_dead_worker_gives_a_clear_error():
     for e in errors:
         assert isinstance(e, AllReduceError)
         assert "3 of 3 chunks never completed" in str(e)
-        assert "slot 0 priming chunk 0" in str(e)
+        assert "slot 0 priming the call" in str(e)
+        assert "2 slots wait for the priming result" in str(e)
 
 
 def test_training_steps_through_the_switch():

@@ -1,23 +1,25 @@
 """The allreduce client: a tensor in, the mean over the job's workers out, through a switch.
 
-The tensor is cut into chunks of ELEMS elements; chunk c travels on slot c % window, and
-a window of slots is in flight at once. Each slot runs the table in protocol.py: a
-priming round to agree on the first chunk's exponent, then its chunks one after the
-other, each contribution piggybacking the exponent of the slot's next chunk. Results
-are matched by (slot, version, chunk); anything else is counted and ignored. A slot
-whose result does not come back is retransmitted with exponential backoff; when no
-result at all arrives for `timeout` seconds the call fails, naming the chunks that
-never completed.
+The tensor is cut into chunks of ELEMS elements; chunk c travels on slot c % window. Each
+slot runs the table in protocol.py. A call starts with one priming round on slot 0 that
+agrees on the exponent of every slot's first chunk; its result releases all slots at
+once, and from then on each contribution piggybacks the exponent of its slot's next
+chunk. Chunks go out lowest first as far as the congestion window allows (pacing.py).
+Results are matched by (slot, version, chunk); anything else is counted and ignored. A
+use whose result does not come back is retransmitted with exponential backoff; when no
+result at all arrives for `timeout` seconds the call fails, naming the chunks that never
+completed.
 
 Memory stays bounded: per call, the padded tensor, one exponent byte per chunk, the
 results' payloads and the output; per slot, a few numbers and the last frame sent (for
-retransmission). The codec is called on many rows at once: the chunks whose exponents
-arrived in one burst of results are encoded together, and all results are decoded
-together at the end of the call.
+retransmission). The codec is called on many rows at once: the chunks released by one
+burst of results are encoded together, and all results are decoded together at the end
+of the call.
 """
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +28,7 @@ import numpy as np
 
 from worker import wire
 from worker.allreduce.coding import ChunkCoder
+from worker.allreduce.pacing import RetransmitTimer, Window
 from worker.allreduce.protocol import IN_FLIGHT, Action, Event, State, transition
 from worker.allreduce.stats import Stats
 from worker.frames import Framer
@@ -35,13 +38,21 @@ from worker.transport import Port
 # late priming result of an earlier call cannot pass for this call's.
 PRIME_MARK = 0xFFFF0000
 MAX_CHUNKS = PRIME_MARK
+PRIME_SLOT = 0              # the slot that carries each call's priming round
 PROGRESS_EVERY = 0.5        # seconds between progress callbacks
 
+# Retransmission defaults (docs/WORKER.md): RFC 6298's conservative start, and a floor
+# above the scheduling noise of Python workers and software switches sharing a few cores.
+RTO_INITIAL, RTO_MIN, RTO_MAX = 0.5, 0.05, 1.0
+INITIAL_WINDOW = 8
+
 # Plain ints on the per-packet path (enum attribute lookups cost more than the work).
-_PRIMING, _RUNNING = int(State.PRIMING), int(State.RUNNING)
+_PRIMING, _AWAIT, _READY, _RUNNING = (int(State.PRIMING), int(State.AWAIT_PRIME),
+                                      int(State.READY), int(State.RUNNING))
 _IN_FLIGHT = frozenset(int(x) for x in IN_FLIGHT)
-_MORE, _LAST, _STALE, _TIMEOUT = (int(Event.RESULT_MORE), int(Event.RESULT_LAST),
-                                  int(Event.STALE), int(Event.TIMEOUT))
+_PRIMED, _SEND, _MORE, _LAST, _STALE, _TIMEOUT = (
+    int(Event.PRIMED), int(Event.SEND), int(Event.RESULT_MORE), int(Event.RESULT_LAST),
+    int(Event.STALE), int(Event.TIMEOUT))
 
 
 class AllReduceError(RuntimeError):
@@ -76,44 +87,49 @@ class AllReduceClient:
     """One worker's end of a job. Not thread-safe: one client per thread."""
 
     def __init__(self, port: Port, framer: Framer, job: JobParams, *, seed: int = 0,
-                 rto: float = 0.05, rto_min: float = 0.002, rto_max: float = 1.0,
+                 rto: float = RTO_INITIAL, rto_min: float = RTO_MIN, rto_max: float = RTO_MAX,
+                 initial_window: int = INITIAL_WINDOW, adaptive_window: bool = True,
                  timeout: float = 10.0,
                  progress: Callable[[int, int], None] | None = None,
                  trace: Callable[..., None] | None = None,
                  clock: Callable[[], float] = time.monotonic):
         if framer.elems != job.elems:
             raise ValueError(f"framer has {framer.elems} elements per packet, job {job.elems}")
-        if not 0 < rto_min <= rto <= rto_max:
-            raise ValueError("need 0 < rto_min <= rto <= rto_max")
+        if not 0 < rto_min <= rto_max or not 0 < rto <= rto_max:
+            raise ValueError("need 0 < rto_min <= rto_max and 0 < rto <= rto_max")
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0 s, got {timeout}")
         self.port, self.framer, self.job = port, framer, job
         self.coder = ChunkCoder(job.encoding, job.workers, np.random.default_rng(seed), job.elems)
-        self.rto_base, self.rto_min, self.rto_max = rto, rto_min, rto_max
+        self.timer = RetransmitTimer(rto, rto_min, rto_max)
+        self.window = Window(initial_window, job.window, adaptive_window)
         self.timeout = timeout
         self.progress, self.trace, self.clock = progress, trace, clock
         self.stats = Stats()
-        self.srtt: float | None = None
-        self.rttvar = 0.0
         w = job.window
         # Per slot; `uses` outlives a call: every worker runs the same sequence of calls.
         self.uses = np.zeros(w, np.int64)
         self.state = np.zeros(w, np.int8)
-        self.cur = np.zeros(w, np.int64)          # the chunk the slot works on (or primes)
+        self.cur = np.zeros(w, np.int64)          # the chunk the slot works on next
         self.exp = np.zeros(w, np.int16)          # negotiated exponent of that chunk
         self.sent_exp = np.zeros(w, np.int16)     # the exponent we piggybacked
         self.deadline = np.full(w, np.inf)
         self.sent_at = np.zeros(w)
+        self.seq = np.zeros(w, np.int64)          # send sequence number of the current use
         self.tries = np.zeros(w, np.int32)
-        self.rto = np.full(w, rto)
+        self.rto = np.zeros(w)
         self.frames: list[bytes | None] = [None] * w
         self.payloads: list[np.ndarray | None] = [None] * w   # kept for `trace` only
         self.calls = 0
+        self.sends = 0                            # new uses sent (the sequence counter)
+        self.in_flight = 0                        # slots in IN_FLIGHT states
         self.failed = ""                          # why a call failed: the client is unusable
         self._actions = {
             Action.PRIME: self._prime,
-            Action.SEND_FIRST: self._send_first,
-            Action.START_CHUNK: self._start_chunk,
+            Action.WAIT: self._wait,
+            Action.RELEASE: self._release,
+            Action.TAKE_PRIME: self._take_prime,
+            Action.SEND_CHUNK: self._send_chunk,
             Action.ACCEPT_NEXT: self._accept_next,
             Action.ACCEPT_LAST: self._accept_last,
             Action.RETRANSMIT: self._retransmit,
@@ -150,20 +166,30 @@ class AllReduceClient:
         self.res_exp = np.zeros(n_chunks, np.int16)          # and the exponent it decodes with
         self.res: dict[int, np.ndarray] = {}                 # encoding -> payload rows
         self.to_send: list[int] = []
+        self.ready: list[tuple[int, int]] = []               # heap of (chunk, slot), READY
+        self.lowest = 0                                      # lowest chunk without a result
+        self.oldest_done: int | None = None                  # oldest use answered in a burst
         self.done_chunks = 0
         self.received_this_call = 0
         self.other_chunk = 0
-        used = min(window, n_chunks)
+        used = self.used = min(window, n_chunks)
         self.calls += 1
         before = self.stats.copy()
         start = self.clock()
         self.state[:] = State.IDLE
         self.deadline[:] = np.inf
+        self.in_flight = 0
         self.cur[:used] = np.arange(used)
-        begin = Event.START if self.coder.primed else Event.START_UNPRIMED
-        for s in range(used):
-            self._dispatch(s, begin, None)
+        if self.coder.primed:
+            self._dispatch(PRIME_SLOT, int(Event.START_PRIMER), None)
+            for s in range(used):
+                if s != PRIME_SLOT:
+                    self._dispatch(s, int(Event.START), None)
+        else:
+            for s in range(used):
+                self._dispatch(s, int(Event.START_UNPRIMED), None)
         try:
+            self._schedule()
             self._flush()
             self._run(used, start)
         except AllReduceError as e:
@@ -177,6 +203,12 @@ class AllReduceClient:
         self.last = self.stats.since(before)
         self.chunks = self.res = None
         return out[:flat.size].reshape(x.shape)
+
+    def pacing(self) -> dict:
+        """The retransmission timer's and the window's state (JSON-ready)."""
+        t, w = self.timer, self.window
+        return {"srtt": t.srtt, "rttvar": t.rttvar, "rto": t.rto(), "window": w.size,
+                "ssthresh": w.ssthresh, "window_cuts": w.cuts}
 
     def _run(self, used: int, start: float) -> None:
         deadline = self.deadline[:used]
@@ -200,6 +232,10 @@ class AllReduceClient:
                     last_progress = self.clock()
                 burst += 1
                 frame = self.port.recv(0.0)
+            if self.oldest_done is not None:
+                self._restart_timers(used, self.oldest_done)
+                self.oldest_done = None
+            self._schedule()
             self._flush()
             # Timers fire only when the inbox is empty: a result waiting there is no loss.
             if frame is None:
@@ -262,11 +298,40 @@ class AllReduceClient:
         return s, _LAST if last else _MORE, (hdr, payload)
 
     def _dispatch(self, s: int, event: int, msg) -> None:
-        action, nxt = transition(int(self.state[s]), event)
+        old = int(self.state[s])
+        action, nxt = transition(old, event)
         self._actions[action](s, msg)
         self.state[s] = nxt
-        if nxt not in _IN_FLIGHT:
-            self.deadline[s] = np.inf
+        if nxt == old:
+            return
+        if (old in _IN_FLIGHT) != (nxt in _IN_FLIGHT):
+            if nxt in _IN_FLIGHT:
+                self.in_flight += 1
+            else:
+                self.in_flight -= 1
+                self.deadline[s] = np.inf
+        if nxt == _READY:
+            heapq.heappush(self.ready, (int(self.cur[s]), s))
+
+    def _restart_timers(self, used: int, seq: int) -> None:
+        """RFC 6298 (5.3) per slot: a use answered restarts the timers of the uses sent after
+        it. A switch works through its queue in order, so while the uses ahead of ours are
+        being answered, ours is queued, not lost: a slow switch draining a burst causes no
+        retransmission, and a lost use still times out one RTO after the use before it."""
+        later = np.flatnonzero((self.seq[:used] > seq) & np.isfinite(self.deadline[:used]))
+        if later.size:
+            d = self.deadline[later]
+            np.maximum(d, self.clock() + self.rto[later], out=d)
+            self.deadline[later] = d
+
+    def _schedule(self) -> None:
+        """Sends READY chunks, lowest first, while the window has room. The lowest chunk
+        without a result goes out whatever the window: every worker's lowest incomplete
+        chunk is sent, so windows of different sizes cannot wait on each other."""
+        ready, window = self.ready, self.window.limit()
+        while ready and (self.in_flight < window or ready[0][0] == self.lowest):
+            _, s = heapq.heappop(ready)
+            self._dispatch(s, _SEND, None)
 
     # ------------------------------------------------------------------ actions
     def _chunk_field(self, s: int) -> int:
@@ -275,52 +340,61 @@ class AllReduceClient:
         return int(self.cur[s])
 
     def _prime(self, s: int, _msg) -> None:
-        c = int(self.cur[s])
-        self.sent_exp[s] = self.exps[c]
+        # One exponent for the first chunk of every slot: the max over them.
+        e = int(self.exps[:self.used].max())
+        self.sent_exp[s] = e
         self.state[s] = State.PRIMING          # so _chunk_field sees the priming round
         frame = self.framer.build(wire.MSG_CONTRIB, self.job.encoding, self.job.job_id,
-                                  self.job.session, s, int(self.uses[s] & 1), int(self.exps[c]),
+                                  self.job.session, s, int(self.uses[s] & 1), e,
                                   1, self._chunk_field(s), self.coder.zeros)
         self._send_new(s, frame, None)
 
-    def _send_first(self, s: int, _msg) -> None:
-        self._queue(s)
+    def _wait(self, s: int, _msg) -> None:
+        pass
 
-    def _start_chunk(self, s: int, msg) -> None:
-        self._rtt_sample(s)
+    def _release(self, s: int, msg) -> None:
+        # No RTT sample and no wider window: a priming round also waits for the slowest
+        # worker to finish its computation, which says nothing about the network.
         self.uses[s] += 1
         self.exp[s] = msg[0].exp
-        self._queue(s)
+        self._answered(s)
+        for t in range(self.used):
+            if t != s and self.state[t] == _AWAIT:
+                self._dispatch(t, _PRIMED, msg)
+
+    def _take_prime(self, s: int, msg) -> None:
+        self.exp[s] = msg[0].exp
+
+    def _send_chunk(self, s: int, _msg) -> None:
+        self.to_send.append(s)
+        self.deadline[s] = np.inf         # no timer until the chunk is sent
 
     def _accept_next(self, s: int, msg) -> None:
         self._store(s, msg)
         self.uses[s] += 1
         self.cur[s] += self.job.window
         self.exp[s] = msg[0].exp
-        self._queue(s)
 
     def _accept_last(self, s: int, msg) -> None:
         self._store(s, msg)
         self.uses[s] += 1
 
     def _retransmit(self, s: int, _msg) -> None:
+        if self.tries[s] == 0:
+            self.window.on_timeout(int(self.seq[s]), self.sends)
         frame = self.frames[s]
         self.port.send(frame)
         self.stats.packets_sent += 1
         self.stats.bytes_sent += len(frame)
         self.stats.retransmissions += 1
         self.tries[s] += 1
-        self.rto[s] = min(self.rto[s] * 2, self.rto_max)
+        self.rto[s] = min(self.rto[s] * 2, self.timer.maximum)
         self.deadline[s] = self.clock() + self.rto[s]
 
     def _ignore(self, s: int, _msg) -> None:
         self.stats.duplicates_ignored += 1
 
     # ------------------------------------------------------------------ helpers
-    def _queue(self, s: int) -> None:
-        self.to_send.append(s)
-        self.deadline[s] = np.inf         # no timer until the chunk is sent
-
     def _flush(self) -> None:
         """Encodes the chunks queued by this burst's actions in one call and sends them."""
         if not self.to_send:
@@ -346,14 +420,18 @@ class AllReduceClient:
         self.stats.packets_sent += 1
         self.stats.bytes_sent += len(frame)
         now = self.clock()
+        self.sends += 1
+        self.seq[s] = self.sends
         self.sent_at[s] = now
         self.tries[s] = 0
-        self.rto[s] = self._rto()
+        self.rto[s] = self.timer.rto()
         self.deadline[s] = now + self.rto[s]
 
     def _store(self, s: int, msg) -> None:
         hdr, payload = msg
         self._rtt_sample(s)
+        self.window.on_result()
+        self._answered(s)
         c = int(self.cur[s])
         rows = self.res.get(hdr.encoding)
         if rows is None:
@@ -363,9 +441,16 @@ class AllReduceClient:
         self.res_enc[c] = hdr.encoding
         self.res_exp[c] = self.exp[s]
         self.done_chunks += 1
+        while self.lowest < self.n_chunks and self.res_enc[self.lowest] >= 0:
+            self.lowest += 1
         if self.trace is not None:
             self.trace(call=self.calls, chunk=c, exp=int(self.exp[s]), sent=self.payloads[s],
                        result=hdr, payload=payload.copy())
+
+    def _answered(self, s: int) -> None:
+        q = int(self.seq[s])
+        if self.oldest_done is None or q < self.oldest_done:
+            self.oldest_done = q
 
     def _decode(self, size: int) -> np.ndarray:
         out = np.empty((self.n_chunks, self.job.elems), np.float32)
@@ -381,30 +466,25 @@ class AllReduceClient:
         # Karn: only a use answered without retransmission measures the round trip.
         if self.tries[s]:
             return
-        r = self.clock() - self.sent_at[s]
-        if self.srtt is None:
-            self.srtt, self.rttvar = r, r / 2
-        else:
-            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - r)
-            self.srtt = 0.875 * self.srtt + 0.125 * r
-
-    def _rto(self) -> float:
-        if self.srtt is None:
-            return self.rto_base
-        return min(max(self.srtt + 4 * self.rttvar, self.rto_min), self.rto_max)
+        r = float(self.clock() - self.sent_at[s])
+        self.timer.sample(r)
+        self.stats.rtt_samples += 1
+        self.stats.rtt_seconds += r
 
     def _missing(self, used: int, idle: float) -> str:
         job = self.job
         waiting = []
         for s in range(used):
-            if self.state[s] == State.PRIMING:
-                waiting.append(f"slot {s} priming chunk {self.cur[s]} "
-                               f"({self.tries[s] + 1} sends)")
-            elif self.state[s] == State.RUNNING:
+            if self.state[s] == _PRIMING:
+                waiting.append(f"slot {s} priming the call ({self.tries[s] + 1} sends)")
+            elif self.state[s] == _RUNNING:
                 waiting.append(f"slot {s} chunk {self.cur[s]} version {self.uses[s] & 1} "
                                f"({self.tries[s] + 1} sends)")
         shown = "; ".join(waiting[:8]) + (f"; ... {len(waiting) - 8} more slots"
                                           if len(waiting) > 8 else "")
+        held = int(np.count_nonzero(self.state[:used] == _AWAIT))
+        if held:
+            shown += f"; {held} slots wait for the priming result"
         if self.other_chunk:
             hint = (f"the switch answered {self.other_chunk} times with results for other "
                     f"chunks: it holds state from an earlier run with session {job.session}; "

@@ -17,6 +17,8 @@ class Stats:
     retransmissions: int = 0
     duplicates_ignored: int = 0    # results for a slot that were not the awaited one
     foreign_ignored: int = 0       # frames not for this job and session, or not results
+    rtt_samples: int = 0           # round trips measured (uses answered without a resend)
+    rtt_seconds: float = 0.0       # their sum
     seconds: float = 0.0           # inside allreduce calls
 
     def as_dict(self) -> dict:
@@ -36,4 +38,5 @@ class Stats:
                 f"{self.seconds:.3f} s; sent {self.packets_sent} pkt / {self.bytes_sent} B "
                 f"({rate:.0f} pkt/s), received {self.packets_received} pkt / "
                 f"{self.bytes_received} B; {self.retransmissions} retransmissions, "
-                f"{self.duplicates_ignored} duplicates ignored")
+                f"{self.duplicates_ignored} duplicates ignored; mean round trip "
+                f"{1e3 * self.rtt_seconds / max(1, self.rtt_samples):.1f} ms")

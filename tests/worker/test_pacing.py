@@ -1,0 +1,150 @@
+"""The retransmission timer and the window (worker/allreduce/pacing.py), and the client
+against a slow switch modelled in virtual time (tests/netsim.py SlowSwitchPort): a burst
+the switch needs hundreds of milliseconds to work through causes no retransmission, a
+lost contribution is resent one timeout after the use before it was answered, and the
+window starts small and grows."""
+
+import numpy as np
+import pytest
+
+from tests.netsim import PsNetwork, SlowSwitchPort
+from worker import wire
+from worker.allreduce import AllReduceClient, JobParams
+from worker.allreduce.pacing import RetransmitTimer, Window
+from worker.baseline import ParameterServer
+from worker.frames import Framer
+from worker.transport import QueuePort
+
+ELEMS = wire.ELEMS
+# The digits MLP: 4810 parameters, 29 chunks.
+PARAMS = 4810
+
+
+def test_timer_is_initial_until_a_sample_then_rfc6298_within_bounds():
+    t = RetransmitTimer(initial=0.5, minimum=0.05, maximum=1.0)
+    assert t.rto() == 0.5
+    t.sample(0.1)                       # srtt 0.1, rttvar 0.05: 0.1 + 4 * 0.05
+    assert t.rto() == pytest.approx(0.3)
+    t.sample(0.1)                       # rttvar 0.75 * 0.05: 0.1 + 0.15
+    assert t.rto() == pytest.approx(0.25)
+    for _ in range(100):
+        t.sample(0.001)
+    assert t.rto() == 0.05              # the floor
+    for _ in range(100):
+        t.sample(5.0)
+    assert t.rto() == 1.0               # the ceiling
+    with pytest.raises(ValueError):
+        RetransmitTimer(0.5, 0.2, 0.1)
+
+
+def test_window_slow_start_then_additive_increase_and_one_cut_per_window():
+    w = Window(initial=4, maximum=64)
+    assert w.limit() == 4
+    for _ in range(4):
+        w.on_result()                   # slow start: one more per result
+    assert w.limit() == 8
+    w.on_timeout(seq=10, last_seq=20)
+    assert w.limit() == 4 and w.cuts == 1
+    w.on_timeout(seq=15, last_seq=21)   # sent before the cut: the same congestion event
+    assert w.limit() == 4 and w.cuts == 1
+    for _ in range(4):
+        w.on_result()                   # above ssthresh: 1/size per result
+    assert w.limit() == 4
+    w.on_result()                       # a window's worth (4.9 results): one more
+    assert w.limit() == 5
+    before = w.size
+    w.on_timeout(seq=21, last_seq=30)   # sent after the cut: a new event
+    assert w.size == pytest.approx(before / 2) and w.cuts == 2
+    for _ in range(5000):
+        w.on_result()
+    assert w.limit() == 64              # never beyond the job's slots
+    fixed = Window(initial=64, maximum=64, adaptive=False)
+    fixed.on_timeout(seq=1, last_seq=2)
+    assert fixed.limit() == 64
+
+
+def run_calls(port, calls, seed=0, **kw):
+    client = AllReduceClient(port, Framer(), JobParams(1, 1, 1, 64, wire.ENC_CNAT8),
+                             clock=port.clock, **kw)
+    rng = np.random.default_rng(seed)
+    times = []
+    for _ in range(calls):
+        t0 = port.now
+        out = client.allreduce(rng.standard_normal(PARAMS).astype(np.float32))
+        assert out.shape == (PARAMS,)
+        times.append(port.now - t0)
+    return client, times
+
+
+# A BMv2-like switch for a job of 4 workers: 1 ms per contribution, 10 ms to re-compress a
+# result. A call's 29 x 4 contributions take the switch about 0.4 s.
+SLOW = dict(peers=4, service=1e-3, finish=10e-3)
+
+
+@pytest.mark.parametrize("settings", [
+    {},                                                         # the defaults
+    dict(rto=0.05, rto_min=0.002, initial_window=64, adaptive_window=False),   # aggressive
+])
+def test_a_slow_switch_draining_a_burst_causes_no_retransmission(settings):
+    port = SlowSwitchPort(**SLOW)
+    client, times = run_calls(port, 5, **settings)
+    # The last result of a burst comes ~0.4 s after it was sent, far beyond the 50 ms or
+    # 2 ms timers, but the results before it keep coming: its timer restarts.
+    assert client.stats.retransmissions == 0
+    assert port.ps.stats.answered == 0
+    bound = 29 * (4 * SLOW["service"] + SLOW["finish"])
+    assert all(t >= bound for t in times)
+    assert times[-1] <= 1.05 * bound              # later calls: the switch never idles
+
+
+class LosingSlowSwitch(SlowSwitchPort):
+    """Drops the contributions whose send numbers are listed (1-based)."""
+
+    def __init__(self, drop, **kw):
+        super().__init__(**kw)
+        self.drop, self.sends = set(drop), 0
+
+    def send(self, frame):
+        self.sends += 1
+        if self.sends not in self.drop:
+            super().send(frame)
+
+
+def test_a_lost_contribution_is_resent_one_timeout_after_the_use_before_it():
+    # Sends: 1 is call 1's priming, 2.. its chunks (the window starts at 8); lose chunk 4.
+    port = LosingSlowSwitch(drop={6}, **SLOW)
+    client, times = run_calls(port, 2)
+    assert client.stats.retransmissions == 1
+    bound = 29 * (4 * SLOW["service"] + SLOW["finish"])
+    # The priming round and chunks 0-3 are answered after 5 x 14 ms; chunk 4 is resent one
+    # initial timeout (0.5 s) later, when the switch has drained the rest of the burst.
+    assert 0.5 < times[0] <= 5 * 0.014 + 0.5 + 0.03
+    # The second call has RTT samples: no loss, no retransmission, full speed.
+    assert times[1] <= 1.05 * bound
+
+
+def test_the_first_burst_is_the_initial_window():
+    net = PsNetwork(1, ParameterServer(1, slots=16))
+    log = []
+
+    class Logged(QueuePort):
+        def send(self, frame):
+            log.append(("sent", Framer().parse(frame)[0].chunk))
+            net.ports[0].send(frame)
+
+        def recv(self, timeout):
+            frame = net.ports[0].recv(timeout)
+            if frame is not None:
+                log.append(("got", Framer().parse(frame)[0].chunk))
+            return frame
+
+    client = AllReduceClient(Logged(), Framer(), JobParams(1, 1, 1, 16, wire.ENC_FIXED32),
+                             initial_window=3)
+    client.allreduce(np.ones(40 * ELEMS, np.float32))
+    # The priming round, its result, then three chunks before any chunk's result is read.
+    assert log[0][0] == "sent" and log[1][0] == "got"
+    first_got = next(i for i, (what, _) in enumerate(log) if i > 1 and what == "got")
+    assert [c for _, c in log[2:first_got]] == [0, 1, 2]
+    # Every result widened the window by one (slow start) up to the 16 slots.
+    assert client.window.limit() == 16
+    assert client.stats.packets_sent == 40 + 1
