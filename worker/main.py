@@ -27,6 +27,7 @@ if __package__ in (None, ""):
 from controller.topology import Topology, TopologyError, ifname  # noqa: E402
 from worker import wire  # noqa: E402
 from worker.allreduce import AllReduceClient, AllReduceError, JobParams  # noqa: E402
+from worker.allreduce.client import INITIAL_WINDOW, RTO_INITIAL, RTO_MAX, RTO_MIN  # noqa: E402
 from worker.baseline import PS_PORT, parse_addr  # noqa: E402
 from worker.compression.modes import MODES  # noqa: E402
 from worker.compression.registry import describe  # noqa: E402
@@ -95,9 +96,17 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--timeout", type=float, default=10.0,
                    help="seconds without any result before the allreduce fails (default "
                    "%(default)s)")
-    g.add_argument("--rto", type=float, default=0.05,
-                   help="first retransmission timeout in seconds; adapts to the measured "
-                   "round trip, doubles per retransmission (default %(default)s)")
+    g.add_argument("--rto", type=float, default=RTO_INITIAL,
+                   help="retransmission timeout in seconds until the first round trip is "
+                   "measured; then it follows the measurements (RFC 6298) and doubles per "
+                   "retransmission (default %(default)s)")
+    g.add_argument("--rto-min", type=float, default=RTO_MIN,
+                   help="floor of the retransmission timeout, s (default %(default)s)")
+    g.add_argument("--initial-window", type=int, default=INITIAL_WINDOW,
+                   help="slots in flight at first; grows while no timer expires, halves "
+                   "when one does, up to --window (default %(default)s)")
+    g.add_argument("--fixed-window", action="store_true",
+                   help="keep all --window slots in flight from the start, no adaptation")
     g.add_argument("--impair-loss", type=float, default=0.0,
                    help="probability this worker drops a frame it sends or receives")
     g.add_argument("--impair-dup", type=float, default=0.0,
@@ -150,6 +159,8 @@ def resolve(args) -> dict:
                          f"({', '.join(job.workers)}); give --rank")
     if not 0 <= rank < workers:
         raise UsageError(f"rank {rank} outside 0..{workers - 1}")
+    if not (args.rto > 0 and args.rto_min > 0 and args.initial_window >= 1):
+        raise UsageError("--rto and --rto-min must be > 0 s and --initial-window >= 1")
     encoding = args.encoding
     if encoding == "auto":
         encoding = "cnat8" if job is None or growth_problem(topo, job) is None else "fixed32"
@@ -199,7 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     job = JobParams(args.job, r["session"], r["workers"], r["window"], encoding, framer.elems)
     client = AllReduceClient(
         port, framer, job, seed=args.seed * 1000 + r["rank"], rto=args.rto,
-        rto_max=max(args.rto, 1.0), timeout=args.timeout,
+        rto_min=args.rto_min, rto_max=max(args.rto, args.rto_min, RTO_MAX),
+        initial_window=r["window"] if args.fixed_window else args.initial_window,
+        adaptive_window=not args.fixed_window, timeout=args.timeout,
         progress=lambda done, total: say(f"allreduce {done}/{total} chunks"))
     say(f"job {args.job} session {r['session']}: {r['workers']} workers, window "
         f"{r['window']}, {wire.ENCODINGS[encoding]} to the {what}")
@@ -220,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         port.close()
     result["comm"] = client.stats.as_dict()
+    result["pacing"] = client.pacing()
     if isinstance(port, ImpairedPort):
         result["impairment"] = vars(port.stats)
     say(client.stats.summary())

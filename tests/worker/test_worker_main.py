@@ -68,6 +68,10 @@ def test_three_workers_train_in_lockstep_through_the_parameter_server(topo_file,
     assert r["comm"]["packets_sent"] - r["comm"]["retransmissions"] == 40 * per_call
     assert r["steps"][0]["comm"]["packets_sent"] >= per_call
     assert r["steps"][0]["compressor_bits"] > 0
+    # Round trips were measured; the window grew from 8 to the job's 16 slots (unless a
+    # timer expired on this shared machine, which halves it).
+    assert r["comm"]["rtt_samples"] > 0 and r["pacing"]["srtt"] > 0
+    assert r["pacing"]["window"] == 16 or r["pacing"]["window_cuts"] > 0
 
 
 def test_missing_worker_ends_with_a_clear_error(topo_file, ps_addr, tmp_path):
@@ -88,6 +92,8 @@ def test_missing_worker_ends_with_a_clear_error(topo_file, ps_addr, tmp_path):
     (["--host", "h1", "--compressor", "bogus"], "unknown compressor"),
     (["--host", "h1", "--port", "eth0"], "expected raw:IFNAME"),
     (["--host", "h1", "--session", "0"], "--session must be within"),
+    (["--host", "h1", "--rto-min", "0"], "--rto-min must be > 0"),
+    (["--host", "h1", "--initial-window", "0"], "--initial-window >= 1"),
 ])
 def test_usage_errors(topo_file, capsys, args, message):
     assert worker_main.main(["--topology", str(topo_file), *args]) == 2
