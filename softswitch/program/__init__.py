@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import sys
 import threading
 from dataclasses import dataclass, field
 
@@ -20,6 +21,7 @@ from .parsers import ParserCompiler
 from .runtime import HELPERS
 
 SUPPORTED_MAJOR = 2
+DEEP_RECURSION = 20000
 
 # Fields simple_switch needs, by the names it uses (aliases resolve them).
 REQUIRED = ("ingress_port", "packet_length", "instance_type", "egress_spec", "egress_port")
@@ -88,6 +90,8 @@ def decode(config) -> dict:
 def compile_program(config, *, lock: threading.RLock, rng: random.Random,
                     log: logging.Logger, drop_port: int = 511) -> Program:
     j = decode(config)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, DEEP_RECURSION))  # deep expressions recurse deeply
     try:
         return _compile(j, lock, rng, log, drop_port)
     except SwitchError:
@@ -97,6 +101,8 @@ def compile_program(config, *, lock: threading.RLock, rng: random.Random,
     except (SyntaxError, RecursionError, MemoryError, OverflowError) as e:
         # never a half-loaded switch, whatever the input
         raise bad(f"could not translate the program: {type(e).__name__}: {e}") from None
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def _compile(j: dict, lock, rng, log, drop_port) -> Program:

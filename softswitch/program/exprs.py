@@ -72,37 +72,38 @@ class ExprCompiler:
         self.pre = []
         self._memo: dict[int, Ex] = {}
         self._sid: dict[int, int] = {}  # id(op dict) -> structural id
-        self._count: dict[int, int] = {}
+        self._count: dict[int, int] = {}  # references to each structural id
         intern: dict[tuple, int] = {}
-        by_obj: dict[int, int] = {}
-        nodes = 0
+        by_obj: dict[int, tuple[int, int]] = {}  # id -> (structural id, tree size)
 
-        def sid(n) -> int:
-            nonlocal nodes
+        def sid(n) -> tuple[int, int]:
             if isinstance(n, dict):
                 k = id(n)
-                if k in by_obj:
-                    return by_obj[k]
-                if "op" in n:
-                    nodes += 1
-                    key = ("op", n.get("op"), sid(n.get("left")), sid(n.get("right")),
-                           sid(n.get("cond")))
-                elif n.get("type") == "expression":
-                    key = ("x", sid(n.get("value")))
-                else:
-                    key = ("leaf", n.get("type"), repr(n.get("value")))
-                r = intern.setdefault(key, len(intern))
-                by_obj[k] = r
-                if "op" in n:
-                    self._sid[k] = r
-                    self._count[r] = self._count.get(r, 0) + 1
-                return r
+                hit = by_obj.get(k)
+                if hit is None:
+                    if "op" in n:
+                        parts = [sid(n.get(c)) for c in ("left", "right", "cond")]
+                        key = ("op", n.get("op")) + tuple(p[0] for p in parts)
+                        size = 1 + sum(p[1] for p in parts)
+                    elif n.get("type") == "expression":
+                        inner = sid(n.get("value"))
+                        key, size = ("x", inner[0]), inner[1]
+                    else:
+                        key, size = ("leaf", n.get("type"), repr(n.get("value"))), 0
+                    hit = (intern.setdefault(key, len(intern)), size)
+                    by_obj[k] = hit
+                    if "op" in n:
+                        self._sid[k] = hit[0]
+                if "op" in n:  # every reference counts, shared objects included
+                    self._count[hit[0]] = self._count.get(hit[0], 0) + 1
+                return hit
             if isinstance(n, list):
-                return intern.setdefault(("list",) + tuple(sid(x) for x in n), len(intern))
-            return intern.setdefault(("atom", repr(n)), len(intern))
+                parts = [sid(x) for x in n]
+                key = ("list",) + tuple(p[0] for p in parts)
+                return intern.setdefault(key, len(intern)), sum(p[1] for p in parts)
+            return intern.setdefault(("atom", repr(n)), len(intern)), 0
 
-        for r in roots:
-            sid(r)
+        nodes = sum(sid(r)[1] for r in roots)
         self._cse = nodes > CSE_MIN_NODES
 
     def take_pre(self) -> list[str]:

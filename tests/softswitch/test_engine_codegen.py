@@ -72,3 +72,42 @@ def test_register_accumulation_with_guards_hoisted_and_out_of_range():
     assert [sw.registers[f"r{i}"].read(3) for i in range(4)] == sums
     assert [int.from_bytes(out[5 + 4 * i : 9 + 4 * i], "big") for i in range(4)] == [1] * 4
     assert sw.stats["errors"] == 0
+
+
+def doubling(leaf, k):
+    """A tree p4c makes by substituting a temporary into both of its uses, k times."""
+    e = leaf
+    for i in range(k):
+        e = expr("&", expr("+", expr("^", e, hexstr(i + 1)), e), hexstr(M32))
+    return e
+
+
+def chain(leaf, k):
+    e = leaf
+    for i in range(k):
+        e = expr("&", expr("+", e, hexstr(i)), hexstr(M32))
+    return e
+
+
+def test_exponential_and_deep_trees_compile_to_small_code():
+    p = kit.Program()
+    p.header("h", [("a", 32)])
+    p.header("o", [("x", 32), ("y", 32)])
+    p.state("start", [extract("h")])
+    p.action("big", [
+        prim("add_header", {"type": "header", "value": "o"}),
+        assign(field("o", "x"), doubling(field("h", "a"), 24)),  # 2^24 leaves as a tree
+        assign(field("o", "y"), chain(field("h", "a"), 600)),  # 1800 levels deep
+        assign(field("standard_metadata", "egress_spec"), hexstr(1)),
+    ])
+    p.call("ingress", "big_t", "big")
+    sw = Switch()
+    sw.load(p.json())
+    assert len(sw.program_source) < 200_000
+    for a in (0, 1, 0xDEADBEEF):
+        x = a
+        for i in range(24):
+            x = ((x ^ (i + 1)) + x) & M32
+        y = (a + sum(range(600))) & M32
+        [(_, out)] = sw.process(0, a.to_bytes(4, "big"))
+        assert out[4:] == x.to_bytes(4, "big") + y.to_bytes(4, "big")
