@@ -23,16 +23,19 @@ control NatIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         port_rx.count((bit<32>)sm.ingress_port);
         if (sm.checksum_error == 1) {
             meta.drop_reason = DROP_BAD_CHECKSUM;
-        } else if (meta.is_agg) {
-            agg.apply(hdr, meta, sm);
-        } else if (hdr.ipv4.isValid()) {
+        } else if (!meta.is_agg) {
+            // A frame cut short, even inside its IPv4 header, is a length problem.
             if (sm.parser_error != error.NoError) {
                 meta.drop_reason = DROP_BAD_LENGTH;
-            } else {
+            } else if (hdr.ipv4.isValid()) {
                 fwd.apply(hdr, meta, sm);
+            } else {
+                meta.drop_reason = DROP_NOT_IPV4;
             }
-        } else {
-            meta.drop_reason = DROP_NOT_IPV4;
+        }
+        // Aggregation packets, and routed ones to be counted as FORWARDED.
+        if (meta.drop_reason == DROP_NONE) {
+            agg.apply(hdr, meta, sm);
         }
         if (meta.drop_reason != DROP_NONE) {
             drops.count((bit<32>)meta.drop_reason);

@@ -118,6 +118,12 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
     }
 
     apply {
+        // The events counter lives here, so plain IPv4 packets the ingress routed come
+        // by to be counted (docs/PROTOCOL.md, event 7).
+        if (!meta.is_agg) {
+            events.count(EV_FORWARDED);
+            return;
+        }
         if (sm.parser_error != error.NoError) {
             meta.drop_reason = sm.parser_error == error.BadEncoding
                 ? DROP_BAD_ENCODING : DROP_BAD_LENGTH;

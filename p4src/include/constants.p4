@@ -24,6 +24,7 @@ const bit<32> EV_RESULT_MCAST = 3;
 const bit<32> EV_ANSWERED = 4;
 const bit<32> EV_PARTIAL_UP = 5;
 const bit<32> EV_RESULT_DOWN = 6;
+const bit<32> EV_FORWARDED = 7;
 
 // Drop reasons, the index of the drops counters.
 const bit<8> DROP_NONE = 0;
