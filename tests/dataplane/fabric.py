@@ -45,6 +45,7 @@ HOSTS_ON_S2 = 4
 COUNTERS = {S.EVENTS: "events", S.DROPS_IN: "drops_in", S.DROPS_OUT: "drops_out",
             S.PORT_RX: "port_rx", S.PORT_TX: "port_tx"}
 BARRIER = b"natswitch-dataplane-barrier-"
+FORWARDED = 7           # agg events index of a routed packet (docs/PROTOCOL.md)
 
 
 def testbed_topology() -> Topology:
@@ -86,6 +87,8 @@ class Fabric:
         self._sessions = itertools.count(1)
         self._nonce = itertools.count(1)
         self.p4rt: dict[str, Session] = {}
+        # What the fabric's own barrier frames added to the counters; counters() leaves it out.
+        self.own = Counters()
 
     def _connect(self) -> None:
         """One P4Runtime session per switch for the fabric's life (the primary controller)."""
@@ -117,29 +120,37 @@ class Fabric:
 
     def counters(self, *switches: str) -> Counters:
         """The switches' counters (all switches by default) as `controller/main.py stats`
-        reads them."""
+        reads them, less what the fabric's own barrier frames added."""
+        names = switches or tuple(s.name for s in self.base.switches)
         out = Counters()
-        for switch in switches or [s.name for s in self.base.switches]:
+        for switch in names:
             st = S.read_stats(self.p4rt[switch])
             for name, short in COUNTERS.items():
                 for index, (packets, _) in st.counters.get(name, {}).items():
                     if packets:
                         out[switch, short, index] = packets
+        for key, packets in self.own.items():
+            if key[0] in names:
+                out[key] = out.get(key, 0) - packets
         return out
 
-    def wait_counters(self, before: Counters, want: dict, timeout: float = 20.0,
-                      switches: tuple[str, ...] = ()) -> Counters:
-        """The delta since `before` once every (switch, counter, index) in `want` has grown by
-        at least its value (or after `timeout`); the caller asserts on it. `switches` limits
-        the reading as counters() does (then `before` must be of the same switches)."""
+    def wait_for(self, before: Counters, done, timeout: float = 20.0,
+                 switches: tuple[str, ...] = ()) -> Counters:
+        """The delta since `before` once done(delta) holds (or after `timeout`; the caller
+        asserts on it). `switches` limits the reading as counters() does; `before` must be
+        of the same switches."""
         deadline = time.monotonic() + timeout
         while True:
             delta = self.counters(*switches) - before
-            if all(delta.get(k, 0) >= v for k, v in want.items()):
-                return delta
-            if time.monotonic() >= deadline:
+            if done(delta) or time.monotonic() >= deadline:
                 return delta
             time.sleep(0.05)
+
+    def wait_counters(self, before: Counters, want: dict, timeout: float = 20.0,
+                      switches: tuple[str, ...] = ()) -> Counters:
+        """wait_for() every (switch, counter, index) in `want` to grow by its value."""
+        return self.wait_for(before, lambda d: all(d.get(k, 0) >= v for k, v in want.items()),
+                             timeout, switches)
 
     # ---- data plane ----
     def send(self, host: str, frame: bytes) -> None:
@@ -245,6 +256,7 @@ _ETH_P_ALL = 0x0003
 _SOL_PACKET = 263
 _PACKET_IGNORE_OUTGOING = 23
 _PACKET_OUTGOING = 4
+_SO_RCVBUFFORCE = 33
 
 
 def bmv2_missing() -> str | None:
@@ -347,7 +359,8 @@ class Bmv2Fabric(Fabric):
                 for h in self.base.hosts:
                     # Protocol 0 until bound: no frames from other interfaces slip in.
                     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
-                    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+                    # past net.core.rmem_max (root may): bursts of results must all fit
+                    s.setsockopt(socket.SOL_SOCKET, _SO_RCVBUFFORCE, 8 << 20)
                     try:
                         s.setsockopt(_SOL_PACKET, _PACKET_IGNORE_OUTGOING, 1)
                     except OSError:
@@ -395,6 +408,10 @@ class Bmv2Fabric(Fabric):
             frame, tag = self.barrier_frame(h)
             tags[h] = tag
             self.send(h, frame)
+            att = self.topo.attachment(h)
+            for key in ((att.node, "events", FORWARDED), (att.node, "port_rx", att.port),
+                        (att.node, "port_tx", att.port)):
+                self.own[key] = self.own.get(key, 0) + 1
         out = {}
         for h in hosts:
             got = list(self.pending[h])
