@@ -9,6 +9,7 @@ from tests.dataplane.packets import (
     COMPLETE,
     CONTRIB,
     DUPLICATE,
+    IMPAIRMENT,
     RESULT,
     check_result_addressing,
     contrib,
@@ -135,3 +136,60 @@ def test_a_new_session_resets_the_slots(fabric):
         assert np.array_equal(res.payload, codec.aggregate([c, d], codec.CNAT8))
     delta = fabric.wait_counters(before, {("s1", "events", COMPLETE): 2})
     assert delta.of("s1", "events") == {CONTRIB: 4, COMPLETE: 2, RESULT: 2}
+
+
+def test_results_lost_on_the_way_are_recovered_by_retransmission(fabric):
+    """With 30% loss on the switch's host links, workers retransmit what they lack until
+    every one of them has every result: each retransmission is answered with the stored sum,
+    so all results are exact however many copies the impairment dropped (contract 6)."""
+    hosts = ["h1", "h2", "h3", "h4"]
+    topo = fabric.program([JobSpec(15, tuple(hosts), slots=16)], loss=0.3)
+    session = fabric.session()
+    rng = np.random.default_rng(15)
+    slots = range(16)
+    parts = {s: [random_fixed(rng, 1 << 28) for _ in hosts] for s in slots}
+    ports = {h: topo.attachment(h).port for h in hosts}
+    before = fabric.counters("s1")
+    have: dict[str, dict[int, np.ndarray]] = {h: {} for h in hosts}
+    got = dict.fromkeys(hosts, 0)
+    outputs = 0
+
+    def drain():
+        """Waits until the switch has sent or dropped every expected copy, then reads what
+        reached each host."""
+        def handled(d):
+            return (sum(d.of("s1", "port_tx").get(p, 0) for p in ports.values())
+                    + d.of("s1", "drops_out").get(IMPAIRMENT, 0))
+        delta = fabric.wait_for(before, lambda d: handled(d) >= outputs, switches=("s1",))
+        assert handled(delta) == outputs
+        for h in hosts:
+            while got[h] < delta.of("s1", "port_tx").get(ports[h], 0):
+                res = received(fabric, h)
+                got[h] += 1
+                assert res.agg.slot not in have[h], "a result reached a worker that had it"
+                have[h][res.agg.slot] = res.payload
+        return delta
+
+    for s in slots:
+        for h, p in zip(hosts, parts[s], strict=True):
+            fabric.send(h, contrib(topo, h, 15, session, s, p))
+    outputs += len(slots) * len(hosts)
+    drain()
+    retransmitted = 0
+    for _ in range(40):         # 0.3^40: never all lost
+        missing = [(h, s) for h in hosts for s in slots if s not in have[h]]
+        if not missing:
+            break
+        for h, s in missing:
+            fabric.send(h, contrib(topo, h, 15, session, s, parts[s][hosts.index(h)]))
+        retransmitted += len(missing)
+        outputs += len(missing)
+        delta = drain()
+    assert all(len(have[h]) == len(slots) for h in hosts)
+    assert retransmitted > 0, "30% loss dropped none of 64 results"
+    for s in slots:
+        exact = codec.aggregate(parts[s])
+        assert all(np.array_equal(have[h][s], exact) for h in hosts), f"slot {s}"
+    assert delta.of("s1", "events") == {CONTRIB: 4 * len(slots), COMPLETE: len(slots),
+                                        RESULT: len(slots), ANSWERED: retransmitted}
+    assert delta.of("s1", "drops_out") == {IMPAIRMENT: outputs - sum(got.values())}

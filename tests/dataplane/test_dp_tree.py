@@ -9,6 +9,7 @@ from tests.dataplane.packets import (
     BAD_RESULT_PORT,
     COMPLETE,
     CONTRIB,
+    DUPLICATE,
     PARTIAL_UP,
     RESULT,
     RESULT_DOWN,
@@ -115,4 +116,27 @@ def test_results_only_from_the_parent_port(fabric):
                                  switches=("s2",))
     assert delta.of("s2", "drops_in") == {BAD_RESULT_PORT: 1, UNKNOWN_JOB: 1}
     assert delta.of("s2", "events") == {}
+    assert not any(fabric.quiet(WORKERS).values())
+
+
+def test_a_retransmission_before_the_root_completes_is_a_duplicate_there(fabric):
+    """s2's subtree is complete, s1's is not: a worker under s2 retransmits, s2 repeats its
+    partial sum, and the root counts it as a DUPLICATE without adding it."""
+    topo = fabric.program([JobSpec(34, tuple(WORKERS), slots=4)])
+    session = fabric.session()
+    rng = np.random.default_rng(34)
+    parts = [random_fixed(rng, 1 << 26) for _ in WORKERS]
+    for h, p in list(zip(WORKERS, parts, strict=True))[1:]:
+        fabric.send(h, contrib(topo, h, 34, session, 2, p))
+    before = fabric.counters()
+    fabric.send("h35", contrib(topo, "h35", 34, session, 2, parts[4]))
+    delta = fabric.wait_counters(before, {("s3", "events", DUPLICATE): 1})
+    assert delta.of("s2", "events") == {PARTIAL_UP: 1}
+    assert delta.of("s3", "events") == {DUPLICATE: 1}
+    assert not any(fabric.quiet(WORKERS).values())
+    fabric.send("h1", contrib(topo, "h1", 34, session, 2, parts[0]))
+    exact = codec.aggregate(parts)
+    for h in WORKERS:
+        res = received(fabric, h)
+        assert res.agg.count == len(WORKERS) and np.array_equal(res.payload, exact)
     assert not any(fabric.quiet(WORKERS).values())
