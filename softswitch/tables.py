@@ -236,6 +236,18 @@ class Table:
                 return None
             return self._entries.get((k, priority))
 
+    def set_counter(self, key, priority: int, packets: int, nbytes: int) -> None:
+        """Sets an entry's direct counter (P4Runtime DirectCounterEntry / counter_data)."""
+        with self._lock:
+            for v in (packets, nbytes):
+                if not _is_int(v) or not 0 <= v < (1 << 64):
+                    raise _bad(f"table {self.name}: bad counter value {v!r}")
+            k = self._check_key(key, priority)
+            ent = self._entries.get((k, priority))
+            if ent is None:
+                raise SwitchError("NOT_FOUND", f"table {self.name}: no such entry")
+            ent.packets, ent.bytes = packets, nbytes
+
     def entries(self) -> list[Entry]:
         with self._lock:
             return list(self._entries.values())

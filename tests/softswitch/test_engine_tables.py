@@ -83,6 +83,17 @@ def test_direct_counters_count_hits_only():
     run(sw, 2)
     e = t.get((1,))
     assert (e.packets, e.bytes) == (2, 16)
+    t.set_counter((1,), 0, 100, 1000)
+    run(sw, 1)
+    assert (t.get((1,)).packets, t.get((1,)).bytes) == (101, 1008)
+    t.modify(Entry((1,), "set", [2]))  # modify keeps the counter
+    assert t.get((1,)).packets == 101
+    with pytest.raises(SwitchError) as err:
+        t.set_counter((9,), 0, 1, 1)
+    assert err.value.code == "NOT_FOUND"
+    with pytest.raises(SwitchError) as err:
+        t.set_counter((1,), 0, -1, 1)
+    assert err.value.code == "INVALID_ARGUMENT"
 
 
 def test_lpm_longest_prefix_wins():
