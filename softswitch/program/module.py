@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import struct
 
 
 class Module:
@@ -45,13 +44,13 @@ class Module:
         return "\n".join(self.lines + self.deferred) + "\n"
 
 
-def struct_plan(widths: list[int]) -> tuple[str, list[list[tuple[int, int, int]]]] | None:
+def struct_plan(widths: list[int]) -> tuple[str, list[list[tuple[int, int, int, int]]]] | None:
     """How to read/write byte-aligned fields with one struct format.
 
     Splits the concatenated fields into byte-aligned chunks; each chunk is
     read with struct codes (B, H, I, Q pieces). Returns the format and, per
-    field, the pieces it is made of: (struct item index, shift, width) with
-    the field = OR of ((item >> shift) & mask(width)) << position. None when
+    field, the pieces it is made of: (struct item index, shift, width, position)
+    with the field = OR of ((item >> shift) & mask(width)) << position. None when
     the fields do not fill whole bytes.
     """
     total = sum(widths)
@@ -145,7 +144,3 @@ def struct_write(widths: list[int], values: list[str]) -> tuple[str, list[str]] 
         parts = per_item[idx]
         items.append(" | ".join(parts) if len(parts) > 1 else parts[0])
     return fmt, items
-
-
-def check_struct(fmt: str) -> int:
-    return struct.calcsize(fmt)
