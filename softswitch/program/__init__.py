@@ -212,7 +212,7 @@ def _compile(j: dict, lock, rng, log, drop_port) -> Program:
         nobjs = {an: (ns[n] if n else None) for an, n in nexts.items()}
         hm = None if hit_miss is None else tuple(ns[n] if n else None for n in hit_miss)
         tbl.bind(fobjs, nobjs, hm, ns[base_next] if base_next else None)
-        ents = getattr(cc, "const_entries", {}).get(tbl.name, [])
+        ents = cc.const_entries.get(tbl.name, [])
         if ents:
             tbl.load_const_entries(ents)
 

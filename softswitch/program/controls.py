@@ -21,6 +21,7 @@ class ControlCompiler:
         self.lock = lock
         self.tables: dict[str, Table] = {}
         self.bindings: list = []  # (table, {action name: fn name}, ...) resolved after exec
+        self.const_entries: dict[str, list[Entry]] = {}
         from .exprs import ExprCompiler
 
         self.x = ExprCompiler(env.L, mod, [], env.registers)
@@ -131,7 +132,6 @@ class ControlCompiler:
         entries = []
         for i, ce in enumerate(t.get("entries", []) or []):
             entries.append(self.const_entry(tbl, ce, i))
-        self.const_entries = getattr(self, "const_entries", {})
         self.const_entries[name] = entries
 
         tname = self.mod.bind(tbl, "T")
