@@ -308,6 +308,12 @@ class Bmv2Fabric(Fabric):
             raise RuntimeError(f"{' '.join(cmd)} failed: {r.stderr.strip()}")
 
     def _namespace(self) -> None:
+        # Namespaces of earlier runs that died before their cleanup (named by their pid).
+        for stale in Path("/run/netns").glob("natsw-dp-*") if Path("/run/netns").is_dir() else []:
+            pid = stale.name.rsplit("-", 1)[-1]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                subprocess.run(["ip", "netns", "del", stale.name], capture_output=True,
+                               timeout=60)
         self._ip("netns", "add", self.ns)
         # No IPv6 on the namespace's interfaces: the kernel would send router and neighbour
         # solicitations into the switches, which count them as drops.
@@ -328,7 +334,9 @@ class Bmv2Fabric(Fabric):
         switches = []
         for s in self.base.switches:
             sock = self.dir / f"{s.name}.grpc"
-            cmd = ["ip", "netns", "exec", self.ns, "simple_switch_grpc",
+            # Killed with the test process even when that dies without cleaning up.
+            cmd = (["setpriv", "--pdeathsig", "KILL"] if shutil.which("setpriv") else [])
+            cmd += ["ip", "netns", "exec", self.ns, "simple_switch_grpc",
                    "--device-id", str(s.device_id), "--no-p4", "--log-level", "warn",
                    "--thrift-port", str(s.thrift_port),
                    "--notifications-addr", f"ipc://{self.dir / (s.name + '.ipc')}"]
