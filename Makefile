@@ -12,11 +12,15 @@ P4C   := p4c-bm2-ss
 ELEMS ?= 168
 P4OUT := p4src/build
 
+TOPO  ?= star
+RUN_ARGS ?=
+
 .PHONY: help setup debs venv test lint p4 run-mininet bench clean
 
 help:
 	@echo "make test         set up (Debian packages, .venv) and run lint + the whole test suite"
-	@echo "make run-mininet  set up and run the default training job in Mininet (root)"
+	@echo "make run-mininet  set up and run the default training job in Mininet (root);"
+	@echo "                  TOPO=fat-tree for the k=4 fat-tree, RUN_ARGS='...' for more options"
 	@echo "make p4           recompile p4src/ (needs p4c-bm2-ss on PATH)"
 	@echo "make bench        run the benchmarks and write docs/results.md"
 
@@ -45,6 +49,11 @@ lint: venv
 
 test: setup lint
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The main job: star with 4 workers and C_nat (or TOPO=fat-tree, 16 workers),
+# on BMv2 where simple_switch_grpc is installed, else on softswitch/.
+run-mininet: setup
+	$(PY) mininet/run.py --topo $(TOPO) $(RUN_ARGS)
 
 # Recompiles the program where p4c is installed; elsewhere the committed
 # build/ is what runs (its sources' hash is checked by the tests).
