@@ -42,7 +42,11 @@ def switch_command(kind: str, device_id: int, grpc_addr: str, ports: dict[int, s
     if cpu_port is not None:
         target += ["--cpu-port", str(cpu_port)]
     if kind == "bmv2":
-        return ["simple_switch_grpc", *common, "--no-p4", "--", *target]
+        # BMv2 names its notification socket after the device id in /tmp; a name of
+        # our own keeps other BMv2 processes on this machine out of the way.
+        notify = f"ipc:///tmp/natswitch-{os.getpid()}-{device_id}.ipc"
+        return ["simple_switch_grpc", *common, "--no-p4", "--notifications-addr", notify,
+                "--", *target]
     return [sys.executable, "-m", "softswitch", *common, *target, "--no-p4"]
 
 

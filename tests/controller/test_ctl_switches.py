@@ -67,6 +67,7 @@ def command(target, switch):
                 "--grpc-server-addr", switch.grpc_addr, "--no-p4"]
     return ["simple_switch_grpc", "--device-id", str(switch.device_id), "--no-p4",
             "--thrift-port", str(switch.thrift_port), "--log-level", "warn",
+            "--notifications-addr", f"ipc:///tmp/natswitch-ctl-{os.getpid()}-{switch.name}.ipc",
             "--", "--grpc-server-addr", switch.grpc_addr]
 
 

@@ -95,6 +95,9 @@ class SimpleSwitch:
                "--thrift-port", str(self.thrift)]
         for p in self.ports:
             cmd += ["-i", f"{p}@{self.dir / f'p{p}'}"]
+        # BMv2's notification socket is named after the device id in /tmp by default;
+        # a path of our own lets several switches run at once.
+        cmd += ["--notifications-addr", f"ipc://{self.dir / 'notifications.ipc'}"]
         cmd.append(str(self.json_path))
         self.log = open(self.dir / "switch.log", "wb")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,

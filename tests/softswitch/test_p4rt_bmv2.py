@@ -5,6 +5,7 @@ targets, except the few listed in DELIBERATE, where softswitch gives the code
 the P4Runtime 1.4 spec asks for and BMv2 gives a generic or accidental one.
 """
 
+import os
 import shutil
 import socket
 import subprocess
@@ -57,7 +58,9 @@ def bmv2_address():
     grpc_port, thrift_port = _free_port(), _free_port()
     proc = subprocess.Popen(
         ["simple_switch_grpc", "--no-p4", "--device-id", "1", "--thrift-port",
-         str(thrift_port), "--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}",
+         str(thrift_port), "--notifications-addr",
+         f"ipc:///tmp/natswitch-p4rt-bmv2-{os.getpid()}.ipc", "--",
+         "--grpc-server-addr", f"127.0.0.1:{grpc_port}",
          "--cpu-port", "255"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + BM_STARTUP
