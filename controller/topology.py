@@ -23,6 +23,7 @@ FORMAT_VERSION = 1
 ENCODINGS = ("fixed32", "cnat8")
 POOL_SIZE = 512            # register slots per switch (p4src/include/sizes.p4)
 MAX_CHILDREN = 32          # bitmap width (p4src/include/sizes.p4)
+MAX_JOB_WORKERS = 255      # 8-bit count field and worker total (docs/PROTOCOL.md)
 MAX_PORT = 510             # bit<9>; 511 is v1model's drop port
 IFNAME_MAX = 15            # Linux interface names: "<node>-eth<port>"
 DEFAULT_BW_MBIT = 100.0

@@ -9,6 +9,7 @@ from controller.topology import (
     ENCODINGS,
     FORMAT_VERSION,
     IFNAME_MAX,
+    MAX_JOB_WORKERS,
     MAX_PORT,
     POOL_SIZE,
     Host,
@@ -141,6 +142,10 @@ def parse_job(i: int, d: dict) -> JobSpec:
         raise TopologyError(f"{where}.workers: expected a non-empty list of host names")
     if len(set(workers)) != len(workers):
         raise TopologyError(f"{where}.workers: a host is listed twice: {workers}")
+    if len(workers) > MAX_JOB_WORKERS:
+        raise TopologyError(f"{where}.workers: {len(workers)} workers, at most "
+                            f"{MAX_JOB_WORKERS} (the header's count and the switch's worker "
+                            f"total are 8 bits)")
     slots = _get(d, "slots", where, int, 64)
     if not 1 <= slots <= POOL_SIZE:
         raise TopologyError(f"{where}.slots: must be 1..{POOL_SIZE}, got {slots}")

@@ -187,3 +187,12 @@ def test_a_valid_mutation_still_loads():
     # The mutations above fail for the stated reason, not because the base is broken.
     topo = Topology.from_dict(_mutate(lambda d: None))
     assert len(topo.hosts) == 3
+
+
+def test_a_job_of_more_workers_than_the_count_field_holds_is_refused():
+    topo = T.fat_tree(k=12)
+    data = topo.to_dict()
+    data["jobs"] = [{"id": 1, "workers": [h.name for h in topo.hosts[:256]], "slots": 8,
+                     "encoding": "fixed32"}]
+    with pytest.raises(TopologyError, match="at most 255"):
+        Topology.from_dict(data)
