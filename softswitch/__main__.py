@@ -38,8 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="attach a port; may repeat")
     p.add_argument("--no-p4", action="store_true", help="start without a program")
     p.add_argument("--device-id", type=int, default=0, help="P4Runtime device id (default 0)")
-    p.add_argument("--grpc-server-addr", default="0.0.0.0:9559",
-                   help="gRPC server address (default 0.0.0.0:9559; port 0 picks one)")
+    p.add_argument("--grpc-server-addr", default="127.0.0.1:9559",
+                   help="gRPC server address (default 127.0.0.1:9559, loopback only, unlike "
+                        "BMv2; port 0 picks one)")
     p.add_argument("--cpu-port", type=int, default=None,
                    help="port number for packet-in / packet-out (no packet I/O without it)")
     p.add_argument("--drop-port", type=int, default=511, help="drop port (default 511)")
