@@ -68,3 +68,17 @@ def test_a_killed_worker_ends_the_others_with_a_clear_error(star):
     for r in records:
         assert r["error"], f"rank {r['rank']} finished all calls without worker {host}"
         assert "chunk" in r["error"] or "slot" in r["error"], r["error"]
+
+
+def test_ordinary_traffic_is_routed_ping_and_iperf(star):
+    emu, topo, path, workdir = star
+    assert emu.net.pingAll(timeout=2) == 0.0          # percent lost
+    h1, h4 = emu.host("h1"), emu.host("h4")
+    server = h4.popen(["iperf", "-s", "-p", "5201"])
+    try:
+        out = h1.cmd(f"iperf -c {topo.host('h4').ip} -p 5201 -t 2 -y C")
+    finally:
+        server.terminate()
+        server.wait()
+    # CSV: the last field is the throughput in bits/s
+    assert out.strip() and int(out.strip().splitlines()[-1].split(",")[-1]) > 0, out
