@@ -122,6 +122,7 @@ class AllReduceClient:
         self.payloads: list[np.ndarray | None] = [None] * w   # kept for `trace` only
         self.calls = 0
         self.sends = 0                            # new uses sent (the sequence counter)
+        self.first_sample = False                 # the first round trip was just measured
         self.in_flight = 0                        # slots in IN_FLIGHT states
         self.failed = ""                          # why a call failed: the client is unusable
         self._actions = {
@@ -232,6 +233,8 @@ class AllReduceClient:
                     last_progress = self.clock()
                 burst += 1
                 frame = self.port.recv(0.0)
+            if self.first_sample:
+                self._rearm_initial(used)
             if self.oldest_done is not None:
                 self._restart_timers(used, self.oldest_done)
                 self.oldest_done = None
@@ -313,6 +316,17 @@ class AllReduceClient:
         if nxt == _READY:
             heapq.heappush(self.ready, (int(self.cur[s]), s))
 
+    def _rearm_initial(self, used: int) -> None:
+        """The initial timeout only stands in for a measurement: once the first round trip
+        is measured, the uses still on it get the measured timeout, counted from now."""
+        self.first_sample = False
+        rto = self.timer.rto()
+        armed = np.flatnonzero(np.isfinite(self.deadline[:used]) & (self.tries[:used] == 0)
+                               & (self.rto[:used] > rto))
+        if armed.size:
+            self.rto[armed] = rto
+            self.deadline[armed] = np.minimum(self.deadline[armed], self.clock() + rto)
+
     def _restart_timers(self, used: int, seq: int) -> None:
         """RFC 6298 (5.3) per slot: a use answered restarts the timers of the uses sent after
         it. A switch works through its queue in order, so while the uses ahead of ours are
@@ -382,6 +396,10 @@ class AllReduceClient:
     def _retransmit(self, s: int, _msg) -> None:
         if self.tries[s] == 0:
             self.window.on_timeout(int(self.seq[s]), self.sends)
+        # The resent frame queues behind everything sent so far: answers to those restart
+        # its timer (_restart_timers), as for a new use.
+        self.sends += 1
+        self.seq[s] = self.sends
         frame = self.frames[s]
         self.port.send(frame)
         self.stats.packets_sent += 1
@@ -467,6 +485,7 @@ class AllReduceClient:
         if self.tries[s]:
             return
         r = float(self.clock() - self.sent_at[s])
+        self.first_sample = self.first_sample or self.timer.srtt is None
         self.timer.sample(r)
         self.stats.rtt_samples += 1
         self.stats.rtt_seconds += r
