@@ -1,0 +1,183 @@
+"""Benches in Mininet: an emulation that waits its turn, probes in the hosts, port counters.
+
+Only one emulation runs on a machine at a time (mininet/emulation.py refuses to start over
+another); `started` polls until the other one is gone. What crossed each link direction is
+read twice around the timed calls: from the switches' own port counters
+(NatIngress.port_rx / NatEgress.port_tx over P4Runtime, controller/stats.py) and from the
+kernel's counters of the switches' interfaces (/sys/class/net/<switch>-eth<port>). The
+bytes are the kernel's: a v1model counter counts a packet's length as it entered the
+switch, so port_tx misstates packets the switch made larger or smaller (FIXED32 results
+of CNAT8 contributions, partial sums); the packet counts of both must agree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from common import REPO, link_loads, say
+
+sys.path.insert(0, str(REPO / "mininet"))
+
+P4INFO = REPO / "p4src" / "build" / "agg.p4info.txt"
+BMV2_JSON = REPO / "p4src" / "build" / "agg.json"
+PROBE = REPO / "bench" / "host_probe.py"
+
+
+def why_not_runnable() -> str | None:
+    if os.geteuid() != 0:
+        return "Mininet needs root"
+    try:
+        import mininet.net  # noqa: F401
+    except ImportError:
+        return "Debian's mininet package is not installed (make setup installs it)"
+    return None
+
+
+@contextlib.contextmanager
+def started(topo, kind: str, workdir: Path, shape: bool = True, poll: float = 30.0,
+            patience: float = 3600.0):
+    """The topology emulated and programmed by the controller; yields the Emulation."""
+    from emulation import Emulation
+    from mininet.log import setLogLevel
+
+    from controller.p4info import Pipeline
+    from controller.program import program
+
+    setLogLevel("critical")     # tc warns that the HTB quantum is big at high rates; harmless
+    pipeline = Pipeline.load(str(P4INFO), str(BMV2_JSON))
+    deadline = time.monotonic() + patience
+    while True:
+        emu = Emulation(topo, kind, workdir / "logs", shape=shape)
+        busy = emu.conflicts()
+        if not busy:
+            try:
+                emu.start()
+                break
+            except RuntimeError as e:
+                emu.stop()
+                if "another emulation" not in str(e):
+                    raise
+                busy = [str(e)]
+        if time.monotonic() > deadline:
+            raise RuntimeError("gave up waiting for the other emulation: " + "; ".join(busy))
+        say(f"waiting {poll:.0f} s: {'; '.join(busy)}")
+        time.sleep(poll)
+    try:
+        failed = [f"{s.name}: {r}" for s, r in program(topo, pipeline) if isinstance(r, Exception)]
+        if failed:
+            raise RuntimeError("programming failed: " + "; ".join(failed))
+        yield emu
+    finally:
+        emu.stop()
+
+
+# ---------------------------------------------------------------- counters
+
+
+def read_ports(topo) -> dict[tuple[str, int], tuple[int, int, int, int]]:
+    """(switch, port) -> (rx packets, rx bytes, tx packets, tx bytes) from the switches."""
+    from controller.session import Session
+    from controller.stats import PORT_RX, PORT_TX, read_stats
+
+    out = {}
+    for s in topo.switches:
+        with Session(s, (0, 3), 10.0) as session:
+            st = read_stats(session)
+        for p in topo.ports(s.name):
+            rx, tx = st.counters.get(PORT_RX, {}), st.counters.get(PORT_TX, {})
+            out[s.name, p.port] = (*rx.get(p.port, (0, 0)), *tx.get(p.port, (0, 0)))
+    return out
+
+
+def read_kernel(topo) -> dict[tuple[str, int], tuple[int, int, int, int]]:
+    """The same from the kernel: frames the switch's interfaces received and sent."""
+    out = {}
+    for s in topo.switches:
+        for p in topo.ports(s.name):
+            d = Path("/sys/class/net", f"{s.name}-eth{p.port}", "statistics")
+            out[s.name, p.port] = tuple(int((d / f).read_text()) for f in (
+                "rx_packets", "rx_bytes", "tx_packets", "tx_bytes"))
+    return out
+
+
+# ---------------------------------------------------------------- probes
+
+
+def run_probes(emu, topo_path: Path, hosts: list[str], workdir: Path, *, job: int,
+               session: int, encoding: str, elements: int, reps: int, topo,
+               ps: tuple[str, str] | None = None, timeout: float = 60.0,
+               budget: float = 1800.0) -> tuple[list[dict], list, list]:
+    """Probes on `hosts` (ranks in that order); the counters are read once all have warmed
+    up and again when all are done. ps: (host, ip) of the parameter server, started here.
+    Returns (records by rank, link loads of the timed calls from the kernel's counters,
+    the same from the switches' counters)."""
+    sync = workdir / f"sync-{job}-{session}"
+    shutil.rmtree(sync, ignore_errors=True)
+    sync.mkdir(parents=True)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    procs, server = [], None
+    try:
+        if ps is not None:
+            log = open(workdir / f"ps-{session}.log", "wb")
+            server = emu.host(ps[0]).popen(
+                [sys.executable, str(REPO / "worker" / "baseline.py"), "--workers",
+                 str(len(hosts)), "--slots", "64"], stdout=log, stderr=subprocess.STDOUT,
+                cwd=str(REPO), env=env)
+            log.close()
+        for rank, host in enumerate(hosts):
+            out = sync / f"{host}.json"
+            cmd = [sys.executable, str(PROBE), "--topology", str(topo_path), "--host", host,
+                   "--job", str(job), "--session", str(session), "--encoding", encoding,
+                   "--elements", str(elements), "--reps", str(reps), "--timeout", str(timeout),
+                   "--sync", str(sync), "--out", str(out)]
+            if ps is not None:
+                cmd += ["--ps", ps[1], "--rank", str(rank), "--workers", str(len(hosts))]
+            log = open(sync / f"{host}.log", "wb")
+            procs.append((host, out, emu.host(host).popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO), env=env)))
+            log.close()
+        deadline = time.monotonic() + budget
+        ready = [sync / f"ready-{h}" for h in hosts]
+        while not all(r.exists() for r in ready):
+            dead = [h for h, _, p in procs if p.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                raise RuntimeError(f"probes did not warm up ({', '.join(dead) or 'timeout'}); "
+                                   f"see {sync}/*.log")
+            time.sleep(0.05)
+        sw_before = read_ports(topo)
+        k_before = read_kernel(topo)        # the kernel's innermost: it is read fastest
+        (sync / "go").touch()
+        for host, _, p in procs:
+            try:
+                p.wait(max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise RuntimeError(f"probe on {host} still running after {budget:.0f} s") \
+                    from None
+        k_after = read_kernel(topo)
+        sw_after = read_ports(topo)
+    finally:
+        for _, _, p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if server is not None:
+            server.terminate()
+            server.wait()
+    records = []
+    for host, out, p in procs:
+        if not out.exists():
+            raise RuntimeError(f"probe on {host} wrote no result (exit {p.returncode}); "
+                               f"see {sync}/{host}.log")
+        records.append(json.loads(out.read_text()))
+    errors = [f"{r['host']}: {r['error']}" for r in records if r["error"]]
+    if errors:
+        raise RuntimeError("allreduce failed: " + "; ".join(errors))
+    return (records, link_loads(topo, k_before, k_after),
+            link_loads(topo, sw_before, sw_after))
