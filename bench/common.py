@@ -62,8 +62,11 @@ def table(header: list[str], rows: list[list]) -> str:
 
 
 def markdown(header: list[str], rows: list[list]) -> str:
+    """A markdown table; columns of numbers right-aligned, others left."""
+    numeric = [all(isinstance(r[i], int | float) or r[i] is None for r in rows)
+               for i in range(len(header))]
     lines = ["| " + " | ".join(header) + " |",
-             "| " + " | ".join(["---"] + ["---:"] * (len(header) - 1)) + " |"]
+             "| " + " | ".join("---:" if n else "---" for n in numeric) + " |"]
     lines += ["| " + " | ".join(fmt(c) for c in r) + " |" for r in rows]
     return "\n".join(lines)
 

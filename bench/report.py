@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""docs/results.md from the benches' outputs: tables, plots, targets, the machine.
+
+    .venv/bin/python bench/report.py [--dir results/bench] [--out docs/results.md]
+
+Reads <dir>/{wire,allreduce,convergence}.json and <dir>/{codec,softswitch_pps}.txt (what
+bench/all.py leaves there); a bench without output is listed as not run. Plots go to
+the folder named like the report without .md (docs/results/*.png).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from common import OUT, REPO, fmt, machine
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+def load(d: Path, name: str) -> dict | None:
+    try:
+        data = json.loads((d / f"{name}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return None if "skipped" in data and len(data) == 1 else data
+
+
+def text(d: Path, name: str) -> str | None:
+    try:
+        return (d / f"{name}.txt").read_text().rstrip()
+    except OSError:
+        return None
+
+
+# ---------------------------------------------------------------- plots
+
+
+def plot_star(rows: list[dict], path: Path) -> bool:
+    import matplotlib.pyplot as plt
+
+    parts = list(dict.fromkeys(r["part"] for r in rows if r["part"].startswith("star")))
+    if not parts:
+        return False
+    fig, axes = plt.subplots(1, len(parts), figsize=(4.2 * len(parts), 3.6), squeeze=False)
+    for ax, part in zip(axes[0], parts, strict=True):
+        mine = [r for r in rows if r["part"] == part]
+        x = range(len(mine))
+        ax.bar([i - 0.2 for i in x], [r["median_s"] for r in mine], 0.4, label="measured")
+        ax.bar([i + 0.2 for i in x], [r["bound_s"] for r in mine], 0.4, label="link bound")
+        ax.set_xticks(list(x), [r["variant"].replace(" ", "\n", 1) for r in mine], fontsize=8)
+        ax.set_yscale("log")
+        ax.set_ylabel("seconds per allreduce (log)")
+        ax.set_title(f"{part}: {mine[0]['switch']}, {mine[0]['bw_mbit']:g} Mbit/s", fontsize=9)
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def plot_fat(rows: list[dict], path: Path) -> bool:
+    import matplotlib.pyplot as plt
+
+    parts = list(dict.fromkeys(r["part"] for r in rows if r["part"].startswith("fat")))
+    if not parts:
+        return False
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    for part in parts:
+        mine = sorted((r for r in rows if r["part"] == part), key=lambda r: r["workers"])
+        n = [r["workers"] for r in mine]
+        line, = ax.plot(n, [r["median_s"] for r in mine], "o-",
+                        label=f"{part} ({mine[0]['bw_mbit']:g} Mbit/s): measured")
+        ax.plot(n, [r["bound_s"] for r in mine], "--", color=line.get_color(),
+                label=f"{part}: link bound")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks([2, 4, 8, 16], ["2", "4", "8", "16"])
+    ax.set_xlabel("workers (k=4 fat-tree)")
+    ax.set_ylabel("seconds per allreduce (log)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def plot_convergence(conv: dict, path: Path) -> bool:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for name, curve in conv["curves"].items():
+        sim = name.endswith("(sim.)")
+        ax.plot(conv["eval_steps"], curve, lw=1 if sim else 2, ls=":" if sim else "-",
+                label=name)
+    ax.set_xlabel("step")
+    ax.set_ylabel(f"test accuracy (mean of {conv['seeds']} seeds)")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right", ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+# ---------------------------------------------------------------- sections
+
+
+def machine_section(m: dict, switches: list[str]) -> list[str]:
+    rows = [("cores", m.get("cores")), ("CPU", m.get("cpu")),
+            ("memory", f"{m.get('memory_gib')} GiB"), ("kernel", m.get("kernel")),
+            ("OS", m.get("os")), ("Python / numpy", f"{m.get('python')} / {m.get('numpy')}"),
+            ("BMv2 (simple_switch_grpc)", m.get("bmv2") or "not installed"),
+            ("p4c", m.get("p4c") or "not installed"), ("Mininet", m.get("mininet") or "-"),
+            ("switch targets used", ", ".join(switches) or "-"),
+            ("load average (1, 5, 15 min) before the benches started",
+             " / ".join(str(x) for x in m.get("load_average", [])))]
+    return ["| | |", "| --- | --- |"] + [f"| {k} | {fmt(v)} |" for k, v in rows]
+
+
+def targets_section(all_targets: list[tuple[str, dict]]) -> list[str]:
+    lines = ["| bench | target | measured | verdict |", "| --- | --- | ---: | --- |"]
+    for bench, t in all_targets:
+        sign = "<=" if t["kind"] == "max" else ">="
+        if t["met"] is None:
+            verdict = "not measured"
+        elif t["met"]:
+            verdict = "met"
+        else:
+            miss = (t["value"] / t["limit"] if t["kind"] == "max" else t["limit"] / t["value"])
+            verdict = f"**missed by {miss:.2f}x**: {t['why']}"
+        lines.append(f"| {bench} | {t['name']} {sign} {t['limit']}{t['unit']} | "
+                     f"{fmt(t['value'])}{t['unit']} | {verdict} |")
+    return lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dir", type=Path, default=OUT)
+    ap.add_argument("--out", type=Path, default=REPO / "docs" / "results.md")
+    args = ap.parse_args(argv)
+    wire, ar, conv = (load(args.dir, n) for n in ("wire", "allreduce", "convergence"))
+    figs = args.out.with_suffix("")
+    figs.mkdir(parents=True, exist_ok=True)
+    rel = figs.name
+    start = load(args.dir, "start")
+    m = start["machine"] if start else machine()
+    switches = []
+    if wire:
+        switches.append(f"wire: {wire['where']}")
+    if ar:
+        switches.append("allreduce: " + ", ".join(sorted({f"{r['part']} {r['switch']}"
+                                                           for r in ar["rows"]})))
+    if conv:
+        switches.append("convergence: in-process softswitch")
+    all_targets = [(b, t) for b, d in (("wire", wire), ("allreduce", ar), ("convergence", conv))
+                   if d for t in d["targets"]]
+    out = [
+        "# Benchmark results",
+        "",
+        f"Written by `bench/report.py` from the outputs of `make bench` (`bench/all.py`) on "
+        f"{time.strftime('%Y-%m-%d')}. Every ratio compares figures measured in the same run. "
+        "How to run the benches and what each one does: [bench/README.md](../bench/README.md).",
+        "",
+        "## Machine",
+        "",
+        *machine_section(m, switches),
+        "",
+        "## Targets",
+        "",
+        *(targets_section(all_targets) if all_targets else ["No bench with targets ran."]),
+        "",
+    ]
+    out += ["## Bytes per gradient element (bench/wire.py)", ""]
+    if wire:
+        out += [f"{wire['where']}; a star of {wire['workers']} workers and a parameter-server "
+                f"host; one allreduce of {wire['elements']} float32 per worker. Bytes are "
+                "whole Ethernet frames (no FCS) that crossed the workers' links, counted by "
+                "the kernel on the switch's interfaces (Mininet) or by taps on the hosts' "
+                "ports (in process), per worker and element; the switch's own port counters "
+                "agree on packets. *Busiest* is the most loaded link direction per element of "
+                "one worker's gradient (for the parameter server, its own link).", "",
+                wire["table"], ""]
+        odd = [r for r in wire["rows"]
+               if abs(r["switch_down_bytes_per_element"] - r["down_bytes_per_element"]) > 0.01]
+        for r in odd:
+            out += [f"The switch's `NatEgress.port_tx` counter gave "
+                    f"{r['switch_down_bytes_per_element']:.3f} B/element down for "
+                    f"*{r['variant']}*, where the links carried "
+                    f"{r['down_bytes_per_element']:.3f}: a v1model counter counts the length "
+                    "a packet entered the switch with, not the length it leaves with.", ""]
+    else:
+        out += ["Not run.", ""]
+    out += ["## Time to allreduce (bench/allreduce.py)", ""]
+    if ar:
+        out += [f"{ar['elements']} float32 per worker, {ar['reps']} timed calls per row after "
+                "one warm-up call; a call's time is its slowest worker's, the table shows the "
+                "median. Links are shaped with HTB at the row's bandwidth: "
+                f"{ar['link_bw']:g} Mbit/s for the link-bound parts, {ar['fast_bw']:g} Mbit/s "
+                "for the switch-bound ones. The *bound* is the bytes that crossed the busiest "
+                "link direction during a call (kernel counters) over the link's bandwidth; "
+                "*x bound* near 1 means the links limited the call, far above 1 the switch or "
+                "the hosts did.", "", ar["table"], "",
+                "Each row against its part's baseline (star: the parameter server; fat-tree: "
+                "the fewest workers):", "", ar["ratios"], ""]
+        if plot_star(ar["rows"], figs / "allreduce_star.png"):
+            out += [f"![star: measured time and link bound]({rel}/allreduce_star.png)", ""]
+        if plot_fat(ar["rows"], figs / "allreduce_fattree.png"):
+            out += [f"![fat-tree: time against workers]({rel}/allreduce_fattree.png)", ""]
+        rates = [r for r in ar["rows"] if r["regime"] == "switch"]
+        if rates:
+            out += ["Switch-bound rows, elements summed per second (workers x elements / "
+                    "time): " + "; ".join(
+                        f"{r['part']} {r['variant']} ({r['workers']}): "
+                        f"{r['switch_elements_per_s'] / 1e6:.2f} M/s" for r in rates) + ".", ""]
+    else:
+        out += ["Not run (needs root and Mininet).", ""]
+    out += ["## Convergence (bench/convergence.py)", ""]
+    if conv:
+        out += [f"{conv['workers']} workers, {conv['steps']} steps, batch {conv['batch']} per "
+                f"worker, lr {conv['lr']}, MLP 64-{'-'.join(map(str, conv['hidden']))}-10 on "
+                f"digits, {conv['seeds']} seed(s); every method sees the same data split, "
+                "initial model and batches per seed. *vs uncompressed*: the mean paired "
+                "difference of final test accuracy, in percentage points.", "",
+                conv["table"], ""]
+        if plot_convergence(conv, figs / "convergence.png"):
+            out += [f"![test accuracy against step]({rel}/convergence.png)", ""]
+    else:
+        out += ["Not run.", ""]
+    for name, title in (("codec", "C_nat codec against a numpy copy (bench/codec.py)"),
+                        ("softswitch_pps", "softswitch against BMv2 (bench/softswitch_pps.py)")):
+        body = text(args.dir, name)
+        out += [f"## {title}", ""]
+        out += (["```", body, "```", ""] if body else ["Not run.", ""])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("\n".join(out).rstrip() + "\n")
+    print(f"wrote {args.out} and its plots in {figs}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
