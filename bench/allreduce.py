@@ -190,15 +190,15 @@ def targets(rows: list[dict]) -> list[Target]:
 
 def report_rows(rows: list[dict]) -> tuple[list[str], list[list]]:
     header = ["part", "variant", "workers", "Mbit/s", "median s", "bound s", "x bound",
-              "busiest link", "B/elem there", "retx"]
+              "busiest link", "B/elem there", "retx", "lost at switch input"]
     body = [[r["part"], r["variant"], r["workers"], r["bw_mbit"], r["median_s"], r["bound_s"],
-             r["x_bound"], r["busiest"], r["busiest_bytes_per_element"], r["retransmissions"]]
-            for r in rows]
+             r["x_bound"], r["busiest"], r["busiest_bytes_per_element"], r["retransmissions"],
+             r["lost_before_switch"]] for r in rows]
     return header, body
 
 
 def ratio_rows(rows: list[dict]) -> list[list]:
-    """Within each part, every row's time against the part's first row (the baseline)."""
+    """Within each part, every row's time and bound against the part's baseline."""
     out = []
     for part in dict.fromkeys(r["part"] for r in rows):
         mine = [r for r in rows if r["part"] == part]
