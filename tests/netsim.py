@@ -57,18 +57,22 @@ class SlowSwitchPort(Port):
     it, so a single client sees the queue a whole job builds), completing a slot costs
     `finish` more (re-compressing the result), answering a retransmission from the stored
     result costs `finish`, dropping a duplicate `service`. Results arrive `latency` after
-    the switch is done with them. recv(timeout) advances the clock to the next result or
-    by `timeout`: a test runs at once and the same every time.
+    the switch is done with them, or are lost with probability `loss` (seeded).
+    recv(timeout) advances the clock to the next result or by `timeout`: a test runs at
+    once and the same every time.
     """
 
-    def __init__(self, peers: int, service: float, finish: float, latency: float = 1e-4):
+    def __init__(self, peers: int, service: float, finish: float, latency: float = 1e-4,
+                 loss: float = 0.0, seed: int = 0):
         super().__init__()
         self.ps = ParameterServer(1, result_encoding=wire.ENC_CNAT8)
         self.peers, self.service, self.finish, self.latency = peers, service, finish, latency
+        self.loss, self.rng = loss, np.random.default_rng(seed)
         self.now = 0.0
         self.busy_until = 0.0
         self.inbox: list[tuple[float, int, bytes]] = []
         self.sent = 0
+        self.lost = 0           # results dropped on the way back (probability `loss`)
 
     def clock(self) -> float:
         return self.now
@@ -86,6 +90,9 @@ class SlowSwitchPort(Port):
         self.busy_until = max(self.now, self.busy_until) + cost
         for _dest, data in outs:
             self.sent += 1
+            if self.loss and self.rng.random() < self.loss:
+                self.lost += 1
+                continue
             heapq.heappush(self.inbox, (self.busy_until + self.latency, self.sent, data))
 
     def recv(self, timeout: float | None) -> bytes | None:
