@@ -150,7 +150,7 @@ def targets_section(all_targets: list[tuple[str, dict]]) -> list[str]:
     return lines
 
 
-def observations(rows: list[dict]) -> list[str]:
+def observations(rows: list[dict], cores) -> list[str]:
     """What the allreduce table says, in sentences built from its figures."""
     def get(part, variant):
         return next((r for r in rows if r["part"] == part and r["variant"] == variant), None)
@@ -177,6 +177,15 @@ def observations(rows: list[dict]) -> list[str]:
                    "decodes 168 codes and re-compresses 168 sums, the FIXED32 path only adds, "
                    "and the parameter server's packets are only routed. A hardware switch "
                    "does all of it at line rate, which is what the link-bound rows stand for.")
+    fat = sorted((r for r in rows if r["part"].startswith("fat") and r["regime"] == "switch"),
+                 key=lambda r: r["workers"])
+    if len(fat) >= 2:
+        lo, hi = fat[0], fat[-1]
+        out.append(f"- On the switch-bound fat-tree ({hi['switch']}) time grows "
+                   f"{hi['median_s'] / lo['median_s']:.1f}x from {lo['workers']} to "
+                   f"{hi['workers']} workers: every switch is a process on the same "
+                   f"{cores} cores, so the time follows the total packet work of the "
+                   "tree, which grows with the workers.")
     lost = [r for r in rows if r["lost_before_switch"] > 0]
     if lost:
         out.append("- Packets the kernel delivered to a switch's interface that the switch "
@@ -229,9 +238,11 @@ def main(argv=None) -> int:
                 f"host; one allreduce of {wire['elements']} float32 per worker. Bytes are "
                 "whole Ethernet frames (no FCS) that crossed the workers' links, counted by "
                 "the kernel on the switch's interfaces (Mininet) or by taps on the hosts' "
-                "ports (in process), per worker and element; the switch's own port counters "
-                "agree on packets. *Busiest* is the most loaded link direction per element of "
-                "one worker's gradient (for the parameter server, its own link).", "",
+                "ports (in process), per worker and element. The switch's own port counters "
+                "agree on the packets, but for a few frames (IPv6 neighbour discovery) the "
+                "root namespace sends on the switch's interfaces. *Busiest* is the most "
+                "loaded link direction per element of one worker's gradient (for the "
+                "parameter server, its own link).", "",
                 wire["table"], ""]
         odd = [r for r in wire["rows"]
                if abs(r["switch_down_bytes_per_element"] - r["down_bytes_per_element"]) > 0.01]
@@ -259,7 +270,7 @@ def main(argv=None) -> int:
             out += [f"![star: measured time and link bound]({rel}/allreduce_star.png)", ""]
         if plot_fat(ar["rows"], figs / "allreduce_fattree.png"):
             out += [f"![fat-tree: time against workers]({rel}/allreduce_fattree.png)", ""]
-        out += observations(ar["rows"])
+        out += observations(ar["rows"], ar["machine"]["cores"])
         rates = [r for r in ar["rows"] if r["regime"] == "switch"]
         if rates:
             out += ["Switch-bound rows, elements allreduced per second (workers x elements / "
