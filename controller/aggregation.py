@@ -38,7 +38,8 @@ def switch_entries(tree: JobTree, switch: str, region: Region) -> list[Entity]:
                                     {**params, "result_enc": RESULT_ENCODING[job.encoding]})
     else:
         job_entry = TableEntry.make(JOBS, {JOB_ID: job.id}, JOB_CHILD,
-                                    {**params, "parent_port": node.parent_port})
+                                    {**params, "parent_port": node.parent_port,
+                                     "partial_enc": RESULT_ENCODING[job.partials]})
     rows: list[Entity] = [MulticastGroupEntry.make(group_id(job.id),
                                                    [c.port for c in node.children])]
     rows.append(job_entry)

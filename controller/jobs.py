@@ -2,8 +2,9 @@
 
 A CLI job spec is `HOSTS[:key=value...]`: HOSTS is `all`, or a comma-separated list of host
 names and ranges like `h1-h8`; keys are `id`, `slots` (the job's window, its region size on
-every switch of its tree) and `enc` (the results' encoding: fixed32 or cnat8). Jobs without an
-id get the smallest free ids from 1 on.
+every switch of its tree), `enc` (the results' encoding: fixed32 or cnat8) and `partials` (what
+switches below the root send up: fixed32, exact, or cnat8, re-compressed). Jobs without an id
+get the smallest free ids from 1 on.
 
 Regions are allocated first-fit per switch in job-id order, so two jobs on one switch never
 share a slot and the plan is the same on every run for the same jobs.
@@ -68,17 +69,18 @@ def parse_job_spec(spec: str, topo: Topology) -> dict:
         key, sep, value = opt.partition("=")
         if not sep:
             raise JobError(f"job spec {spec!r}: expected key=value, got {opt!r}")
-        if key == "enc":
+        if key in ("enc", "partials"):
             if value not in ENCODINGS:
-                raise JobError(f"job spec {spec!r}: enc must be one of {ENCODINGS}")
-            fields["encoding"] = value
+                raise JobError(f"job spec {spec!r}: {key} must be one of {ENCODINGS}")
+            fields["encoding" if key == "enc" else "partials"] = value
         elif key in ("id", "slots"):
             try:
                 fields[key] = int(value)
             except ValueError:
                 raise JobError(f"job spec {spec!r}: {key} must be an integer") from None
         else:
-            raise JobError(f"job spec {spec!r}: unknown key {key!r} (id, slots, enc)")
+            raise JobError(f"job spec {spec!r}: unknown key {key!r} "
+                           "(id, slots, enc, partials)")
     return fields
 
 

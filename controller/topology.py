@@ -77,16 +77,19 @@ class Link:
 
 @dataclass(frozen=True)
 class JobSpec:
-    """One aggregation job: its workers, window (slots) and the encoding of its results."""
+    """One aggregation job: its workers, window (slots), the encoding of its results and of
+    the partial sums switches below the root send up (fixed32: exact; cnat8: re-compressed,
+    one byte per element on every link, unbiased but not exact)."""
 
     id: int
     workers: tuple[str, ...]
     slots: int = 64
     encoding: str = "fixed32"
+    partials: str = "fixed32"
 
     def to_dict(self) -> dict:
         return {"id": self.id, "workers": list(self.workers), "slots": self.slots,
-                "encoding": self.encoding}
+                "encoding": self.encoding, "partials": self.partials}
 
 
 @dataclass(frozen=True)

@@ -152,7 +152,10 @@ def parse_job(i: int, d: dict) -> JobSpec:
     enc = _get(d, "encoding", where, str, "fixed32")
     if enc not in ENCODINGS:
         raise TopologyError(f"{where}.encoding: must be one of {ENCODINGS}, got {enc!r}")
-    return JobSpec(job_id, tuple(workers), slots, enc)
+    partials = _get(d, "partials", where, str, "fixed32")
+    if partials not in ENCODINGS:
+        raise TopologyError(f"{where}.partials: must be one of {ENCODINGS}, got {partials!r}")
+    return JobSpec(job_id, tuple(workers), slots, enc, partials)
 
 
 def _check_links(topo: Topology) -> None:

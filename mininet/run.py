@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="contributions: cnat8 = C_nat, 1 byte/element (default); fixed32")
     j.add_argument("--result-encoding", choices=("cnat8", "fixed32"), default=None,
                    help="results from the root switch (default: the contributions' encoding)")
+    j.add_argument("--partials", choices=("fixed32", "cnat8"), default="fixed32",
+                   help="what switches below the root send up: fixed32 (exact, default) or "
+                        "cnat8 (re-compressed, one byte per element on every link)")
     j.add_argument("--window", type=int, default=64, help="slots per job (default 64)")
     j.add_argument("--compressor", default="none", help="worker-side operator before encoding")
     j.add_argument("--steps", type=int, default=100, help="SGD steps (default 100)")
@@ -101,7 +104,8 @@ def plan_jobs(args, topo) -> tuple[list[JobSpec], str | None]:
     jobs = []
     for i in range(args.jobs):
         members = chosen[i * per:(i + 1) * per] if i < args.jobs - 1 else chosen[i * per:]
-        jobs.append(JobSpec(i + 1, tuple(members), slots=args.window, encoding=result))
+        jobs.append(JobSpec(i + 1, tuple(members), slots=args.window, encoding=result,
+                            partials=args.partials))
     return jobs, ps_host
 
 

@@ -29,15 +29,17 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         meta.grp = mcast_grp;
         meta.result_enc = result_enc;
     }
+    // partial_enc: the partial sums sent up, FIXED32 (exact) or re-compressed to
+    // CNAT8 (one byte per element on every link, unbiased but no longer exact).
     action job_child(bit<16> base, bit<16> num_slots, bit<8> num_children,
-                     bit<16> mcast_grp, bit<9> parent_port) {
+                     bit<16> mcast_grp, bit<9> parent_port, bit<8> partial_enc) {
         meta.is_root = false;
         meta.base = base;
         meta.num_slots = num_slots;
         meta.children = num_children;
         meta.grp = mcast_grp;
         meta.parent_port = parent_port;
-        meta.result_enc = ENC_FIXED32;
+        meta.result_enc = partial_enc;
     }
     table jobs {
         key = { hdr.agg.job_id: exact; }
@@ -182,12 +184,12 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         hdr.agg.exp = meta.exp;
         hdr.agg.count = meta.workers;
         hdr.agg.flags = 0;
+        if (meta.result_enc == ENC_CNAT8) {
+            recompress.apply(hdr);
+            keep_rounded();
+        }
         if (meta.is_root) {
             hdr.agg.msg_type = MSG_RESULT;
-            if (meta.result_enc == ENC_CNAT8) {
-                recompress.apply(hdr);
-                keep_rounded();
-            }
             if (meta.seen) {
                 sm.egress_spec = sm.ingress_port;
                 events.count(EV_ANSWERED);

@@ -24,7 +24,8 @@ def random_jobs(topo, count, seed):
     rng = random.Random(seed)
     names = [h.name for h in topo.hosts]
     return [JobSpec(i + 1, tuple(rng.sample(names, rng.randint(1, len(names)))),
-                    rng.choice([8, 16, 64]), rng.choice(["fixed32", "cnat8"]))
+                    rng.choice([8, 16, 64]), rng.choice(["fixed32", "cnat8"]),
+                    rng.choice(["fixed32", "cnat8"]))
             for i in range(count)]
 
 
@@ -163,6 +164,7 @@ def simulate(topo, tables, job):
             assert total == len(job.workers)
             result(switch, params["mcast_grp"])
         else:
+            assert params["partial_enc"] == A.RESULT_ENCODING[job.partials]
             up = topo.port(switch, params["parent_port"])
             contribution(up.peer, up.peer_port, total)
 

@@ -140,3 +140,41 @@ def test_a_retransmission_before_the_root_completes_is_a_duplicate_there(fabric)
         res = received(fabric, h)
         assert res.agg.count == len(WORKERS) and np.array_equal(res.payload, exact)
     assert not any(fabric.quiet(WORKERS).values())
+
+
+def bracket(exact: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The two powers of two around each |sum| (equal where it is one), signs kept."""
+    mag = np.abs(exact.astype(np.int64))
+    p = np.where(mag > 0, np.frexp(np.maximum(mag, 1).astype(np.float64))[1] - 1, 0)
+    lo = np.where(mag > 0, 1 << p, 0)
+    hi = np.where(mag == lo, lo, lo << 1)
+    sign = np.where(exact < 0, -1, 1)
+    return sign * lo, sign * hi
+
+
+def test_cnat8_partial_sums_keep_every_link_at_one_byte(fabric):
+    """With partials=cnat8 the leaves re-compress their partial sums: the root sees CNAT8
+    contributions and sums what its children sent, so each result element is the sum of one
+    rounding per leaf of that leaf's exact partial sum."""
+    topo = fabric.program([JobSpec(33, tuple(WORKERS), slots=4, partials="cnat8")])
+    session = fabric.session()
+    rng = np.random.default_rng(33)
+    n = len(WORKERS)
+    parts = [random_cnat(rng, codec.max_code(n)) for _ in WORKERS]
+    before = fabric.counters()
+    for i, h in enumerate(WORKERS):
+        fabric.send(h, contrib(topo, h, 33, session, 0, parts[i], exp=120, chunk=5))
+    got = collect(fabric, WORKERS, 1)
+    left = codec.aggregate(parts[:2], codec.CNAT8).astype(np.int64)
+    right = codec.aggregate(parts[2:], codec.CNAT8).astype(np.int64)
+    (llo, lhi), (rlo, rhi) = bracket(left), bracket(right)
+    res = got[WORKERS[0]][33, 0, 0]
+    assert (res.agg.encoding, res.agg.count) == (wire.ENC_FIXED32, n)
+    total = np.asarray(res.payload, dtype=np.int64)
+    assert np.all((total == llo + rlo) | (total == llo + rhi) | (total == lhi + rlo) |
+                  (total == lhi + rhi)), "a result is not the sum of the leaves' roundings"
+    assert not np.array_equal(total, left + right), "nothing was rounded: not re-compressed"
+    for h in WORKERS[1:]:
+        assert np.array_equal(got[h][33, 0, 0].payload, res.payload)
+    delta = fabric.wait_counters(before, {("s3", "events", RESULT): 1})
+    assert delta.of("s3", "events") == {CONTRIB: 2, COMPLETE: 1, RESULT: 1}

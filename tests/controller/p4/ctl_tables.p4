@@ -48,8 +48,8 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         meta.grp = mcast_grp + base + num_slots + (bit<16>)num_children + (bit<16>)result_enc;
     }
     action job_child(bit<16> base, bit<16> num_slots, bit<8> num_children,
-                     bit<16> mcast_grp, bit<9> parent_port) {
-        meta.grp = mcast_grp + base + num_slots + (bit<16>)num_children;
+                     bit<16> mcast_grp, bit<9> parent_port, bit<8> partial_enc) {
+        meta.grp = mcast_grp + base + num_slots + (bit<16>)num_children + (bit<16>)partial_enc;
         meta.parent_port = parent_port;
     }
     table jobs {
