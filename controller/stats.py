@@ -72,7 +72,9 @@ def format_stats(stats: SwitchStats, topo: Topology) -> str:
     peers = {p.port: p.peer for p in topo.ports(s.name)}
     ports = sorted(set(peers) | {i for c in (PORT_RX, PORT_TX)
                                  for i, v in stats.counters.get(c, {}).items() if v[0]})
-    lines += _table(["port", "peer", "rx pkts", "rx bytes", "tx pkts", "tx bytes"],
+    lines += _table(["port", "peer", "rx pkts", "rx bytes", "tx pkts", "tx bytes*"],
                     [[p, peers.get(p, "-"), stats.packets(PORT_RX, p), stats.bytes(PORT_RX, p),
                       stats.packets(PORT_TX, p), stats.bytes(PORT_TX, p)] for p in ports])
+    lines.append("  * v1model counters count the length a packet had when it entered the switch;"
+                 " results and partial sums the switch re-encodes leave with another length")
     return "\n".join(lines)
