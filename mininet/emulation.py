@@ -56,7 +56,8 @@ class Emulation:
                                  autoSetMacs=False, autoStaticArp=False)
         for s in self.topo.switches:
             net.addSwitch(s.name, cls=P4Switch, kind=self.kind, device_id=s.device_id,
-                          grpc_addr=s.grpc_addr, log_dir=str(self.log_dir),
+                          grpc_addr=s.grpc_addr, thrift_port=s.thrift_port,
+                          log_dir=str(self.log_dir),
                           pcap_dir=str(self.pcap_dir) if self.pcap_dir else None,
                           dpid=f"{s.device_id:016x}")
         for h in self.topo.hosts:

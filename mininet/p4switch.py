@@ -32,10 +32,13 @@ def resolve_kind(kind: str) -> str:
 
 
 def switch_command(kind: str, device_id: int, grpc_addr: str, ports: dict[int, str],
-                   cpu_port: int | None = None, pcap_dir: str | None = None) -> list[str]:
+                   cpu_port: int | None = None, pcap_dir: str | None = None,
+                   thrift_port: int | None = None) -> list[str]:
     """The command line that starts one switch; identical options for both targets."""
     intfs = [a for port, name in sorted(ports.items()) for a in ("-i", f"{port}@{name}")]
     common = ["--device-id", str(device_id), *intfs]
+    if thrift_port is not None:          # BMv2 listens on 9090 unless told; softswitch ignores it
+        common += ["--thrift-port", str(thrift_port)]
     if pcap_dir:
         common += ["--pcap", pcap_dir] if kind == "bmv2" else ["--pcap-dir", pcap_dir]
     target = ["--grpc-server-addr", grpc_addr]
@@ -68,11 +71,12 @@ class P4Switch(Switch):
     """One P4 switch process on this node's interfaces."""
 
     def __init__(self, name, kind="soft", device_id=1, grpc_addr="127.0.0.1:50051",
-                 log_dir="/tmp", pcap_dir=None, start_timeout=60.0, **params):
+                 thrift_port=None, log_dir="/tmp", pcap_dir=None, start_timeout=60.0, **params):
         super().__init__(name, **params)
         self.kind = kind
         self.device_id = device_id
         self.grpc_addr = grpc_addr
+        self.thrift_port = thrift_port
         self.log_path = Path(log_dir) / f"{name}.log"
         self.pcap_dir = pcap_dir
         self.start_timeout = start_timeout
@@ -81,8 +85,10 @@ class P4Switch(Switch):
     def start(self, controllers):
         ports = {self.ports[i]: i.name for i in self.intfList() if i.name != "lo"}
         cmd = switch_command(self.kind, self.device_id, self.grpc_addr, ports,
-                             pcap_dir=self.pcap_dir)
+                             pcap_dir=self.pcap_dir, thrift_port=self.thrift_port)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.pcap_dir:
+            Path(self.pcap_dir).mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, PYTHONPATH=str(REPO))
         with open(self.log_path, "ab") as log:
             log.write(("$ " + " ".join(cmd) + "\n").encode())
