@@ -40,10 +40,14 @@ def minify(path: Path) -> None:
 
 
 def compile_program(outdir: Path, elems: int) -> None:
+    outdir = outdir.resolve()
     outdir.mkdir(parents=True, exist_ok=True)
+    # Run from p4src/ on a relative path: the JSON's source_info then names
+    # files as p4src/ sees them, the same in every checkout.
     subprocess.run([P4C, *P4C_FLAGS, f"-DELEMS={elems}",
                     "--p4runtime-files", str(outdir / "agg.p4info.txt"),
-                    "-o", str(outdir / "agg.json"), str(HERE / "agg.p4")], check=True)
+                    "-o", str(outdir / "agg.json"), "agg.p4"], check=True, cwd=HERE,
+                   timeout=1800)
     minify(outdir / "agg.json")
 
 
