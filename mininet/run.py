@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -221,7 +222,12 @@ def run(args) -> int:
                     print(f"error: workers still running after {budget:.0f} s; stopping them",
                           file=sys.stderr)
             if args.cli:
-                CLI(emu.net)
+                # Inside the CLI, Ctrl-C interrupts the command typed, as in Mininet.
+                previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+                try:
+                    CLI(emu.net)
+                finally:
+                    signal.signal(signal.SIGINT, previous)
             counters = read_counters(topo) if args.aggregation == "switch" else None
         finally:
             group.stop()
@@ -247,19 +253,38 @@ def run(args) -> int:
     return 0 if all(s["ok"] for s in summaries) else 1
 
 
+class Stopped(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM: unwinds through every teardown; the exit code says which."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def on_signal(signum, frame):
+    # One signal starts the teardown; a second must not cut it short.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Stopped(signum)
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if os.geteuid() != 0:
         print("mininet/run.py needs root (Mininet creates network namespaces)", file=sys.stderr)
         return 2
+    # A shell without job control starts background commands with SIGINT
+    # ignored; Ctrl-C and kill must still tear the emulation down.
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
     try:
         return run(args)
     except (TopologyError, ControllerError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         print("\ninterrupted; the emulation was torn down", file=sys.stderr)
-        return 130
+        return 128 + (e.signum if isinstance(e, Stopped) else signal.SIGINT)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -9,6 +10,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = [sys.executable, str(REPO / "mininet" / "run.py")]
@@ -35,22 +38,41 @@ def test_run_trains_far_above_chance_and_writes_the_report(tmp_path):
     assert "report:" in r.stdout
 
 
-def processes_mentioning(text: str) -> list[int]:
+def processes_mentioning(*texts: str) -> list[int]:
     pids = []
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
-                if text.encode() in (proc / "cmdline").read_bytes():
-                    pids.append(int(proc.name))
+                cmdline = (proc / "cmdline").read_bytes()
             except OSError:
-                pass
+                continue
+            if any(t.encode() in cmdline for t in texts):
+                pids.append(int(proc.name))
     return pids
 
 
-def test_ctrl_c_tears_everything_down(tmp_path):
+def kill_leftovers(*texts: str) -> None:
+    """After a failure, so that one broken teardown does not slow every later test."""
+    for pid in processes_mentioning(*texts):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("signum, inherited", [
+    # What a shell without job control does to a background command.
+    (signal.SIGINT, ignore_sigint),
+    (signal.SIGTERM, None),
+], ids=["ctrl-c-with-sigint-ignored-by-the-parent", "sigterm"])
+def test_a_signal_tears_everything_down(tmp_path, signum, inherited):
     out = tmp_path / "interrupted"
+    switch_cmd = "@s1-eth1"           # in the switch's command line, BMv2 or softswitch
     proc = subprocess.Popen([*RUN, *switch_args(), "--steps", "100000", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=inherited)
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and proc.poll() is None:
@@ -59,13 +81,17 @@ def test_ctrl_c_tears_everything_down(tmp_path):
                 break
             time.sleep(0.5)
         assert proc.poll() is None, "run.py ended before training started:\n" + proc.stdout.read()
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         output, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 128 + signum, output[-2000:]
+        assert "interrupted" in output
+        assert processes_mentioning(str(out), switch_cmd) == [], \
+            "worker or switch processes survived"
+        links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True,
+                               text=True).stdout
+        assert "s1-eth1" not in links, "the switch's interfaces survived"
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, output[-2000:]
-    assert "interrupted" in output
-    assert processes_mentioning(str(out)) == [], "worker or switch processes survived"
-    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    assert "s1-eth1" not in links, "the switch's interfaces survived"
+            proc.wait()
+        kill_leftovers(str(out), switch_cmd)
