@@ -172,26 +172,15 @@ class Switch:
         if F[ABORT]:
             self.stats["dropped"] += 1
             return
-        clone = F[CLONE]
-        if clone:
-            F[CLONE] = 0
-            fl = F[CLONE_FL]
-            F[CLONE_FL] = 0
-            sess = self.clones.sessions.get(clone & 0x7FFF)
-            if sess is not None:
-                C = prog.init_slots[:]
-                self._set(C, prog, "ingress_port", phys_port)
-                cpos, _ = prog.parse(C, data)
-                C[PAYLOAD] = data[cpos:]
-                for s in prog.metadata_slots:
-                    C[s] = 0
-                for s in prog.field_lists.get(fl, ()):
-                    C[s] = F[s]
-                self._set(C, prog, "instance_type", INSTANCE_INGRESS_CLONE)
-                C[PKTLEN] = pktlen
-                C[INLEN] = inlen
-                self._replicate(prog, C, sess["replicas"], egress_q,
-                                sess.get("packet_length_bytes", 0), phys_port)
+        if F[CLONE]:
+            # An ingress clone is the packet as it arrived, re-parsed.
+            C = prog.init_slots[:]
+            self._set(C, prog, "ingress_port", phys_port)
+            cpos, _ = prog.parse(C, data)
+            C[PAYLOAD] = data[cpos:]
+            C[PKTLEN] = pktlen
+            C[INLEN] = inlen
+            self._clone(prog, F, C, INSTANCE_INGRESS_CLONE, egress_q, phys_port)
         if F[DIGEST]:
             self.digests.append((F[DIGEST], data))
             F[DIGEST] = 0
@@ -235,6 +224,22 @@ class Switch:
         self._set(F, prog, "enq_qdepth", 0)
         egress_q.append((port, F, phys_port))
 
+    def _clone(self, prog: Program, F: list, C: list, instance_type: int,
+               egress_q: deque, phys_port: int) -> None:
+        """Sends C, the clone F asked for, to its session's replicas; clears the request."""
+        clone, fl = F[CLONE], F[CLONE_FL]
+        F[CLONE] = F[CLONE_FL] = C[CLONE] = C[CLONE_FL] = 0
+        sess = self.clones.sessions.get(clone & 0x7FFF)
+        if sess is None:
+            return
+        for s in prog.metadata_slots:
+            C[s] = 0
+        for s in prog.field_lists.get(fl, ()):
+            C[s] = F[s]
+        self._set(C, prog, "instance_type", instance_type)
+        self._replicate(prog, C, sess["replicas"], egress_q,
+                        sess.get("packet_length_bytes", 0), phys_port)
+
     def _egress(self, prog: Program, item, ingress_q: deque, egress_q: deque, out: list) -> None:
         port, F, phys_port = item
         prog.set_egress_meta(F, port, self._now(), F[PKTLEN])
@@ -243,21 +248,9 @@ class Switch:
         if F[ABORT]:
             self.stats["dropped"] += 1
             return
-        clone = F[CLONE]
-        if clone:
-            F[CLONE] = 0
-            fl = F[CLONE_FL]
-            F[CLONE_FL] = 0
-            sess = self.clones.sessions.get(clone & 0x7FFF)
-            if sess is not None:
-                C = F[:]
-                for s in prog.metadata_slots:
-                    C[s] = 0
-                for s in prog.field_lists.get(fl, ()):
-                    C[s] = F[s]
-                self._set(C, prog, "instance_type", INSTANCE_EGRESS_CLONE)
-                self._replicate(prog, C, sess["replicas"], egress_q,
-                                sess.get("packet_length_bytes", 0), phys_port)
+        if F[CLONE]:
+            # An egress clone is the packet as egress left it.
+            self._clone(prog, F, F[:], INSTANCE_EGRESS_CLONE, egress_q, phys_port)
         if self._get(F, prog, "egress_spec") == self.drop_port:
             self.stats["dropped"] += 1
             return
