@@ -9,7 +9,8 @@ Parts (each one emulation; links shaped with HTB at the part's bandwidth):
                     down) and the host parameter server (float32), one after the other
   star-switch       the same at high bandwidth (--fast-bw): the switch, not the links, limits
   star-switch-bmv2  the same on BMv2 (simple_switch_grpc; skipped where not installed)
-  fat-link          k=4 fat-tree, C_nat INA with 2, 4, 8, 16 workers (h1..hn), low bandwidth
+  fat-link          k=4 fat-tree, C_nat INA with 2, 4, 8, 16 workers (h1..hn), lower
+                    bandwidth (--fat-link-bw): 36 emulated nodes share the cores
   fat-switch        the same at high bandwidth
 BMv2 sums about 1e5 elements/s here: a link-bound regime on it would need links of about
 0.1 Mbit/s and an hour, so the link-bound parts run on the embedded target (softswitch),
@@ -119,7 +120,7 @@ def part_fat(args, part: str, workdir: Path) -> list[dict]:
     from controller.tree import build_tree
 
     _, regime, kind = PARTS[part]
-    bw = args.link_bw if regime == "link" else args.fast_bw
+    bw = args.fat_link_bw if regime == "link" else args.fast_bw
     topo = topo_fat(bw, args.sizes)
     topo_path = workdir / f"{part}.json"
     topo.save(str(topo_path))
@@ -127,7 +128,7 @@ def part_fat(args, part: str, workdir: Path) -> list[dict]:
     say(f"{part}: k=4 fat-tree, C_nat INA with {args.sizes} workers, {bw:g} Mbit/s, {kind}")
     with emu.started(topo, kind, workdir / part) as net:
         session = int(time.time()) % 20000 + 101
-        runs = [(v, n) for v in FAT_VARIANTS for n in args.sizes]
+        runs = [(v, n) for v in FAT_VARIANTS for n in args.sizes if v[2] in args.partials]
         for k, ((name, offset, partials), n) in enumerate(runs):
             job = topo.job(n + offset)
             say(f"  {name}, {n} workers: {args.reps} x {args.elements} elements ...")
@@ -230,6 +231,12 @@ def main(argv=None) -> int:
     ap.add_argument("--parts", nargs="+", choices=list(PARTS), default=list(PARTS))
     ap.add_argument("--link-bw", type=float, default=1.0, help="link-bound parts, Mbit/s")
     ap.add_argument("--fast-bw", type=float, default=1000.0, help="switch-bound parts, Mbit/s")
+    ap.add_argument("--fat-link-bw", type=float, default=0.5,
+                    help="the link-bound fat-tree, Mbit/s: 16 workers and 20 switches share "
+                         "the cores, so its links must be slower than the star's")
+    ap.add_argument("--partials", nargs="+", choices=[v[2] for v in FAT_VARIANTS],
+                    default=[v[2] for v in FAT_VARIANTS],
+                    help="fat-tree variants by the encoding of partial sums between switches")
     ap.add_argument("--elements", type=int, default=4096 if q else 1 << 20)
     ap.add_argument("--reps", type=int, default=1 if q else 3)
     ap.add_argument("--sizes", default="2,4,8,16", help="fat-tree worker counts")
@@ -265,7 +272,7 @@ def main(argv=None) -> int:
     for t in ts:
         print("target " + t.text())
     save(args.json, {"machine": machine(), "link_bw": args.link_bw,
-                     "fast_bw": args.fast_bw, "elements": args.elements, "reps": args.reps,
+                     "fat_link_bw": args.fat_link_bw, "fast_bw": args.fast_bw, "elements": args.elements, "reps": args.reps,
                      "rows": rows, "table": markdown(header, body),
                      "ratios": markdown(rheader, ratio_rows(rows)),
                      "targets": [t.as_dict() for t in ts]})

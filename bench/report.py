@@ -259,8 +259,10 @@ def main(argv=None) -> int:
         out += [f"{ar['elements']} float32 per worker, {ar['reps']} timed calls per row after "
                 "one warm-up call; a call's time is its slowest worker's, the table shows the "
                 "median. Links are shaped with HTB at the row's bandwidth: "
-                f"{ar['link_bw']:g} Mbit/s for the link-bound parts, {ar['fast_bw']:g} Mbit/s "
-                "for the switch-bound ones. The *bound* is the bytes that crossed the busiest "
+                f"{ar['link_bw']:g} Mbit/s for the link-bound star, "
+                f"{ar.get('fat_link_bw', ar['link_bw']):g} Mbit/s for the link-bound fat-tree "
+                "(its 16 workers and 20 switch processes share the same cores), "
+                f"{ar['fast_bw']:g} Mbit/s for the switch-bound parts. The *bound* is the bytes that crossed the busiest "
                 "link direction during a call (kernel counters) over the link's bandwidth; "
                 "*x bound* near 1 means the links limited the call, far above 1 the switch or "
                 "the hosts did.", "", ar["table"], "",
