@@ -272,7 +272,8 @@ def main(argv=None) -> int:
     for t in ts:
         print("target " + t.text())
     save(args.json, {"machine": machine(), "link_bw": args.link_bw,
-                     "fat_link_bw": args.fat_link_bw, "fast_bw": args.fast_bw, "elements": args.elements, "reps": args.reps,
+                     "fat_link_bw": args.fat_link_bw, "fast_bw": args.fast_bw,
+                     "elements": args.elements, "reps": args.reps,
                      "rows": rows, "table": markdown(header, body),
                      "ratios": markdown(rheader, ratio_rows(rows)),
                      "targets": [t.as_dict() for t in ts]})

@@ -66,26 +66,35 @@ def plot_star(rows: list[dict], path: Path) -> bool:
 
 
 def plot_fat(rows: list[dict], path: Path) -> bool:
+    """One panel per fat-tree part; per variant its measured times and its link bounds."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FormatStrFormatter, NullFormatter
 
     parts = list(dict.fromkeys(r["part"] for r in rows if r["part"].startswith("fat")))
     if not parts:
         return False
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    for part in parts:
-        mine = sorted((r for r in rows if r["part"] == part), key=lambda r: r["workers"])
-        n = [r["workers"] for r in mine]
-        line, = ax.plot(n, [r["median_s"] for r in mine], "o-",
-                        label=f"{part} ({mine[0]['bw_mbit']:g} Mbit/s): measured")
-        ax.plot(n, [r["bound_s"] for r in mine], "x--", color=line.get_color(), ms=9,
-                label=f"{part}: link bound")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xticks([2, 4, 8, 16], ["2", "4", "8", "16"])
-    ax.set_xlabel("workers (k=4 fat-tree)")
-    ax.set_ylabel("seconds per allreduce (log)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    fig, axes = plt.subplots(1, len(parts), figsize=(5.2 * len(parts), 3.8), squeeze=False)
+    for ax, part in zip(axes[0], parts, strict=True):
+        mine = [r for r in rows if r["part"] == part]
+        for variant in dict.fromkeys(r["variant"] for r in mine):
+            pts = sorted((r for r in mine if r["variant"] == variant), key=lambda r: r["workers"])
+            n = [r["workers"] for r in pts]
+            line, = ax.plot(n, [r["median_s"] for r in pts], "o-", label=f"{variant}: measured")
+            ax.plot(n, [r["bound_s"] for r in pts], "x--", color=line.get_color(), ms=9,
+                    label=f"{variant}: link bound")
+        ax.set_title(f"{part}, {mine[0]['bw_mbit']:g} Mbit/s links", fontsize=9)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ys = [r[k] for r in mine for k in ("median_s", "bound_s")]
+        # within one decade there are no major ticks to read: label the minor ones
+        ax.yaxis.set_minor_formatter(FormatStrFormatter("%g") if max(ys) < 10 * min(ys)
+                                     else NullFormatter())
+        ax.set_xticks([2, 4, 8, 16], ["2", "4", "8", "16"])
+        ax.set_xlabel("workers (k=4 fat-tree)")
+        ax.set_ylabel("seconds per allreduce (log)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -262,8 +271,9 @@ def main(argv=None) -> int:
                 f"{ar['link_bw']:g} Mbit/s for the link-bound star, "
                 f"{ar.get('fat_link_bw', ar['link_bw']):g} Mbit/s for the link-bound fat-tree "
                 "(its 16 workers and 20 switch processes share the same cores), "
-                f"{ar['fast_bw']:g} Mbit/s for the switch-bound parts. The *bound* is the bytes that crossed the busiest "
-                "link direction during a call (kernel counters) over the link's bandwidth; "
+                f"{ar['fast_bw']:g} Mbit/s for the switch-bound parts. The *bound* is the "
+                "bytes that crossed the busiest link direction during a call (kernel "
+                "counters) over the link's bandwidth; "
                 "*x bound* near 1 means the links limited the call, far above 1 the switch or "
                 "the hosts did.", "", ar["table"], "",
                 "Each row against its part's baseline (star: the parameter server; fat-tree: "
