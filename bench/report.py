@@ -168,7 +168,8 @@ def observations(rows: list[dict], cores) -> list[str]:
     link = [r for r in rows if r["regime"] == "link"]
     if link:
         worst = max(link, key=lambda r: r["x_bound"])
-        out.append(f"- **Link-bound** ({link[0]['bw_mbit']:g} Mbit/s), every row took at most "
+        bws = " and ".join(f"{b:g}" for b in sorted({r["bw_mbit"] for r in link}, reverse=True))
+        out.append(f"- **Link-bound** ({bws} Mbit/s), every row took at most "
                    f"{worst['x_bound']:.2f}x its bound ({worst['part']}, {worst['variant']}, "
                    f"{worst['workers']} workers): the time is the busiest link's bytes over its "
                    "bandwidth, so the ratios between variants are the ratios of their bytes.")
