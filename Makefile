@@ -63,7 +63,7 @@ p4:
 	python3 p4src/build_tools.py compile $(P4OUT) $(ELEMS)
 	python3 p4src/build_tools.py hash > $(P4OUT)/agg.sha256
 
-# The benchmarks (the Mininet ones need root; about an hour on 2 cores): docs/results.md
+# The benchmarks (the Mininet ones need root; about 40 min on 2 cores): docs/results.md
 # and docs/results/*.png. BENCH_QUICK=1 for a smoke run (report in results/bench/results.md).
 bench: setup
 	BENCH_QUICK="$(BENCH_QUICK)" $(PY) bench/all.py
