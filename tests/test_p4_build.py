@@ -53,3 +53,13 @@ def test_workers_use_the_programs_elements_per_packet():
     from worker import codec, wire
 
     assert wire.ELEMS == codec.ELEMS == elems_in_build()
+
+
+def test_the_build_names_its_sources_relative_to_p4src():
+    """Absolute paths would tie the committed JSON to one checkout (the recompile test
+    then fails in every other clone)."""
+    prog = json.loads((BUILD / "agg.json").read_text())
+    names = {prog["program"]} | {p["source_info"]["filename"]
+                                 for action in prog["actions"] for p in action["primitives"]
+                                 if "source_info" in p}
+    assert names and not any(Path(n).is_absolute() for n in names), sorted(names)[:3]
