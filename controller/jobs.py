@@ -21,6 +21,7 @@ from controller.topology_check import parse_job
 from controller.tree import JobTree, build_tree
 
 DEFAULT_SLOTS = 64
+ENCODING_KEYS = {"enc": "encoding", "partials": "partials"}  # spec key -> JobSpec field
 _RANGE_RE = re.compile(r"^([A-Za-z_]+)(\d+)-(?:\1)?(\d+)$")
 
 
@@ -69,10 +70,10 @@ def parse_job_spec(spec: str, topo: Topology) -> dict:
         key, sep, value = opt.partition("=")
         if not sep:
             raise JobError(f"job spec {spec!r}: expected key=value, got {opt!r}")
-        if key in ("enc", "partials"):
+        if key in ENCODING_KEYS:
             if value not in ENCODINGS:
                 raise JobError(f"job spec {spec!r}: {key} must be one of {ENCODINGS}")
-            fields["encoding" if key == "enc" else "partials"] = value
+            fields[ENCODING_KEYS[key]] = value
         elif key in ("id", "slots"):
             try:
                 fields[key] = int(value)

@@ -149,12 +149,10 @@ def parse_job(i: int, d: dict) -> JobSpec:
     slots = _get(d, "slots", where, int, 64)
     if not 1 <= slots <= POOL_SIZE:
         raise TopologyError(f"{where}.slots: must be 1..{POOL_SIZE}, got {slots}")
-    enc = _get(d, "encoding", where, str, "fixed32")
-    if enc not in ENCODINGS:
-        raise TopologyError(f"{where}.encoding: must be one of {ENCODINGS}, got {enc!r}")
-    partials = _get(d, "partials", where, str, "fixed32")
-    if partials not in ENCODINGS:
-        raise TopologyError(f"{where}.partials: must be one of {ENCODINGS}, got {partials!r}")
+    enc, partials = (_get(d, key, where, str, "fixed32") for key in ("encoding", "partials"))
+    for key, value in (("encoding", enc), ("partials", partials)):
+        if value not in ENCODINGS:
+            raise TopologyError(f"{where}.{key}: must be one of {ENCODINGS}, got {value!r}")
     return JobSpec(job_id, tuple(workers), slots, enc, partials)
 
 
