@@ -119,6 +119,7 @@ def test_job_specs():
     assert len(jobs[0].workers) == 16
     for bad, msg in [("h1-h99", "not a host"), ("h1:slots=x", "integer"),
                      ("h1:color=red", "unknown key"), ("h1:enc=fp8", "enc must be"),
+                     ("h1:partials=int8", "partials must be"),
                      ("h1:slots=1000", "slots"), ("h2,h2", "listed twice")]:
         with pytest.raises(JobError, match=msg):
             make_jobs([bad], topo)

@@ -158,6 +158,7 @@ BAD = [
     (_set(["jobs", 0, "workers"], ["h1", "h9"]), "worker 'h9' is not a host"),
     (_set(["jobs", 0, "slots"], 513), "slots: must be 1..512"),
     (_set(["jobs", 0, "encoding"], "fp16"), "encoding"),
+    (_set(["jobs", 0, "partials"], "int8"), "job 1.partials: must be one of"),
     (lambda d: d["jobs"].append(dict(d["jobs"][0])), "job id 1 is used twice"),
     (_set(["service", "ip"], "10.0.1.2"), "service.ip 10.0.1.2 is also the address of 'h2'"),
 ]
