@@ -142,9 +142,24 @@ def replication_inputs():
     ]
 
 
+def samename_inputs():
+    def ctl(op, a, b=0x33, c=0x44):
+        return bytes([op, a, b, c]) + b"tail"
+
+    return [
+        ("table default set_b(0xd0), ternary /4", 1, ctl(0, 0x12)),
+        ("direct out_and_exit(3) exits before the tables", 1, ctl(5, 0x12)),
+        ("direct set_b(a) then out_and_exit(4)", 1, ctl(6, 0x5c)),
+        ("direct set_c(b), set_b(0x77), odd a", 1, ctl(7, 0x03)),
+        ("ternary catch-all", 1, ctl(1, 0x40)),
+        ("header only", 2, ctl(7, 0x11)[:4]),
+    ]
+
+
 PROGRAMS = {
     "parse": (parse_inputs, {}),
     "stacks": (stacks_inputs, {}),
+    "samename": (samename_inputs, {}),
     "exprs": (exprs_inputs, {}),
     "tables": (tables_inputs, {}),
     "externs": (externs_inputs, {}),
