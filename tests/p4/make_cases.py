@@ -156,10 +156,28 @@ def samename_inputs():
     ]
 
 
+def varlen_inputs():
+    def pkt(data: bytes, items: bytes, count: int, kind: int = 7) -> bytes:
+        return bytes([len(data), count, kind]) + data + items + b"PAY"
+
+    short, long_ = bytes([0x01, 0x55]), bytes([0x12, 0xAB, 0xCD, 0xEF])
+    return [
+        ("empty varbit, no items", 1, pkt(b"", b"", 0)),
+        ("3-byte varbit, short then long", 1, pkt(b"abc", short + long_, 2)),
+        ("8-byte varbit (the maximum), long then short", 1, pkt(b"12345678", long_ + short, 2)),
+        ("9 bytes: HeaderTooShort", 1, pkt(b"123456789", b"", 0)),
+        ("varbit past the packet: PacketTooShort", 1, bytes([6, 0, 7]) + b"ab"),
+        ("three items in a stack of two: StackOutOfBounds", 1,
+         pkt(b"z", short + short + short, 3)),
+        ("varbit header removed in ingress", 1, pkt(b"xy", long_, 1, kind=0xFF)),
+    ]
+
+
 PROGRAMS = {
     "parse": (parse_inputs, {}),
     "stacks": (stacks_inputs, {}),
     "samename": (samename_inputs, {}),
+    "varlen": (varlen_inputs, {}),
     "exprs": (exprs_inputs, {}),
     "tables": (tables_inputs, {}),
     "externs": (externs_inputs, {}),

@@ -13,7 +13,8 @@ import pytest
 from tests.p4 import bmv2, conformance
 
 PROGRAMS = conformance.programs()
-EXPECTED = {"parse", "stacks", "exprs", "tables", "externs", "replication", "samename"}
+EXPECTED = {"parse", "stacks", "exprs", "tables", "externs", "replication", "samename",
+            "varlen"}
 
 
 def test_all_conformance_programs_are_present():
