@@ -192,7 +192,23 @@ class PrimitiveCompiler:
                                     Ex(str(sh.base), "header", header=sh, htype=sh.htype))
         return out
 
+    def _union_stack_op(self, st_p, num_p, push: bool):
+        us = self.L.union_stacks.get(st_p.get("value"))
+        if us is None:
+            raise bad(f"{self.where}: unknown header union stack {st_p.get('value')!r}")
+        n = self.val(num_p)
+        columns = []
+        for k in range(len(us.unions[0].headers)):
+            heads = [u.headers[k] for u in us.unions]
+            if any(h.htype is not heads[0].htype for h in heads):
+                raise bad(f"{self.where}: header union stack {us.name!r} has mixed members")
+            columns.append((tuple(h.base for h in heads), 1 + len(heads[0].htype.fields)))
+        cols = self.mod.const(tuple(columns), "uc")
+        return [f"_ustack_shift(F, {cols}, {n.code}, {us.next_slot}, {push})"]
+
     def _stack_op(self, fn, st_p, num_p):
+        if st_p.get("type") == "header_union_stack":
+            return self._union_stack_op(st_p, num_p, fn == "_stack_push")
         st = self.stack(st_p)
         n = self.val(num_p)
         hb = self.x.stack_bases(st)

@@ -170,6 +170,10 @@ def varlen_inputs():
         ("three items in a stack of two: StackOutOfBounds", 1,
          pkt(b"z", short + short + short, 3)),
         ("varbit header removed in ingress", 1, pkt(b"xy", long_, 1, kind=0xFF)),
+        ("union stack push_front(1) over short, long", 1,
+         pkt(b"q", short + long_, 2, kind=0xFE)),
+        ("union stack push_front(1) over one long", 1, pkt(b"", long_, 1, kind=0xFE)),
+        ("union stack pop_front(1)", 1, pkt(b"", long_ + short, 2, kind=0xFD)),
     ]
 
 

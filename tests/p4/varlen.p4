@@ -1,5 +1,5 @@
 // A varbit field extracted with a length expression and emitted at that length,
-// and a stack of header unions filled by the parser.
+// and a stack of header unions filled by the parser, pushed and popped.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -82,6 +82,14 @@ control VC(inout headers_t hdr, inout meta_t meta) {
 control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t std) {
     apply {
         std.egress_spec = 2;
+        if (hdr.opt.isValid() && hdr.opt.kind == 0xfe) {
+            hdr.items.push_front(1);
+            hdr.items[0].s.setValid();
+            hdr.items[0].s.tag = 0x0e;
+            hdr.items[0].s.x = 0x77;
+        } else if (hdr.opt.isValid() && hdr.opt.kind == 0xfd) {
+            hdr.items.pop_front(1);
+        }
         hdr.info.setValid();
         hdr.info.err = 4;
         if (std.parser_error == error.NoError) {
