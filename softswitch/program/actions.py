@@ -16,6 +16,7 @@ from .layout import (
     RECIRC,
     RESUBMIT,
     TRUNC,
+    VLEN,
     Header,
     bad,
 )
@@ -165,6 +166,19 @@ class PrimitiveCompiler:
         return self.store(dst, self.val(src))
 
     p_modify_field = p_assign
+
+    def p_assign_VL(self, dst, src):  # noqa: N802 - BMv2's primitive name
+        """A varbit field takes the other's value and length."""
+        slots = []
+        for p in (dst, src):
+            if p.get("type") != "field":
+                raise bad(f"{self.where}: assign_VL needs varbit fields")
+            h, fi, slot = self.L.field(p["value"][0], p["value"][1])
+            if h.htype.varbit is None or h.htype.fields[h.htype.varbit] is not fi:
+                raise bad(f"{self.where}: assign_VL of {p['value']!r}, which is not varbit")
+            slots.append((slot, h.slot(VLEN), fi.mask))
+        (dv, dl, dm), (sv, sl, _) = slots
+        return [f"F[{dl}] = min(F[{sl}], {dm.bit_length()})", f"F[{dv}] = F[{sv}] & {dm}"]
 
     def p_assign_header(self, dst, src):
         return self.copy_header(self.header(dst), self.header(src))

@@ -177,11 +177,33 @@ def varlen_inputs():
     ]
 
 
+def varcopy_inputs():
+    def opt(options: bytes, good: bool = True, ttl: int = 64) -> bytes:
+        body = bytes([ttl, 6]) + b"\x00\x00" + bytes([10, 0, 0, 1]) + options
+        c = hashes.csum16(body[:2] + body[4:])
+        return body[:2] + struct.pack(">H", c if good else c ^ 0x0101) + body[4:]
+
+    def pkt(size: int, a: bytes, b: bytes, options: bytes, good: bool = True) -> bytes:
+        words = len(options) // 4
+        return bytes([size, words]) + a + b + opt(options, good) + b"PAY"
+
+    return [
+        ("16-bit values swapped, no options", 1, pkt(16, b"\x01\x02", b"\x03\x04", b"")),
+        ("empty values, 8 bytes of options", 1, pkt(0, b"", b"", b"optsOPTS")),
+        ("32-bit values, 16 bytes of options", 1,
+         pkt(32, b"AAAA", b"BBBB", b"0123456789abcdef")),
+        ("bad checksum over the options", 1, pkt(8, b"x", b"y", b"opts", good=False)),
+        ("options past the maximum: HeaderTooShort", 1,
+         bytes([8, 5]) + b"xy" + bytes(28)),
+    ]
+
+
 PROGRAMS = {
     "parse": (parse_inputs, {}),
     "stacks": (stacks_inputs, {}),
     "samename": (samename_inputs, {}),
     "varlen": (varlen_inputs, {}),
+    "varcopy": (varcopy_inputs, {}),
     "exprs": (exprs_inputs, {}),
     "tables": (tables_inputs, {}),
     "externs": (externs_inputs, {}),
