@@ -364,6 +364,10 @@ class PrimitiveCompiler:
         if h.header is None:
             out.append(f"hb_ = {code}")
             code = "hb_"
+        ht = h.htype
+        if ht.varbit is not None:  # the varbit's current length counts too
+            vl = f"F[{code} + {1 + ht.offsets[VLEN]}]"
+            nb = f"(({ht.nbits} + {vl}) >> 3)"
         out += [f"if F[{code}]:", f"    F[{PKTLEN}] -= {nb}", f"    F[{code}] = 0"]
         return out
 

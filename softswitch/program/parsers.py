@@ -173,6 +173,8 @@ class ParserCompiler:
                 return self.extract_into(str(h.base), h.htype, h)
             if t == "stack":
                 st = self.L.stack(p["value"])
+                if st.htype.varbit is not None:
+                    raise bad(f"parser: stack {st.name!r} of headers with a varbit field")
                 hb = self.x.stack_bases(st)
                 return [
                     f"n_ = F[{st.next_slot}]",

@@ -29,8 +29,9 @@ header_union item_t {
 }
 
 header info_t {
-    bit<8> flags;
-    bit<8> err;
+    bit<8>  flags;
+    bit<8>  err;
+    bit<16> plen;  // packet_length in egress (follows headers made valid or invalid)
 }
 
 struct headers_t {
@@ -125,7 +126,9 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t std)
 }
 
 control E(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t std) {
-    apply { }
+    apply {
+        hdr.info.plen = (bit<16>) std.packet_length;
+    }
 }
 
 control CC(inout headers_t hdr, inout meta_t meta) {
