@@ -20,6 +20,12 @@ PACKET_ADD_MEMBERSHIP = 1
 PACKET_MR_PROMISC = 1
 PACKET_IGNORE_OUTGOING = 23   # Linux >= 4.20; packets we send are not read back
 PACKET_OUTGOING = 4           # sll_pkttype of a frame this host sent
+PACKET_AUXDATA = 8
+TP_STATUS_VLAN_VALID = 0x10
+TP_STATUS_VLAN_TPID_VALID = 0x40
+ETH_P_8021Q = 0x8100
+AUXDATA = struct.Struct("=IIIHHHH")  # struct tpacket_auxdata
+CMSG_SPACE = socket.CMSG_SPACE(AUXDATA.size)
 MAX_FRAME = 65535 + 14
 REOPEN_INTERVAL = 1.0         # seconds between attempts to reopen a vanished interface
 
@@ -211,6 +217,9 @@ class RawPort(Port):
                 sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
             except OSError:
                 pass  # older kernels: outgoing frames are filtered in _recv
+            # the kernel moves a VLAN tag out of the frame into auxiliary data; libpcap,
+            # and so BMv2, puts it back, and so must we
+            sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
         except OSError as exc:
             sock.close()
             if first:
@@ -248,7 +257,7 @@ class RawPort(Port):
         sock.settimeout(timeout)
         while True:
             try:
-                frame, addr = sock.recvfrom(MAX_FRAME)
+                frame, anc, _, addr = sock.recvmsg(MAX_FRAME, CMSG_SPACE)
             except TimeoutError:
                 return None
             except OSError as exc:
@@ -257,7 +266,7 @@ class RawPort(Port):
                 self._lost(exc)
                 return None
             if addr[2] != PACKET_OUTGOING:
-                return frame
+                return restore_vlan(frame, anc)
 
     def _send(self, frame: bytes) -> None:
         sock = self.sock
@@ -271,6 +280,22 @@ class RawPort(Port):
             sock, self.sock = self.sock, None
         if sock:
             sock.close()
+
+
+def restore_vlan(frame: bytes, ancdata) -> bytes:
+    """Re-inserts the VLAN tag the kernel stripped into PACKET_AUXDATA, as libpcap does."""
+    for level, kind, data in ancdata:
+        if level != SOL_PACKET or kind != PACKET_AUXDATA or len(data) < AUXDATA.size:
+            continue
+        status, _, _, _, _, tci, tpid = AUXDATA.unpack_from(data)
+        if tci == 0 and not status & TP_STATUS_VLAN_VALID:
+            return frame
+        if not status & TP_STATUS_VLAN_TPID_VALID:
+            tpid = ETH_P_8021Q
+        if len(frame) < 12:
+            return frame
+        return frame[:12] + struct.pack("!HH", tpid, tci) + frame[12:]
+    return frame
 
 
 def open_port(spec: PortSpec, pcap_dir: str | None = None,

@@ -97,10 +97,15 @@ class Switch:
             self.program_source = prog.source
             self.digests.clear()
 
-    def action_params(self, action_name: str) -> list[tuple[str, int]]:
+    def action_params(self, action_name: str, table: str | None = None) -> list[tuple[str, int]]:
+        """Parameters of an action; of the copy `table` runs where p4c emitted several
+        actions of that name (without a table: the first in the program)."""
         with self._lock:
             if self._prog is None or action_name not in self._prog.action_params:
                 raise SwitchError("NOT_FOUND", f"no action {action_name!r}")
+            tbl = self._prog.tables.get(table) if table is not None else None
+            if tbl is not None and action_name in tbl.action_names:
+                return tbl.params_of(action_name)
             return list(self._prog.action_params[action_name])
 
     # -- data plane ---------------------------------------------------------------------

@@ -36,6 +36,16 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _apply_mask(kind: str, mask: int | None, k):
+    if mask is None or k is None:
+        return k
+    if kind in ("exact", "optional"):
+        return k & mask
+    if kind in ("ternary", "lpm"):
+        return (k[0] & mask, k[1])
+    return k
+
+
 class Table:
     def __init__(
         self,
@@ -51,6 +61,7 @@ class Table:
         default_entry_const: bool = False,
         direct_counter: str | None = None,
         with_counters: bool = False,
+        key_masks: list[int | None] | None = None,
     ):
         self.name = name
         self.size = size
@@ -65,6 +76,8 @@ class Table:
         self.with_counters = with_counters
         self._initial_default = default
         self.default: tuple[str, list[int]] = default or ("", [])
+        # a key masked in the program (p4c's "mask"): BMv2 masks entry values with it
+        self.key_masks = list(key_masks or [None] * len(match_fields))
         self.kinds = [k for _, k, _ in match_fields]
         self.widths = [w for _, _, w in match_fields]
         self.needs_priority = any(k in PRIORITY_KINDS for k in self.kinds)
@@ -108,6 +121,9 @@ class Table:
             return
         nxt = self._next_miss if self._has_hit_miss else self._next.get(name)
         self.miss = (self._fns[name], tuple(params), nxt, None)
+
+    def params_of(self, action: str) -> list[tuple[str, int]]:
+        return list(self._params[action])
 
     # -- validation -----------------------------------------------------------------
 
@@ -174,6 +190,9 @@ class Table:
                 out.append(k)
             else:
                 raise _bad(f"table {self.name}: unsupported match kind {kind}")
+        if any(m is not None for m in self.key_masks):
+            out = [_apply_mask(kind, m, k) for (_, kind, _), m, k in
+                   zip(self.match_fields, self.key_masks, out, strict=True)]
         if self.needs_priority:
             if not _is_int(priority) or not 0 < priority <= INT32_MAX:
                 raise _bad(f"table {self.name}: entries need a priority in [1, 2^31)")

@@ -71,7 +71,7 @@ def read_counter(device: Device, ce: p4runtime_pb2.CounterEntry, out: ReadSink) 
             msg = out.add("counter_entry")
             msg.counter_id = info.id
             msg.index.index = i
-            fill_counter_data(info.unit, packets, nbytes, msg.data)
+            fill_counter_data(packets, nbytes, msg.data)
 
 
 # ---- registers --------------------------------------------------------------------------------

@@ -180,12 +180,20 @@ class Pipeline:
                 seen[pid] = name
 
     def _index_actions(self, switch) -> None:
+        # p4c may emit several JSON actions of one P4Info name: the one that counts for
+        # the control plane is the copy a table of the P4Info offers
+        table_of: dict[int, str] = {}
+        for t in self.p4info.tables:
+            for ref in t.action_refs:
+                table_of.setdefault(ref.id, t.preamble.name)
         for action in self.p4info.actions:
             name = action.preamble.name
             try:
-                engine_params = list(switch.action_params(name))
-            except Exception as exc:  # KeyError or SwitchError: the JSON has no such action
-                raise _mismatch(f"action {name} is not in the device config") from exc
+                engine_params = list(switch.action_params(name, table_of.get(action.preamble.id)))
+            except Exception:  # KeyError or SwitchError: the JSON has no such action
+                # BMv2 accepts such a P4Info (p4c lists actions it then compiles away);
+                # an entry that names the action is refused when it is written
+                engine_params = [(p.name, p.bitwidth) for p in action.params]
             positions = _align([p.name for p in action.params], [p[0] for p in engine_params],
                                f"parameters of action {name}")
             params = []
@@ -249,13 +257,16 @@ class Pipeline:
                     raise _mismatch(f"table {name} field {f.name}: unsupported match type "
                                     f"{f.other_match_type or f.match_type}")
                 _, engine_kind, engine_width = engine_fields[pos]
+                # a key of a type without a width in the P4Info (error, an enum without
+                # an underlying type) has the JSON's width, as BMv2 takes it
+                width = f.bitwidth or engine_width
                 if engine_kind == "valid" and kind == "exact":
                     kind = "valid"
-                elif (engine_kind, kind) not in _COMPATIBLE or engine_width != f.bitwidth:
+                elif (engine_kind, kind) not in _COMPATIBLE or engine_width != width:
                     raise _mismatch(f"table {name} field {f.name}: P4Info {kind} "
                                     f"{f.bitwidth} bits, device config {engine_kind} "
                                     f"{engine_width} bits")
-                fields.append(MatchFieldInfo(f.id, f.name, kind, f.bitwidth, pos, engine_kind))
+                fields.append(MatchFieldInfo(f.id, f.name, kind, width, pos, engine_kind))
             direct_counter = 0
             for rid in t.direct_resource_ids:
                 if id_prefix(rid) == Prefix.DIRECT_COUNTER:
@@ -270,8 +281,7 @@ class Pipeline:
                 if ref.id not in self.actions:
                     raise _mismatch(f"table {name} refers to unknown action {ref.id:#x}")
                 if self.actions[ref.id].name not in engine.action_names:
-                    raise _mismatch(f"table {name}: action {self.actions[ref.id].name} is not "
-                                    f"an action of the table in the device config")
+                    continue  # as BMv2: the config loads; entries naming it are refused
                 actions[ref.id] = ref.scope
             info = TableInfo(
                 id=t.preamble.id, name=name, fields=fields, by_field_id={f.id: f for f in fields},

@@ -199,11 +199,11 @@ def counter_values(unit: int, data: p4runtime_pb2.CounterData) -> tuple[int, int
     return packets, nbytes
 
 
-def fill_counter_data(unit: int, packets: int, nbytes: int, data) -> None:
-    if unit in (Unit.PACKETS, Unit.BOTH):
-        data.packet_count = packets
-    if unit in (Unit.BYTES, Unit.BOTH):
-        data.byte_count = nbytes
+def fill_counter_data(packets: int, nbytes: int, data) -> None:
+    """Both counts whatever the declared unit, as BMv2 reads them: its counters count
+    both; a write keeps only the declared unit's (counter_values)."""
+    data.packet_count = packets
+    data.byte_count = nbytes
 
 
 def _check_ttl(table, te) -> None:
@@ -269,8 +269,7 @@ def _read_table(device, table: TableInfo, te, out) -> None:
         msg.metadata = meta.metadata
         msg.idle_timeout_ns = meta.idle_timeout_ns
         if te.HasField("counter_data") and table.direct_counter_id:
-            unit = device.pipeline.direct_counters[table.direct_counter_id].unit
-            fill_counter_data(unit, entry.packets, entry.bytes, msg.counter_data)
+            fill_counter_data(entry.packets, entry.bytes, msg.counter_data)
         if te.HasField("time_since_last_hit"):
             msg.time_since_last_hit.elapsed_ns = 0
 
@@ -340,7 +339,6 @@ def read_direct_counter(device: Device, dce, out: ReadSink) -> None:
                         "supported")
     table, te = _direct_target(device, dce)
     engine = device.switch.tables[table.name]
-    unit = device.pipeline.direct_counters[table.direct_counter_id].unit
     if te.match or te.is_default_action:
         entries = [_find_one(device, table, engine, te)]
     else:
@@ -354,7 +352,7 @@ def read_direct_counter(device: Device, dce, out: ReadSink) -> None:
             fill_match(table, entry.key, msg.table_entry)
             if table.needs_priority:
                 msg.table_entry.priority = entry.priority
-        fill_counter_data(unit, entry.packets, entry.bytes, msg.data)
+        fill_counter_data(entry.packets, entry.bytes, msg.data)
 
 
 def _find_one(device, table, engine, te):

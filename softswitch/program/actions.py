@@ -16,6 +16,7 @@ from .layout import (
     RECIRC,
     RESUBMIT,
     TRUNC,
+    VLEN,
     Header,
     bad,
 )
@@ -166,6 +167,19 @@ class PrimitiveCompiler:
 
     p_modify_field = p_assign
 
+    def p_assign_VL(self, dst, src):  # noqa: N802 - BMv2's primitive name
+        """A varbit field takes the other's value and length."""
+        slots = []
+        for p in (dst, src):
+            if p.get("type") != "field":
+                raise bad(f"{self.where}: assign_VL needs varbit fields")
+            h, fi, slot = self.L.field(p["value"][0], p["value"][1])
+            if h.htype.varbit is None or h.htype.fields[h.htype.varbit] is not fi:
+                raise bad(f"{self.where}: assign_VL of {p['value']!r}, which is not varbit")
+            slots.append((slot, h.slot(VLEN), fi.mask))
+        (dv, dl, dm), (sv, sl, _) = slots
+        return [f"F[{dl}] = min(F[{sl}], {dm.bit_length()})", f"F[{dv}] = F[{sv}] & {dm}"]
+
     def p_assign_header(self, dst, src):
         return self.copy_header(self.header(dst), self.header(src))
 
@@ -192,7 +206,23 @@ class PrimitiveCompiler:
                                     Ex(str(sh.base), "header", header=sh, htype=sh.htype))
         return out
 
+    def _union_stack_op(self, st_p, num_p, push: bool):
+        us = self.L.union_stacks.get(st_p.get("value"))
+        if us is None:
+            raise bad(f"{self.where}: unknown header union stack {st_p.get('value')!r}")
+        n = self.val(num_p)
+        columns = []
+        for k in range(len(us.unions[0].headers)):
+            heads = [u.headers[k] for u in us.unions]
+            if any(h.htype is not heads[0].htype for h in heads):
+                raise bad(f"{self.where}: header union stack {us.name!r} has mixed members")
+            columns.append((tuple(h.base for h in heads), 1 + len(heads[0].htype.fields)))
+        cols = self.mod.const(tuple(columns), "uc")
+        return [f"_ustack_shift(F, {cols}, {n.code}, {us.next_slot}, {push})"]
+
     def _stack_op(self, fn, st_p, num_p):
+        if st_p.get("type") == "header_union_stack":
+            return self._union_stack_op(st_p, num_p, fn == "_stack_push")
         st = self.stack(st_p)
         n = self.val(num_p)
         hb = self.x.stack_bases(st)
@@ -334,6 +364,10 @@ class PrimitiveCompiler:
         if h.header is None:
             out.append(f"hb_ = {code}")
             code = "hb_"
+        ht = h.htype
+        if ht.varbit is not None:  # the varbit's current length counts too
+            vl = f"F[{code} + {1 + ht.offsets[VLEN]}]"
+            nb = f"(({ht.nbits} + {vl}) >> 3)"
         out += [f"if F[{code}]:", f"    F[{PKTLEN}] -= {nb}", f"    F[{code}] = 0"]
         return out
 

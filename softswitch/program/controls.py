@@ -22,15 +22,37 @@ class ControlCompiler:
         self.tables: dict[str, Table] = {}
         self.bindings: list = []  # (table, {action name: fn name}, ...) resolved after exec
         self.const_entries: dict[str, list[Entry]] = {}
+        self.table_action_ids: dict[str, dict[str, int]] = {}  # table -> action name -> id
         from .exprs import ExprCompiler
 
         self.x = ExprCompiler(env.L, mod, [], env.registers)
 
+    def table_actions(self, t: dict) -> tuple[list[str], dict[str, int]]:
+        """The table's action names and the JSON action id each is bound to.
+
+        p4c may emit several actions of one name (a copy per call site), so a
+        table's actions are bound by 'action_ids', as BMv2 does; its names
+        ('actions', the control plane's handle) are unique within the table.
+        """
+        ids = t.get("action_ids")
+        if ids is None:  # older JSON without ids: names must be unique program-wide
+            ids = [self.action_by_name(an)["id"] for an in t.get("actions", [])]
+        names, by_name = [], {}
+        for aid in ids:
+            a = self.actions_by_id.get(aid)
+            if a is None:
+                raise bad(f"table {t['name']!r}: unknown action id {aid!r}")
+            if a["name"] in by_name:
+                raise bad(f"table {t['name']!r}: two actions named {a['name']!r}")
+            names.append(a["name"])
+            by_name[a["name"]] = aid
+        return names, by_name
+
     def action_by_name(self, name: str) -> dict:
-        for a in self.actions_by_id.values():
-            if a["name"] == name:
-                return a
-        raise bad(f"unknown action {name!r}")
+        found = [a for a in self.actions_by_id.values() if a["name"] == name]
+        if len(found) != 1:
+            raise bad(f"{'ambiguous' if found else 'unknown'} action {name!r}")
+        return found[0]
 
     def params_of(self, a: dict) -> list[tuple[str, int]]:
         return [(r["name"], int(r["bitwidth"])) for r in a.get("runtime_data", [])]
@@ -56,13 +78,15 @@ class ControlCompiler:
             code = f"({code} if F[{h.base}] else 0)"
         m = k.get("mask")
         if m is not None:
-            mask = parse_hex(m) & fi.mask
-            if mask == 0:
-                raise bad(f"key {name}: empty mask")
-            tz = (mask & -mask).bit_length() - 1
-            code = f"(({code} & {mask}) >> {tz})" if tz else f"({code} & {mask})"
-            width = (mask >> tz).bit_length()
+            # the key keeps the field's width, as in BMv2 and the P4Info
+            code = f"({code} & {parse_hex(m) & fi.mask})"
         return name, mt, width, code
+
+    def key_mask(self, k: dict) -> int | None:
+        m = k.get("mask")
+        if m is None or k.get("match_type") == "valid":
+            return None
+        return parse_hex(m) & self.L.field(k["target"][0], k["target"][1])[1].mask
 
     # -- tables -------------------------------------------------------------------------
 
@@ -72,11 +96,12 @@ class ControlCompiler:
             raise bad(f"table {name!r}: action profiles/selectors are not supported")
         keys = [self.key_field(k) for k in t.get("key", [])]
         match_fields = [(n, mt, w) for n, mt, w, _ in keys]
-        action_names = list(t.get("actions", []))
+        action_names, ids = self.table_actions(t)
+        self.table_action_ids[name] = ids
         params = {}
         fns = {}
         for an in action_names:
-            a = self.action_by_name(an)
+            a = self.actions_by_id[ids[an]]
             params[an] = self.params_of(a)
             fns[an] = self.action_fn[a["id"]]
         de = t.get("default_entry")
@@ -94,6 +119,10 @@ class ControlCompiler:
                 params[a["name"]] = self.params_of(a)
                 fns[a["name"]] = self.action_fn[a["id"]]
                 action_names.append(a["name"])
+                ids[a["name"]] = a["id"]
+            elif ids[a["name"]] != a["id"]:
+                raise bad(f"table {name!r}: default action id {a['id']} is not the table's "
+                          f"{a['name']!r} (id {ids[a['name']]})")
             default = (a["name"], data)
             const_default = bool(de.get("action_const", False))
             entry_const = bool(de.get("action_entry_const", False))
@@ -113,6 +142,7 @@ class ControlCompiler:
             default_entry_const=entry_const,
             direct_counter=direct,
             with_counters=bool(t.get("with_counters", False)) or direct is not None,
+            key_masks=[self.key_mask(k) for k in t.get("key", [])],
         )
         self.tables[name] = tbl
         nt = t.get("next_tables", {})
@@ -190,7 +220,7 @@ class ControlCompiler:
                     key.append(parse_hex(k["key"]) & full)
         ae = ce.get("action_entry", {})
         a = self.actions_by_id.get(ae.get("action_id"))
-        if a is None or a["name"] not in tbl.action_names:
+        if a is None or self.table_action_ids[tbl.name].get(a["name"]) != a["id"]:
             raise bad(f"table {tbl.name!r}: const entry with an unknown action")
         spec = self.params_of(a)
         data = [parse_hex(v) & ((1 << w) - 1)

@@ -7,7 +7,7 @@ import struct
 from .. import hashes
 from .actions import PrimitiveCompiler
 from .exprs import Ex, parse_hex
-from .layout import PAYLOAD, HeaderType, bad
+from .layout import PAYLOAD, VLEN, HeaderType, bad
 from .module import struct_write
 
 
@@ -35,6 +35,17 @@ def header_writer(mod, ht: HeaderType, base: str) -> str | None:
     return f"{fn}({', '.join(items)})"
 
 
+def varbit_writer(h) -> list[str]:
+    """Appends the bytes of a header with a varbit field at its current length."""
+    ht = h.htype
+    out = [f"vl_ = F[{h.slot(VLEN)}]", "v_ = 0"]
+    for i, f in enumerate(ht.wire_fields):
+        w = "vl_" if i == ht.varbit else str(f.width)
+        out.append(f"v_ = (v_ << {w}) | (F[{h.base + 1 + i}] & ((1 << {w}) - 1))")
+    out.append(f"out.append(v_.to_bytes(({ht.nbits} + vl_ + 7) >> 3, 'big'))")
+    return out
+
+
 def compile_calculation(env, mod, c: dict) -> str:
     """A function calc(F) -> int for one JSON calculation (BMv2 BufBuilder + hash)."""
     L = env.L
@@ -51,7 +62,10 @@ def compile_calculation(env, mod, c: dict) -> str:
         if t == "field":
             h, fi, slot = L.field(inp["value"][0], inp["value"][1])
             val = f"F[{slot}]" + (f" & {fi.mask}" if fi.signed else "")
-            line = [f"v = (v << {fi.width}) | ({val})", f"n += {fi.width}"]
+            w = fi.width
+            if h.htype.varbit is not None and fi is h.htype.fields[h.htype.varbit]:
+                w = f"F[{h.slot(VLEN)}]"
+            line = [f"v = (v << {w}) | ({val})", f"n += {w}"]
             if h.metadata:
                 body += line
             else:
@@ -63,13 +77,14 @@ def compile_calculation(env, mod, c: dict) -> str:
         elif t == "header":
             h = L.header(inp["value"])
             parts = []
-            for i, f in enumerate(h.htype.fields):
+            vlen = f"F[{h.slot(VLEN)}]" if h.htype.varbit is not None else "0"
+            for i, f in enumerate(h.htype.wire_fields):
                 val = f"F[{h.base + 1 + i}]" + (f" & {f.mask}" if f.signed else "")
-                parts.append((val, f.width))
+                parts.append((val, vlen if i == h.htype.varbit else f.width))
             line = []
             for val, w in parts:
                 line.append(f"v = (v << {w}) | ({val})")
-            line.append(f"n += {h.htype.nbits}")
+            line.append(f"n += {h.htype.nbits} + {vlen}")
             body += [f"if F[{h.base}]:"] + ["    " + s for s in line]
         elif t == "payload":
             payload = True
@@ -126,6 +141,9 @@ def compile_deparser(env, mod, d: dict) -> str:
     body.append("out = []")
     for hname in d.get("order", []):
         h = L.header(hname)
+        if h.htype.varbit is not None:
+            body += [f"if F[{h.base}]:"] + ["    " + s for s in varbit_writer(h)]
+            continue
         w = header_writer(mod, h.htype, str(h.base))
         if w is None:
             continue

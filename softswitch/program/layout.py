@@ -63,12 +63,21 @@ class FieldInfo:
         return (1 << self.width) - 1
 
 
+VLEN = "$vlen$"  # hidden last field of a header type with a varbit: its current bit length
+
+
 @dataclass
 class HeaderType:
     name: str
     fields: list[FieldInfo]
     offsets: dict[str, int] = field(default_factory=dict)  # field name -> index
-    nbits: int = 0
+    nbits: int = 0  # fixed-width bits (a varbit field and its length excluded)
+    varbit: int | None = None  # index of the varbit field (its width: the maximum)
+
+    @property
+    def wire_fields(self) -> list[FieldInfo]:
+        """The fields as on the wire (without the hidden varbit length)."""
+        return self.fields if self.varbit is None else self.fields[:-1]
 
     @property
     def nbytes(self) -> int:
@@ -119,6 +128,26 @@ class Union:
     headers: list[Header]
 
 
+@dataclass
+class UnionStack:
+    name: str
+    id: int
+    unions: list[Union]
+    next_slot: int = 0  # slot holding the stack's next index
+
+    @property
+    def size(self) -> int:
+        return len(self.unions)
+
+    def member(self, i: int, name: str) -> Header:
+        """Header `name` of element i (the union member of that name)."""
+        u = self.unions[i]
+        for h in u.headers:
+            if h.name == f"{u.name}.{name}":
+                return h
+        raise bad(f"header union stack {self.name!r} has no member {name!r}")
+
+
 class Layout:
     """The program's data model: header types, instances, stacks, unions, errors."""
 
@@ -128,6 +157,7 @@ class Layout:
         self.headers_by_id: dict[int, Header] = {}
         self.stacks: dict[str, Stack] = {}
         self.unions: dict[str, Union] = {}
+        self.union_stacks: dict[str, UnionStack] = {}
         self.aliases: dict[str, tuple[str, str]] = {}
         self.errors: dict[str, int] = {}
         self.enums: dict[str, dict[str, int]] = {}
@@ -138,24 +168,35 @@ class Layout:
     def _build(self, j: dict) -> None:
         for ht in j.get("header_types", []):
             fields = []
+            varbit = None
             for f in ht["fields"]:
                 if f[1] == "*":
-                    raise bad(f"header type {ht['name']!r}: variable-length fields "
-                              "are not supported")
+                    if varbit is not None:
+                        raise bad(f"header type {ht['name']!r}: two varbit fields")
+                    varbit = len(fields)
+                    fields.append(FieldInfo(str(f[0]), 0, False))  # width set below
+                    continue
                 w = int(f[1])
                 signed = bool(f[2]) if len(f) > 2 else False
                 sat = bool(f[3]) if len(f) > 3 else False
                 if w < 0 or w > MAX_FIELD_BITS or (signed and w < 2):
                     raise bad(f"header type {ht['name']!r}: bad width for field {f[0]!r}")
                 fields.append(FieldInfo(str(f[0]), w, signed, sat))
-            t = HeaderType(ht["name"], fields)
-            t.offsets = {f.name: i for i, f in enumerate(fields)}
+            t = HeaderType(ht["name"], fields, varbit=varbit)
             t.nbits = sum(f.width for f in fields)
+            if varbit is not None:
+                max_bits = int(ht.get("max_length", 0)) * 8 - t.nbits
+                if not 0 < max_bits <= MAX_FIELD_BITS:
+                    raise bad(f"header type {ht['name']!r}: bad varbit max_length")
+                fields[varbit].width = max_bits
+                fields.append(FieldInfo(VLEN, 32, False))
+            t.offsets = {f.name: i for i, f in enumerate(fields)}
             self.header_types[t.name] = t
         slot = NFIXED
         stacks_j = j.get("header_stacks", [])
+        union_stacks_j = j.get("header_union_stacks", []) or []
         self.stack_next_base = slot
-        slot += len(stacks_j)
+        slot += len(stacks_j) + len(union_stacks_j)
         for h in j.get("headers", []):
             try:
                 t = self.header_types[h["header_type"]]
@@ -187,8 +228,14 @@ class Layout:
             for m in members:
                 m.union = un.name
             self.unions[un.name] = un
-        if j.get("header_union_stacks"):
-            raise bad( "header union stacks are not supported")
+        unions_by_id = {u.id: u for u in self.unions.values()}
+        for i, s in enumerate(union_stacks_j):
+            try:
+                members = [unions_by_id[int(x)] for x in s["header_union_ids"]]
+            except KeyError:
+                raise bad(f"header union stack {s.get('name')!r}: unknown union") from None
+            self.union_stacks[s["name"]] = UnionStack(
+                s["name"], int(s["id"]), members, self.stack_next_base + len(stacks_j) + i)
         for a in j.get("field_aliases", []):
             self.aliases[a[0]] = (a[1][0], a[1][1])
         max_v = -1

@@ -11,7 +11,7 @@ import struct
 
 from .actions import PrimitiveCompiler
 from .exprs import Ex, parse_hex
-from .layout import HeaderType, bad
+from .layout import VLEN, HeaderType, bad
 from .module import struct_read
 
 MAX_STATES = 4096  # parser transitions per packet before ParserTimeout
@@ -111,6 +111,55 @@ class ParserCompiler:
             out.append(f"pos += {nb}")
         return out
 
+    def extract_union_stack(self, stack: str, member: str) -> list[str]:
+        """extract(stack.next.member): the member of the next element; the element's
+        other members become invalid, as for any union."""
+        us = self.L.union_stacks.get(stack)
+        if us is None:
+            raise bad(f"parser: unknown header union stack {stack!r}")
+        heads = [us.member(i, member) for i in range(us.size)]
+        ht = heads[0].htype
+        if any(h.htype is not ht for h in heads) or ht.varbit is not None:
+            raise bad(f"parser: union stack {stack!r} member {member!r} has mixed types")
+        bases = self.mod.const(tuple(h.base for h in heads), "ub")
+        others = self.mod.const(tuple(tuple(o.base for o in us.unions[i].headers
+                                            if o is not heads[i]) for i in range(us.size)),
+                                "uo")
+        return [
+            f"n_ = F[{us.next_slot}]",
+            f"if n_ >= {us.size}:",
+            f"    raise ParserError({self.err['StackOutOfBounds']}, pos)",
+            f"b_ = {bases}[n_]",
+        ] + self.extract_into("b_", ht) + [
+            f"for o_ in {others}[n_]:",
+            "    F[o_] = 0",
+            f"F[{us.next_slot}] = n_ + 1",
+        ]
+
+    def extract_varbit(self, h, nbits: Ex) -> list[str]:
+        """BMv2's extract_VL: the varbit field takes `nbits` bits (HeaderTooShort past its
+        maximum); the header is read as one integer, field by field from the top."""
+        ht = h.htype
+        vb = ht.fields[ht.varbit]
+        out = [f"vl_ = {nbits.code}",
+               f"if vl_ > {vb.width}:",
+               f"    raise ParserError({self.err['HeaderTooShort']}, pos)",
+               f"nb_ = ({ht.nbits} + vl_ + 7) >> 3",
+               "if pos + nb_ > LD:",
+               "    " + self.too_short(),
+               "v_ = int.from_bytes(D[pos:pos + nb_], 'big')",
+               "r_ = nb_ * 8"]
+        for i, f in enumerate(ht.wire_fields):
+            w = "vl_" if i == ht.varbit else str(f.width)
+            out += [f"r_ -= {w}", f"F[{h.base + 1 + i}] = (v_ >> r_) & ((1 << {w}) - 1)"]
+            if f.signed:
+                hb = 1 << (f.width - 1)
+                out.append(f"F[{h.base + 1 + i}] = (F[{h.base + 1 + i}] ^ {hb}) - {hb}")
+        out.append(f"F[{h.slot(VLEN)}] = vl_")
+        out += self.pc.set_valid(Ex(str(h.base), "header", header=h, htype=ht))
+        out.append("pos += nb_")
+        return out
+
     def parser_op(self, op: dict) -> list[str]:
         kind = op.get("op")
         ps = op.get("parameters", [])
@@ -119,9 +168,13 @@ class ParserCompiler:
             t = p.get("type")
             if t == "regular":
                 h = self.L.header(p["value"])
+                if h.htype.varbit is not None:  # one-argument extract: an empty varbit
+                    return self.extract_varbit(h, Ex("0", "data", 0))
                 return self.extract_into(str(h.base), h.htype, h)
             if t == "stack":
                 st = self.L.stack(p["value"])
+                if st.htype.varbit is not None:
+                    raise bad(f"parser: stack {st.name!r} of headers with a varbit field")
                 hb = self.x.stack_bases(st)
                 return [
                     f"n_ = F[{st.next_slot}]",
@@ -129,9 +182,17 @@ class ParserCompiler:
                     f"    raise ParserError({self.err['StackOutOfBounds']}, pos)",
                     f"b_ = {hb}[n_]",
                 ] + self.extract_into("b_", st.htype) + [f"F[{st.next_slot}] = n_ + 1"]
+            if t == "union_stack":
+                return self.extract_union_stack(*p["value"])
             raise bad(f"parser: unsupported extract type {t!r}")
         if kind == "extract_VL":
-            raise bad("parser: variable-length extraction is not supported")
+            p = ps[0]
+            if p.get("type") != "regular":
+                raise bad("parser: extract_VL needs a header")
+            h = self.L.header(p["value"])
+            if h.htype.varbit is None:
+                raise bad(f"parser: extract_VL of {h.name!r}, which has no varbit field")
+            return self.extract_varbit(h, self.x.data(ps[1]))
         if kind == "set":
             dst, src = ps
             if dst.get("type") != "field":

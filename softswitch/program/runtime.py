@@ -97,6 +97,25 @@ def _stack_pop(F: list, bases: tuple, width: int, n: int, next_slot: int) -> Non
         F[bases[i]] = 0
 
 
+def _ustack_shift(F: list, columns: tuple, n: int, next_slot: int, push: bool) -> None:
+    """push_front(n) / pop_front(n) of a header union stack as BMv2 does them: elements
+    are swapped pairwise (every member header's slots), and nothing is invalidated,
+    since BMv2 marking a union invalid is a no-op."""
+    if n <= 0:
+        return
+    size = len(columns[0][0])
+    if push:
+        F[next_slot] = min(size, F[next_slot] + n)
+        pairs = [(i, i - n) for i in range(size - 1, n - 1, -1)]
+    else:
+        F[next_slot] -= min(F[next_slot], n)
+        pairs = [(i, i + n) for i in range(0, max(size - n, 0))]
+    for a, b in pairs:
+        for bases, width in columns:
+            x, y = bases[a], bases[b]
+            F[x : x + width], F[y : y + width] = F[y : y + width], F[x : x + width]
+
+
 def _peek(D: bytes, bitpos: int, width: int) -> int:
     """`width` bits of D starting at bit `bitpos`, zero beyond the end (lookahead)."""
     first = bitpos >> 3
@@ -125,6 +144,7 @@ HELPERS = {
     "_hdr_eq": _hdr_eq,
     "_stack_push": _stack_push,
     "_stack_pop": _stack_pop,
+    "_ustack_shift": _ustack_shift,
     "_peek": _peek,
     "_bits_to_bytes": _bits_to_bytes,
     "ParserError": ParserError,

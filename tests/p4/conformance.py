@@ -33,6 +33,11 @@ def programs() -> list[str]:
     return sorted(p.name[: -len(".cases.json")] for p in HERE.glob("*.cases.json"))
 
 
+def sources() -> list[str]:
+    """Every program under tests/p4/, with expected packets or used by P4Runtime tests."""
+    return sorted(p.stem for p in HERE.glob("*.p4"))
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 

@@ -142,9 +142,68 @@ def replication_inputs():
     ]
 
 
+def samename_inputs():
+    def ctl(op, a, b=0x33, c=0x44):
+        return bytes([op, a, b, c]) + b"tail"
+
+    return [
+        ("table default set_b(0xd0), ternary /4", 1, ctl(0, 0x12)),
+        ("direct out_and_exit(3) exits before the tables", 1, ctl(5, 0x12)),
+        ("direct set_b(a) then out_and_exit(4)", 1, ctl(6, 0x5c)),
+        ("direct set_c(b), set_b(0x77), odd a", 1, ctl(7, 0x03)),
+        ("ternary catch-all", 1, ctl(1, 0x40)),
+        ("header only", 2, ctl(7, 0x11)[:4]),
+    ]
+
+
+def varlen_inputs():
+    def pkt(data: bytes, items: bytes, count: int, kind: int = 7) -> bytes:
+        return bytes([len(data), count, kind]) + data + items + b"PAY"
+
+    short, long_ = bytes([0x01, 0x55]), bytes([0x12, 0xAB, 0xCD, 0xEF])
+    return [
+        ("empty varbit, no items", 1, pkt(b"", b"", 0)),
+        ("3-byte varbit, short then long", 1, pkt(b"abc", short + long_, 2)),
+        ("8-byte varbit (the maximum), long then short", 1, pkt(b"12345678", long_ + short, 2)),
+        ("9 bytes: HeaderTooShort", 1, pkt(b"123456789", b"", 0)),
+        ("varbit past the packet: PacketTooShort", 1, bytes([6, 0, 7]) + b"ab"),
+        ("three items in a stack of two: StackOutOfBounds", 1,
+         pkt(b"z", short + short + short, 3)),
+        ("varbit header removed in ingress", 1, pkt(b"xy", long_, 1, kind=0xFF)),
+        ("union stack push_front(1) over short, long", 1,
+         pkt(b"q", short + long_, 2, kind=0xFE)),
+        ("union stack push_front(1) over one long", 1, pkt(b"", long_, 1, kind=0xFE)),
+        ("union stack pop_front(1)", 1, pkt(b"", long_ + short, 2, kind=0xFD)),
+    ]
+
+
+def varcopy_inputs():
+    def opt(options: bytes, good: bool = True, ttl: int = 64) -> bytes:
+        body = bytes([ttl, 6]) + b"\x00\x00" + bytes([10, 0, 0, 1]) + options
+        c = hashes.csum16(body[:2] + body[4:])
+        return body[:2] + struct.pack(">H", c if good else c ^ 0x0101) + body[4:]
+
+    def pkt(size: int, a: bytes, b: bytes, options: bytes, good: bool = True) -> bytes:
+        words = len(options) // 4
+        return bytes([size, words]) + a + b + opt(options, good) + b"PAY"
+
+    return [
+        ("16-bit values swapped, no options", 1, pkt(16, b"\x01\x02", b"\x03\x04", b"")),
+        ("empty values, 8 bytes of options", 1, pkt(0, b"", b"", b"optsOPTS")),
+        ("32-bit values, 16 bytes of options", 1,
+         pkt(32, b"AAAA", b"BBBB", b"0123456789abcdef")),
+        ("bad checksum over the options", 1, pkt(8, b"x", b"y", b"opts", good=False)),
+        ("options past the maximum: HeaderTooShort", 1,
+         bytes([8, 5]) + b"xy" + bytes(28)),
+    ]
+
+
 PROGRAMS = {
     "parse": (parse_inputs, {}),
     "stacks": (stacks_inputs, {}),
+    "samename": (samename_inputs, {}),
+    "varlen": (varlen_inputs, {}),
+    "varcopy": (varcopy_inputs, {}),
     "exprs": (exprs_inputs, {}),
     "tables": (tables_inputs, {}),
     "externs": (externs_inputs, {}),

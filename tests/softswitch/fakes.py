@@ -217,7 +217,7 @@ class FakeSwitch:
         self.program_json = program
         self.loads += 1
 
-    def action_params(self, action_name):
+    def action_params(self, action_name, table=None):
         return list(self._actions[action_name])
 
     def process(self, port, data):

@@ -142,3 +142,16 @@ def test_packet_out_and_packet_in_round_trip(real_device):
     metadata = {m.metadata_id: m.value for m in msg.packet.metadata}
     assert metadata[dev.names.metadata_id("packet_in", "ingress_port")] == b"\x03"
     assert metadata[dev.names.metadata_id("packet_in", "tag")] == b"\xbe\xef"
+
+
+def test_packets_only_counter_reads_bytes_counted_by_traffic(real_device):
+    # BMv2 counts bytes in every counter and a P4Runtime read returns them whatever the
+    # declared unit (checked against simple_switch_grpc in test_p4rt_bmv2_traffic.py)
+    dev = real_device
+    fwd(dev)
+    frame = probe(op=4)
+    for _ in range(3):
+        assert dev.switch.process(1, frame) == [(2, frame)]
+    [got] = dev.client.read(dev.names.counter_entry("I.probe_ops", 4))
+    assert (got.counter_entry.data.packet_count, got.counter_entry.data.byte_count) == \
+        (3, 3 * len(frame))

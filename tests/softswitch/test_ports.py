@@ -136,3 +136,23 @@ def test_cpu_port_cannot_be_a_data_port():
             Runtime(FakeSwitch(cpu_port=255), [port], device_id=1, grpc_addr="127.0.0.1:0")
     finally:
         port.close()
+
+
+def test_restore_vlan_puts_the_auxdata_tag_back_as_libpcap_does():
+    import struct
+
+    from softswitch.ports import AUXDATA, PACKET_AUXDATA, SOL_PACKET, restore_vlan
+
+    frame = bytes(range(12)) + b"\x08\x00payload"
+
+    def aux(status, tci, tpid):
+        return [(SOL_PACKET, PACKET_AUXDATA, AUXDATA.pack(status, 0, 0, 0, 0, tci, tpid))]
+
+    assert restore_vlan(frame, []) == frame
+    assert restore_vlan(frame, aux(0, 0, 0)) == frame  # no tag
+    # 802.1ad outer tag with its TPID; TCI 0 counts when the kernel says it is valid
+    assert restore_vlan(frame, aux(0x10 | 0x40, 0, 0x88A8)) == \
+        frame[:12] + struct.pack("!HH", 0x88A8, 0) + frame[12:]
+    # an older kernel gives no TPID: 802.1Q
+    assert restore_vlan(frame, aux(0x10, 0x2064, 0)) == \
+        frame[:12] + b"\x81\x00\x20\x64" + frame[12:]

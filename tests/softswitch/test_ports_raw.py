@@ -86,3 +86,51 @@ def test_raw_port_in_netns_survives_interface_loss():
     assert result.returncode == 0, result.stdout + result.stderr
     assert "RAW PORT OK" in result.stdout
     assert "lost" in result.stderr and "is back" in result.stderr
+
+
+VLAN_SCRIPT = textwrap.dedent("""
+    import logging, socket, subprocess, time
+    from softswitch.ports import open_port, parse_port_spec
+
+    subprocess.run(["ip", "link", "add", "vA", "type", "veth", "peer", "name", "vB"],
+                   check=True)
+    for dev in ("vA", "vB"):
+        subprocess.run(["ip", "link", "set", dev, "up"], check=True)
+    port = open_port(parse_port_spec("1@vA"), None, logging.getLogger("port"))
+    peer = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+    peer.bind(("vB", 0))
+    macs = b"\\x02\\x00\\x00\\x00\\x00\\x02" + b"\\x02\\x00\\x00\\x00\\x00\\x01"
+    ipv4 = b"\\x08\\x00" + b"\\x45" + bytes(45)
+    # 802.1Q (PCP 1, VID 100); 802.1ad over 802.1Q; untagged
+    frames = [macs + b"\\x81\\x00\\x20\\x64" + ipv4,
+              macs + b"\\x88\\xa8\\x00\\x0a" + b"\\x81\\x00\\x00\\x14" + ipv4,
+              macs + ipv4]
+    for f in frames:
+        peer.send(f)
+    got, end = [], time.monotonic() + 5
+    while len(got) < len(frames) and time.monotonic() < end:
+        f = port.recv(0.2)
+        if f is not None and f[:12] == macs:
+            got.append(f)
+    for want, have in zip(frames, got):
+        print("SENT", want.hex())
+        print("READ", have.hex())
+    assert got == frames, "tagged frames not read as sent"
+    print("VLAN OK")
+""")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
+def test_raw_port_reads_vlan_tags_the_kernel_strips():
+    # the kernel moves the outer tag into PACKET_AUXDATA; the port must put it back
+    ns = f"ssw-{uuid.uuid4().hex[:8]}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        result = subprocess.run(
+            ["ip", "netns", "exec", ns, sys.executable, "-c", VLAN_SCRIPT],
+            capture_output=True, text=True, timeout=60,
+            cwd=Path(__file__).resolve().parents[2])
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "VLAN OK" in result.stdout
