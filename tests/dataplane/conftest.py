@@ -6,7 +6,8 @@ session, and compares counter deltas)."""
 
 import pytest
 
-from tests.dataplane.fabric import Bmv2Fabric, SoftFabric, bmv2_missing
+from harness.fabric import SoftFabric
+from harness.netns import Bmv2Fabric, bmv2_missing
 
 
 def _softswitch_missing() -> str | None:
