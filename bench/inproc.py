@@ -1,6 +1,6 @@
 """Benches without root: the compiled program on in-process softswitch switches.
 
-tests/netsim.py's SwitchNetwork gives one softswitch.Switch per switch of the topology
+harness/network.py's SwitchNetwork gives one softswitch.Switch per switch of the topology
 with the controller's aggregation, addressing and impairment entries; here the IPv4
 routes (controller.forwarding) are added too, so traffic to the host parameter server is
 routed by the switch like any other, and a host runs the parameter server
@@ -19,7 +19,8 @@ from common import Load
 
 from controller import forwarding
 from controller.stats import PORT_RX, PORT_TX
-from tests.netsim import SwitchNetwork, _to_softswitch_entry, run_workers, softswitch_missing
+from harness.network import SwitchNetwork, softswitch_missing, to_softswitch_entry
+from harness.workers import run_workers
 from worker import wire
 from worker.allreduce import AllReduceClient, JobParams
 from worker.baseline import PS_PORT, ParameterServer
@@ -33,7 +34,7 @@ def network(topo) -> SwitchNetwork:
     for name, entries in forwarding.entries(topo).items():
         sw = net.switches[name]
         for e in entries:
-            table, entry = _to_softswitch_entry(sw, e)
+            table, entry = to_softswitch_entry(sw, e)
             table.insert(entry)
     return net
 

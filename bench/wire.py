@@ -15,7 +15,7 @@ Ethernet frames as the switch sees them, no FCS) read before and after the call:
 what the workers' links carried towards the switch, "down" what they carried back, per
 worker and element; "busiest" is the most loaded link direction per element (the
 parameter server's own link). In Mininet the counters are read over P4Runtime; in process
-from the softswitch objects (tests/netsim.py's SwitchNetwork).
+from the softswitch objects (harness/network.py's SwitchNetwork).
 Target (issue 8): C_nat INA moves >= 3.2x fewer bytes than int32 INA in each direction.
 """
 

@@ -3,7 +3,7 @@
 - RawPort: an AF_PACKET socket on an interface (Mininet hosts; needs CAP_NET_RAW).
 - UdpTunnelPort: one Ethernet frame per UDP datagram, the worker's end of a softswitch
   tunnel port `PORT@udp:LOCAL>PEER` (root-less tests and runs).
-- QueuePort: an in-process queue, for tests (tests/netsim.py connects it to a switch).
+- QueuePort: an in-process queue, for tests (harness/network.py connects it to a switch).
 - DatagramPort: a kernel UDP socket carrying bare AGG datagrams (worker/baseline.py).
 
 `open_port("raw:h1-eth0" | "udp:127.0.0.1:40001>127.0.0.1:40000")` opens one from text.

@@ -1,4 +1,6 @@
-"""The `fabric` fixture: every data-plane test runs once on softswitch and once on BMv2.
+"""The `fabric` fixture: every data-plane test runs once on softswitch and once on BMv2,
+where the BMv2 run is differential: softswitch gets the same frames alongside, and every
+frame, counter and register is compared with BMv2's (harness/diff.py).
 
 One fabric per target for the whole folder (starting BMv2 and pushing the program takes
 seconds; resetting nothing is needed because every test uses its own jobs and a fresh
@@ -6,7 +8,9 @@ session, and compares counter deltas)."""
 
 import pytest
 
-from tests.dataplane.fabric import Bmv2Fabric, SoftFabric, bmv2_missing
+from harness.fabric import SoftFabric
+from harness.netns import bmv2_missing
+from harness.thrift import thrift_missing
 
 
 def _softswitch_missing() -> str | None:
@@ -25,16 +29,38 @@ TARGETS = [
 ]
 
 
-@pytest.fixture(scope="session", params=TARGETS)
-def fabric(request, tmp_path_factory):
-    if request.param == "bmv2":
-        why = bmv2_missing()
-        if why:
-            pytest.skip(why)
-        fab = Bmv2Fabric(tmp_path_factory.mktemp("bmv2"))
-    else:
-        fab = SoftFabric()
+@pytest.fixture(scope="session")
+def both(tmp_path_factory):
+    """BMv2 and softswitch side by side (harness.diff.DiffFabric); one for the session."""
+    from harness.diff import DiffFabric
+
+    why = bmv2_missing() or thrift_missing() or _softswitch_missing()
+    if why:
+        pytest.skip(why)
+    fab = DiffFabric(tmp_path_factory.mktemp("bmv2"))
     try:
         yield fab
     finally:
         fab.close()
+
+
+@pytest.fixture(scope="session", params=TARGETS)
+def fabric(request):
+    if request.param == "bmv2":
+        yield request.getfixturevalue("both")
+        return
+    fab = SoftFabric()
+    try:
+        yield fab
+    finally:
+        fab.close()
+
+
+@pytest.fixture(autouse=True)
+def _compare_state(request):
+    """After each test on both targets: their counters and registers compared."""
+    names = request.fixturenames
+    fab = next((request.getfixturevalue(n) for n in ("both", "fabric") if n in names), None)
+    yield
+    if hasattr(fab, "check"):
+        fab.check()

@@ -95,7 +95,7 @@ def finish_probes(procs, timeout: float) -> list[dict]:
 
 
 def assert_exact(records: list[dict]) -> int:
-    from tests.netsim import Trace, check_exact
+    from harness.workers import Trace, check_exact
 
     errors = [f"rank {r['rank']}: {r['error']}" for r in records if r["error"]]
     assert not errors, "; ".join(errors)

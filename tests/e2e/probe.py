@@ -3,7 +3,7 @@
     python tests/e2e/probe.py --topology T --host h1 --out probe-h1.pkl [--calls 2]
 
 The end-to-end tests start one probe per worker, then check every chunk against
-the integer sum of what the workers sent (tests/netsim.py's check_exact).
+the integer sum of what the workers sent (harness/workers.py's check_exact).
 """
 
 import argparse
@@ -17,7 +17,7 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
-from tests.netsim import Trace  # noqa: E402
+from harness.workers import Trace  # noqa: E402
 from worker import main as worker_main  # noqa: E402
 from worker.allreduce import AllReduceClient, AllReduceError, JobParams  # noqa: E402
 

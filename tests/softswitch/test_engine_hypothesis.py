@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from controller import topology
 from controller.topology import JobSpec
-from tests.netsim import PROGRAM, SwitchNetwork, softswitch_missing
+from harness.network import PROGRAM, SwitchNetwork, softswitch_missing
 from worker import wire
 from worker.frames import Framer
 

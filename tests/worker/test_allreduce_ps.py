@@ -6,7 +6,8 @@ import threading
 import numpy as np
 import pytest
 
-from tests.netsim import PsNetwork, Trace, check_exact, run_workers
+from harness.network import PsNetwork
+from harness.workers import Trace, check_exact, run_workers
 from worker import codec, wire
 from worker.allreduce import AllReduceClient, AllReduceError, JobParams
 from worker.allreduce.client import PRIME_MARK

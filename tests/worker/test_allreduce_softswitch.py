@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from controller.topology import JobSpec, leaf_spine, star
-from tests.netsim import SwitchNetwork, Trace, check_exact, run_workers, softswitch_missing
+from harness.network import SwitchNetwork, softswitch_missing
+from harness.workers import Trace, check_exact, run_workers
 from worker import wire
 from worker.allreduce import AllReduceClient, AllReduceError, JobParams
 from worker.impair import ImpairedPort

@@ -1,5 +1,5 @@
 """The retransmission timer and the window (worker/allreduce/pacing.py), and the client
-against a slow switch modelled in virtual time (tests/netsim.py SlowSwitchPort): a burst
+against a slow switch modelled in virtual time (harness/network.py SlowSwitchPort): a burst
 the switch needs hundreds of milliseconds to work through causes no retransmission, a
 lost contribution is resent one timeout after the use before it was answered, and the
 window starts small and grows."""
@@ -7,7 +7,7 @@ window starts small and grows."""
 import numpy as np
 import pytest
 
-from tests.netsim import PsNetwork, SlowSwitchPort
+from harness.network import PsNetwork, SlowSwitchPort
 from worker import wire
 from worker.allreduce import AllReduceClient, JobParams
 from worker.allreduce.pacing import RetransmitTimer, Window

@@ -7,7 +7,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from controller.topology import JobSpec, star
-from tests.netsim import SwitchNetwork, softswitch_missing
+from harness.network import SwitchNetwork, softswitch_missing
 from worker import codec, wire
 
 pytestmark = pytest.mark.skipif(softswitch_missing() is not None,

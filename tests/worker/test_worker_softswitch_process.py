@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.netsim import softswitch_missing
+from harness.network import softswitch_missing
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable

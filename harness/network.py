@@ -1,12 +1,13 @@
-"""In-process networks for worker tests: hosts' queue ports wired to a parameter server or to
-softswitch.Switch objects running the compiled program.
+"""In-process networks: hosts' queue ports wired to a parameter server or to
+softswitch.Switch objects running the compiled program (worker tests, benches without root).
 
 SwitchNetwork builds one softswitch.Switch per switch of a topology, loads
 p4src/build/agg.json and installs the entries the controller computes for the
 topology's jobs (controller.aggregation, .addressing, .impairment), written directly
 through the Switch API. A frame a host sends is processed in the sender's thread;
 what a switch emits goes to the peer of the egress port: a host's inbox, or the next
-switch (multi-switch trees).
+switch (multi-switch trees). route() is that forwarding, shared with harness.fabric's
+SoftFabric.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import heapq
 import json
 import os
 import threading
+from collections import deque
 from pathlib import Path
 
 import numpy as np
 
-from worker import codec, wire
+from worker import wire
 from worker.baseline import ParameterServer
 from worker.frames import Framer
 from worker.transport import Port, QueuePort
@@ -120,7 +122,7 @@ def softswitch_missing() -> str | None:
     return None
 
 
-def _to_softswitch_entry(sw, te):
+def to_softswitch_entry(sw, te):
     """A controller.entities.TableEntry as a softswitch Entry of the Switch API."""
     from controller.entities import Exact, Lpm, Ternary
     from softswitch.tables import Entry
@@ -155,6 +157,28 @@ def _to_softswitch_entry(sw, te):
         raise ValueError(f"{te!r}: unknown parameters {sorted(params)}")
     return table, Entry(key=tuple(key), action=te.action, params=values,
                         priority=te.priority)
+
+
+def route(topo, switches: dict, node: str, port: int, frame: bytes, deliver) -> int:
+    """Processes `frame` arriving at (node, port) of in-process switches and everything it
+    causes, one link hop at a time in the order the frames were sent (a FIFO per link);
+    deliver(host, frame) gets what reaches a host. Returns how many frames left a port with
+    nothing attached."""
+    unattached = 0
+    work = deque([(node, port, bytes(frame))])
+    while work:
+        name, in_port, data = work.popleft()
+        for out_port, out in switches[name].process(in_port, data):
+            try:
+                peer = topo.port(name, out_port)
+            except KeyError:
+                unattached += 1
+                continue
+            if topo.is_host(peer.peer):
+                deliver(peer.peer, out)
+            else:
+                work.append((peer.peer, peer.peer_port, out))
+    return unattached
 
 
 class _Pool:
@@ -221,7 +245,7 @@ class SwitchNetwork:
                 if isinstance(e, MulticastGroupEntry):
                     sw.pre.create(e.group_id, list(e.replicas))
                 else:
-                    table, entry = _to_softswitch_entry(sw, e)
+                    table, entry = to_softswitch_entry(sw, e)
                     table.insert(entry)
         self.ports = {h.name: QueuePort(self._deliverer(h.name)) for h in topo.hosts}
         self.unrouted = 0       # frames sent out of a switch port with nothing attached
@@ -237,19 +261,8 @@ class SwitchNetwork:
         """Processes `frame` arriving at (switch, port) and everything it causes."""
         if self.generation != _POOL.generation:
             return              # a later network owns the switches now
-        work = [(switch, port, frame)]
-        while work:
-            name, in_port, data = work.pop()
-            for out_port, out in self.switches[name].process(in_port, data):
-                try:
-                    peer = self.topo.port(name, out_port)
-                except KeyError:
-                    self.unrouted += 1
-                    continue
-                if self.topo.is_host(peer.peer):
-                    self.ports[peer.peer].put(out)
-                else:
-                    work.append((peer.peer, peer.peer_port, out))
+        self.unrouted += route(self.topo, self.switches, switch, port, frame,
+                               lambda host, out: self.ports[host].put(out))
 
     def framer(self, host: str) -> Framer:
         h = self.topo.host(host)
@@ -258,101 +271,3 @@ class SwitchNetwork:
     def counter(self, switch: str, name: str, index: int) -> int:
         """Packets of an indirect counter, e.g. ("s1", "NatIngress.agg.events", 1)."""
         return self.switches[switch].counters[name].read(index)[0]
-
-
-class Trace:
-    """What one worker sent and received per chunk (the client's `trace` hook)."""
-
-    def __init__(self):
-        self.rows: list[dict] = []
-
-    def __call__(self, call, chunk, exp, sent, result, payload):
-        self.rows.append({"call": call, "chunk": chunk, "exp": exp, "sent": sent.copy(),
-                          "result": result, "payload": payload.copy()})
-
-    def by_chunk(self) -> dict:
-        out = {}
-        for row in self.rows:
-            key = (row["call"], row["chunk"])
-            assert key not in out, f"chunk {key} completed twice"
-            out[key] = row
-        return out
-
-
-def run_workers(make_client, tensors, calls: int = 1, join_timeout: float = 120.0):
-    """Runs make_client(rank) in one thread per rank, each doing `calls` allreduce calls of
-    tensors[rank][call]; returns (outputs[rank][call], clients, errors[rank])."""
-    n = len(tensors)
-    outputs = [[None] * calls for _ in range(n)]
-    errors: list[BaseException | None] = [None] * n
-    clients = [make_client(rank) for rank in range(n)]
-
-    def run(rank: int) -> None:
-        try:
-            for k in range(calls):
-                outputs[rank][k] = clients[rank].allreduce(tensors[rank][k])
-        except BaseException as e:     # reported to the test thread
-            errors[rank] = e
-
-    threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(join_timeout)
-    hung = [r for r, t in enumerate(threads) if t.is_alive()]
-    if hung:
-        raise AssertionError(f"workers {hung} still running after {join_timeout} s: a hang")
-    return outputs, clients, errors
-
-
-def check_exact(traces, tensors, outputs, workers: int, elems: int = wire.ELEMS) -> int:
-    """Asserts, for every chunk of every call, that the result is exactly the integer sum of
-    what the workers sent (or, re-compressed to CNAT8, one of its two roundings), that the
-    exponent is the max of the workers' own (for a slot's first chunk in the call, over all
-    the first chunks: the priming round's), and that each output is its decoded mean.
-    Returns the number of chunks checked."""
-    rows = [t.by_chunk() for t in traces]
-    keys = set(rows[0])
-    exps = {(r, k): codec.chunk_exponents(codec.chunk(tensors[r][k], elems))
-            for r in range(workers) for k in range(len(tensors[r]))}
-    assert all(set(r) == keys for r in rows), "workers completed different chunks"
-    # A slot's first chunk in a call (chunk == slot) is scaled by the call's priming round:
-    # the max over the workers and over all first chunks; later ones by their own max.
-    first = {}
-    for call, chunk in keys:
-        if rows[0][call, chunk]["result"].slot == chunk:
-            first.setdefault(call, []).append(chunk)
-    for call, chunk in sorted(keys):
-        mine = [r[call, chunk] for r in rows]
-        res = mine[0]["result"]
-        enc = res.encoding
-        assert all(m["result"] == res for m in mine), f"chunk {chunk}: headers differ"
-        assert all(np.array_equal(m["payload"], mine[0]["payload"]) for m in mine)
-        which = first[call] if res.slot == chunk else [chunk]
-        want = max(int(exps[r, call - 1][c]) for r in range(workers) for c in which)
-        assert all(m["exp"] == want for m in mine), f"chunk {chunk}: exponent not the max"
-        sent_enc = wire.ENC_CNAT8 if mine[0]["sent"].dtype == np.uint8 else wire.ENC_FIXED32
-        exact = codec.aggregate([np.asarray(m["sent"]) for m in mine], sent_enc)
-        got = np.asarray(mine[0]["payload"])
-        if enc == wire.ENC_FIXED32:
-            assert np.array_equal(got.astype(np.int32), exact), f"chunk {chunk}: sum differs"
-        else:
-            assert enc == wire.ENC_CNAT8
-            mag = np.abs(exact.astype(np.int64))
-            p = np.where(mag > 0, np.frexp(mag.astype(np.float64))[1] - 1, 0)
-            m = got.astype(np.int64) & 0x7F
-            sign = got >> 7
-            assert np.all((m == 0) == (mag == 0)), f"chunk {chunk}: zero codes differ"
-            nz = mag > 0
-            assert np.all(sign[nz] == (exact[nz] < 0)), f"chunk {chunk}: sign differs"
-            power = mag == (1 << p)
-            assert np.all((m[nz] - 1 == p[nz]) | ((m[nz] - 1 == p[nz] + 1) & ~power[nz])), \
-                f"chunk {chunk}: a CNAT8 code is not a rounding of the exact sum"
-        decode = codec.decode_fixed32 if enc == wire.ENC_FIXED32 else codec.decode_cnat8
-        mean = decode(got[None], mine[0]["exp"], workers, mean=True)[0]
-        for r in range(workers):
-            out = outputs[r][call - 1].reshape(-1)
-            lo = chunk * elems
-            assert np.array_equal(out[lo:lo + elems], mean[:out[lo:lo + elems].size]), \
-                f"rank {r} chunk {chunk}: output is not the decoded mean"
-    return len(keys)

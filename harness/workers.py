@@ -1,0 +1,111 @@
+"""Worker threads over an in-process network and the exactness check of their results.
+
+Trace records what one worker sent and received per chunk; run_workers runs one allreduce
+client per rank in its own thread; check_exact asserts every result is the integer sum of
+what the workers sent (DESIGN contract 6)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from worker import codec, wire
+
+
+class Trace:
+    """What one worker sent and received per chunk (the client's `trace` hook)."""
+
+    def __init__(self):
+        self.rows: list[dict] = []
+
+    def __call__(self, call, chunk, exp, sent, result, payload):
+        self.rows.append({"call": call, "chunk": chunk, "exp": exp, "sent": sent.copy(),
+                          "result": result, "payload": payload.copy()})
+
+    def by_chunk(self) -> dict:
+        out = {}
+        for row in self.rows:
+            key = (row["call"], row["chunk"])
+            assert key not in out, f"chunk {key} completed twice"
+            out[key] = row
+        return out
+
+
+def run_workers(make_client, tensors, calls: int = 1, join_timeout: float = 120.0):
+    """Runs make_client(rank) in one thread per rank, each doing `calls` allreduce calls of
+    tensors[rank][call]; returns (outputs[rank][call], clients, errors[rank])."""
+    n = len(tensors)
+    outputs = [[None] * calls for _ in range(n)]
+    errors: list[BaseException | None] = [None] * n
+    clients = [make_client(rank) for rank in range(n)]
+
+    def run(rank: int) -> None:
+        try:
+            for k in range(calls):
+                outputs[rank][k] = clients[rank].allreduce(tensors[rank][k])
+        except BaseException as e:     # reported to the test thread
+            errors[rank] = e
+
+    threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(join_timeout)
+    hung = [r for r, t in enumerate(threads) if t.is_alive()]
+    if hung:
+        raise AssertionError(f"workers {hung} still running after {join_timeout} s: a hang")
+    return outputs, clients, errors
+
+
+def check_exact(traces, tensors, outputs, workers: int, elems: int = wire.ELEMS) -> int:
+    """Asserts, for every chunk of every call, that the result is exactly the integer sum of
+    what the workers sent (or, re-compressed to CNAT8, one of its two roundings), that the
+    exponent is the max of the workers' own (for a slot's first chunk in the call, over all
+    the first chunks: the priming round's), and that each output is its decoded mean.
+    Returns the number of chunks checked."""
+    rows = [t.by_chunk() for t in traces]
+    keys = set(rows[0])
+    exps = {(r, k): codec.chunk_exponents(codec.chunk(tensors[r][k], elems))
+            for r in range(workers) for k in range(len(tensors[r]))}
+    assert all(set(r) == keys for r in rows), "workers completed different chunks"
+    # A slot's first chunk in a call (chunk == slot) is scaled by the call's priming round:
+    # the max over the workers and over all first chunks; later ones by their own max.
+    first = {}
+    for call, chunk in keys:
+        if rows[0][call, chunk]["result"].slot == chunk:
+            first.setdefault(call, []).append(chunk)
+    for call, chunk in sorted(keys):
+        mine = [r[call, chunk] for r in rows]
+        res = mine[0]["result"]
+        enc = res.encoding
+        assert all(m["result"] == res for m in mine), f"chunk {chunk}: headers differ"
+        assert all(np.array_equal(m["payload"], mine[0]["payload"]) for m in mine)
+        which = first[call] if res.slot == chunk else [chunk]
+        want = max(int(exps[r, call - 1][c]) for r in range(workers) for c in which)
+        assert all(m["exp"] == want for m in mine), f"chunk {chunk}: exponent not the max"
+        sent_enc = wire.ENC_CNAT8 if mine[0]["sent"].dtype == np.uint8 else wire.ENC_FIXED32
+        exact = codec.aggregate([np.asarray(m["sent"]) for m in mine], sent_enc)
+        got = np.asarray(mine[0]["payload"])
+        if enc == wire.ENC_FIXED32:
+            assert np.array_equal(got.astype(np.int32), exact), f"chunk {chunk}: sum differs"
+        else:
+            assert enc == wire.ENC_CNAT8
+            mag = np.abs(exact.astype(np.int64))
+            p = np.where(mag > 0, np.frexp(mag.astype(np.float64))[1] - 1, 0)
+            m = got.astype(np.int64) & 0x7F
+            sign = got >> 7
+            assert np.all((m == 0) == (mag == 0)), f"chunk {chunk}: zero codes differ"
+            nz = mag > 0
+            assert np.all(sign[nz] == (exact[nz] < 0)), f"chunk {chunk}: sign differs"
+            power = mag == (1 << p)
+            assert np.all((m[nz] - 1 == p[nz]) | ((m[nz] - 1 == p[nz] + 1) & ~power[nz])), \
+                f"chunk {chunk}: a CNAT8 code is not a rounding of the exact sum"
+        decode = codec.decode_fixed32 if enc == wire.ENC_FIXED32 else codec.decode_cnat8
+        mean = decode(got[None], mine[0]["exp"], workers, mean=True)[0]
+        for r in range(workers):
+            out = outputs[r][call - 1].reshape(-1)
+            lo = chunk * elems
+            assert np.array_equal(out[lo:lo + elems], mean[:out[lo:lo + elems].size]), \
+                f"rank {r} chunk {chunk}: output is not the decoded mean"
+    return len(keys)
