@@ -80,4 +80,4 @@ def test_a_worker_without_a_result_reports_its_last_error_line(tmp_path):
 def test_the_plot_title_names_loss_and_jobs():
     title = report.title({"topo": "star", "switch": "soft", "aggregation": "switch",
                           "encoding": "cnat8", "loss": 0.05, "jobs": 2}, 1)
-    assert "loss 0.05" in title and "2 job(s)" in title
+    assert title == "star, 1 soft switch, cnat8 in-network, loss 0.05, 2 jobs"
