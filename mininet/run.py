@@ -226,9 +226,11 @@ def header(args, plan: Plan, out: Path) -> str:
     workers = sum(len(j.workers) for j in plan.jobs)
     how = (f"host parameter server on {plan.ps_host}" if plan.ps_host else
            "switch aggregation")
-    return (f"natswitch: {args.topo}, {len(plan.topo.switches)} switches ({plan.kind}), "
-            f"{workers} workers in {len(plan.jobs)} job(s), {how}, {plan.encoding} up, "
-            f"{plan.result_encoding} down; output {out}")
+    from report import count
+
+    return (f"natswitch: {args.topo}, {count(len(plan.topo.switches), 'switch', 'es')} "
+            f"({plan.kind}), {count(workers, 'worker')} in {count(len(plan.jobs), 'job')}, "
+            f"{how}, {plan.encoding} up, {plan.result_encoding} down; output {out}")
 
 
 def worker_args(args, plan: Plan, topo_path: Path, job: JobSpec) -> list[str]:

@@ -103,7 +103,7 @@ def test_the_parameter_server_variant_trains_and_says_what_it_ran(tmp_path):
                         "--out", str(out)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     head = r.stdout.splitlines()[0]
-    assert "4 workers in 1 job(s), host parameter server on h5, float32 up, float32 down" \
+    assert "4 workers in 1 job, host parameter server on h5, float32 up, float32 down" \
         in head, head
     report = json.loads((out / "report.json").read_text())
     assert report["aggregation"] == "ps" and report["encoding"] == "float32"
