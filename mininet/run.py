@@ -20,7 +20,7 @@ from pathlib import Path
 import _repo
 
 from controller import topology as topology_mod
-from controller.p4info import Pipeline
+from controller.p4info import P4InfoError, Pipeline
 from controller.program import canonical_state, desired_state, program
 from controller.session import ControllerError
 from controller.topology import POOL_SIZE, JobSpec, TopologyError
@@ -209,7 +209,7 @@ def make_plan(args) -> Plan:
         # The switches' entries, computed as the controller will: a job that does not fit
         # the tree or the switches' slots is refused here.
         canonical_state(desired_state(topo), pipeline.p4info)
-    except (TopologyError, ControllerError) as e:
+    except (TopologyError, ControllerError, P4InfoError) as e:
         raise UsageError(str(e)) from None
     if ps_host:
         return Plan(kind, topo, jobs, ps_host, pipeline, "float32", "float32")
@@ -223,11 +223,11 @@ def make_plan(args) -> Plan:
 
 
 def header(args, plan: Plan, out: Path) -> str:
+    from report import count
+
     workers = sum(len(j.workers) for j in plan.jobs)
     how = (f"host parameter server on {plan.ps_host}" if plan.ps_host else
            "switch aggregation")
-    from report import count
-
     return (f"natswitch: {args.topo}, {count(len(plan.topo.switches), 'switch', 'es')} "
             f"({plan.kind}), {count(workers, 'worker')} in {count(len(plan.jobs), 'job')}, "
             f"{how}, {plan.encoding} up, {plan.result_encoding} down; output {out}")
