@@ -218,7 +218,8 @@ def _require_a_switch(topo: Topology, names: list[str] | None, timeout: float) -
     sizes = "".join(f" {flag} {topo.params[key]}" for key, flag in flags.items()
                     if key in topo.params)
     raise ControllerError(
-        f"no switch answers: nothing listens at {where} ({len(switches)} switches). Start "
+        f"no switch answers: nothing listens at {where} ({len(switches)} switch"
+        f"{'es' if len(switches) != 1 else ''}). Start "
         f"them first, e.g. as root: .venv/bin/python mininet/run.py --topo {topo.kind}{sizes} "
         f"--switches-only")
 
@@ -230,8 +231,8 @@ def cmd_program(args) -> int:
     if args.dry_run:
         _print_plan(topo)
         return 0
-    _require_a_switch(topo, args.switches, args.timeout)
     pipeline = None if args.reset else _load_pipeline(args)
+    _require_a_switch(topo, args.switches, args.timeout)
     results = program(topo, pipeline, args.switches, args.timeout, _election_id(args.election_id))
     total, failed = SyncResult(switch=None), []
     width = max(len(s.name) for s, _ in results)
