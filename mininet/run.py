@@ -320,11 +320,14 @@ def how_to_use(plan: Plan, emu, topo_path: Path) -> str:
 def cli(net) -> None:
     """The Mininet CLI; inside it, Ctrl-C interrupts the command typed, as in Mininet."""
     from mininet.cli import CLI
+    from mininet.log import setLogLevel
 
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    setLogLevel("output")     # what the CLI's commands print goes through Mininet's log
     try:
         CLI(net)
     finally:
+        setLogLevel("critical")
         signal.signal(signal.SIGINT, previous)
 
 

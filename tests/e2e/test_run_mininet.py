@@ -166,3 +166,11 @@ def test_switches_only_then_the_controller_and_workers_by_hand(tmp_path):
             proc.kill()
             proc.wait()
         kill_leftovers(str(out), "@s1-eth1")
+
+
+def test_the_cli_shows_what_its_commands_print(tmp_path):
+    out = tmp_path / "cli"
+    r = subprocess.run([*RUN, *switch_args(), "--steps", "0", "--cli", "--out", str(out)],
+                       input="nodes\nexit\n", capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "available nodes are" in r.stdout + r.stderr
