@@ -25,6 +25,7 @@ RUN_ARGS ?=
 .PHONY: help setup debs toolchain venv test lint p4 run-mininet bench clean
 
 help:
+	@echo "make setup        Debian packages and .venv (test, run-mininet and bench run it first)"
 	@echo "make test         set up (Debian packages, .venv) and run lint + the whole test suite"
 	@echo "make run-mininet  set up and run the default training job in Mininet (root);"
 	@echo "                  TOPO=fat-tree for the k=4 fat-tree, RUN_ARGS='...' for more options"

@@ -34,8 +34,8 @@ from pathlib import Path
 
 from common import OUT, REPO, Target, machine, markdown, median, quick, save, say, table
 
-from controller import topology as topology_mod  # noqa: E402
-from controller.topology import JobSpec  # noqa: E402
+from controller import topology as topology_mod
+from controller.topology import JobSpec
 
 WINDOW = 64
 # part -> (topology, regime, switch target)

@@ -23,12 +23,11 @@ import os
 import sys
 import time
 
+import common  # noqa: F401  (puts this checkout first on sys.path)
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from worker import codec  # noqa: E402
-from worker.compression.natural import cnat_hi16, hi16_to_float32  # noqa: E402
+from worker import codec
+from worker.compression.natural import cnat_hi16, hi16_to_float32
 
 TARGET = 0.25
 BITGENS = {"sfc64": np.random.SFC64, "pcg64": np.random.PCG64, "philox": np.random.Philox}

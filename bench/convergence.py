@@ -30,9 +30,9 @@ from types import SimpleNamespace
 import numpy as np
 from common import OUT, Target, machine, markdown, quick, save, say, table
 
-from worker.experiments import layerwise  # noqa: E402
-from worker.model import load_digits_split  # noqa: E402
-from worker.train import TrainConfig, train  # noqa: E402
+from worker.experiments import layerwise
+from worker.model import load_digits_split
+from worker.train import TrainConfig, train
 
 WORKERS = 4
 COMPRESSORS = ["cnat", "qsgd:s=1", "terngrad", "dnat:s=2", "onebit", "topk:0.01",

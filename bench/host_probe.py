@@ -19,15 +19,13 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import common  # noqa: F401  (puts this checkout first on sys.path)
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from worker import main as worker_main  # noqa: E402
-from worker import wire  # noqa: E402
-from worker.allreduce import AllReduceClient, AllReduceError, JobParams  # noqa: E402
-from worker.allreduce.client import RTO_INITIAL, RTO_MAX, RTO_MIN  # noqa: E402
+from worker import main as worker_main
+from worker import wire
+from worker.allreduce import AllReduceClient, AllReduceError, JobParams
+from worker.allreduce.client import RTO_INITIAL, RTO_MAX, RTO_MIN
 
 
 def gradient(rank: int, size: int, seed: int = 11) -> np.ndarray:

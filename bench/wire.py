@@ -29,8 +29,8 @@ from pathlib import Path
 
 from common import OUT, REPO, Target, link_loads, machine, markdown, quick, save, say, table
 
-from controller import topology as topology_mod  # noqa: E402
-from controller.topology import JobSpec  # noqa: E402
+from controller import topology as topology_mod
+from controller.topology import JobSpec
 
 WORKERS = 4
 WINDOW = 64

@@ -128,18 +128,3 @@ class MulticastGroupEntry:
 
 
 Entity = TableEntry | MulticastGroupEntry
-
-
-@dataclass
-class SwitchState:
-    """What one switch should hold: table entries and multicast groups."""
-
-    entries: list[Entity]
-
-    def by_key(self) -> dict[tuple, Entity]:
-        out: dict[tuple, Entity] = {}
-        for e in self.entries:
-            if e.key in out and out[e.key] != e:
-                raise ValueError(f"two different entries for one key: {out[e.key]!r} and {e!r}")
-            out[e.key] = e
-        return out

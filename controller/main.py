@@ -20,7 +20,7 @@ from controller import shell as shell_cmd  # noqa: E402
 from controller.jobs import make_jobs  # noqa: E402
 from controller.p4info import P4InfoError, Pipeline  # noqa: E402
 from controller.program import SyncResult, desired_state, for_each_switch, program  # noqa: E402
-from controller.session import ControllerError, Session  # noqa: E402
+from controller.session import ControllerError, Session, listening  # noqa: E402
 from controller.stats import format_stats, read_stats  # noqa: E402
 from controller.topology import (  # noqa: E402
     BUILDERS,
@@ -201,6 +201,29 @@ def _print_plan(topo: Topology) -> None:
             print(f"  {e!r}")
 
 
+# How long the controller looks for a first switch before it says none is running.
+FIRST_SWITCH_WAIT = 3.0
+
+
+def _require_a_switch(topo: Topology, names: list[str] | None, timeout: float) -> None:
+    """One short error, soon, when no switch of the topology is running at all."""
+    switches = [topo.switch(n) for n in names] if names else list(topo.switches)
+    if listening(switches, min(timeout, FIRST_SWITCH_WAIT)):
+        return
+    where = switches[0].grpc_addr + (f" .. {switches[-1].grpc_addr}" if len(switches) > 1
+                                     else "")
+    flags = {"star": {"hosts": "--hosts"}, "fat-tree": {"k": "--k"},
+             "leaf-spine": {"leaves": "--leaves", "spines": "--spines",
+                            "hosts": "--hosts-per-leaf"}}.get(topo.kind, {})
+    sizes = "".join(f" {flag} {topo.params[key]}" for key, flag in flags.items()
+                    if key in topo.params)
+    raise ControllerError(
+        f"no switch answers: nothing listens at {where} ({len(switches)} switch"
+        f"{'es' if len(switches) != 1 else ''}). Start "
+        f"them first, e.g. as root: .venv/bin/python mininet/run.py --topo {topo.kind}{sizes} "
+        f"--switches-only")
+
+
 def cmd_program(args) -> int:
     topo = load_topology(args)
     for name in args.switches or []:
@@ -209,6 +232,7 @@ def cmd_program(args) -> int:
         _print_plan(topo)
         return 0
     pipeline = None if args.reset else _load_pipeline(args)
+    _require_a_switch(topo, args.switches, args.timeout)
     results = program(topo, pipeline, args.switches, args.timeout, _election_id(args.election_id))
     total, failed = SyncResult(switch=None), []
     width = max(len(s.name) for s, _ in results)
@@ -256,6 +280,7 @@ def cmd_topology(args) -> int:
 def cmd_stats(args) -> int:
     topo = load_topology(args)
     election = _election_id(args.election_id)
+    _require_a_switch(topo, args.switches, args.timeout)
 
     def work(switch):
         with Session(switch, election, args.timeout) as session:

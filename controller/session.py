@@ -7,6 +7,7 @@ session object per switch, so this is a small client on grpcio and the p4runtime
 from __future__ import annotations
 
 import queue
+import socket
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -101,6 +102,24 @@ def _update_errors(e: grpc.RpcError) -> list[p4runtime_pb2.Error] | None:
                     errors.append(err)
             return errors or None
     return None
+
+
+def listening(switches: Sequence[Switch], within: float) -> list[Switch]:
+    """The switches whose gRPC address accepts a TCP connection, tried until one does or
+    `within` seconds pass: tells "nothing is running" apart from a slow switch."""
+    deadline = time.monotonic() + within
+    while True:
+        found = []
+        for s in switches:
+            host, _, port = s.grpc_addr.rpartition(":")
+            try:
+                with socket.create_connection((host, int(port)), timeout=0.5):
+                    found.append(s)
+            except (OSError, ValueError):
+                pass
+        if found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.2)
 
 
 class Session:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import time
 from pathlib import Path
 
 from mininet.link import TCLink
@@ -117,11 +116,3 @@ class Emulation:
                 net.get(s.name).terminate_process()
         net.stop()
 
-
-def wait_until(predicate, timeout: float, interval: float = 0.2) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()

@@ -54,6 +54,17 @@ def table(summaries: list[dict]) -> str:
     return "\n".join(fmt.format(*map(str, r)) for r in (head, *rows))
 
 
+def title(run: dict, switches: int) -> str:
+    """The plot's title: what the curves depend on, so two plots can be told apart."""
+    how = "parameter server" if run["aggregation"] == "ps" else f"{run['encoding']} in-network"
+    return (f"{run['topo']}, {count(switches, run['switch'] + ' switch', 'es')}, {how}, "
+            f"loss {run['loss']:g}, {count(run['jobs'], 'job')}")
+
+
+def count(n: int, noun: str, plural: str = "s") -> str:
+    return f"{n} {noun}" + (plural if n != 1 else "")
+
+
 def plot(summaries: list[dict], path: Path, title: str) -> bool:
     """Test accuracy against step, one line per job; False when there is nothing to draw."""
     curves = [s for s in summaries if s.get("accuracy_curve")]

@@ -14,18 +14,18 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-sys.path[:0] = [str(HERE), str(REPO)]
+import _repo
 
-from controller import topology as topology_mod  # noqa: E402
-from controller.p4info import Pipeline  # noqa: E402
-from controller.program import program  # noqa: E402
-from controller.session import ControllerError  # noqa: E402
-from controller.topology import JobSpec, TopologyError  # noqa: E402
+from controller import topology as topology_mod
+from controller.p4info import P4InfoError, Pipeline
+from controller.program import canonical_state, desired_state, program
+from controller.session import ControllerError
+from controller.topology import POOL_SIZE, JobSpec, TopologyError
 
+REPO = _repo.ROOT
 P4INFO = REPO / "p4src" / "build" / "agg.p4info.txt"
 BMV2_JSON = REPO / "p4src" / "build" / "agg.json"
 
@@ -34,34 +34,40 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="mininet/run.py", description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n"
-               "  python mininet/run.py                           # star, 4 workers, C_nat\n"
-               "  python mininet/run.py --topo fat-tree           # k=4, 16 workers\n"
-               "  python mininet/run.py --jobs 2 --loss 0.05      # two jobs, 5% loss\n"
-               "  python mininet/run.py --aggregation ps          # host parameter server\n")
+        epilog="examples (as root, from the repository root):\n"
+               "  .venv/bin/python mininet/run.py                        # star, 4 workers\n"
+               "  .venv/bin/python mininet/run.py --topo fat-tree        # k=4, 16 workers\n"
+               "  .venv/bin/python mininet/run.py --jobs 2 --loss 0.05   # two jobs, 5% loss\n"
+               "  .venv/bin/python mininet/run.py --aggregation ps       # parameter server\n"
+               "  .venv/bin/python mininet/run.py --topo fat-tree --switches-only\n")
     t = ap.add_argument_group("topology")
     t.add_argument("--topo", choices=("star", "leaf-spine", "fat-tree"), default="star")
-    t.add_argument("--hosts", type=int, default=4, help="star: hosts (default 4)")
-    t.add_argument("--k", type=int, default=4, help="fat-tree: k (default 4, 16 hosts)")
-    t.add_argument("--leaves", type=int, default=2, help="leaf-spine: leaves (default 2)")
-    t.add_argument("--spines", type=int, default=2, help="leaf-spine: spines (default 2)")
-    t.add_argument("--hosts-per-leaf", type=int, default=2, help="leaf-spine (default 2)")
+    t.add_argument("--hosts", type=int, help="star: hosts (default 4)")
+    t.add_argument("--k", type=int, help="fat-tree: k (default 4, 16 hosts)")
+    t.add_argument("--leaves", type=int, help="leaf-spine: leaves (default 2)")
+    t.add_argument("--spines", type=int, help="leaf-spine: spines (default 2)")
+    t.add_argument("--hosts-per-leaf", type=int, help="leaf-spine (default 2)")
     t.add_argument("--bw", type=float, default=100.0, help="link bandwidth, Mbit/s (default 100)")
     t.add_argument("--loss", type=float, default=0.0,
                    help="drop probability on every link, applied by the switches (default 0)")
     t.add_argument("--switch", choices=("auto", "bmv2", "soft"), default="auto",
                    help="auto: BMv2 where simple_switch_grpc is on PATH, else softswitch")
+    t.add_argument("--switches-only", action="store_true",
+                   help="start the switches (not programmed), hosts and links, write "
+                        "topology.json, and wait until Ctrl-C: for controller/main.py and "
+                        "worker/main.py run by hand (with --cli: the Mininet CLI instead)")
     j = ap.add_argument_group("job")
     j.add_argument("--workers", type=int, default=None,
                    help="workers (default: every host, one fewer with --aggregation ps)")
     j.add_argument("--jobs", type=int, default=1, help="split the workers into N jobs (default 1)")
     j.add_argument("--aggregation", choices=("switch", "ps"), default="switch",
-                   help="switch: in-network (default); ps: host parameter server on the last host")
-    j.add_argument("--encoding", choices=("cnat8", "fixed32"), default="cnat8",
+                   help="switch: in-network (default); ps: host parameter server on the last "
+                        "host, float32 both ways")
+    j.add_argument("--encoding", choices=("cnat8", "fixed32"),
                    help="contributions: cnat8 = C_nat, 1 byte/element (default); fixed32")
-    j.add_argument("--result-encoding", choices=("cnat8", "fixed32"), default=None,
+    j.add_argument("--result-encoding", choices=("cnat8", "fixed32"),
                    help="results from the root switch (default: the contributions' encoding)")
-    j.add_argument("--partials", choices=("fixed32", "cnat8"), default="fixed32",
+    j.add_argument("--partials", choices=("fixed32", "cnat8"),
                    help="what switches below the root send up: fixed32 (exact, default) or "
                         "cnat8 (re-compressed, one byte per element on every link)")
     j.add_argument("--window", type=int, default=64, help="slots per job (default 64)")
@@ -81,14 +87,87 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+class UsageError(Exception):
+    """Options that describe no runnable run: refused before anything is built."""
+
+
+# Every option with a range, one row each: (option, valid when, what it must be). None means
+# not given (its default comes later). A new option with a range joins here.
+RANGES = (
+    ("hosts", lambda v: v >= 1, "at least 1"),
+    ("k", lambda v: v >= 2 and v % 2 == 0, "an even number, at least 2"),
+    ("leaves", lambda v: v >= 1, "at least 1"),
+    ("spines", lambda v: v >= 1, "at least 1"),
+    ("hosts_per_leaf", lambda v: v >= 1, "at least 1"),
+    ("bw", lambda v: v > 0, "above 0 Mbit/s"),
+    ("loss", lambda v: 0 <= v < 1, "within [0, 1)"),
+    ("workers", lambda v: v >= 1, "at least 1"),
+    ("jobs", lambda v: v >= 1, "at least 1"),
+    ("window", lambda v: 1 <= v <= POOL_SIZE, f"within 1..{POOL_SIZE} (a switch's slots)"),
+    ("steps", lambda v: v >= 0, "at least 0"),
+    ("rto", lambda v: v > 0, "above 0 s"),
+    ("timeout", lambda v: v > 0, "above 0 s"),
+)
+
+# Options that mean something in some runs only: (option, applies when, to what).
+APPLIES = (
+    ("hosts", lambda a: a.topo == "star", "--topo star"),
+    ("k", lambda a: a.topo == "fat-tree", "--topo fat-tree"),
+    ("leaves", lambda a: a.topo == "leaf-spine", "--topo leaf-spine"),
+    ("spines", lambda a: a.topo == "leaf-spine", "--topo leaf-spine"),
+    ("hosts_per_leaf", lambda a: a.topo == "leaf-spine", "--topo leaf-spine"),
+    ("encoding", lambda a: a.aggregation == "switch", "--aggregation switch"),
+    ("result_encoding", lambda a: a.aggregation == "switch", "--aggregation switch"),
+    ("partials", lambda a: a.aggregation == "switch", "--aggregation switch"),
+)
+
+
+def option(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def check_options(args) -> None:
+    """Each option on its own (RANGES, APPLIES) and what only a string can say."""
+    for name, valid, what in RANGES:
+        value = getattr(args, name)
+        if value is not None and not valid(value):
+            raise UsageError(f"{option(name)} {value}: must be {what}")
+    for name, applies, where in APPLIES:
+        if getattr(args, name) is not None and not applies(args):
+            raise UsageError(f"{option(name)} applies to {where} only")
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out}: exists and is not a folder")
+    from worker.compression.registry import parse
+    try:
+        parse(args.compressor)
+    except ValueError as e:
+        raise UsageError(f"--compressor {args.compressor}: {e}") from None
+
+
+@dataclass
+class Plan:
+    """What a run builds, checked in full before anything is."""
+
+    kind: str                  # bmv2 or soft
+    topo: topology_mod.Topology  # with the jobs the switches aggregate (none for ps)
+    jobs: list[JobSpec]
+    ps_host: str | None
+    pipeline: Pipeline
+    encoding: str              # the workers' contributions
+    result_encoding: str
+
+
 def make_topology(args) -> topology_mod.Topology:
     opts = {"bw_mbit": args.bw, "loss": args.loss}
     if args.topo == "star":
-        return topology_mod.star(hosts=args.hosts, **opts)
+        hosts = args.hosts or 4
+        if args.aggregation == "ps" and args.hosts is None and args.workers is None:
+            hosts += 1     # the parameter server gets a host of its own
+        return topology_mod.star(hosts=hosts, **opts)
     if args.topo == "leaf-spine":
-        return topology_mod.leaf_spine(leaves=args.leaves, spines=args.spines,
-                                       hosts=args.hosts_per_leaf, **opts)
-    return topology_mod.fat_tree(k=args.k, **opts)
+        return topology_mod.leaf_spine(leaves=args.leaves or 2, spines=args.spines or 2,
+                                       hosts=args.hosts_per_leaf or 2, **opts)
+    return topology_mod.fat_tree(k=args.k or 4, **opts)
 
 
 def plan_jobs(args, topo) -> tuple[list[JobSpec], str | None]:
@@ -97,26 +176,73 @@ def plan_jobs(args, topo) -> tuple[list[JobSpec], str | None]:
     ps_host = hosts.pop() if args.aggregation == "ps" else None
     n = args.workers if args.workers is not None else len(hosts)
     if not 1 <= n <= len(hosts):
-        raise TopologyError(f"--workers {n}: the topology has {len(hosts)} hosts for workers")
+        raise UsageError(f"--workers {n}: the topology has {len(hosts)} hosts for workers")
     if not 1 <= args.jobs <= n:
-        raise TopologyError(f"--jobs {args.jobs}: needs 1..{n} (one worker at least per job)")
+        raise UsageError(f"--jobs {args.jobs}: needs 1..{n} (one worker at least per job)")
+    if ps_host and n % args.jobs:
+        raise UsageError(f"--aggregation ps takes one worker count for every job: {n} "
+                         f"workers do not split evenly into {args.jobs} jobs")
     chosen, per = hosts[:n], n // args.jobs
-    result = args.result_encoding or args.encoding
+    result = args.result_encoding or args.encoding or "cnat8"
     jobs = []
     for i in range(args.jobs):
         members = chosen[i * per:(i + 1) * per] if i < args.jobs - 1 else chosen[i * per:]
         jobs.append(JobSpec(i + 1, tuple(members), slots=args.window, encoding=result,
-                            partials=args.partials))
+                            partials=args.partials or "fixed32"))
     return jobs, ps_host
 
 
-def worker_args(args, topo_path: Path, ps_host: str | None, topo) -> list[str]:
+def make_plan(args) -> Plan:
+    """Every option checked, and everything derived from them; raises UsageError."""
+    from p4switch import resolve_kind
+
+    check_options(args)
+    try:
+        kind = resolve_kind(args.switch)
+    except RuntimeError as e:
+        raise UsageError(str(e)) from None
+    try:
+        topo = make_topology(args)
+        jobs, ps_host = plan_jobs(args, topo)
+        topo = topo.with_jobs([] if ps_host else jobs)
+        pipeline = Pipeline.load(str(P4INFO), str(BMV2_JSON))
+        # The switches' entries, computed as the controller will: a job that does not fit
+        # the tree or the switches' slots is refused here.
+        canonical_state(desired_state(topo), pipeline.p4info)
+    except (TopologyError, ControllerError, P4InfoError) as e:
+        raise UsageError(str(e)) from None
+    if ps_host:
+        return Plan(kind, topo, jobs, ps_host, pipeline, "float32", "float32")
+    encoding = args.encoding or "cnat8"
+    if encoding == "cnat8":
+        from worker.main import growth_problem
+        for job in jobs:
+            if why := growth_problem(topo, job):
+                raise UsageError(f"--encoding cnat8 cannot work for job {job.id}: {why}")
+    return Plan(kind, topo, jobs, None, pipeline, encoding, jobs[0].encoding)
+
+
+def header(args, plan: Plan, out: Path) -> str:
+    from report import count
+
+    workers = sum(len(j.workers) for j in plan.jobs)
+    how = (f"host parameter server on {plan.ps_host}" if plan.ps_host else
+           "switch aggregation")
+    return (f"natswitch: {args.topo}, {count(len(plan.topo.switches), 'switch', 'es')} "
+            f"({plan.kind}), {count(workers, 'worker')} in {count(len(plan.jobs), 'job')}, "
+            f"{how}, {plan.encoding} up, {plan.result_encoding} down; output {out}")
+
+
+def worker_args(args, plan: Plan, topo_path: Path, job: JobSpec) -> list[str]:
     common = ["--topology", str(topo_path), "--steps", str(args.steps), "--seed",
               str(args.seed), "--timeout", str(args.timeout), "--compressor", args.compressor,
               "--rto", str(args.rto)]
-    if ps_host:
-        return [*common, "--baseline-ps", topo.host(ps_host).ip, "--ps-encoding", "float32"]
-    return [*common, "--encoding", args.encoding]
+    if plan.ps_host:
+        # The switches hold no job: the worker is told what the topology file cannot say.
+        return [*common, "--baseline-ps", plan.topo.host(plan.ps_host).ip,
+                "--ps-encoding", "float32", "--workers", str(len(job.workers)),
+                "--window", str(job.slots)]
+    return [*common, "--encoding", plan.encoding]
 
 
 class Progress:
@@ -166,35 +292,71 @@ def read_counters(topo) -> dict:
     return out
 
 
-def run(args) -> int:
-    import emulation
-    import report
+def relative(path: Path) -> str:
+    """A path as a user types it from here."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def how_to_use(plan: Plan, emu, topo_path: Path) -> str:
+    """What --switches-only prints: where the switches are and how to drive them by hand."""
+    py, topo = relative(Path(sys.executable)), relative(topo_path)
+    switches = plan.topo.switches
+    pids = ", ".join(f"{h.name} {emu.host(h.name).pid}" for h in plan.topo.hosts)
+    first = plan.jobs[0].workers[0]
+    return "\n".join([
+        f"switches up, not programmed: {switches[0].name} at {switches[0].grpc_addr}"
+        + (f" .. {switches[-1].name} at {switches[-1].grpc_addr}" if len(switches) > 1 else ""),
+        f"program them:  {py} controller/main.py --topology {topo}",
+        f"a worker:      mnexec -a <host pid> {py} worker/main.py --topology {topo} "
+        f"--host {first}",
+        f"host pids:     {pids}",
+        "Ctrl-C stops the switches and removes every interface and namespace.",
+    ])
+
+
+def cli(net) -> None:
+    """The Mininet CLI; inside it, Ctrl-C interrupts the command typed, as in Mininet."""
     from mininet.cli import CLI
     from mininet.log import setLogLevel
-    from p4switch import resolve_kind
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    setLogLevel("output")     # what the CLI's commands print goes through Mininet's log
+    try:
+        CLI(net)
+    finally:
+        setLogLevel("critical")
+        signal.signal(signal.SIGINT, previous)
+
+
+def run(args, plan: Plan) -> int:
+    import emulation
+    import report
+    from mininet.log import setLogLevel
     from workers import WorkerGroup
 
     setLogLevel("critical")   # tc warns that HTB quantum is big; harmless
-    kind = resolve_kind(args.switch)
-    if args.aggregation == "ps" and args.topo == "star" and args.workers is None:
-        args.hosts += 1   # the parameter server gets a host of its own
-    topo = make_topology(args)
-    jobs, ps_host = plan_jobs(args, topo)
-    topo = topo.with_jobs(jobs if args.aggregation == "switch" else [])
+    topo, jobs, ps_host = plan.topo, plan.jobs, plan.ps_host
     out = args.out or REPO / "results" / f"{time.strftime('%Y%m%d-%H%M%S')}-{args.topo}"
     out.mkdir(parents=True, exist_ok=True)
     topo_path = out / "topology.json"
     topo.save(str(topo_path))
-    pipeline = Pipeline.load(str(P4INFO), str(BMV2_JSON))
-    print(f"natswitch: {args.topo}, {len(topo.switches)} switches ({kind}), "
-          f"{sum(len(j.workers) for j in jobs)} workers in {len(jobs)} job(s), "
-          f"{args.aggregation} aggregation, {args.encoding} up; output {out}", flush=True)
+    print(header(args, plan, out), flush=True)
 
     group, ps_proc = WorkerGroup(), None
     pcap = out / "pcap" if args.pcap else None
-    with emulation.Emulation(topo, kind, out / "logs", pcap_dir=pcap) as emu:
+    with emulation.Emulation(topo, plan.kind, out / "logs", pcap_dir=pcap) as emu:
+        if args.switches_only:
+            print(how_to_use(plan, emu, topo_path), flush=True)
+            if args.cli:
+                cli(emu.net)
+                return 0
+            while True:
+                signal.pause()
         t0 = time.monotonic()
-        failed = [(s.name, r) for s, r in program(topo, pipeline)
+        failed = [(s.name, r) for s, r in program(topo, plan.pipeline)
                   if isinstance(r, ControllerError)]
         if failed:
             for name, err in failed:
@@ -206,12 +368,12 @@ def run(args) -> int:
                 with open(out / "logs" / f"{ps_host}-ps.log", "wb") as log:
                     ps_proc = emu.host(ps_host).popen(
                         [sys.executable, str(REPO / "worker" / "baseline.py"),
-                         "--workers", str(len(jobs[0].workers))],
+                         "--workers", str(len(jobs[0].workers)), "--slots", str(args.window)],
                         stdout=log, stderr=log, cwd=str(REPO),
                         env=dict(os.environ, PYTHONPATH=str(REPO)))
             if args.steps > 0:
-                wargs = worker_args(args, topo_path, ps_host, topo)
                 for job in jobs:
+                    wargs = worker_args(args, plan, topo_path, job)
                     for rank, host in enumerate(job.workers):
                         group.start(emu.host(host), host, job.id, rank, out, wargs)
                 progress = Progress(group, jobs)
@@ -221,14 +383,13 @@ def run(args) -> int:
                 if not finished:
                     print(f"error: workers still running after {budget:.0f} s; stopping them",
                           file=sys.stderr)
+            if ps_proc is not None and ps_proc.poll() is not None:
+                print(f"error: the parameter server on {ps_host} exited with code "
+                      f"{ps_proc.returncode}: see {out / 'logs' / f'{ps_host}-ps.log'}",
+                      file=sys.stderr)
             if args.cli:
-                # Inside the CLI, Ctrl-C interrupts the command typed, as in Mininet.
-                previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-                try:
-                    CLI(emu.net)
-                finally:
-                    signal.signal(signal.SIGINT, previous)
-            counters = read_counters(topo) if args.aggregation == "switch" else None
+                cli(emu.net)
+            counters = read_counters(topo) if not ps_host else None
         finally:
             group.stop()
             if ps_proc is not None:
@@ -243,11 +404,12 @@ def run(args) -> int:
     for s in summaries:
         for e in s["errors"]:
             print(f"job {s['job']}: {e}", file=sys.stderr)
-    run_info = {"topo": args.topo, "switch": kind, "aggregation": args.aggregation,
-                "encoding": args.encoding, "bw_mbit": args.bw, "loss": args.loss,
+    run_info = {"topo": args.topo, "switch": plan.kind, "aggregation": args.aggregation,
+                "encoding": plan.encoding, "result_encoding": plan.result_encoding,
+                "bw_mbit": args.bw, "loss": args.loss, "jobs": len(jobs),
                 "steps": args.steps, "compressor": args.compressor}
     path = report.write(out, run_info, summaries, counters)
-    if report.plot(summaries, out / "accuracy.png", f"{args.topo}, {kind} switches"):
+    if report.plot(summaries, out / "accuracy.png", report.title(run_info, len(topo.switches))):
         print(f"plot: {out / 'accuracy.png'}")
     print(f"report: {path}")
     return 0 if all(s["ok"] for s in summaries) else 1
@@ -270,6 +432,11 @@ def on_signal(signum, frame):
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    try:
+        plan = make_plan(args)
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if os.geteuid() != 0:
         print("mininet/run.py needs root (Mininet creates network namespaces)", file=sys.stderr)
         return 2
@@ -278,11 +445,14 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        return run(args)
+        return run(args, plan)
     except (TopologyError, ControllerError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as e:
+        if args.switches_only:
+            print("\nstopped; the emulation was torn down", file=sys.stderr)
+            return 0
         print("\ninterrupted; the emulation was torn down", file=sys.stderr)
         return 128 + (e.signum if isinstance(e, Stopped) else signal.SIGINT)
 

@@ -31,6 +31,16 @@ class WorkerProc:
     result: Path
     proc: subprocess.Popen
 
+    def last_line(self) -> str | None:
+        """The log's last non-empty line: where a worker that failed says why."""
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(max(0, os.path.getsize(self.log) - 4096))
+                lines = f.read().decode(errors="replace").splitlines()
+        except OSError:
+            return None
+        return next((line.strip() for line in reversed(lines) if line.strip()), None)
+
     def last_step(self) -> tuple[int, int, float, float | None] | None:
         """(step, steps, loss, accuracy) from the newest step line of the log."""
         try:
@@ -95,8 +105,10 @@ class WorkerGroup:
             try:
                 data = json.loads(w.result.read_text())
             except (OSError, ValueError):
+                why = w.last_line()
                 data = {"host": w.host, "job": w.job, "rank": w.rank,
-                        "error": f"no result (exit code {w.proc.returncode}); see {w.log}"}
+                        "error": f"no result (exit code {w.proc.returncode})"
+                                 + (f": {why}" if why else "") + f"; see {w.log}"}
             data.setdefault("exit_code", w.proc.returncode)
             out.append(data)
         return out

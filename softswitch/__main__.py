@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 
+from .p4runtime.server import check_address
 from .ports import open_port, parse_port_spec
 
 LEVELS = {"trace": logging.DEBUG, "debug": logging.DEBUG, "info": logging.INFO,
@@ -90,6 +91,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args.pcap_dir = args.pcap_dir or args.pcap
     if args.pcap_dir is not None and not os.path.isdir(args.pcap_dir):
         parser.error(f"pcap directory {args.pcap_dir!r} does not exist")
+    try:
+        check_address(args.grpc_server_addr)
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.grpc_server_ssl and not (args.grpc_server_cert and args.grpc_server_key):
         parser.error("--grpc-server-ssl needs --grpc-server-cert and --grpc-server-key")
     return args

@@ -92,8 +92,3 @@ bind_layers(Agg, Fixed32, encoding=ENC_FIXED32)
 bind_layers(Agg, Cnat8, encoding=ENC_CNAT8)
 bind_layers(Agg, Float32, encoding=ENC_FLOAT32)
 
-
-def bind_port(port: int) -> None:
-    """Dissects UDP `port` as AGG too (the baseline parameter server's port)."""
-    bind_layers(UDP, Agg, dport=port)
-    bind_layers(UDP, Agg, sport=port)

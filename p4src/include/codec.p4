@@ -16,7 +16,7 @@ control DecodeCnat(inout headers_t hdr) {
 
 // FIXED32 payload -> CNAT8 codes, randomized rounding to a power of two.
 // The FIXED32 header stays valid: the caller stores the rounded values.
-// Compile with p4c's LocalCopyPropagation excluded (see the Makefile): it
+// Compile with p4c's LocalCopyPropagation excluded (P4C_FLAGS in build_tools.py): it
 // substitutes each `x = x | (x >> k)` into the next, doubling the
 // expression at every step.
 control Recompress(inout headers_t hdr) {

@@ -47,7 +47,8 @@ class Device:
 
     @property
     def entry_type(self):
-        """The engine's table Entry class (softswitch-api.md), resolved on first use."""
+        """The engine's table Entry class (docs/SOFTSWITCH.md, The engine's API), resolved
+        on first use."""
         if self._entry_type is None:
             self._entry_type = importlib.import_module("softswitch.tables").Entry
         return self._entry_type

@@ -1,4 +1,4 @@
-"""P4Runtime FieldMatch lists <-> the engine's key tuples (softswitch-api.md, Tables).
+"""P4Runtime FieldMatch lists <-> the engine's key tuples (docs/SOFTSWITCH.md, The engine's API).
 
 Validation follows BMv2's DeviceMgr::construct_match_key: a don't-care field is
 omitted, never sent as a zero mask, zero prefix or full range; lpm values have

@@ -12,6 +12,16 @@ MAX_MESSAGE_BYTES = 256 * 1024 * 1024  # as BMv2's server: large JSON configs an
 WORKERS = 48  # each StreamChannel holds a worker for its lifetime (BMv2 allows 16 clients)
 
 
+def check_address(address: str) -> None:
+    """Refuse what gRPC would bind somewhere else: it takes a port modulo 65536."""
+    if address.startswith("unix:"):
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"gRPC server address {address!r}: expected HOST:PORT with a port "
+                         f"within 0..65535 (0 picks a free one)")
+
+
 class SslFiles:
     """PEM files for a TLS server (simple_switch_grpc's --grpc-server-* options)."""
 
@@ -35,6 +45,7 @@ class P4RuntimeServer:
 
     def __init__(self, service: P4RuntimeService, address: str, ssl: SslFiles | None = None,
                  log: logging.Logger | None = None):
+        check_address(address)
         self.service = service
         self.address = address
         self.ssl = ssl

@@ -3,7 +3,7 @@
 import grpc
 from google.rpc import code_pb2
 
-# Codes an engine SwitchError may carry (softswitch-api.md) plus the ones the
+# Codes an engine SwitchError may carry (docs/SOFTSWITCH.md, The engine's API) plus the ones the
 # server itself raises; names are shared by grpc.StatusCode and google.rpc.Code.
 KNOWN_CODES = frozenset({
     "INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "OUT_OF_RANGE", "FAILED_PRECONDITION",

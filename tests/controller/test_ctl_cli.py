@@ -104,3 +104,29 @@ def test_stats_table():
     assert rows["9"] == ["-", "1", "64", "0", "0"]      # traffic on an unlinked port shows
     empty = format_stats(SwitchStats(topo.switches[0]), topo)
     assert "runs no program" in empty
+
+
+def idle_port_range(count: int) -> int:
+    """A base port with nothing listening on it and the `count - 1` ports above it."""
+    import socket
+
+    for base in range(47000, 60000, 97):
+        for port in range(base, base + count):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+        else:
+            return base
+    pytest.skip("no idle port range on this machine")
+
+
+@pytest.mark.parametrize("command", ["program", "stats"])
+def test_no_switch_running_is_one_short_error_with_a_hint(command, capsys):
+    base = idle_port_range(20)
+    assert main([command, "--topo", "fat-tree", "--grpc-port", str(base)]) == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    (line,) = out.err.splitlines()
+    assert line.startswith("error: no switch answers")
+    assert f"127.0.0.1:{base} .. 127.0.0.1:{base + 19} (20 switches)" in line
+    assert "mininet/run.py --topo fat-tree --k 4 --switches-only" in line

@@ -95,3 +95,82 @@ def test_a_signal_tears_everything_down(tmp_path, signum, inherited):
             proc.kill()
             proc.wait()
         kill_leftovers(str(out), switch_cmd)
+
+
+def test_the_parameter_server_variant_trains_and_says_what_it_ran(tmp_path):
+    out = tmp_path / "ps"
+    r = subprocess.run([*RUN, *switch_args(), "--aggregation", "ps", "--steps", "40",
+                        "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    head = r.stdout.splitlines()[0]
+    assert "4 workers in 1 job, host parameter server on h5, float32 up, float32 down" \
+        in head, head
+    report = json.loads((out / "report.json").read_text())
+    assert report["aggregation"] == "ps" and report["encoding"] == "float32"
+    (job,) = report["jobs"]
+    assert job["ok"] and job["workers"] == 4 and job["aggregation"] == "ps"
+    assert job["encoding"] == "FLOAT32"
+    assert job["final_test_accuracy"] > 0.6      # ten classes: chance is 0.1
+    assert job["identical_models"]
+    assert report["switch_counters"] is None     # the switches only forwarded
+
+
+def test_a_refused_option_builds_nothing_and_leaves_no_folder(tmp_path):
+    out = tmp_path / "refused"
+    r = subprocess.run([*RUN, *switch_args(), "--compressor", "foo", "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert r.stdout == ""
+    (line,) = r.stderr.splitlines()
+    assert line.startswith("error: --compressor foo: unknown compressor")
+    assert not out.exists()
+
+
+def test_switches_only_then_the_controller_and_workers_by_hand(tmp_path):
+    out = tmp_path / "by-hand"
+    proc = subprocess.Popen([*RUN, *switch_args(), "--switches-only", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = []
+        while not lines or not lines[-1].startswith("Ctrl-C stops"):
+            line = proc.stdout.readline()
+            assert line, "run.py ended before the switches were up:\n" + "".join(lines)
+            lines.append(line)
+        text = "".join(lines)
+        topo = str(out / "topology.json")
+        assert f"controller/main.py --topology {topo}" in text
+        ctl = subprocess.run([sys.executable, str(REPO / "controller" / "main.py"),
+                              "--topology", topo], capture_output=True, text=True, timeout=300)
+        assert ctl.returncode == 0, ctl.stdout + ctl.stderr
+        assert "1 of 1 switches programmed" in ctl.stdout
+        (pids,) = [x for x in lines if x.startswith("host pids:")]
+        host_pid = dict(p.split() for p in pids.split(":", 1)[1].split(","))
+        workers = [subprocess.Popen(
+            ["mnexec", "-a", host_pid[h], sys.executable, str(REPO / "worker" / "main.py"),
+             "--topology", topo, "--host", h, "--steps", "3", "--quiet",
+             "--result", str(tmp_path / f"{h}.json")],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for h in ("h1", "h2", "h3", "h4")]
+        for w in workers:
+            output, _ = w.communicate(timeout=300)
+            assert w.returncode == 0, output
+        results = [json.loads((tmp_path / f"{h}.json").read_text()) for h in host_pid]
+        assert len({r["params_sha256"] for r in results}) == 1
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0, rest
+        assert "stopped" in rest
+        assert processes_mentioning(str(out), "@s1-eth1") == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        kill_leftovers(str(out), "@s1-eth1")
+
+
+def test_the_cli_shows_what_its_commands_print(tmp_path):
+    out = tmp_path / "cli"
+    r = subprocess.run([*RUN, *switch_args(), "--steps", "0", "--cli", "--out", str(out)],
+                       input="nodes\nexit\n", capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "available nodes are" in r.stdout + r.stderr

@@ -78,7 +78,7 @@ def fake_device(serve, connect, synthetic):
 def device(request):
     """Server tests run on the real engine (compiled p4rt_basic) and on the contract fake
     (synthetic program with the same names): the first catches drift between server and
-    engine, the second pins the server to softswitch-api.md alone."""
+    engine, the second pins the server to the engine's API of docs/SOFTSWITCH.md alone."""
     return request.getfixturevalue("real_device" if request.param == "engine" else "fake_device")
 
 

@@ -1,4 +1,4 @@
-"""A stand-in for the softswitch engine: the state API of softswitch-api.md, no packets.
+"""A stand-in for the softswitch engine: the engine's API of docs/SOFTSWITCH.md, no packets.
 
 Tables, registers, counters and the replication engine are built from a BMv2
 JSON like the real engine's; `process` runs a test-supplied function. Server

@@ -75,6 +75,10 @@ def test_mininet_style_arguments_are_accepted(tmp_path):
     (["--no-p4", "--cpu-port", "1", "-i", "1@a"], "CPU port"),
     (["--no-p4", "--cpu-port", "0"], "not a valid CPU port"),
     (["--no-p4", "--pcap-dir", "/nonexistent/dir"], "does not exist"),
+    # gRPC would take the port modulo 65536 and listen on 34463.
+    (["--no-p4", "--grpc-server-addr", "127.0.0.1:99999"], "within 0..65535"),
+    (["--no-p4", "--grpc-server-addr", "127.0.0.1:"], "HOST:PORT"),
+    (["--no-p4", "--grpc-server-addr", "50051"], "HOST:PORT"),
 ])
 def test_bad_arguments_are_clear_errors(argv, message, capsys):
     with pytest.raises(SystemExit) as excinfo:

@@ -1,0 +1,83 @@
+"""mininet/run.py's checks and plan, the worker failures it reports, the plot's title.
+
+No root needed: nothing here builds an emulation (the end-to-end runs are in tests/e2e)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mininet.node", reason="Debian's mininet package is not installed")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mininet"))
+
+import report  # noqa: E402
+import run  # noqa: E402
+from workers import WorkerGroup, WorkerProc  # noqa: E402
+
+
+def plan(*argv: str):
+    return run.make_plan(run.build_parser().parse_args([*argv, "--switch", "soft"]))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--compressor", "foo"], "--compressor foo: unknown compressor"),
+    (["--topo", "fat-tree", "--hosts", "8"], "--hosts applies to --topo star only"),
+    (["--k", "6"], "--k applies to --topo fat-tree only"),
+    (["--topo", "fat-tree", "--k", "3"], "--k 3: must be an even number"),
+    (["--loss", "1"], "--loss 1.0: must be within [0, 1)"),
+    (["--bw", "0"], "--bw 0.0: must be above 0"),
+    (["--workers", "9"], "--workers 9: the topology has 4 hosts"),
+    (["--jobs", "5"], "--jobs 5: needs 1..4"),
+    (["--window", "100000"], "--window 100000: must be within 1..512"),
+    (["--jobs", "3", "--window", "256"], "no room for job 3"),
+    (["--steps", "-1"], "--steps -1: must be at least 0"),
+    (["--rto", "0"], "--rto 0.0: must be above 0 s"),
+    (["--timeout", "0"], "--timeout 0.0: must be above 0 s"),
+    (["--aggregation", "ps", "--encoding", "fixed32"], "--encoding applies to --aggregation "
+                                                        "switch only"),
+    (["--aggregation", "ps", "--partials", "cnat8"], "--partials applies"),
+    (["--aggregation", "ps", "--jobs", "3"], "do not split evenly into 3 jobs"),
+])
+def test_a_bad_option_is_refused_before_anything_is_built(argv, message):
+    with pytest.raises(run.UsageError) as e:
+        plan(*argv)
+    assert message in str(e.value)
+
+
+def test_the_parameter_server_plan_gives_the_workers_what_the_topology_cannot():
+    p = plan("--aggregation", "ps")
+    assert p.ps_host == "h5" and [j.workers for j in p.jobs] == [("h1", "h2", "h3", "h4")]
+    assert p.topo.jobs == []                      # the switches aggregate nothing
+    args = run.worker_args(run.build_parser().parse_args([]), p, Path("t.json"), p.jobs[0])
+    assert args[args.index("--baseline-ps") + 1] == p.topo.host("h5").ip
+    assert args[args.index("--workers") + 1] == "4" and args[args.index("--window") + 1] == "64"
+    head = run.header(run.build_parser().parse_args([]), p, Path("out"))
+    assert "host parameter server on h5, float32 up, float32 down" in head
+    assert "cnat8" not in head
+
+
+def test_the_switch_plan_says_both_encodings():
+    p = plan("--encoding", "fixed32", "--result-encoding", "cnat8")
+    assert [j.encoding for j in p.jobs] == ["cnat8"] and p.topo.jobs == p.jobs
+    head = run.header(run.build_parser().parse_args([]), p, Path("out"))
+    assert "switch aggregation, fixed32 up, cnat8 down" in head
+
+
+def test_a_worker_without_a_result_reports_its_last_error_line(tmp_path):
+    log = tmp_path / "h1.log"
+    with open(log, "wb") as f:
+        proc = subprocess.Popen([sys.executable, "-c", "import sys; print('starting'); "
+                                 "sys.exit('worker: job 1 is not in t.json')"],
+                                stdout=f, stderr=subprocess.STDOUT)
+    proc.wait(timeout=60)
+    group = WorkerGroup([WorkerProc("h1", 1, 0, log, tmp_path / "h1.json", proc)])
+    (result,) = group.results()
+    assert result["error"] == (f"no result (exit code 1): worker: job 1 is not in t.json; "
+                               f"see {log}")
+
+
+def test_the_plot_title_names_loss_and_jobs():
+    title = report.title({"topo": "star", "switch": "soft", "aggregation": "switch",
+                          "encoding": "cnat8", "loss": 0.05, "jobs": 2}, 1)
+    assert title == "star, 1 soft switch, cnat8 in-network, loss 0.05, 2 jobs"
