@@ -207,7 +207,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.impair_loss or args.impair_dup or args.impair_reorder:
         port = ImpairedPort(port, args.impair_loss, args.impair_dup, args.impair_reorder,
                             seed=args.impair_seed * 1000 + r["rank"])
-    job = JobParams(args.job, r["session"], r["workers"], r["window"], encoding, framer.elems)
+    # The headroom and the exponent bound of the job as the controller programs it; the
+    # baseline's parameter server aggregates on one host (headroom ceil(log2 n)).
+    spec = r["job"]
+    limits = ({} if spec is None or args.baseline_ps else
+              {"headroom": r["topo"].headroom(spec.id), "max_exp": spec.max_exp})
+    job = JobParams(args.job, r["session"], r["workers"], r["window"], encoding, framer.elems,
+                    **limits)
     client = AllReduceClient(
         port, framer, job, seed=args.seed * 1000 + r["rank"], rto=args.rto,
         rto_min=args.rto_min, rto_max=max(args.rto, args.rto_min, RTO_MAX),
