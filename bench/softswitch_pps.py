@@ -67,13 +67,17 @@ def ip(i: int) -> int:
 
 
 def contribution(worker: int, slot: int, version: int, chunk: int, codes: bytes) -> bytes:
+    """One CNAT8 contribution with its UDP checksum over the payload (docs/PROTOCOL.md)."""
     udp_len = 8 + 16 + len(codes)
     iph = bytearray(struct.pack(">BBHHHBBHII", 0x45, 0, 20 + udp_len, chunk & 0xFFFF, 0, 64,
                                 17, 0, ip(worker), SERVICE_IP))
     struct.pack_into(">H", iph, 10, hashes.csum16(bytes(iph)))
     eth = struct.pack(">HIHIH", 0x0200, 0x00FF01, 0x0200, worker, 0x0800)
-    udp = struct.pack(">HHHH", AGG_PORT, AGG_PORT, udp_len, 0)
     agg = struct.pack(">BBHHHBBBBI", 1, 1, JOB, 1, slot, version, 120, 1, 0, chunk)
+    pseudo = struct.pack(">IIBBH", ip(worker), SERVICE_IP, 0, 17, udp_len)
+    udp = struct.pack(">HHHH", AGG_PORT, AGG_PORT, udp_len, 0)
+    csum = hashes.csum16(pseudo + udp + agg + codes) or 0xFFFF
+    udp = struct.pack(">HHHH", AGG_PORT, AGG_PORT, udp_len, csum)
     return eth + bytes(iph) + udp + agg + codes
 
 
@@ -103,19 +107,39 @@ def stream(workers: int, slots: int, npackets: int, elems: int, seed: int,
     return out[: max(cut, workers)]
 
 
-def program_engine(sw: Switch, n: dict, workers: int, slots: int) -> None:
-    sw.tables[n["t_jobs"]].insert(Entry((JOB,), n["job_root"], [0, slots, workers, GROUP, 1]))
+def job_params(j: dict, n: dict, workers: int, slots: int) -> list[int]:
+    """job_root's parameters as the program declares them (older builds have fewer)."""
+    value = {"base": 0, "num_slots": slots, "num_children": workers, "mcast_grp": GROUP,
+             "result_enc": 1, "max_exp": 254}
+    return [value[p] for p in params_of(j, n["job_root"])]
+
+
+def child_params(j: dict, n: dict, w: int) -> list[int]:
+    value = {"index": w - 1, "weight": 1}
+    return [value[p] for p in params_of(j, n["set_child"])]
+
+
+def params_of(j: dict, action: str) -> list[str]:
+    a = next(a for a in j["actions"] if a["name"] == action)
+    return [p["name"] for p in a["runtime_data"]]
+
+
+def program_engine(sw: Switch, j: dict, n: dict, workers: int, slots: int) -> None:
+    sw.tables[n["t_jobs"]].insert(Entry((JOB,), n["job_root"], job_params(j, n, workers, slots)))
     for w in range(1, workers + 1):
-        sw.tables[n["t_children"]].insert(Entry((JOB, w), n["set_child"], [w - 1]))
+        sw.tables[n["t_children"]].insert(Entry((JOB, w), n["set_child"],
+                                                child_params(j, n, w)))
         sw.tables[n["t_hosts"]].insert(Entry((w,), n["to_host"],
                                               [mac(0xFF01), mac(w), SERVICE_IP, ip(w)]))
     sw.pre.create(GROUP, [(w, 0) for w in range(1, workers + 1)])
 
 
-def cli_commands(n: dict, workers: int, slots: int) -> list[str]:
-    cmds = [f"table_add {n['t_jobs']} {n['job_root']} {JOB} => 0 {slots} {workers} {GROUP} 1"]
+def cli_commands(j: dict, n: dict, workers: int, slots: int) -> list[str]:
+    job = " ".join(map(str, job_params(j, n, workers, slots)))
+    cmds = [f"table_add {n['t_jobs']} {n['job_root']} {JOB} => {job}"]
     for w in range(1, workers + 1):
-        cmds.append(f"table_add {n['t_children']} {n['set_child']} {JOB} {w} => {w - 1}")
+        child = " ".join(map(str, child_params(j, n, w)))
+        cmds.append(f"table_add {n['t_children']} {n['set_child']} {JOB} {w} => {child}")
         cmds.append(f"table_add {n['t_hosts']} {n['to_host']} {w} => "
                     f"{mac(0xFF01)} {mac(w)} {SERVICE_IP} {ip(w)}")
     cmds.append(f"mc_mgrp_create {GROUP}")
@@ -130,7 +154,7 @@ def run_engine(j: dict, n: dict, pkts, workers: int, slots: int, repeat: int):
     for _ in range(repeat):
         sw = Switch(seed=1)
         sw.load(j)
-        program_engine(sw, n, workers, slots)
+        program_engine(sw, j, n, workers, slots)
         t = time.perf_counter()
         outs = [sw.process(port, data) for port, data in pkts]
         dt = time.perf_counter() - t
@@ -140,7 +164,7 @@ def run_engine(j: dict, n: dict, pkts, workers: int, slots: int, repeat: int):
     return best, outs
 
 
-def run_bmv2(json_path: Path, n: dict, pkts, workers: int, slots: int, first_out: int,
+def run_bmv2(json_path: Path, j: dict, n: dict, pkts, workers: int, slots: int, first_out: int,
              expected: int, timeout: float):
     """(steady-state packets/s, outputs per port): packets/s counts the inputs after
     the first output over the time until the last output."""
@@ -148,7 +172,7 @@ def run_bmv2(json_path: Path, n: dict, pkts, workers: int, slots: int, first_out
     # the CLI parses the JSON too: give it time before the packets start
     wait = 3 + int(json_path.stat().st_size / 20e6)
     with bmv2.SimpleSwitch(json_path, ports, pkts, wait=wait, start_timeout=timeout) as ss:
-        ss.cli(cli_commands(n, workers, slots))
+        ss.cli(cli_commands(j, n, workers, slots))
         time.sleep(max(0.0, ss.started_at + ss.wait - time.monotonic()))
         t_first = t_last = None
         deadline = time.monotonic() + timeout
@@ -202,7 +226,7 @@ def main(argv=None) -> int:
     if bmv2.available() is None:
         print("BMv2: simple_switch/simple_switch_CLI not on PATH; no baseline this run")
         return 0
-    bpps, bouts = run_bmv2(args.json, n, pkts, args.workers, args.slots, first_out, nout,
+    bpps, bouts = run_bmv2(args.json, j, n, pkts, args.workers, args.slots, first_out, nout,
                            args.timeout)
     print(f"BMv2 simple_switch: {bpps:,.0f} packets/s, {bpps * elems:,.0f} elements/s")
     print(f"ratio softswitch/BMv2: {pps / bpps:.2f}x")
