@@ -541,7 +541,10 @@ class AllReduceClient:
                     f"start the job with a new session id")
         elif self.received_this_call == 0:
             hint = (f"no result of job {job.job_id} arrived in this call: is the switch up, "
-                    f"programmed for job {job.job_id}, and are all {job.workers} workers running?")
+                    f"programmed for job {job.job_id}, and are all {job.workers} workers "
+                    f"running? Or session {job.session} was used before: the switch drops "
+                    f"packets older than the uses it holds (STALE); start the job with a new "
+                    f"session id")
         else:
             hint = (f"other slots completed, so the switch answers: a worker of the "
                     f"{job.workers} is likely missing or stopped")
