@@ -124,7 +124,7 @@ class ChaosPort(Port):
                 self.counts["stale_results"] += 1
                 return self.results[int(r.integers(0, self.call_start))]
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            frame = self.inner.recv(left if left is None else min(left, 0.05))
+            frame = self.inner.recv(0.005 if left is None else min(left, 0.005))
             if frame is None:
                 if deadline is not None and time.monotonic() >= deadline:
                     return None
