@@ -96,6 +96,8 @@ def test_a_replayed_contribution_of_an_older_use_is_stale(fabric):
     answer = received(fabric, "h1")
     assert answer.agg.chunk == 10 and np.array_equal(answer.payload, codec.aggregate(parts[10]))
     fabric.send("h2", contrib(topo, "h2", 63, session, 2, parts[30][1], version=0, chunk=30))
+    # BMv2 may take packets of two ports in either order: use 3 must have begun
+    fabric.wait_counters(before, {("s1", "events", CONTRIB): 1}, switches=("s1",))
     fabric.send("h1", old)
     assert not any(fabric.quiet(PAIR).values()), "a replay completed use 3"
     fabric.send("h1", contrib(topo, "h1", 63, session, 2, parts[30][0], version=0, chunk=30))
