@@ -24,7 +24,7 @@ import numpy as np
 
 from worker import main as worker_main
 from worker import wire
-from worker.allreduce import AllReduceClient, AllReduceError, JobParams
+from worker.allreduce import AllReduceClient, AllReduceError
 from worker.allreduce.client import RTO_INITIAL, RTO_MAX, RTO_MIN
 
 
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     wargs = worker_main.build_parser().parse_args(wargv)
     r = worker_main.resolve(wargs)
     port, framer, encoding, what = worker_main.open_transport(wargs, r)
-    job = JobParams(args.job, r["session"], r["workers"], r["window"], encoding, framer.elems)
+    job = worker_main.job_params(wargs, r, encoding, framer)
     # The worker's defaults (worker/main.py): the client as a training job runs it.
     client = AllReduceClient(port, framer, job, seed=r["rank"], rto=RTO_INITIAL,
                              rto_min=RTO_MIN, rto_max=RTO_MAX, timeout=args.timeout)

@@ -1,9 +1,9 @@
 """Entries of NatIngress.agg and the multicast groups: the jobs' aggregation trees.
 
 On every switch of a job's tree: the job entry (job_root at the root, with the result encoding;
-job_child elsewhere, with the port towards the parent), one children entry per child
-((job, ingress port) -> bit), and the job's multicast group (id = job id) replicating to the
-child ports. Regions come from controller.jobs.allocate_regions.
+job_child elsewhere, with the port towards the parent; both with the job's exponent bound), one
+children entry per child ((job, ingress port) -> bit and weight), and the job's multicast group
+(id = job id) replicating to the child ports. Regions come from controller.jobs.allocate_regions.
 """
 
 from __future__ import annotations
@@ -35,16 +35,20 @@ def switch_entries(tree: JobTree, switch: str, region: Region) -> list[Entity]:
               "num_children": len(node.children), "mcast_grp": group_id(job.id)}
     if node.parent is None:
         job_entry = TableEntry.make(JOBS, {JOB_ID: job.id}, JOB_ROOT,
-                                    {**params, "result_enc": RESULT_ENCODING[job.encoding]})
+                                    {**params, "result_enc": RESULT_ENCODING[job.encoding],
+                                     "max_exp": job.max_exp})
     else:
         job_entry = TableEntry.make(JOBS, {JOB_ID: job.id}, JOB_CHILD,
                                     {**params, "parent_port": node.parent_port,
-                                     "partial_enc": RESULT_ENCODING[job.partials]})
+                                     "partial_enc": RESULT_ENCODING[job.partials],
+                                     "max_exp": job.max_exp})
     rows: list[Entity] = [MulticastGroupEntry.make(group_id(job.id),
                                                    [c.port for c in node.children])]
     rows.append(job_entry)
+    # A child's weight: 1 for a worker, the worker count of a child switch's subtree.
     rows.extend(TableEntry.make(CHILDREN, {JOB_ID: job.id, INGRESS_PORT: c.port}, SET_CHILD,
-                                {"index": c.bit})
+                                {"index": c.bit, "weight": tree.nodes[c.node].workers
+                                 if c.node in tree.nodes else 1})
                 for c in node.children)
     return rows
 

@@ -2,9 +2,10 @@
 
 A CLI job spec is `HOSTS[:key=value...]`: HOSTS is `all`, or a comma-separated list of host
 names and ranges like `h1-h8`; keys are `id`, `slots` (the job's window, its region size on
-every switch of its tree), `enc` (the results' encoding: fixed32 or cnat8) and `partials` (what
-switches below the root send up: fixed32, exact, or cnat8, re-compressed). Jobs without an id
-get the smallest free ids from 1 on.
+every switch of its tree), `enc` (the results' encoding: fixed32 or cnat8), `partials` (what
+switches below the root send up: fixed32, exact, or cnat8, re-compressed) and `max_exp` (the
+largest exponent a contribution may carry, a biased float32 exponent; default 158). Jobs
+without an id get the smallest free ids from 1 on.
 
 Regions are allocated first-fit per switch in job-id order, so two jobs on one switch never
 share a slot and the plan is the same on every run for the same jobs.
@@ -74,14 +75,14 @@ def parse_job_spec(spec: str, topo: Topology) -> dict:
             if value not in ENCODINGS:
                 raise JobError(f"job spec {spec!r}: {key} must be one of {ENCODINGS}")
             fields[ENCODING_KEYS[key]] = value
-        elif key in ("id", "slots"):
+        elif key in ("id", "slots", "max_exp"):
             try:
                 fields[key] = int(value)
             except ValueError:
                 raise JobError(f"job spec {spec!r}: {key} must be an integer") from None
         else:
             raise JobError(f"job spec {spec!r}: unknown key {key!r} "
-                           "(id, slots, enc, partials)")
+                           "(id, slots, enc, partials, max_exp)")
     return fields
 
 

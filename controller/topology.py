@@ -24,6 +24,10 @@ ENCODINGS = ("fixed32", "cnat8")
 POOL_SIZE = 512            # register slots per switch (p4src/include/sizes.p4)
 MAX_CHILDREN = 32          # bitmap width (p4src/include/sizes.p4)
 MAX_JOB_WORKERS = 255      # 8-bit count field and worker total (docs/PROTOCOL.md)
+# The largest exponent (biased float32) a contribution may carry by default: values below
+# 2^32 in magnitude. The switch drops a contribution above its job's bound (BAD_EXP).
+DEFAULT_MAX_EXP = 158
+MAX_EXP = 254              # the largest finite float32 exponent
 MAX_PORT = 510             # bit<9>; 511 is v1model's drop port
 IFNAME_MAX = 15            # Linux interface names: "<node>-eth<port>"
 DEFAULT_BW_MBIT = 100.0
@@ -86,10 +90,11 @@ class JobSpec:
     slots: int = 64
     encoding: str = "fixed32"
     partials: str = "fixed32"
+    max_exp: int = DEFAULT_MAX_EXP
 
     def to_dict(self) -> dict:
         return {"id": self.id, "workers": list(self.workers), "slots": self.slots,
-                "encoding": self.encoding, "partials": self.partials}
+                "encoding": self.encoding, "partials": self.partials, "max_exp": self.max_exp}
 
 
 @dataclass(frozen=True)
@@ -164,6 +169,13 @@ class Topology:
             if j.id == job_id:
                 return j
         raise TopologyError(f"no job {job_id} in the topology")
+
+    def headroom(self, job_id: int) -> int:
+        """The bits every worker of the job keeps free (docs/PROTOCOL.md "Scaling"), from
+        the job's aggregation tree: workers take it from here, as the controller does."""
+        from controller.tree import build_tree  # tree.py builds on this module
+
+        return build_tree(self, self.job(job_id)).headroom()
 
     # ---- JSON ----
     def to_dict(self) -> dict:

@@ -6,9 +6,11 @@ import ipaddress
 from collections import deque
 
 from controller.topology import (
+    DEFAULT_MAX_EXP,
     ENCODINGS,
     FORMAT_VERSION,
     IFNAME_MAX,
+    MAX_EXP,
     MAX_JOB_WORKERS,
     MAX_PORT,
     POOL_SIZE,
@@ -153,7 +155,11 @@ def parse_job(i: int, d: dict) -> JobSpec:
     for key, value in (("encoding", enc), ("partials", partials)):
         if value not in ENCODINGS:
             raise TopologyError(f"{where}.{key}: must be one of {ENCODINGS}, got {value!r}")
-    return JobSpec(job_id, tuple(workers), slots, enc, partials)
+    max_exp = _get(d, "max_exp", where, int, DEFAULT_MAX_EXP)
+    if not 1 <= max_exp <= MAX_EXP:
+        raise TopologyError(f"{where}.max_exp: must be 1..{MAX_EXP} (a biased float32 "
+                            f"exponent), got {max_exp}")
+    return JobSpec(job_id, tuple(workers), slots, enc, partials, max_exp)
 
 
 def _check_links(topo: Topology) -> None:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from controller.topology import MAX_CHILDREN, JobSpec, Topology, TopologyError
 
+MAX_HEADROOM = 24      # workers keep at least 6 bits of magnitude (30 - h)
+
 
 class TreeError(TopologyError):
     """A job whose aggregation tree does not fit the switches."""
@@ -41,6 +43,25 @@ class JobTree:
     job: JobSpec
     root: str
     nodes: dict[str, TreeNode]
+
+    def worst_sum(self) -> int:
+        """The largest sum the root can see, in units of the largest worker value: each
+        worker adds at most 1; a switch re-compressing its partial sum (partials: cnat8)
+        may round it up to the next power of two, so it passes at most that on."""
+        def up(name: str) -> int:
+            node = self.nodes[name]
+            s = sum(up(c.node) if c.node in self.nodes else 1 for c in node.children)
+            if node.parent is not None and self.job.partials == "cnat8":
+                s = 1 << (s - 1).bit_length()
+            return s
+        return up(self.root)
+
+    def headroom(self) -> int:
+        """h: workers scale their values to at most 2^(30-h) units, so that every sum in
+        the tree, re-compressed partial sums and the root's CNAT8 rounding included, stays
+        within 2^30 (docs/PROTOCOL.md "Scaling"). ceil(log2 n) when nothing is
+        re-compressed below the root."""
+        return (self.worst_sum() - 1).bit_length()
 
     def depth(self) -> int:
         """Switch hops from the deepest tree switch to the root."""
@@ -113,4 +134,8 @@ def build_tree(topo: Topology, job: JobSpec) -> JobTree:
                                  tuple(Child(port, node, bit) for bit, (port, node)
                                        in enumerate(kids)),
                                  workers[switch])
-    return JobTree(job, root, nodes)
+    tree = JobTree(job, root, nodes)
+    if tree.headroom() > MAX_HEADROOM:
+        raise TreeError(f"job {job.id}: its tree needs {tree.headroom()} bits of headroom, at "
+                        f"most {MAX_HEADROOM} leave the workers room for their values")
+    return tree

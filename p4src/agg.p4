@@ -15,7 +15,7 @@
 
 control NatIngress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
     counter(NUM_PORTS, CounterType.packets_and_bytes) port_rx;
-    counter(16, CounterType.packets_and_bytes) drops;
+    counter(DROP_REASONS, CounterType.packets_and_bytes) drops;
     Forwarding() fwd;
     Aggregation() agg;
 
@@ -46,7 +46,7 @@ control NatIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
 
 control NatEgress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
     counter(NUM_PORTS, CounterType.packets_and_bytes) port_tx;
-    counter(16, CounterType.packets_and_bytes) drops;
+    counter(DROP_REASONS, CounterType.packets_and_bytes) drops;
     ResultAddressing() addr;
     Impairment() impair;
 

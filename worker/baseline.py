@@ -47,6 +47,7 @@ class _Job:
     exp: np.ndarray = None
     workers: np.ndarray = None
     kind: np.ndarray = None           # per (slot, version): 0 empty, 1 float, 2 integer
+    use: np.ndarray = None            # per (slot, version): the chunk number of its use
     acc: dict = field(default_factory=dict)                # (slot, version) -> sums
     results: dict = field(default_factory=dict)            # (slot, version) -> datagram
 
@@ -57,6 +58,13 @@ class _Job:
         self.exp = np.zeros(shape, np.int64)
         self.workers = np.zeros(shape, np.int64)
         self.kind = np.zeros(shape, np.int8)
+        self.use = np.zeros(shape, np.int64)
+
+
+def newer(a: int, b: int, bits: int) -> bool:
+    """a is newer than b in serial-number order (docs/PROTOCOL.md "Ordering")."""
+    d = (a - b) % (1 << bits)
+    return 0 < d < 1 << (bits - 1)
 
 
 @dataclass
@@ -101,9 +109,11 @@ class ParameterServer:
         if hdr.slot >= self.slots:
             return self.stats.drop("bad_slot")
         job = self.jobs.get(hdr.job_id)
-        if job is None or job.session != hdr.session:
-            # A new session of the job is a new run: clean slots, members found anew.
+        if job is None or newer(hdr.session, job.session, 16):
+            # A newer session of the job is a new run: clean slots, members found anew.
             job = self.jobs[hdr.job_id] = _Job(hdr.session, self.slots, self.elems)
+        elif hdr.session != job.session:
+            return self.stats.drop("stale")
         bit = job.members.get(sender)
         if bit is None:
             if len(job.members) >= self.n:
@@ -112,6 +122,12 @@ class ParameterServer:
                 return self.stats.drop("foreign_sender")
             bit = job.members[sender] = len(job.members)
         s, v = hdr.slot, hdr.version
+        if not job.bitmap[s, v] or newer(hdr.chunk, int(job.use[s, v]), 32):
+            # the version's next use (its older use is complete everywhere)
+            job.bitmap[s, v] = job.count[s, v] = 0
+            job.use[s, v] = hdr.chunk
+        elif hdr.chunk != job.use[s, v]:
+            return self.stats.drop("stale")     # a replay of an older use
         mask = np.uint64(1 << bit)
         seen = bool(job.bitmap[s, v] & mask)
         if seen:
@@ -126,18 +142,18 @@ class ParameterServer:
             return self.stats.drop("mixed_encodings")
         self.stats.contributions += 1
         job.bitmap[s, v] |= mask
-        job.bitmap[s, 1 - v] &= ~mask
         values = (payload.astype(np.float32) if kind == 1 else
                   codec.switch_decode_cnat8(payload) if hdr.encoding == wire.ENC_CNAT8 else
                   payload.astype(np.int32))
         if first:
             job.results.pop((s, v), None)
             job.acc[s, v] = values.copy()
-            job.exp[s, v], job.workers[s, v], job.kind[s, v] = hdr.exp, hdr.count, kind
+            # every member is one worker, whatever count it claims
+            job.exp[s, v], job.workers[s, v], job.kind[s, v] = hdr.exp, 1, kind
         else:
             np.add(job.acc[s, v], values, out=job.acc[s, v])     # int32 wraps, as the switch
             job.exp[s, v] = max(job.exp[s, v], hdr.exp)
-            job.workers[s, v] += hdr.count
+            job.workers[s, v] += 1
         job.count[s, v] = (job.count[s, v] + 1) % self.n
         if job.count[s, v]:
             return []

@@ -1,8 +1,11 @@
 """The fast path of the wire format: frames from precomputed templates, no Scapy per packet.
 
 A frame is a constant Ethernet/IPv4/UDP prefix per (sender, encoding) -- the IPv4
-checksum is precomputed because the total length is constant per encoding, and the UDP
-checksum is 0 -- followed by the struct-packed AGG header and the payload's numpy bytes.
+checksum is precomputed because the total length is constant per encoding -- followed by
+the struct-packed AGG header and the payload's numpy bytes. The UDP checksum covers the
+payload (docs/PROTOCOL.md "Integrity"): the sum of the constant part (pseudo-header and
+UDP header) is precomputed, the rest summed per frame with numpy. parse() drops a frame
+whose checksum does not add up and counts it (`bad_checksums`).
 The struct format and the dtypes come from worker/wire.py's field declarations, so the
 header is declared once; tests/worker/test_wire.py shows the bytes equal Scapy's.
 
@@ -71,9 +74,36 @@ def ipv4_checksum(header: bytes) -> int:
     return ~s & 0xFFFF
 
 
+def ones_sum(data: bytes) -> int:
+    """The ones' complement sum (RFC 1071) of `data` as 16-bit words, not complemented.
+
+    2^16 = 1 modulo 0xffff, so the bytes read as one big-endian integer are congruent to
+    the sum of their words: one C-level conversion instead of a loop over words. The
+    sum of nonzero data is 1..0xffff (0xffff where the remainder is 0)."""
+    if len(data) % 2:
+        data = data + b"\0"
+    x = int.from_bytes(data, "big")
+    return x % 0xFFFF or (0xFFFF if x else 0)
+
+
+def _fold(s: int) -> int:
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return s
+
+
+def udp_checksum_ok(frame: bytes, udp_len: int) -> bool:
+    """The UDP checksum of an Ethernet/IPv4 (IHL 5)/UDP `frame` adds up over the pseudo-header,
+    the UDP header and the first `udp_len` bytes from it: their ones' complement sum is 0xffff."""
+    end = ETH_LEN + IPV4_LEN + udp_len
+    pseudo = frame[26:34] + bytes([0, PROTO_UDP]) + frame[38:40]
+    return _fold(ones_sum(pseudo) + ones_sum(frame[ETH_LEN + IPV4_LEN:end])) == 0xFFFF
+
+
 def l2_prefix(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, udp_len: int,
               sport: int = wire.AGG_PORT, dport: int = wire.AGG_PORT) -> bytes:
-    """Ethernet + IPv4 (IHL 5, DF, TTL 64, checksum filled) + UDP (checksum 0)."""
+    """Ethernet + IPv4 (IHL 5, DF, TTL 64, checksum filled) + UDP (checksum 0: build() fills
+    it in per frame)."""
     eth = mac_bytes(dst_mac) + mac_bytes(src_mac) + struct.pack("!H", ETHERTYPE_IPV4)
     src, dst = ipaddress.IPv4Address(src_ip).packed, ipaddress.IPv4Address(dst_ip).packed
     ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, IPV4_LEN + udp_len, 0, IP_DF, TTL, PROTO_UDP,
@@ -105,6 +135,10 @@ class Framer:
                                   l2_prefix(src[0], dst[0], src[1], dst[1], ulen, sport, dport))
             self.lengths[enc] = len(self.prefixes[enc]) + HEADER.size + payload_bytes(enc, elems)
         self.offset = 0 if src is None else L2_LEN   # where the AGG header starts
+        # Sum of the pseudo-header and the UDP header (checksum 0) per encoding: constant.
+        self.fixed_sums = {enc: ones_sum(p[26:34] + bytes([0, PROTO_UDP]) + p[38:40] + p[34:42])
+                           for enc, p in self.prefixes.items() if p}
+        self.bad_checksums = 0     # frames parse() dropped because their checksum is wrong
 
     def build(self, msg_type: int, encoding: int, job_id: int, session: int, slot: int,
               version: int, exp: int, count: int, chunk: int, payload: np.ndarray | bytes,
@@ -126,7 +160,14 @@ class Framer:
                               flags, chunk)
         except struct.error as e:
             raise FrameError(f"header field out of range: {e}") from None
-        return prefix + hdr + payload
+        if not self.offset:
+            return prefix + hdr + payload
+        body = hdr + payload
+        csum = ~_fold(self.fixed_sums[encoding] + ones_sum(body)) & 0xFFFF
+        return prefix[:-2] + (csum or 0xFFFF).to_bytes(2, "big") + body
+
+    def checksum_ok(self, frame: bytes, udp_len: int) -> bool:
+        return udp_checksum_ok(frame, udp_len)
 
     def parse(self, frame: bytes) -> tuple[AggHeader, np.ndarray] | None:
         """(header, payload view) of an aggregation frame; None for anything else."""
@@ -146,6 +187,9 @@ class Framer:
         if off:
             # Ethernet may pad a frame: the UDP length is what counts.
             if len(frame) < need or (frame[38] << 8 | frame[39]) != need - ETH_LEN - IPV4_LEN:
+                return None
+            if not self.checksum_ok(frame, need - ETH_LEN - IPV4_LEN):
+                self.bad_checksums += 1
                 return None
         elif len(frame) != need:
             return None

@@ -48,6 +48,17 @@ def session_from_file(path: str) -> int:
     return int(os.stat(path).st_mtime_ns // 1_000_000) % 65535 + 1
 
 
+def job_params(args, r: dict, encoding: int, framer) -> JobParams:
+    """The client's view of the job: with the headroom and the exponent bound the
+    controller programs (Topology.headroom, the job's max_exp); the baseline's parameter
+    server aggregates on one host (headroom ceil(log2 n), no bound of its own)."""
+    spec = r["job"]
+    limits = ({} if spec is None or args.baseline_ps else
+              {"headroom": r["topo"].headroom(spec.id), "max_exp": spec.max_exp})
+    return JobParams(args.job, r["session"], r["workers"], r["window"], encoding, framer.elems,
+                     **limits)
+
+
 def growth_problem(topo: Topology, job) -> str | None:
     """Why CNAT8 contributions cannot work for the job, or None.
 
@@ -207,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.impair_loss or args.impair_dup or args.impair_reorder:
         port = ImpairedPort(port, args.impair_loss, args.impair_dup, args.impair_reorder,
                             seed=args.impair_seed * 1000 + r["rank"])
-    job = JobParams(args.job, r["session"], r["workers"], r["window"], encoding, framer.elems)
+    job = job_params(args, r, encoding, framer)
     client = AllReduceClient(
         port, framer, job, seed=args.seed * 1000 + r["rank"], rto=args.rto,
         rto_min=args.rto_min, rto_max=max(args.rto, args.rto_min, RTO_MAX),

@@ -41,5 +41,10 @@ const bit<8> DROP_NOT_IPV4 = 10;
 const bit<8> DROP_BAD_RESULT_PORT = 11;
 const bit<8> DROP_BAD_TYPE = 12;
 const bit<8> DROP_BAD_CHECKSUM = 13;
+const bit<8> DROP_STALE = 14;            // an older session, or an older use of the version
+const bit<8> DROP_BAD_UDP_CHECKSUM = 15; // the UDP checksum over the payload does not add up
+const bit<8> DROP_BAD_EXP = 16;          // an exponent above the job's bound
+// Size of the drops counters: the largest drop reason + 1, rounded up.
+#define DROP_REASONS 32
 
 #endif

@@ -18,6 +18,12 @@ control NatComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
               hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
               hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
             hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+        // Every aggregation packet leaving carries its UDP checksum (docs/PROTOCOL.md
+        // "Integrity"); the switch rewrites payloads, addresses and lengths.
+        update_checksum(hdr.agg.isValid() && hdr.fixed.isValid(),
+            { UDP_PSEUDO, UDP_FIELDS, hdr.agg, hdr.fixed }, hdr.udp.checksum, HashAlgorithm.csum16);
+        update_checksum(hdr.agg.isValid() && hdr.cnat.isValid(),
+            { UDP_PSEUDO, UDP_FIELDS, hdr.agg, hdr.cnat }, hdr.udp.checksum, HashAlgorithm.csum16);
     }
 }
 

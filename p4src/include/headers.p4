@@ -73,13 +73,16 @@ struct metadata_t {
     bit<16> grp;
     bit<9>  parent_port;
     bit<8>  result_enc;
+    bit<8>  max_exp;
     // from the children table
     bit<32> child_bit;
+    bit<8>  weight;
     // the slot's register indices
     bit<32> region;
     bit<32> ridx;
     bit<32> ridx_other;
     // slot state after this contribution
+    bool    stale;
     bool    seen;
     bool    first;
     bool    complete;

@@ -43,14 +43,14 @@ def test_topology_command_writes_jobs_and_loss(tmp_path, capsys):
     path = tmp_path / "t.json"
     assert main(["topology", "--topo", "leaf-spine", "--leaves", "2", "--spines", "1",
                  "--hosts", "3", "--loss", "0.02", "--jobs", "h1-h4:slots=32",
-                 "h5,h6:enc=cnat8:partials=cnat8",
+                 "h5,h6:enc=cnat8:partials=cnat8:max_exp=140",
                  "-o", str(path)]) == 0
     data = json.loads(path.read_text())
     assert data["jobs"] == [
         {"id": 1, "workers": ["h1", "h2", "h3", "h4"], "slots": 32, "encoding": "fixed32",
-         "partials": "fixed32"},
+         "partials": "fixed32", "max_exp": 158},
         {"id": 2, "workers": ["h5", "h6"], "slots": 64, "encoding": "cnat8",
-         "partials": "cnat8"}]
+         "partials": "cnat8", "max_exp": 140}]
     assert {link["loss"] for link in data["links"]} == {0.02}
     # Without --jobs, a built topology gets one job of all hosts; a file keeps its own.
     assert main(["topology", "--topo", "star", "--hosts", "3"]) == 0

@@ -18,7 +18,7 @@ ELEMS = wire.ELEMS
 CONTRIB, DUPLICATE, COMPLETE, RESULT, ANSWERED, PARTIAL_UP, RESULT_DOWN, FORWARDED = range(8)
 UNKNOWN_JOB, FOREIGN_PORT, BAD_SLOT, BAD_LENGTH, BAD_ENCODING, BAD_VERSION = range(1, 7)
 NO_ROUTE, TTL_EXPIRED, IMPAIRMENT, NOT_IPV4, BAD_RESULT_PORT, BAD_TYPE = range(7, 13)
-BAD_CHECKSUM = 13   # in constants.p4, not yet in docs/PROTOCOL.md nor controller/stats.py
+BAD_CHECKSUM, STALE, BAD_UDP_CHECKSUM, BAD_EXP = range(13, 17)
 
 
 def contrib(topo: Topology, host: str, job: int, session: int, slot: int, values,
@@ -97,18 +97,35 @@ def collect(fabric, hosts, per_host: int) -> dict[str, dict[tuple, Result]]:
 
 def check_result_addressing(topo: Topology, host: str, res: Result) -> None:
     """A result leaving towards a host is addressed to it from the service address, UDP
-    20033 both ways, checksum 0, lengths matching the encoding, IPv4 checksum valid."""
+    20033 both ways, lengths matching the encoding, IPv4 and UDP checksums valid."""
     h = topo.host(host)
     pkt = res.pkt
     assert (pkt.dst, pkt[IP].dst) == (h.mac, h.ip)
     assert (pkt.src, pkt[IP].src) == (topo.service_mac, topo.service_ip)
     udp = pkt[UDP]
-    assert udp.sport == udp.dport == wire.AGG_PORT and udp.chksum == 0
+    assert udp.sport == udp.dport == wire.AGG_PORT
+    assert udp_checksum_ok(pkt), "the UDP checksum does not cover the payload"
     size = ELEMS * (4 if res.agg.encoding == wire.ENC_FIXED32 else 1)
     assert udp.len == 8 + 16 + size and pkt[IP].len == 20 + udp.len
     fresh = pkt[IP].copy()
     fresh.chksum = None
     assert IP(bytes(fresh)).chksum == pkt[IP].chksum, "IPv4 header checksum is wrong"
+
+
+def udp_checksum_ok(pkt: Ether) -> bool:
+    """The UDP checksum adds up over the pseudo-header, headers and payload (docs/PROTOCOL.md
+    "Integrity"; a sum of 0 may travel as 0 or 0xffff)."""
+    fresh = pkt[IP].copy()
+    fresh[UDP].chksum = None
+    want = IP(bytes(fresh))[UDP].chksum
+    return pkt[UDP].chksum == want or {pkt[UDP].chksum, want} == {0, 0xFFFF}
+
+
+def with_bad_checksum(pkt: Ether) -> bytes:
+    """The frame of `pkt` with one payload bit flipped and its UDP checksum left as it was."""
+    frame = bytearray(bytes(pkt))
+    frame[-1] ^= 0x01
+    return bytes(frame)
 
 
 def random_fixed(rng: np.random.Generator, bound: int) -> np.ndarray:

@@ -21,7 +21,7 @@ def test_scapy_contribution_in_scapy_result_out(fabric):
                / UDP(sport=wire.AGG_PORT, dport=wire.AGG_PORT)
                / wire.Agg(msg_type=wire.MSG_CONTRIB, encoding=wire.ENC_FIXED32, job_id=41,
                           session=session, slot=5, version=1, exp=exp, count=1,
-                          chunk=9000 + i)
+                          chunk=9000)
                / wire.Fixed32(values=values[i].tolist()))
         fabric.send(host, bytes(pkt))
     got = fabric.expect(["h1", "h2", "h3"])
@@ -29,10 +29,10 @@ def test_scapy_contribution_in_scapy_result_out(fabric):
         pkt = Ether(frame)
         assert pkt.haslayer(wire.Agg) and pkt.haslayer(wire.Fixed32), pkt.summary()
         agg = pkt[wire.Agg]
-        # The completing contribution's chunk is echoed; exp is the max; count the workers.
+        # The use's chunk number is echoed; exp is the max; count the workers.
         assert (agg.msg_type, agg.encoding, agg.job_id, agg.session, agg.slot, agg.version,
                 agg.exp, agg.count, agg.flags, agg.chunk) == (
-            wire.MSG_RESULT, wire.ENC_FIXED32, 41, session, 5, 1, 133, 3, 0, 9002)
+            wire.MSG_RESULT, wire.ENC_FIXED32, 41, session, 5, 1, 133, 3, 0, 9000)
         assert pkt[wire.Fixed32].values == codec.aggregate(values).tolist()
         check_result_addressing(topo, host, dissect(frame))
         assert len(frame) == 14 + 20 + 8 + 16 + 4 * ELEMS

@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 
 from harness.workers import Trace  # noqa: E402
 from worker import main as worker_main  # noqa: E402
-from worker.allreduce import AllReduceClient, AllReduceError, JobParams  # noqa: E402
+from worker.allreduce import AllReduceClient, AllReduceError  # noqa: E402
 
 
 def tensors(rank: int, calls: int, size: int) -> list[np.ndarray]:
@@ -46,7 +46,7 @@ def main() -> int:
     r = worker_main.resolve(wargs)
     port, framer, encoding, _ = worker_main.open_transport(wargs, r)
     trace = Trace()
-    job = JobParams(args.job, r["session"], r["workers"], r["window"], encoding, framer.elems)
+    job = worker_main.job_params(wargs, r, encoding, framer)
     client = AllReduceClient(port, framer, job, seed=r["rank"], timeout=args.timeout,
                              rto=0.5, rto_max=1.0, trace=trace)
     xs = tensors(r["rank"], args.calls, args.size)

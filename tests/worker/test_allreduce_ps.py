@@ -10,7 +10,6 @@ from harness.network import PsNetwork
 from harness.workers import Trace, check_exact, run_workers
 from worker import codec, wire
 from worker.allreduce import AllReduceClient, AllReduceError, JobParams
-from worker.allreduce.client import PRIME_MARK
 from worker.allreduce.protocol import TABLE, Event, ProtocolError, State, transition
 from worker.baseline import ParameterServer
 from worker.frames import Framer
@@ -284,10 +283,13 @@ def test_a_call_primes_once_on_slot_0(encoding):
                                            calls=3)
     assert errors == [None] * n
     assert check_exact(traces, tensors, outputs, n) == 3 + 8 + 25
+    # Chunk numbers run across the calls: each call's priming round, then its chunks.
+    bases = [0, 1 + 3, 1 + 3 + 1 + 8]
     for rank, rec in recorders.items():
         sent = [h for what, h in rec.log if what == "sent"]
-        primes = [h for h in sent if h.chunk >= PRIME_MARK]
-        assert [(h.slot, h.chunk) for h in primes] == [(0, PRIME_MARK | k) for k in (1, 2, 3)]
+        primes = [h for h in sent if h.chunk in bases]
+        assert [(h.slot, h.chunk) for h in primes] == [(0, b) for b in bases]
+        assert sorted({h.chunk for h in sent}) == list(range(1 + 3 + 1 + 8 + 1 + 25))
         assert len(sent) == 3 + 8 + 25 + 3
         # The priming exponent is this worker's max over the call's first chunks.
         for k, h in enumerate(primes):
@@ -295,9 +297,9 @@ def test_a_call_primes_once_on_slot_0(encoding):
             assert h.exp == own[:window].max()
         # No chunk leaves before this call's priming result is back.
         got_prime = [i for i, (what, h) in enumerate(rec.log)
-                     if what == "got" and h.chunk == PRIME_MARK | 1]
+                     if what == "got" and h.chunk == bases[0]]
         first_chunk = next(i for i, (what, h) in enumerate(rec.log)
-                           if what == "sent" and h.chunk < PRIME_MARK)
+                           if what == "sent" and h.chunk not in bases)
         assert got_prime and got_prime[0] < first_chunk
     # Slot 0 had one more use per call than the others: 3 calls of 1 + (1, 1, 4) uses.
     assert list(clients[0].uses) == [3 + 1 + 1 + 4, 1 + 1 + 3, 1 + 1 + 3, 0 + 1 + 3,
@@ -317,7 +319,7 @@ def test_a_late_priming_result_of_the_last_call_is_ignored():
     assert errors == [None] * n
     version = int(cl[0].uses[0] & 1)
     stale = Framer().build(wire.MSG_RESULT, wire.ENC_FIXED32, 1, 3, 0, version, 250, n,
-                           PRIME_MARK | 1, np.zeros(ELEMS, np.int32))
+                           0, np.zeros(ELEMS, np.int32))
     net.ports[0].put(stale)
     outputs2, _, errors = run_workers(lambda r: cl[r], [[t[1]] for t in tensors])
     assert errors == [None] * n

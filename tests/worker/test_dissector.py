@@ -10,12 +10,11 @@ from scapy.layers.l2 import Ether
 from scapy.utils import wrpcap
 
 from worker import wire
-from worker.allreduce.client import PRIME_MARK
 from worker.frames import Framer
 
 LUA = Path(__file__).resolve().parents[2] / "worker" / "dissector" / "natswitch.lua"
 FIELDS = ["msg_type", "encoding", "job_id", "session", "slot", "version", "exp", "count",
-          "chunk", "priming", "elems", "nonzero", "negative", "max_code", "min", "max"]
+          "chunk", "elems", "nonzero", "negative", "max_code", "min", "max"]
 
 
 def tshark(*args: str, first: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
@@ -43,7 +42,7 @@ def test_tshark_decodes_header_and_payload_summary(tmp_path, dissector_ready):
     ints = np.arange(wire.ELEMS, dtype=np.int32) - 7
     ints[100] = -(2**31)
     frames = [
-        f.build(wire.MSG_CONTRIB, wire.ENC_CNAT8, 4, 300, 17, 1, 140, 1, PRIME_MARK | 2, codes),
+        f.build(wire.MSG_CONTRIB, wire.ENC_CNAT8, 4, 300, 17, 1, 140, 1, 4000000000, codes),
         f.build(wire.MSG_RESULT, wire.ENC_FIXED32, 65535, 1, 0, 0, 0, 8, 123456, ints),
     ]
     pcap = tmp_path / "agg.pcap"
@@ -57,16 +56,16 @@ def test_tshark_decodes_header_and_payload_summary(tmp_path, dissector_ready):
     elems = str(wire.ELEMS)
     assert rows[0] == {"msg_type": "1", "encoding": "1", "job_id": "4", "session": "300",
                        "slot": "17", "version": "1", "exp": "140", "count": "1",
-                       "chunk": str(PRIME_MARK | 2), "priming": "1", "elems": elems,
+                       "chunk": "4000000000", "elems": elems,
                        "nonzero": "3", "negative": "1", "max_code": "17", "min": "", "max": ""}
     assert rows[1] == {"msg_type": "2", "encoding": "0", "job_id": "65535", "session": "1",
                        "slot": "0", "version": "0", "exp": "0", "count": "8",
-                       "chunk": "123456", "priming": "0", "elems": elems,
+                       "chunk": "123456", "elems": elems,
                        "nonzero": str(wire.ELEMS - 1), "negative": "8", "max_code": "",
                        "min": str(-(2**31)), "max": str(wire.ELEMS - 8)}
     summary = tshark("-r", str(pcap))
     assert "RESULT FIXED32 job 65535 session 1 slot 0 v0 chunk 123456" in summary.stdout
-    assert "CONTRIB CNAT8 job 4 session 300 slot 17 v1 priming" in summary.stdout
+    assert "CONTRIB CNAT8 job 4 session 300 slot 17 v1 chunk 4000000000" in summary.stdout
 
 
 def test_tshark_flags_a_truncated_header(tmp_path, dissector_ready):

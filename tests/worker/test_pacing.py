@@ -117,7 +117,8 @@ def test_a_lost_contribution_is_resent_one_timeout_after_the_use_before_it():
     port = LosingSlowSwitch(drop={6}, **SLOW)
     client, times = run_calls(port, 2)
     assert client.stats.retransmissions == 1
-    sent4 = [t for t, c in port.log if c == 4 and t < times[0]]
+    # chunk 4 has chunk number 5: the call's priming round is number 0
+    sent4 = [t for t, c in port.log if c == 5 and t < times[0]]
     # The priming round and chunks 0-3 are answered after 5 x 14 ms. The first answered
     # chunk replaced the initial 0.5 s timeout by the measured one, so chunk 4 is resent
     # that long after chunk 3's answer, not 0.5 s after it was sent.
@@ -174,7 +175,8 @@ def test_the_first_burst_is_the_initial_window():
     # The priming round, its result, then three chunks before any chunk's result is read.
     assert log[0][0] == "sent" and log[1][0] == "got"
     first_got = next(i for i, (what, _) in enumerate(log) if i > 1 and what == "got")
-    assert [c for _, c in log[2:first_got]] == [0, 1, 2]
+    # (chunk numbers: the priming round is 0, chunks 0, 1, 2 are 1, 2, 3)
+    assert [c for _, c in log[2:first_got]] == [1, 2, 3]
     # Every result widened the window by one (slow start) up to the 16 slots.
     assert client.window.limit() == 16
     assert client.stats.packets_sent == 40 + 1

@@ -42,7 +42,8 @@ def results(net, hosts):
         h = net.topo.host(host)
         assert (pkt.dst, pkt[IP].dst) == (h.mac, h.ip)
         assert (pkt.src, pkt[IP].src) == (net.topo.service_mac, net.topo.service_ip)
-        assert pkt[UDP].sport == pkt[UDP].dport == wire.AGG_PORT and pkt[UDP].chksum == 0
+        assert pkt[UDP].sport == pkt[UDP].dport == wire.AGG_PORT
+        assert net.framer(host).parse(frame) is not None, "the UDP checksum does not add up"
         fresh = pkt[IP].copy()
         fresh.chksum = None
         assert IP(bytes(fresh)).chksum == pkt[IP].chksum

@@ -21,7 +21,7 @@ FIELDS = dict(job_id=0x1234, session=0xBEEF, slot=511, version=1, exp=0x85, coun
 
 def scapy_frame(msg_type, encoding, payload_layer, **fields):
     return (Ether(src=SRC[0], dst=DST[0]) / IP(src=SRC[1], dst=DST[1], flags="DF", id=0, ttl=64)
-            / UDP(sport=wire.AGG_PORT, dport=wire.AGG_PORT, chksum=0)
+            / UDP(sport=wire.AGG_PORT, dport=wire.AGG_PORT)
             / wire.Agg(msg_type=msg_type, encoding=encoding, **fields) / payload_layer)
 
 

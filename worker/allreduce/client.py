@@ -5,7 +5,9 @@ slot runs the table in protocol.py. A call starts with one priming round on slot
 agrees on the exponent of every slot's first chunk; its result releases all slots at
 once, and from then on each contribution piggybacks the exponent of its slot's next
 chunk. Chunks go out lowest first as far as the congestion window allows (pacing.py).
-Results are matched by (slot, version, chunk); anything else is counted and ignored. A
+The chunk field numbers the uses of all slots across the client's calls (a call's priming
+round, then its chunks; see `chunk_base`), so a use is named unambiguously: results are
+matched by (slot, version, chunk number); anything else is counted and ignored. A
 use whose result does not come back is retransmitted with exponential backoff; when no
 result at all arrives for `timeout` seconds the call fails, naming the chunks that never
 completed.
@@ -34,10 +36,10 @@ from worker.allreduce.stats import Stats
 from worker.frames import Framer
 from worker.transport import Port
 
-# The chunk field of a priming round: this mark plus the call number (16 bits), so a
-# late priming result of an earlier call cannot pass for this call's.
-PRIME_MARK = 0xFFFF0000
-MAX_CHUNKS = PRIME_MARK
+# Chunk numbers are compared in serial-number order (docs/PROTOCOL.md): a call may number
+# fewer than 2^31 uses.
+MAX_CHUNKS = 1 << 30
+CHUNK_MASK = 0xFFFFFFFF
 PRIME_SLOT = 0              # the slot that carries each call's priming round
 PROGRESS_EVERY = 0.5        # seconds between progress callbacks
 
@@ -69,6 +71,10 @@ class JobParams:
     window: int
     encoding: int = wire.ENC_CNAT8
     elems: int = wire.ELEMS
+    # From the controller (Topology.headroom, the job's max_exp): None for ceil(log2 workers),
+    # right for a job aggregated exactly (no cnat8 partial sums below the root).
+    headroom: int | None = None
+    max_exp: int = 254
 
     def __post_init__(self) -> None:
         for name, value, lo, hi in (("job id", self.job_id, 0, 0xFFFF),
@@ -78,6 +84,13 @@ class JobParams:
                                     ("elements per packet", self.elems, 1, 0xFFFF)):
             if not isinstance(value, int) or not lo <= value <= hi:
                 raise ValueError(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
+        if self.session == 0:
+            raise ValueError("session 0 is reserved (a switch's slot that no session touched)")
+        if self.headroom is not None and not 0 <= self.headroom <= 30:
+            raise ValueError(f"headroom must be within 0..30 bits, got {self.headroom!r}")
+        if not 1 <= self.max_exp <= 254:
+            raise ValueError(f"max_exp must be a biased float32 exponent 1..254, "
+                             f"got {self.max_exp!r}")
         if self.encoding not in wire.ENCODINGS:
             raise ValueError(f"unknown encoding {self.encoding!r} "
                              f"(one of {sorted(wire.ENCODINGS)})")
@@ -100,7 +113,8 @@ class AllReduceClient:
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0 s, got {timeout}")
         self.port, self.framer, self.job = port, framer, job
-        self.coder = ChunkCoder(job.encoding, job.workers, np.random.default_rng(seed), job.elems)
+        self.coder = ChunkCoder(job.encoding, job.workers, np.random.default_rng(seed), job.elems,
+                                job.headroom)
         self.timer = RetransmitTimer(rto, rto_min, rto_max)
         self.window = Window(initial_window, job.window, adaptive_window)
         self.timeout = timeout
@@ -121,6 +135,8 @@ class AllReduceClient:
         self.frames: list[bytes | None] = [None] * w
         self.payloads: list[np.ndarray | None] = [None] * w   # kept for `trace` only
         self.calls = 0
+        self.chunk_base = 0                       # chunk number of this call's first use
+        self.next_base = 0                        # and of the next call's
         self.sends = 0                            # new uses sent (the sequence counter)
         self.first_sample = False                 # the first round trip was just measured
         self.in_flight = 0                        # slots in IN_FLIGHT states
@@ -155,6 +171,11 @@ class AllReduceClient:
         if n_chunks >= MAX_CHUNKS:
             raise AllReduceError(f"tensor of {flat.size} elements needs {n_chunks} chunks, "
                                  f"at most {MAX_CHUNKS - 1}")
+        big = float(np.abs(flat).max())
+        if big and np.frexp(np.float32(big))[1] + 126 > self.job.max_exp:
+            raise AllReduceError(f"the tensor holds {big:g}: job {self.job.job_id} allows "
+                                 f"exponents up to {self.job.max_exp} (values below "
+                                 f"2^{self.job.max_exp - 126}); the switch would drop it")
         if flat.size == n_chunks * elems:
             self.chunks = flat.reshape(n_chunks, elems)
         else:
@@ -175,6 +196,10 @@ class AllReduceClient:
         self.other_chunk = 0
         used = self.used = min(window, n_chunks)
         self.calls += 1
+        # The call's uses: its priming round (integer encodings), then its chunks.
+        self.chunk_base = self.next_base
+        self.first_chunk = self.chunk_base + (1 if self.coder.primed else 0)
+        self.next_base = (self.first_chunk + n_chunks) & CHUNK_MASK
         before = self.stats.copy()
         start = self.clock()
         self.state[:] = State.IDLE
@@ -259,9 +284,13 @@ class AllReduceClient:
         """Handles one frame; True if it completed a use of a slot."""
         self.stats.packets_received += 1
         self.stats.bytes_received += len(frame)
+        bad = self.framer.bad_checksums
         got = self._classify(frame, used)
         if got is None:
-            self.stats.foreign_ignored += 1
+            if self.framer.bad_checksums != bad:
+                self.stats.corrupt_ignored += 1
+            else:
+                self.stats.foreign_ignored += 1
             return False
         s, event, msg = got
         self._dispatch(s, event, msg)
@@ -349,9 +378,10 @@ class AllReduceClient:
 
     # ------------------------------------------------------------------ actions
     def _chunk_field(self, s: int) -> int:
+        """The chunk number of the slot's current use: unique across the client's calls."""
         if self.state[s] == _PRIMING:
-            return PRIME_MARK | (self.calls & 0xFFFF)
-        return int(self.cur[s])
+            return self.chunk_base
+        return (self.first_chunk + int(self.cur[s])) & CHUNK_MASK
 
     def _prime(self, s: int, _msg) -> None:
         # One exponent for the first chunk of every slot: the max over them.
@@ -427,7 +457,8 @@ class AllReduceClient:
             nxt_exp = int(self.exps[nxt]) if nxt < n_chunks else 0
             self.sent_exp[s] = nxt_exp
             frame = self.framer.build(wire.MSG_CONTRIB, job.encoding, job.job_id, job.session,
-                                      s, int(self.uses[s] & 1), nxt_exp, 1, c, payloads[i])
+                                      s, int(self.uses[s] & 1), nxt_exp, 1,
+                                      (self.first_chunk + c) & CHUNK_MASK, payloads[i])
             self._send_new(s, frame, payloads[i])
 
     def _send_new(self, s: int, frame: bytes, payload) -> None:
@@ -510,7 +541,10 @@ class AllReduceClient:
                     f"start the job with a new session id")
         elif self.received_this_call == 0:
             hint = (f"no result of job {job.job_id} arrived in this call: is the switch up, "
-                    f"programmed for job {job.job_id}, and are all {job.workers} workers running?")
+                    f"programmed for job {job.job_id}, and are all {job.workers} workers "
+                    f"running? Or session {job.session} was used before: the switch drops "
+                    f"packets older than the uses it holds (STALE); start the job with a new "
+                    f"session id")
         else:
             hint = (f"other slots completed, so the switch answers: a worker of the "
                     f"{job.workers} is likely missing or stopped")

@@ -14,10 +14,15 @@ from worker.frames import DTYPES
 
 class ChunkCoder:
     def __init__(self, encoding: int, workers: int, rng: np.random.Generator,
-                 elems: int = wire.ELEMS):
+                 elems: int = wire.ELEMS, headroom: int | None = None):
         if encoding not in (wire.ENC_FIXED32, wire.ENC_CNAT8, wire.ENC_FLOAT32):
             raise ValueError(f"unknown encoding {encoding}")
         self.encoding, self.workers, self.rng = encoding, workers, rng
+        # The codec scales for n workers with headroom ceil(log2 n); a job whose tree needs
+        # more (re-compressed partial sums, docs/PROTOCOL.md "Scaling") scales as for 2^h
+        # workers, whose headroom is h. The mean still divides by the real worker count.
+        h = codec.headroom(workers) if headroom is None else headroom
+        self.scale_n = workers if h == codec.headroom(workers) else 1 << h
         self.primed = encoding != wire.ENC_FLOAT32
         self.zeros = bytes(DTYPES[encoding].itemsize * elems)
         self._results = ({wire.ENC_FLOAT32} if not self.primed
@@ -33,9 +38,9 @@ class ChunkCoder:
     def encode(self, chunks: np.ndarray, exps: np.ndarray) -> np.ndarray:
         """Payload rows for chunk rows at their negotiated exponents (one codec call)."""
         if self.encoding == wire.ENC_CNAT8:
-            return codec.encode_cnat8(chunks, exps, self.workers, self.rng)
+            return codec.encode_cnat8(chunks, exps, self.scale_n, self.rng)
         if self.encoding == wire.ENC_FIXED32:
-            return codec.encode_fixed32(chunks, exps, self.workers, self.rng)
+            return codec.encode_fixed32(chunks, exps, self.scale_n, self.rng)
         return chunks
 
     def result_dtype(self, encoding: int) -> np.dtype:
@@ -45,8 +50,15 @@ class ChunkCoder:
 
     def decode_mean(self, encoding: int, payloads: np.ndarray, exps: np.ndarray) -> np.ndarray:
         """The mean over the workers of result rows (one codec call)."""
+        n = self.scale_n
+        if n == self.workers:
+            if encoding == wire.ENC_FIXED32:
+                return codec.decode_fixed32(payloads, exps, n, mean=True)
+            if encoding == wire.ENC_CNAT8:
+                return codec.decode_cnat8(payloads, exps, n, mean=True)
+            return payloads / np.float32(n)
         if encoding == wire.ENC_FIXED32:
-            return codec.decode_fixed32(payloads, exps, self.workers, mean=True)
-        if encoding == wire.ENC_CNAT8:
-            return codec.decode_cnat8(payloads, exps, self.workers, mean=True)
-        return payloads / np.float32(self.workers)
+            total = codec.decode_fixed32(payloads, exps, n)
+        else:
+            total = codec.decode_cnat8(payloads, exps, n)
+        return total / np.float32(self.workers)

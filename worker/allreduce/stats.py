@@ -17,6 +17,7 @@ class Stats:
     retransmissions: int = 0
     duplicates_ignored: int = 0    # results for a slot that were not the awaited one
     foreign_ignored: int = 0       # frames not for this job and session, or not results
+    corrupt_ignored: int = 0       # frames whose UDP checksum does not add up
     rtt_samples: int = 0           # round trips measured (uses answered without a resend)
     rtt_seconds: float = 0.0       # their sum
     seconds: float = 0.0           # inside allreduce calls

@@ -10,7 +10,6 @@
 local AGG_PORT = 20033
 local PS_PORT = 20034
 local HDR_LEN = 16
-local PRIME_MARK = 0xFFFF0000   -- chunk field of a priming round (docs/WORKER.md)
 
 local msg_types = { [1] = "CONTRIB", [2] = "RESULT" }
 local encodings = { [0] = "FIXED32", [1] = "CNAT8", [2] = "FLOAT32" }
@@ -27,8 +26,7 @@ f.version = ProtoField.uint8("natswitch.version", "Version", base.DEC)
 f.exp = ProtoField.uint8("natswitch.exp", "Exponent (biased)", base.DEC)
 f.count = ProtoField.uint8("natswitch.count", "Count", base.DEC)
 f.flags = ProtoField.uint8("natswitch.flags", "Flags", base.HEX)
-f.chunk = ProtoField.uint32("natswitch.chunk", "Chunk", base.DEC)
-f.priming = ProtoField.bool("natswitch.priming", "Priming round")
+f.chunk = ProtoField.uint32("natswitch.chunk", "Chunk number (the use)", base.DEC)
 f.elems = ProtoField.uint32("natswitch.elems", "Elements", base.DEC)
 f.nonzero = ProtoField.uint32("natswitch.nonzero", "Nonzero elements", base.DEC)
 f.min = ProtoField.int32("natswitch.min", "Smallest value", base.DEC)
@@ -112,9 +110,7 @@ function agg.dissector(buf, pinfo, tree)
   t:add(f.count, buf(10, 1))
   t:add(f.flags, buf(11, 1))
   t:add(f.chunk, buf(12, 4))
-  local priming = chunk >= PRIME_MARK
-  t:add(f.priming, priming):set_generated()
-  local what = priming and "priming" or ("chunk " .. chunk)
+  local what = "chunk " .. chunk
   local info = string.format("%s %s job %d session %d slot %d v%d %s exp %d count %d",
                              msg_types[mtype] or ("type " .. mtype),
                              encodings[enc] or ("encoding " .. enc),

@@ -44,12 +44,15 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
     counter(16, CounterType.packets) events;
     action unknown_job() { meta.drop_reason = 1; }
     action job_root(bit<16> base, bit<16> num_slots, bit<8> num_children,
-                    bit<16> mcast_grp, bit<8> result_enc) {
-        meta.grp = mcast_grp + base + num_slots + (bit<16>)num_children + (bit<16>)result_enc;
+                    bit<16> mcast_grp, bit<8> result_enc, bit<8> max_exp) {
+        meta.grp = mcast_grp + base + num_slots + (bit<16>)num_children + (bit<16>)result_enc
+                   + (bit<16>)max_exp;
     }
     action job_child(bit<16> base, bit<16> num_slots, bit<8> num_children,
-                     bit<16> mcast_grp, bit<9> parent_port, bit<8> partial_enc) {
-        meta.grp = mcast_grp + base + num_slots + (bit<16>)num_children + (bit<16>)partial_enc;
+                     bit<16> mcast_grp, bit<9> parent_port, bit<8> partial_enc,
+                     bit<8> max_exp) {
+        meta.grp = mcast_grp + base + num_slots + (bit<16>)num_children + (bit<16>)partial_enc
+                   + (bit<16>)max_exp;
         meta.parent_port = parent_port;
     }
     table jobs {
@@ -58,7 +61,7 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         default_action = unknown_job();
         size = 64;
     }
-    action set_child(bit<5> index) { meta.child = index; }
+    action set_child(bit<5> index, bit<8> weight) { meta.child = index + (bit<5>)weight; }
     action foreign_port() { meta.drop_reason = 2; }
     table children {
         key = { hdr.agg.job_id: exact; sm.ingress_port: exact; }
@@ -107,7 +110,7 @@ control Impairment(inout metadata_t meta, in standard_metadata_t sm) {
 
 control NatIngress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
     counter(512, CounterType.packets_and_bytes) port_rx;
-    counter(16, CounterType.packets_and_bytes) drops;
+    counter(32, CounterType.packets_and_bytes) drops;
     Forwarding() fwd;
     Aggregation() agg;
     apply {
@@ -123,7 +126,7 @@ control NatIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
 
 control NatEgress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
     counter(512, CounterType.packets_and_bytes) port_tx;
-    counter(16, CounterType.packets_and_bytes) drops;
+    counter(32, CounterType.packets_and_bytes) drops;
     ResultAddressing() addr;
     Impairment() impair;
     apply {

@@ -1,0 +1,126 @@
+"""Exact sums under chaos (tests/dataplane/chaos.py): real allreduce clients, one thread each,
+through the compiled program on both targets, on a single switch and on an unbalanced
+two-level tree (3 workers under one leaf, 1 under the other). Every chunk's result is
+compared bit for bit with the integer sum of what the workers sent (harness/workers.check_exact);
+no call may hang. Chunks at the job's largest exponent, all of one sign, put the sums at
+the headroom's bound. The three-level tree runs on softswitch in process
+(tests/worker/test_allreduce_chaos.py).
+
+CI runs SEEDS (a window of 4 slots, 3 calls of 9 chunks); NATSWITCH_CHAOS_LONG=1 runs
+LONG_SEEDS with a window of 32 and 4 calls of 400 chunks: 4 x 268,000 elements per target.
+A seed that ever fails stays in SEEDS as a regression case."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from controller.topology import JobSpec
+from harness.workers import Trace, check_exact, run_workers
+from tests.dataplane.chaos import Chaos, ChaosPort, FabricPort
+from tests.dataplane.packets import BAD_UDP_CHECKSUM, STALE
+from worker import wire
+from worker.allreduce import AllReduceClient, JobParams
+
+ELEMS = wire.ELEMS
+LONG = bool(os.environ.get("NATSWITCH_CHAOS_LONG"))
+SEEDS = [1, 2]
+LONG_SEEDS = [101, 102]
+TREES = {"one-switch": ("h1", "h2", "h3"), "two-level": ("h1", "h2", "h3", "h33")}
+WINDOW = 32 if LONG else 4
+CALLS, CHUNKS = (4, 400) if LONG else (3, 2 * WINDOW + 1)
+
+
+class Caller:
+    """A client whose port learns where each call starts (for stale results)."""
+
+    def __init__(self, client: AllReduceClient, port: ChaosPort):
+        self.client, self.port = client, port
+
+    def allreduce(self, tensor):
+        self.port.new_call()
+        return self.client.allreduce(tensor)
+
+
+def tensors_for(n: int, calls: int, chunks: int, max_exp: int, rng) -> list[list[np.ndarray]]:
+    """Per worker and call: chunks spanning octaves, and one chunk per call at the job's
+    largest exponent with the same sign at every worker (the sum at its bound)."""
+    top = np.nextafter(np.float32(2.0 ** (max_exp - 126)), np.float32(0))
+    out = [[None] * calls for _ in range(n)]
+    for k in range(calls):
+        worst = int(rng.integers(chunks))
+        size = chunks * ELEMS - int(rng.integers(ELEMS))
+        sign = np.where(rng.integers(0, 2, ELEMS) == 1, -1, 1).astype(np.float32)
+        for r in range(n):
+            octaves = rng.integers(-20, 20, chunks).repeat(ELEMS)
+            t = (rng.standard_normal(chunks * ELEMS) * 2.0 ** octaves).astype(np.float32)
+            t[worst * ELEMS:(worst + 1) * ELEMS] = top * sign
+            out[r][k] = t[:size]
+    return out
+
+
+def run_chaos(make_port, topo, job_id: int, session: int, seed: int, chaos: Chaos,
+              calls: int, chunks: int, contrib: int):
+    """Runs the job's workers through chaos ports; returns (elements checked, ports)."""
+    spec = topo.job(job_id)
+    n = len(spec.workers)
+    rng = np.random.default_rng(seed)
+    job = JobParams(job_id, session, n, spec.slots, contrib, headroom=topo.headroom(job_id),
+                    max_exp=spec.max_exp)
+    traces = [Trace() for _ in range(n)]
+    ports = {}
+
+    def make(rank):
+        ports[rank] = ChaosPort(make_port(spec.workers[rank]), chaos, seed * 100 + rank,
+                                session)
+        # The long run keeps the whole window in flight: an adaptive window halves on
+        # every loss, and at 30% loss it would crawl.
+        client = AllReduceClient(ports[rank], topo_framer(topo, spec.workers[rank]), job,
+                                 seed=seed * 100 + rank, trace=traces[rank], timeout=30,
+                                 rto=0.3, rto_min=0.05, adaptive_window=not LONG,
+                                 initial_window=spec.slots if LONG else 8)
+        return Caller(client, ports[rank])
+    tensors = tensors_for(n, calls, chunks, spec.max_exp, rng)
+    outputs, _, errors = run_workers(make, tensors, calls=calls, join_timeout=600)
+    assert errors == [None] * n, f"seed {seed}: {errors}"
+    checked = check_exact(traces, tensors, outputs, n)
+    assert checked == sum(-(-t.size // ELEMS) for t in tensors[0])
+    for k in range(calls):
+        assert all(np.array_equal(outputs[0][k], outputs[r][k]) for r in range(n))
+    return sum(t.size for t in tensors[0]), ports
+
+
+def topo_framer(topo, host):
+    from worker.frames import Framer
+
+    h = topo.host(host)
+    return Framer((h.mac, h.ip), (topo.service_mac, topo.service_ip))
+
+
+@pytest.mark.parametrize("seed", LONG_SEEDS if LONG else SEEDS)
+@pytest.mark.parametrize("tree", list(TREES))
+def test_exact_sums_under_chaos(fabric, tree, seed):
+    rng = np.random.default_rng(seed)
+    job_id = 90 + list(TREES).index(tree)
+    result = "cnat8" if seed % 2 else "fixed32"
+    contrib = wire.ENC_CNAT8 if seed % 3 else wire.ENC_FIXED32
+    topo = fabric.program([JobSpec(job_id, TREES[tree], slots=WINDOW, encoding=result)])
+    session = fabric.session()
+    chaos = Chaos(loss=float(rng.uniform(0.1, 0.3)))
+    before = fabric.counters()
+    elements, ports = run_chaos(lambda h: FabricPort(fabric, h), topo, job_id, session, seed,
+                                chaos, CALLS, CHUNKS, contrib)
+    # Late answers to the last retransmissions: read them, so the next test starts quiet.
+    fabric.quiet(TREES[tree])
+    done = {k: sum(p.counts[k] for p in ports.values()) for k in ports[0].counts}
+    assert all(done.values()), f"the schedule left something out: {done}"
+    delta = fabric.counters() - before
+    drops = {}
+    for s in {topo.attachment(w).node for w in TREES[tree]}:
+        for reason, count in delta.of(s, "drops_in").items():
+            drops[reason] = drops.get(reason, 0) + count
+    assert drops.get(STALE, 0) > 0 and drops.get(BAD_UDP_CHECKSUM, 0) > 0, drops
+    print(f"{fabric.name} {tree} seed {seed}: {elements} elements in {CALLS} calls exact; "
+          f"chaos {done}; switch drops {drops}")

@@ -1,0 +1,35 @@
+"""The chaos schedule of tests/dataplane/test_dp_chaos.py on an unbalanced three-level tree:
+a k = 4 fat-tree, three workers in pod 1 (two under one edge switch, one under the other)
+and one in pod 2, aggregated edge -> aggregation -> core, on softswitch in process (the
+data-plane fabric has two levels)."""
+
+import numpy as np
+import pytest
+
+from controller.topology import JobSpec, fat_tree
+from harness.network import SwitchNetwork, softswitch_missing
+from tests.dataplane.chaos import Chaos
+from tests.dataplane.test_dp_chaos import CALLS, CHUNKS, LONG, LONG_SEEDS, SEEDS, run_chaos
+from worker import wire
+
+pytestmark = pytest.mark.skipif(softswitch_missing() is not None,
+                                reason=softswitch_missing() or "")
+WORKERS = ("h1", "h2", "h3", "h5")
+
+
+@pytest.mark.parametrize("seed", LONG_SEEDS if LONG else SEEDS)
+def test_exact_sums_under_chaos_on_a_three_level_tree(seed):
+    rng = np.random.default_rng(seed)
+    result = "cnat8" if seed % 2 else "fixed32"
+    slots = 32 if LONG else 4
+    topo = fat_tree(4).with_jobs([JobSpec(1, WORKERS, slots=slots, encoding=result)])
+    net = SwitchNetwork(topo)
+    tree_switches = {topo.attachment(w).node for w in WORKERS}
+    assert len(tree_switches) == 3
+    contrib = wire.ENC_CNAT8 if seed % 3 else wire.ENC_FIXED32
+    elements, ports = run_chaos(lambda h: net.ports[h], topo, 1, 1000 + seed, seed,
+                                Chaos(loss=float(rng.uniform(0.1, 0.3))), CALLS, CHUNKS,
+                                contrib)
+    done = {k: sum(p.counts[k] for p in ports.values()) for k in ports[0].counts}
+    assert all(done.values()), done
+    print(f"fat-tree seed {seed}: {elements} elements in {CALLS} calls exact; chaos {done}")
