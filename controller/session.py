@@ -130,6 +130,8 @@ class Session:
         self._stub: p4runtime_pb2_grpc.P4RuntimeStub | None = None
         self._requests: queue.Queue | None = None
         self._stream = None
+        # Set when the stream channel ends: the switch went away (or closed it).
+        self.stream_ended = threading.Event()
 
     # ---- connection ----
     def __enter__(self) -> Session:
@@ -190,6 +192,7 @@ class Session:
 
         stream = self._stub.StreamChannel(request_iter())
         self._stream, self._requests = stream, requests
+        ended = self.stream_ended = threading.Event()
 
         def read_stream():
             try:
@@ -197,6 +200,8 @@ class Session:
                     responses.put(msg)
             except grpc.RpcError as e:
                 responses.put(e)
+            finally:
+                ended.set()
 
         threading.Thread(target=read_stream, name=f"p4rt-{self.switch.name}",
                          daemon=True).start()
