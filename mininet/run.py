@@ -22,9 +22,9 @@ sys.path[:0] = [str(HERE), str(REPO)]
 
 from controller import topology as topology_mod  # noqa: E402
 from controller.p4info import Pipeline  # noqa: E402
-from controller.program import program  # noqa: E402
 from controller.session import ControllerError  # noqa: E402
 from controller.topology import JobSpec, TopologyError  # noqa: E402
+from controller.watch import Watcher  # noqa: E402
 
 P4INFO = REPO / "p4src" / "build" / "agg.p4info.txt"
 BMV2_JSON = REPO / "p4src" / "build" / "agg.json"
@@ -194,9 +194,15 @@ def run(args) -> int:
     pcap = out / "pcap" if args.pcap else None
     with emulation.Emulation(topo, kind, out / "logs", pcap_dir=pcap) as emu:
         t0 = time.monotonic()
-        failed = [(s.name, r) for s, r in program(topo, pipeline)
+        # The controller in watch mode: it programs the switches and keeps them programmed,
+        # moving the jobs of a switch that restarts to a new session in out/sessions.json,
+        # which the workers follow (docs/CONTROLLER.md).
+        watcher = Watcher(topo, pipeline, str(out / "sessions.json"),
+                          log=lambda text: print(f"controller: {text}", flush=True))
+        failed = [(s.name, r) for s, r in watcher.start()
                   if isinstance(r, ControllerError)]
         if failed:
+            watcher.stop()
             for name, err in failed:
                 print(f"error: programming {name}: {err}", file=sys.stderr)
             return 1
@@ -230,6 +236,7 @@ def run(args) -> int:
                     signal.signal(signal.SIGINT, previous)
             counters = read_counters(topo) if args.aggregation == "switch" else None
         finally:
+            watcher.stop()
             group.stop()
             if ps_proc is not None:
                 ps_proc.terminate()
