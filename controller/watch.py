@@ -145,9 +145,10 @@ class Watcher:
             try:
                 session.connect()
                 results[switch.name] = sync(session, self.state[switch.name], self.pipeline)
-            except ControllerError as e:
+            except Exception as e:      # noqa: BLE001  (any failure: retried by _watch)
                 session.close()
-                results[switch.name] = e
+                results[switch.name] = (e if isinstance(e, ControllerError)
+                                        else ControllerError(f"{switch.name}: {e}"))
                 session = None
             self._watch(switch, session)
 
@@ -195,7 +196,7 @@ class Watcher:
                 session.connect()
                 back_at = time.time()
                 result: SyncResult = sync(session, self.state[switch.name], self.pipeline)
-            except ControllerError as e:
+            except Exception as e:      # noqa: BLE001  (the thread must outlive any failure)
                 session.close()
                 if "unreachable" not in str(e):
                     self.log(f"{switch.name}: {e}; retrying")
