@@ -199,8 +199,12 @@ def run(args) -> int:
         # which the workers follow (docs/CONTROLLER.md).
         watcher = Watcher(topo, pipeline, str(out / "sessions.json"),
                           log=lambda text: print(f"controller: {text}", flush=True))
-        failed = [(s.name, r) for s, r in watcher.start()
-                  if isinstance(r, ControllerError)]
+        try:
+            started = watcher.start()
+        except BaseException:       # Ctrl-C while programming: no thread left behind
+            watcher.stop()
+            raise
+        failed = [(s.name, r) for s, r in started if isinstance(r, ControllerError)]
         if failed:
             watcher.stop()
             for name, err in failed:
