@@ -3,8 +3,9 @@ moves the job to a new session, and the workers resume with identical models on 
 
 Each run builds a fresh star of 4 hosts, trains, kills the switch process (SIGKILL) well into
 the training and starts it again on the same interfaces. NATSWITCH_RESTART_RUNS sets how many
-runs (default 2; the acceptance figure is 10 of 10 per target). Each run prints the time from
-starting the new switch process to the controller having it programmed.
+runs (default 2; the acceptance figure is 10 of 10 per target). One more run on a leaf-spine
+restarts a leaf below the job's root. Each run prints the time from starting the new switch
+process to the controller having it programmed.
 """
 
 from __future__ import annotations
@@ -58,13 +59,23 @@ def kill_and_restart(switch) -> float:
 
 @pytest.mark.parametrize("run", range(RUNS))
 def test_switch_restart_mid_training_resumes_with_identical_models(tmp_path, run):
+    restart_mid_training(tmp_path, topology.star(hosts=4), "s1", run)
+
+
+def test_a_restarted_leaf_below_the_root_is_followed_too(tmp_path):
+    # s1 is a leaf of h1 and h2; the job's root is the spine s3, which keeps its registers:
+    # the new session resets the job's slots there.
+    restart_mid_training(tmp_path, topology.leaf_spine(leaves=2, spines=1, hosts=2), "s1", 0)
+
+
+def restart_mid_training(tmp_path, base, victim: str, run: int) -> None:
     from emulation import Emulation
     from p4switch import resolve_kind
     from workers import WorkerGroup
 
     kind = resolve_kind(os.environ.get("NATSWITCH_SWITCH", "auto"))
     hosts = ("h1", "h2", "h3", "h4")
-    topo = topology.star(hosts=4).with_jobs([JobSpec(1, hosts, slots=32, encoding="cnat8")])
+    topo = base.with_jobs([JobSpec(1, hosts, slots=32, encoding="cnat8")])
     topo_path = tmp_path / "topology.json"
     topo.save(str(topo_path))
     pipeline = Pipeline.load(str(REPO / "p4src/build/agg.p4info.txt"),
@@ -85,11 +96,12 @@ def test_switch_restart_mid_training_resumes_with_identical_models(tmp_path, run
             wait_for(lambda: lead_step(group) >= KILL_AT_STEP or not group.running(), 180,
                      f"step {KILL_AT_STEP}")
             assert len(group.running()) == len(hosts), "a worker ended before the restart"
-            started = kill_and_restart(emu.net.get("s1"))
-            assert watcher.wait_restarts(1, 120), "the controller did not re-program s1:\n" \
-                + "\n".join(log)
+            started = kill_and_restart(emu.net.get(victim))
+            assert watcher.wait_restarts(1, 120), f"the controller did not re-program " \
+                f"{victim}:\n" + "\n".join(log)
             restart = watcher.restarts[0]
-            print(f"\n{kind} run {run}: restart-to-programmed "
+            assert restart.switch == victim
+            print(f"\n{kind} {topo.kind} run {run}: restart-to-programmed "
                   f"{restart.programmed_at - started:.2f} s (answered after "
                   f"{restart.back_at - started:.2f} s), killed at step {lead_step(group)}",
                   flush=True)
