@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
+import time
 
 if __package__ in (None, ""):
     # Run as a script: import `controller` as a package from the repository root, and keep
@@ -31,6 +34,7 @@ from controller.topology import (  # noqa: E402
     TopologyError,
 )
 from controller.tree import build_tree  # noqa: E402
+from controller.watch import Watcher  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 P4INFO = os.path.join(REPO, "p4src", "build", "agg.p4info.txt")
@@ -119,6 +123,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--switches", nargs="+", metavar="NAME", help="only these switches")
     p.add_argument("--dry-run", action="store_true",
                    help="print the job trees and the entries per switch; connect to nothing")
+    p.add_argument("--watch", action="store_true",
+                   help="keep running: hold a P4Runtime stream to every switch, re-program a "
+                   "switch that went away and came back, and move the jobs on it to a new "
+                   "session (written to --sessions for the workers); stops on Ctrl-C")
+    p.add_argument("--sessions", metavar="FILE",
+                   help="with --watch: the jobs' sessions file the workers follow (default: "
+                   "sessions.json beside the --topology file, else in the current folder)")
 
     p = sub.add_parser("topology", parents=[topo], help="write the topology JSON",
                        description="Write the topology (with its jobs) as JSON.")
@@ -231,6 +242,8 @@ def cmd_program(args) -> int:
     if args.dry_run:
         _print_plan(topo)
         return 0
+    if args.watch:
+        return cmd_watch(args, topo)
     pipeline = None if args.reset else _load_pipeline(args)
     _require_a_switch(topo, args.switches, args.timeout)
     results = program(topo, pipeline, args.switches, args.timeout, _election_id(args.election_id))
@@ -256,6 +269,43 @@ def cmd_program(args) -> int:
     for e in failed:
         print(f"error: {e}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def sessions_path(args) -> str:
+    if args.sessions:
+        return args.sessions
+    folder = os.path.dirname(os.path.abspath(args.topology)) if args.topology else os.getcwd()
+    return os.path.join(folder, "sessions.json")
+
+
+def cmd_watch(args, topo: Topology) -> int:
+    if args.reset or args.switches:
+        raise ControllerError("--watch keeps every switch programmed: it takes neither "
+                              "--reset nor --switches")
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+
+    def log(text: str) -> None:
+        print(f"{time.strftime('%H:%M:%S')} {text}", flush=True)
+
+    path = sessions_path(args)
+    watcher = Watcher(topo, _load_pipeline(args), path, _election_id(args.election_id),
+                      log=log)
+    for switch, r in watcher.start(args.timeout):
+        if isinstance(r, ControllerError):
+            log(f"{switch.name}: not programmed yet ({r}); retrying until it answers")
+        else:
+            log(f"{switch.name}: {'pipeline pushed' if r.pushed else 'pipeline kept'}, "
+                f"{r.written} written, {r.kept} unchanged")
+    jobs = ", ".join(f"job {j} session {watcher.sessions.session(j)}"
+                     for j in sorted(watcher.sessions.jobs)) or "no jobs"
+    log(f"watching {len(topo.switches)} switches; {jobs}; sessions in {path}; Ctrl-C stops")
+    while not stop.wait(0.5):
+        pass
+    watcher.stop()
+    log(f"stopped; {len(watcher.restarts)} switch restart(s) handled")
+    return 0
 
 
 def _load_pipeline(args) -> Pipeline:

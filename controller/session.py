@@ -34,6 +34,12 @@ _CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
+    # A failed Write carries one error per update in its trailing metadata; grpcio's default
+    # limits (soft 8 KiB, hard 16 KiB) drop it past about 100 failures, and the call then
+    # comes back as RESOURCE_EXHAUSTED with no per-update answer at all. A batch of BATCH
+    # failing updates with long messages stays far below these.
+    ("grpc.max_metadata_size", 16 << 20),
+    ("grpc.absolute_max_metadata_size", 16 << 20),
 ]
 
 Update = p4runtime_pb2.Update
@@ -67,14 +73,22 @@ class Rejected:
 
 
 class WriteRejected(SwitchError):
-    def __init__(self, switch: Switch, rejected: Sequence[Rejected]):
-        self.rejected = list(rejected)
-        lines = [f"{r.kind} {r.entity!r}: {r.code}: {r.message}" for r in self.rejected[:10]]
-        more = len(self.rejected) - len(lines)
+    """Some updates of a write did not take effect. `rejected` are those the switch refused
+    (or, read back, does not hold); `unknown` those whose fate could not be learned; `applied`
+    counts the ones that did take effect."""
+
+    def __init__(self, switch: Switch, rejected: Sequence[Rejected], applied: int = 0,
+                 unknown: Sequence[Rejected] = ()):
+        self.rejected, self.unknown, self.applied = list(rejected), list(unknown), applied
+        total = len(self.rejected) + len(self.unknown) + applied
+        shown = self.rejected[:10] + self.unknown[:max(0, 10 - len(self.rejected))]
+        lines = [f"{r.kind} {r.entity!r}: {r.code}: {r.message}" for r in shown]
+        more = len(self.rejected) + len(self.unknown) - len(lines)
         if more > 0:
             lines.append(f"... and {more} more")
-        super().__init__(switch, f"{len(self.rejected)} update(s) rejected:\n  "
-                         + "\n  ".join(lines))
+        unknown = f", {len(self.unknown)} unknown" if self.unknown else ""
+        super().__init__(switch, f"{len(self.rejected)} of {total} update(s) rejected "
+                         f"({applied} applied{unknown}):\n  " + "\n  ".join(lines))
 
 
 def _code_name(code: int) -> str:
@@ -135,6 +149,8 @@ class Session:
         self._stub: p4runtime_pb2_grpc.P4RuntimeStub | None = None
         self._requests: queue.Queue | None = None
         self._stream = None
+        # Set when the stream channel ends: the switch went away (or closed it).
+        self.stream_ended = threading.Event()
 
     # ---- connection ----
     def __enter__(self) -> Session:
@@ -195,6 +211,7 @@ class Session:
 
         stream = self._stub.StreamChannel(request_iter())
         self._stream, self._requests = stream, requests
+        ended = self.stream_ended = threading.Event()
 
         def read_stream():
             try:
@@ -202,6 +219,8 @@ class Session:
                     responses.put(msg)
             except grpc.RpcError as e:
                 responses.put(e)
+            finally:
+                ended.set()
 
         threading.Thread(target=read_stream, name=f"p4rt-{self.switch.name}",
                          daemon=True).start()
@@ -299,6 +318,7 @@ class Session:
         """
         updates = list(updates)
         rejected: list[Rejected] = []
+        unknown: list[Rejected] = []
         for start in range(0, len(updates), BATCH):
             batch = updates[start:start + BATCH]
             req = p4runtime_pb2.WriteRequest(device_id=self.switch.device_id,
@@ -311,20 +331,52 @@ class Session:
             except grpc.RpcError as e:
                 errors = _update_errors(e)
                 if errors is None or len(errors) != len(batch):
-                    for kind, entity in batch:
-                        rejected.append(Rejected(Update.Type.Name(kind), entity,
-                                                 e.code().name if e.code() else "UNKNOWN",
-                                                 e.details() or "(no message)"))
-                    # Without per-update errors, the whole batch counts as rejected.
+                    # No per-update answer (a transport error, a timeout): what the switch
+                    # holds now says which updates took effect.
+                    r, u = self._read_back(batch, _rpc_details(e))
+                    rejected += r
+                    unknown += u
                     continue
                 for (kind, entity), err in zip(batch, errors, strict=True):
                     if err.canonical_code != code_pb2.OK:
                         rejected.append(Rejected(Update.Type.Name(kind), entity,
                                                  _code_name(err.canonical_code),
                                                  err.message or "(no message)"))
-        if rejected:
-            raise WriteRejected(self.switch, rejected)
+        if rejected or unknown:
+            raise WriteRejected(self.switch, rejected,
+                                len(updates) - len(rejected) - len(unknown), unknown)
         return len(updates)
+
+    def _read_back(self, batch: list[tuple[int, Entity]], failure: str
+                   ) -> tuple[list[Rejected], list[Rejected]]:
+        """(not applied, unknown) updates of a batch whose Write failed without per-update
+        errors, judged by reading the switch: an insert or modify took effect when the switch
+        holds the entity as written, a delete when it holds nothing under that key."""
+        try:
+            held = self._read_keys({e for _, e in batch})
+        except SwitchError as err:
+            return [], [Rejected(Update.Type.Name(k), e, "UNKNOWN",
+                                 f"write failed ({failure}) and reading back failed ({err})")
+                        for k, e in batch]
+        rejected = []
+        for kind, entity in batch:
+            now = held.get(entity.key)
+            done = now is None if kind == Update.DELETE else now == entity
+            if not done:
+                what = "absent" if now is None else f"holds {now!r}"
+                rejected.append(Rejected(Update.Type.Name(kind), entity, "NOT_APPLIED",
+                                         f"read back after the write failed ({failure}): "
+                                         f"{what}"))
+        return rejected, []
+
+    def _read_keys(self, entities: set[Entity]) -> dict[tuple, Entity]:
+        """key -> entity held by the switch, for the tables (and groups) of `entities`."""
+        held: list[Entity] = []
+        for table in sorted({e.table for e in entities if isinstance(e, TableEntry)}):
+            held += self.read_table(table)
+        if any(isinstance(e, MulticastGroupEntry) for e in entities):
+            held += self.read_multicast_groups()
+        return {e.key: e for e in held}
 
     # ---- reads ----
     def _read(self, entities: list[p4runtime_pb2.Entity], what: str):

@@ -21,9 +21,10 @@ import _repo
 
 from controller import topology as topology_mod
 from controller.p4info import P4InfoError, Pipeline
-from controller.program import canonical_state, desired_state, program
+from controller.program import canonical_state, desired_state
 from controller.session import ControllerError
 from controller.topology import POOL_SIZE, JobSpec, TopologyError
+from controller.watch import Watcher
 
 REPO = _repo.ROOT
 P4INFO = REPO / "p4src" / "build" / "agg.p4info.txt"
@@ -356,9 +357,19 @@ def run(args, plan: Plan) -> int:
             while True:
                 signal.pause()
         t0 = time.monotonic()
-        failed = [(s.name, r) for s, r in program(topo, plan.pipeline)
-                  if isinstance(r, ControllerError)]
+        # The controller in watch mode: it programs the switches and keeps them programmed,
+        # moving the jobs of a switch that restarts to a new session in out/sessions.json,
+        # which the workers follow (docs/CONTROLLER.md).
+        watcher = Watcher(topo, plan.pipeline, str(out / "sessions.json"),
+                          log=lambda text: print(f"controller: {text}", flush=True))
+        try:
+            started = watcher.start()
+        except BaseException:       # Ctrl-C while programming: no thread left behind
+            watcher.stop()
+            raise
+        failed = [(s.name, r) for s, r in started if isinstance(r, ControllerError)]
         if failed:
+            watcher.stop()
             for name, err in failed:
                 print(f"error: programming {name}: {err}", file=sys.stderr)
             return 1
@@ -391,6 +402,7 @@ def run(args, plan: Plan) -> int:
                 cli(emu.net)
             counters = read_counters(topo) if not ps_host else None
         finally:
+            watcher.stop()
             group.stop()
             if ps_proc is not None:
                 ps_proc.terminate()

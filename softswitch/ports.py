@@ -156,10 +156,17 @@ class Port:
 
 
 class UdpPort(Port):
+    """A UDP tunnel to one peer. Datagrams from any other address are dropped and counted in
+    `foreign`: the tunnel stands for a cable, and only the host at its other end is on it."""
+
     def __init__(self, spec: PortSpec, pcap_dir: str | None, log: logging.Logger):
         family = socket.AF_INET6 if ":" in spec.local[0] else socket.AF_INET
+        self.foreign = 0
         self.sock = socket.socket(family, socket.SOCK_DGRAM)
         try:
+            # The peer as recvfrom() reports it (a name resolved once, the family's form).
+            self._peer = socket.getaddrinfo(spec.peer[0], spec.peer[1], family,
+                                            socket.SOCK_DGRAM)[0][4][:2]
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
             self.sock.bind(spec.local)
         except OSError:
@@ -168,16 +175,24 @@ class UdpPort(Port):
         super().__init__(spec, pcap_dir, log)
 
     def _recv(self, timeout: float) -> bytes | None:
-        self.sock.settimeout(timeout)
-        try:
-            frame, _ = self.sock.recvfrom(MAX_FRAME)
-        except TimeoutError:
-            return None
-        except OSError as exc:
-            if exc.errno == errno.ECONNREFUSED:  # ICMP from a peer not listening yet
+        deadline = time.monotonic() + timeout
+        while True:
+            self.sock.settimeout(max(0.0, deadline - time.monotonic()))
+            try:
+                frame, source = self.sock.recvfrom(MAX_FRAME)
+            except TimeoutError:
                 return None
-            raise
-        return frame
+            except OSError as exc:
+                if exc.errno in (errno.ECONNREFUSED, errno.EAGAIN):
+                    return None   # ICMP from a peer not listening yet; or a zero timeout
+                raise
+            if source[:2] == self._peer:
+                return frame
+            self.foreign += 1
+            if self.foreign in (1, 10, 100) or self.foreign % 1000 == 0:
+                self.log.warning("port %d (%s): dropped a datagram from %s:%d, not the peer "
+                                 "%s:%d (%d so far)", self.number, self.name, source[0],
+                                 source[1], *self._peer, self.foreign)
 
     def _send(self, frame: bytes) -> None:
         self.sock.sendto(frame, self.spec.peer)

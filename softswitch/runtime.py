@@ -83,7 +83,9 @@ class Runtime:
             t.join(timeout=2 * POLL + 1)
         for p in self.ports.values():
             p.close()
-        ports = ", ".join(f"{p.number}:{p.name} rx {p.rx} tx {p.tx}" for p in self.ports.values())
+        ports = ", ".join(f"{p.number}:{p.name} rx {p.rx} tx {p.tx}"
+                          + (f" foreign {p.foreign}" if getattr(p, "foreign", 0) else "")
+                          for p in self.ports.values())
         self.log.info("stopped; ports %s; engine %s; p4runtime %s; no port %d", ports or "none",
                       getattr(self.switch, "stats", {}), self.service.stats,
                       self.stats["no_port"])

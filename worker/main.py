@@ -9,7 +9,9 @@ worker sends its contributions through a raw socket on the host's interface
 with --baseline-ps, to the host-based parameter server over kernel UDP instead.
 Every worker of a job must be given the same --session (by default derived from the
 topology file's modification time, so the workers of one run agree and a rerun after
-the file is rewritten starts on clean slots). Writes a JSON result (--result).
+the file is rewritten starts on clean slots), unless the controller in watch mode writes
+the job's session to a sessions file, which the worker then follows across switch
+restarts (--sessions). Writes a JSON result (--result).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from controller.topology import Topology, TopologyError, ifname  # noqa: E402
 from worker import wire  # noqa: E402
 from worker.allreduce import AllReduceClient, AllReduceError, JobParams  # noqa: E402
 from worker.allreduce.client import INITIAL_WINDOW, RTO_INITIAL, RTO_MAX, RTO_MIN  # noqa: E402
+from worker.allreduce.restart import RestartFollower, SessionsView, WatchedPort  # noqa: E402
 from worker.baseline import PS_PORT, parse_addr  # noqa: E402
 from worker.compression.modes import MODES  # noqa: E402
 from worker.compression.registry import describe  # noqa: E402
@@ -92,6 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--session", type=int, help="session id 1..65535, the same for all workers "
                    "of a run (default: from the topology file's modification time)")
     g.add_argument("--window", type=int, help="slots in flight (default: the job's slots)")
+    g.add_argument("--sessions", metavar="FILE",
+                   help="follow the job's session in this file, which the controller in watch "
+                   "mode rewrites when a switch restarts (default: sessions.json beside the "
+                   "topology file, if it exists and --session is not given)")
     g = ap.add_argument_group("network")
     g.add_argument("--port", help="raw:IFNAME (default raw:<host>-eth0, needs root) or "
                    "udp:LHOST:LPORT>RHOST:RPORT, the far end of a softswitch tunnel port")
@@ -179,11 +186,27 @@ def resolve(args) -> dict:
         raise UsageError(f"--encoding cnat8 cannot work for job {job.id}: {why}; use "
                          f"--encoding fixed32, or a single-switch job with enc=cnat8")
     window = args.window if args.window is not None else job.slots
-    session = args.session if args.session is not None else session_from_file(args.topology)
+    view = sessions_view(args)
+    session = (view.session if view is not None else args.session if args.session is not None
+               else session_from_file(args.topology))
     if not 1 <= session <= 0xFFFF:
         raise UsageError(f"--session must be within 1..65535, got {session}")
     return {"topo": topo, "host": host, "job": job, "rank": rank, "workers": workers,
-            "window": window, "session": session, "encoding": encoding}
+            "window": window, "session": session, "encoding": encoding, "sessions": view}
+
+
+def sessions_view(args) -> SessionsView | None:
+    """The controller's sessions file the worker follows, if any (see --sessions)."""
+    path = args.sessions
+    if path is None and args.session is None and not args.baseline_ps:
+        beside = os.path.join(os.path.dirname(os.path.abspath(args.topology)), "sessions.json")
+        path = beside if os.path.exists(beside) else None
+    if path is None:
+        return None
+    try:
+        return SessionsView(path, args.job)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def open_transport(args, r: dict):
@@ -215,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     name = args.host
     say = (lambda text: None) if args.quiet else (
         lambda text: print(f"[{name} rank {r['rank']}] {text}", flush=True))
+    view = r["sessions"]
+    if view is not None:
+        port = WatchedPort(port, view)
     if args.impair_loss or args.impair_dup or args.impair_reorder:
         port = ImpairedPort(port, args.impair_loss, args.impair_dup, args.impair_reorder,
                             seed=args.impair_seed * 1000 + r["rank"])
@@ -225,8 +251,13 @@ def main(argv: list[str] | None = None) -> int:
         initial_window=r["window"] if args.fixed_window else args.initial_window,
         adaptive_window=not args.fixed_window, timeout=args.timeout,
         progress=lambda done, total: say(f"allreduce {done}/{total} chunks"))
+    allreduce, follower = client.allreduce, None
+    if view is not None:
+        follower = RestartFollower(client, view, r["rank"], log=say)
+        allreduce = follower.allreduce
     say(f"job {args.job} session {r['session']}: {r['workers']} workers, window "
-        f"{r['window']}, {wire.ENCODINGS[encoding]} to the {what}")
+        f"{r['window']}, {wire.ENCODINGS[encoding]} to the {what}"
+        + (f"; following {view.path}" if view is not None else ""))
     result = {"host": name, "job": args.job, "session": r["session"], "rank": r["rank"],
               "aggregation": "ps" if args.baseline_ps else "switch",
               "encoding": wire.ENCODINGS[encoding],
@@ -235,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
               "window": r["window"], "started": time.time()}
     status = 0
     try:
-        result.update(train(client.allreduce, r["rank"], r["workers"], cfg, say,
+        result.update(train(allreduce, r["rank"], r["workers"], cfg, say,
                             comm_stats=lambda: client.last.as_dict()))
     except AllReduceError as e:
         print(f"worker {name}: {e}", file=sys.stderr)
@@ -244,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         port.close()
     result["comm"] = client.stats.as_dict()
+    if follower is not None:
+        result["restarts_followed"] = follower.sessions - 1
+        result["session_final"] = client.job.session
     result["pacing"] = client.pacing()
     if isinstance(port, ImpairedPort):
         result["impairment"] = vars(port.stats)

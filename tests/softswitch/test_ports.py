@@ -82,6 +82,36 @@ def test_udp_port_round_trip_and_pcap(tmp_path):
     assert read_pcap(tmp_path / "udp2_out.pcap") == [FRAME[::-1]]
 
 
+def test_udp_port_accepts_only_its_peer():
+    local, peer, stranger_port = free_udp_ports(3)
+    port = open_port(parse_port_spec(f"1@udp:127.0.0.1:{local}>127.0.0.1:{peer}"), None, LOG)
+    other, stranger = peer_socket(peer), peer_socket(stranger_port)
+    try:
+        for i in range(3):   # another local process speaking as a host: dropped, counted
+            stranger.sendto(bytes([i]) + FRAME[1:], ("127.0.0.1", local))
+        other.sendto(FRAME, ("127.0.0.1", local))
+        assert port.recv(5) == FRAME      # the peer's frame, the strangers' never
+        assert port.recv(0.05) is None
+        assert (port.rx, port.foreign) == (1, 3)
+    finally:
+        port.close()
+        other.close()
+        stranger.close()
+
+
+def test_udp_port_peer_by_name():
+    local, peer = free_udp_ports(2)
+    port = open_port(parse_port_spec(f"1@udp:127.0.0.1:{local}>localhost:{peer}"), None, LOG)
+    other = peer_socket(peer)
+    try:
+        other.sendto(FRAME, ("127.0.0.1", local))
+        assert port.recv(5) == FRAME
+        assert port.foreign == 0
+    finally:
+        port.close()
+        other.close()
+
+
 def test_send_to_an_absent_peer_does_not_raise():
     local, peer = free_udp_ports(2)
     port = open_port(parse_port_spec(f"1@udp:127.0.0.1:{local}>127.0.0.1:{peer}"), None, LOG)

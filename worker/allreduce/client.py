@@ -24,7 +24,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -229,6 +229,16 @@ class AllReduceClient:
         self.last = self.stats.since(before)
         self.chunks = self.res = None
         return out[:flat.size].reshape(x.shape)
+
+    def start_session(self, session: int) -> None:
+        """Go on in a new session (after a switch restart, restart.py): every slot starts at
+        its first use, calls count from 1 and uses are numbered from 0 again, as on every
+        other worker of the job; an interrupted call is simply called again."""
+        self.job = replace(self.job, session=session)
+        self.uses[:] = 0
+        self.calls = 0
+        self.next_base = 0
+        self.failed = ""
 
     def pacing(self) -> dict:
         """The retransmission timer's and the window's state (JSON-ready)."""
