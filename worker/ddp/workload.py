@@ -53,7 +53,7 @@ def load_mnist1d(seed: int = DATA_SEED) -> Data:
 
 class ConvNet1D(nn.Module):
     """Three strided convolutions (40 -> 20 -> 10 -> 5 samples) and two dense layers:
-    135,242 parameters, no buffers (nothing but gradients to keep in step)."""
+    134,922 parameters, no buffers (nothing but gradients to keep in step)."""
 
     def __init__(self, channels: tuple[int, int, int] = (32, 64, 128), hidden: int = 128,
                  classes: int = 10, length: int = 40):
