@@ -38,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
                "  python mininet/run.py                           # star, 4 workers, C_nat\n"
                "  python mininet/run.py --topo fat-tree           # k=4, 16 workers\n"
                "  python mininet/run.py --jobs 2 --loss 0.05      # two jobs, 5% loss\n"
-               "  python mininet/run.py --aggregation ps          # host parameter server\n")
+               "  python mininet/run.py --aggregation ps          # host parameter server\n"
+               "  python mininet/run.py --framework torch         # PyTorch DDP, switch hook\n"
+               "  python mininet/run.py --framework torch --aggregation gloo  # Gloo allreduce\n")
     t = ap.add_argument_group("topology")
     t.add_argument("--topo", choices=("star", "leaf-spine", "fat-tree"), default="star")
     t.add_argument("--hosts", type=int, default=4, help="star: hosts (default 4)")
@@ -55,8 +57,18 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--workers", type=int, default=None,
                    help="workers (default: every host, one fewer with --aggregation ps)")
     j.add_argument("--jobs", type=int, default=1, help="split the workers into N jobs (default 1)")
-    j.add_argument("--aggregation", choices=("switch", "ps"), default="switch",
-                   help="switch: in-network (default); ps: host parameter server on the last host")
+    j.add_argument("--aggregation", choices=("switch", "ps", "gloo"), default="switch",
+                   help="switch: in-network (default); ps: host parameter server on the last "
+                        "host; gloo (--framework torch): Gloo's TCP allreduce, routed by the "
+                        "switches as plain IPv4")
+    j.add_argument("--framework", choices=("numpy", "torch"), default="numpy",
+                   help="numpy: the digits MLP (worker/main.py, default); torch: PyTorch DDP "
+                        "on MNIST-1D (worker/ddp/main.py, docs/TORCH.md)")
+    j.add_argument("--mode", choices=("layer", "model"), default="layer",
+                   help="--framework torch: the compressor and reduction per layer (per DDP "
+                        "bucket) or once per step on the entire model (default layer)")
+    j.add_argument("--eval-every", type=int, default=5,
+                   help="--framework torch: steps between test evaluations (default 5)")
     j.add_argument("--encoding", choices=("cnat8", "fixed32"), default="cnat8",
                    help="contributions: cnat8 = C_nat, 1 byte/element (default); fixed32")
     j.add_argument("--result-encoding", choices=("cnat8", "fixed32"), default=None,
@@ -66,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "cnat8 (re-compressed, one byte per element on every link)")
     j.add_argument("--window", type=int, default=64, help="slots per job (default 64)")
     j.add_argument("--compressor", default="none", help="worker-side operator before encoding")
-    j.add_argument("--steps", type=int, default=100, help="SGD steps (default 100)")
+    j.add_argument("--steps", type=int, default=None,
+                   help="SGD steps (default 100; 30 with --framework torch)")
     j.add_argument("--seed", type=int, default=0)
     j.add_argument("--rto", type=float, default=0.5,
                    help="workers' first retransmission timeout, s (default 0.5)")
@@ -175,12 +188,17 @@ def run(args) -> int:
     from workers import WorkerGroup
 
     setLogLevel("critical")   # tc warns that HTB quantum is big; harmless
+    torch = args.framework == "torch"
+    if args.steps is None:
+        args.steps = 30 if torch else 100
+    if args.aggregation == "gloo" and not torch:
+        raise RuntimeError("--aggregation gloo needs --framework torch")
     kind = resolve_kind(args.switch)
     if args.aggregation == "ps" and args.topo == "star" and args.workers is None:
         args.hosts += 1   # the parameter server gets a host of its own
     topo = make_topology(args)
     jobs, ps_host = plan_jobs(args, topo)
-    topo = topo.with_jobs(jobs if args.aggregation == "switch" else [])
+    topo = topo.with_jobs(jobs if args.aggregation != "ps" else [])
     out = args.out or REPO / "results" / f"{time.strftime('%Y%m%d-%H%M%S')}-{args.topo}"
     out.mkdir(parents=True, exist_ok=True)
     topo_path = out / "topology.json"
@@ -191,6 +209,9 @@ def run(args) -> int:
           f"{args.aggregation} aggregation, {args.encoding} up; output {out}", flush=True)
 
     group, ps_proc = WorkerGroup(), None
+    if torch:
+        import torch_workers
+        group = torch_workers.TorchWorkerGroup()
     pcap = out / "pcap" if args.pcap else None
     with emulation.Emulation(topo, kind, out / "logs", pcap_dir=pcap) as emu:
         t0 = time.monotonic()
@@ -212,10 +233,14 @@ def run(args) -> int:
             if args.steps > 0:
                 wargs = worker_args(args, topo_path, ps_host, topo)
                 for job in jobs:
+                    if torch:
+                        wargs = torch_workers.worker_args(args, topo_path, topo, job)
                     for rank, host in enumerate(job.workers):
                         group.start(emu.host(host), host, job.id, rank, out, wargs)
                 progress = Progress(group, jobs)
                 budget = 60 + args.steps * (2 + args.timeout / 10)
+                if torch:
+                    budget = torch_workers.budget(args)
                 finished = group.wait(time.monotonic() + budget, on_tick=progress)
                 progress.done()
                 if not finished:
@@ -228,7 +253,7 @@ def run(args) -> int:
                     CLI(emu.net)
                 finally:
                     signal.signal(signal.SIGINT, previous)
-            counters = read_counters(topo) if args.aggregation == "switch" else None
+            counters = read_counters(topo) if args.aggregation != "ps" else None
         finally:
             group.stop()
             if ps_proc is not None:
@@ -245,10 +270,13 @@ def run(args) -> int:
             print(f"job {s['job']}: {e}", file=sys.stderr)
     run_info = {"topo": args.topo, "switch": kind, "aggregation": args.aggregation,
                 "encoding": args.encoding, "bw_mbit": args.bw, "loss": args.loss,
-                "steps": args.steps, "compressor": args.compressor}
+                "steps": args.steps, "compressor": args.compressor,
+                "framework": args.framework, "mode": args.mode if torch else None}
     path = report.write(out, run_info, summaries, counters)
     if report.plot(summaries, out / "accuracy.png", f"{args.topo}, {kind} switches"):
         print(f"plot: {out / 'accuracy.png'}")
+    if report.plot_time(summaries, out / "accuracy_time.png", f"{args.topo}, {kind} switches"):
+        print(f"plot: {out / 'accuracy_time.png'}")
     print(f"report: {path}")
     return 0 if all(s["ok"] for s in summaries) else 1
 

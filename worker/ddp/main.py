@@ -43,7 +43,7 @@ def build_parser():
     ap = worker_parser()
     ap.prog = "worker/ddp/main.py"
     ap.description = __doc__.split("\n\n")[0]
-    ap.set_defaults(steps=300, lr=0.05, eval_every=10)
+    ap.set_defaults(steps=300, lr=0.1, eval_every=10)
     g = ap.add_argument_group("torch")
     g.add_argument("--aggregation", choices=("switch", "gloo"), default="switch",
                    help="switch: the hook sends gradients through the P4 switch (default); "

@@ -30,7 +30,7 @@ from worker.model import Batches, shard
 class DDPConfig:
     steps: int = 300
     batch: int = 32                 # examples per rank and step
-    lr: float = 0.05
+    lr: float = 0.1
     momentum: float = 0.9
     seed: int = 0                   # model init and batches (the data split is MNIST-1D's)
     compressor: str = "none"        # a worker/compression/registry.py spec

@@ -11,6 +11,7 @@ digits let every compressor reach the same accuracy.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +19,7 @@ import torch
 from torch import nn
 
 DATA_SEED = 42          # the package's default: the standard MNIST-1D split
+_INIT = threading.Lock()   # initialisation seeds torch's global generator
 
 
 @dataclass(frozen=True)
@@ -75,13 +77,15 @@ class ConvNet1D(nn.Module):
 
 
 def make_model(seed: int) -> ConvNet1D:
-    """The same initial parameters for the same seed, on every rank."""
-    gen_state = torch.random.get_rng_state()
-    torch.manual_seed(seed)
-    try:
-        return ConvNet1D()
-    finally:
-        torch.random.set_rng_state(gen_state)
+    """The same initial parameters for the same seed, on every rank (also when ranks are
+    threads of one process: they take turns with the global generator)."""
+    with _INIT:
+        gen_state = torch.random.get_rng_state()
+        torch.manual_seed(seed)
+        try:
+            return ConvNet1D()
+        finally:
+            torch.random.set_rng_state(gen_state)
 
 
 def num_params(model: nn.Module) -> int:
