@@ -29,7 +29,8 @@ def worker_args(args, topo_path: Path, topo, job) -> list[str]:
     common = ["--topology", str(topo_path), "--steps", str(args.steps), "--seed",
               str(args.seed), "--timeout", str(args.timeout), "--compressor", args.compressor,
               "--rto", str(args.rto), "--mode", args.mode, "--eval-every",
-              str(args.eval_every), "--master", master]
+              str(args.eval_every), "--master", master, "--gloo-timeout",
+              f"{gloo_timeout(args.bw):.0f}"]
     if args.aggregation == "gloo":
         return [*common, "--aggregation", "gloo"]
     return [*common, "--aggregation", "switch", "--encoding", args.encoding]
@@ -51,7 +52,14 @@ class TorchWorkerGroup(WorkerGroup):
         self.procs.append(WorkerProc(host, job, rank, log, result, proc))
 
 
+def gloo_timeout(bw_mbit: float) -> float:
+    """Seconds a Gloo operation may wait: the model broadcast and a ring allreduce move a
+    few times the model's 4.3 Mbit over one link, slow on a slow link."""
+    return 60 + 20 * 4.3 / bw_mbit
+
+
 def budget(args) -> float:
     """Seconds the job may take: start-up (torch, data, rendezvous) and a software switch
     working through about 800 chunks per worker and step."""
-    return 180 + args.steps * (15 + args.timeout / 10)
+    return 180 + gloo_timeout(args.bw) + args.steps * (15 + args.timeout / 10
+                                                       + 8 * 4.3 / args.bw)

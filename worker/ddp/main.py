@@ -53,7 +53,7 @@ def build_parser():
                    f"worker's IP, port {MASTER_PORT})")
     g.add_argument("--ifname", help="the interface Gloo uses (sets GLOO_SOCKET_IFNAME)")
     g.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (default 0.9)")
-    g.add_argument("--gloo-timeout", type=float, default=30.0,
+    g.add_argument("--gloo-timeout", type=float, default=60.0,
                    help="seconds a Gloo operation (rendezvous, broadcast, allreduce, "
                    "allgather) may wait for a peer (default %(default)s)")
     g.add_argument("--threads", type=int, default=1,
@@ -135,12 +135,20 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     data = load_mnist1d()
     wire_before = iface_bytes(args.ifname)
-    last = [client.stats.copy()] if client else None
+    last = [client.stats.copy() if client else None, wire_before]
 
     def comm_stats() -> dict:
-        now = client.stats.copy()
-        since, last[0] = now.since(last[0]), now
-        return since.as_dict()
+        """Per step: the allreduce client's counters and the interface's bytes."""
+        out = {}
+        if client:
+            now = client.stats.copy()
+            out, last[0] = now.since(last[0]).as_dict(), now
+        wire_now = iface_bytes(args.ifname)
+        if wire_now and last[1]:
+            out["wire_tx"], out["wire_rx"] = (wire_now[0] - last[1][0],
+                                              wire_now[1] - last[1][1])
+        last[1] = wire_now
+        return out
 
     try:
         say(f"rendezvous at {master[0]}:{master[1]} as rank {rank} of {workers}")
@@ -149,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                                 timeout=datetime.timedelta(seconds=args.gloo_timeout))
         group = dist.group.WORLD
         result.update(train(group, cfg, allreduce=client.allreduce if client else None,
-                            comm_stats=comm_stats if client else None, log=say, data=data))
+                            comm_stats=comm_stats, log=say, data=data))
     except (AllReduceError, RuntimeError) as e:
         # A hook's AllReduceError reaches here wrapped in backward()'s RuntimeError; a
         # peer that is gone shows as a Gloo error (connection closed, timeout).
