@@ -53,7 +53,8 @@ def measure(flags: list[str], bw: float, steps: int, switch: str, out: Path) -> 
         max(max(w["steps"][i]["comm"].get("wire_tx", 0), w["steps"][i]["comm"].get("wire_rx", 0))
             for w in workers)
         for i in range(1, len(workers[0]["steps"])))
-    return {"seconds_per_step": per_step, "busiest_link_bytes_per_step": busiest,
+    kind = json.loads((out / "report.json").read_text())["switch"]
+    return {"switch": kind, "seconds_per_step": per_step, "busiest_link_bytes_per_step": busiest,
             "identical": len({w["params_sha256"] for w in workers}) == 1}
 
 
@@ -97,7 +98,8 @@ def main(argv=None) -> int:
     t = Target(f"C_nat INA vs Gloo, time to {args.target:.0%} at {slowest:g} Mbit/s",
                cnat["vs_gloo"], 2.5, "min")
     print("target " + t.text())
-    save(args.json, {"machine": machine(), "steps": args.steps, "target": args.target,
+    save(args.json, {"machine": machine(), "switch": runs[0]["switch"], "steps": args.steps,
+                     "target": args.target,
                      "runs": runs, "table": markdown(header, rows), "targets": [t.as_dict()]})
     return 0
 
