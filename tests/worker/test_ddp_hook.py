@@ -98,6 +98,7 @@ def test_fixed32_equal_inputs_come_back_unchanged():
 
 
 @needs_switch
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["layer", "model"])
 def test_both_modes_train_through_the_switch_and_keep_ranks_identical(mode, data):
     _, make_client = switch_clients(WORKERS, "cnat8")
