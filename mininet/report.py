@@ -33,8 +33,9 @@ def job_summary(job: int, results: list[dict]) -> dict:
                            if s["test_accuracy"] is not None],
     })
     if all("wall_seconds" in s for s in r0["steps"]):      # the torch workers log it
-        summary["accuracy_time"] = [(s["wall_seconds"], s["test_accuracy"])
-                                    for s in r0["steps"] if s["test_accuracy"] is not None]
+        summary["accuracy_time"] = [(0.0, r0["initial_test_accuracy"])] + [
+            (s["wall_seconds"], s["test_accuracy"]) for s in r0["steps"]
+            if s["test_accuracy"] is not None]
         summary["seconds_per_step"] = r0["seconds"] / max(1, steps)
         wires = [r["wire_bytes"] for r in ok if "wire_bytes" in r]
         if wires:
@@ -98,8 +99,8 @@ def plot_time(summaries: list[dict], path: Path, title: str) -> bool:
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for s in curves:
         x, y = zip(*s["accuracy_time"], strict=True)
-        ax.plot(x, y, label=f"job {s['job']} ({s['aggregation']}, {s['encoding']}, "
-                            f"{s['workers']} workers)")
+        ax.plot(x, y, marker="o", ms=3, label=f"job {s['job']} ({s['aggregation']}, "
+                                              f"{s['encoding']}, {s['workers']} workers)")
     ax.set_xlabel("wall time since the first step (s)")
     ax.set_ylabel("test accuracy")
     ax.set_ylim(0, 1)

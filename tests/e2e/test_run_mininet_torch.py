@@ -33,7 +33,8 @@ def test_torch_job_trains_in_lockstep_and_reports(tmp_path, aggregation):
     assert job["ok"] and job["workers"] == 4 and job["steps"] == 6, job
     assert job["identical_models"]                   # DDP's broadcast, then equal means
     assert [s for s, _ in job["accuracy_curve"]] == [3, 6]
-    assert len(job["accuracy_time"]) == 2 and job["accuracy_time"][0][0] > 0
+    # From the broadcast model at time 0 to the two evaluations.
+    assert len(job["accuracy_time"]) == 3 and job["accuracy_time"][1][0] > 0
     for plot in ("accuracy.png", "accuracy_time.png"):
         assert (out / plot).stat().st_size > 0
     worker = json.loads((out / "workers" / "h1.json").read_text())

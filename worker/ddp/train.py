@@ -74,6 +74,7 @@ def train(group: dist.ProcessGroup, cfg: DDPConfig,
         ddp.register_comm_hook(state, comm_hook)
     path = state.path if state is not None else "gloo"
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+    initial = accuracy(model, data.x_test, data.y_test)      # rank 0's model, broadcast
     steps = []
     start = time.perf_counter()
     for step in range(1, cfg.steps + 1):
@@ -108,6 +109,7 @@ def train(group: dist.ProcessGroup, cfg: DDPConfig,
         "workers": workers,
         "parameters": num_params(model),
         "steps": steps,
+        "initial_test_accuracy": initial,
         "final_test_accuracy": accuracy(model, data.x_test, data.y_test),
         "final_test_loss": loss(model, data.x_test, data.y_test),
         "seconds": time.perf_counter() - start,
