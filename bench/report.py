@@ -155,9 +155,12 @@ def torch_sections(tconv: dict | None, tta: dict | None, figs: Path, rel: str) -
                 f"per worker, SGD lr {tconv['lr']} momentum 0.9, the 1-D CNN of "
                 "docs/TORCH.md (134,922 parameters), compressors applied "
                 f"{tconv['mode']}-wise in the DDP hook, {tconv['seeds']} seed(s); every method "
-                "runs the same DDP loop from the same model and batches per seed. *vs "
-                "uncompressed*: the mean paired difference of final test accuracy, in "
-                "percentage points.", "", tconv["table"], ""]
+                "runs the same DDP loop from the same model and batches per seed. The INA "
+                "runs' codec rounds at random with draws taken in the order results arrive, "
+                "so two runs of one seed differ as two seeds do. *vs uncompressed*: the mean "
+                "paired difference of test accuracy, in percentage points, at the last "
+                "evaluation and over the last evaluations (constant-rate SGD ends noisy).", "",
+                tconv["table"], ""]
         if plot_torch(tconv, figs / "torch_convergence.png"):
             out += [f"![DDP: test accuracy against step]({rel}/torch_convergence.png)", ""]
     else:
