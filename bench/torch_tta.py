@@ -69,17 +69,30 @@ def main(argv=None) -> int:
     ap.add_argument("--switch", default="auto")
     ap.add_argument("--convergence", type=Path, default=OUT / "torch_convergence.json")
     ap.add_argument("--json", type=Path, default=OUT / "torch_tta.json")
+    ap.add_argument("--measured", type=Path,
+                    help="a torch_tta.json to take the Mininet figures from (no Mininet run): "
+                    "the time to accuracy again, for another convergence run")
     args = ap.parse_args(argv)
     conv = json.loads(args.convergence.read_text())
-    header = ["link Mbit/s", "method", "s/step", "busiest link kB/step",
+    measured = None
+    if args.measured:
+        old = json.loads(args.measured.read_text())
+        measured = {(r["bw"], r["method"]): r for r in old["runs"]}
+        args.bw = sorted({bw for bw, _ in measured}, reverse=True)
+        args.steps = old["steps"]
+    header = ["link Mbit/s", "method", "s/step", "busiest link kB/step", "link bound s/step",
               f"steps to {args.target:.0%}", f"time to {args.target:.0%} (s)", "vs Gloo"]
     rows, runs = [], []
     t0 = time.monotonic()
     for bw in args.bw:
         base = None
         for label, conv_name, flags in METHODS:
-            m = measure(flags, bw, args.steps, args.switch,
-                        OUT / "torch_tta" / f"{bw:g}-{conv_name.split()[0]}")
+            if measured is not None:
+                keep = ("switch", "seconds_per_step", "busiest_link_bytes_per_step", "identical")
+                m = {k: measured[bw, label][k] for k in keep}
+            else:
+                m = measure(flags, bw, args.steps, args.switch,
+                            OUT / "torch_tta" / f"{bw:g}-{conv_name.split()[0]}")
             n = steps_to(conv["eval_steps"], conv["curves"][conv_name], args.target)
             tta = None if n is None else n * m["seconds_per_step"]
             if base is None:
@@ -87,8 +100,9 @@ def main(argv=None) -> int:
             speedup = None if tta is None or base is None else base / tta
             runs.append({"bw": bw, "method": label, **m, "steps_to_target": n,
                          "time_to_target": tta, "vs_gloo": speedup})
+            bound = m["busiest_link_bytes_per_step"] * 8 / (bw * 1e6)
             rows.append([bw, label, m["seconds_per_step"], m["busiest_link_bytes_per_step"] / 1e3,
-                         n, tta, speedup])
+                         bound, n, tta, speedup])
             say(f"{bw:g} Mbit/s {label}: {m['seconds_per_step']:.2f} s/step, busiest link "
                 f"{m['busiest_link_bytes_per_step'] / 1e3:.0f} kB/step, steps to target {n}")
     print(f"4 workers, star, MNIST-1D CNN (134,922 parameters); {time.monotonic() - t0:.0f} s")
