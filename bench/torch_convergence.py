@@ -82,8 +82,8 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 2)[2])
     ap.add_argument("--seeds", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=20 if q else 600)
-    ap.add_argument("--eval-every", type=int, default=10 if q else 50)
+    ap.add_argument("--steps", type=int, default=10 if q else 600)
+    ap.add_argument("--eval-every", type=int, default=5 if q else 50)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--mode", choices=("layer", "model"), default="layer")
