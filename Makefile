@@ -63,7 +63,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml | debs
 	@test -x $(PY) || $(SYSPY) -m venv --system-site-packages $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,torch]'
 	@touch $@
 
 lint: venv

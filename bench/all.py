@@ -38,6 +38,12 @@ def steps(q: bool, root: bool, out: Path) -> list[tuple[str, list[str]]]:
                           str(out / "allreduce.json")])] if root else []),
         ("convergence", [py, str(BENCH / "convergence.py"), "--json",
                          str(out / "convergence.json")]),
+        ("torch_convergence", [py, str(BENCH / "torch_convergence.py"), "--json",
+                               str(out / "torch_convergence.json")]),
+        *([("torch_tta", [py, str(BENCH / "torch_tta.py"), "--convergence",
+                          str(out / "torch_convergence.json"), "--json",
+                          str(out / "torch_tta.json"), *(["--bw", "100", "--steps", "3"]
+                                                         if q else [])])] if root else []),
     ]
 
 

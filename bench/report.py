@@ -128,6 +128,56 @@ def plot_convergence(conv: dict, path: Path) -> bool:
     return True
 
 
+def plot_torch(conv: dict, path: Path) -> bool:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for name, curve in conv["curves"].items():
+        ina = "INA" in name or "uncompressed" in name
+        ax.plot(conv["eval_steps"], curve, lw=2 if ina else 1, ls="-" if ina else ":",
+                label=name)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("step")
+    ax.set_ylabel(f"test accuracy (mean of {conv['seeds']} seeds)")
+    ax.set_title("DDP, MNIST-1D CNN, 4 workers", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right", ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def torch_sections(tconv: dict | None, tta: dict | None, figs: Path, rel: str) -> list[str]:
+    out = ["## PyTorch DDP on MNIST-1D: convergence (bench/torch_convergence.py)", ""]
+    if tconv:
+        out += [f"{tconv['workers']} workers, {tconv['steps']} steps, batch {tconv['batch']} "
+                f"per worker, SGD lr {tconv['lr']} momentum 0.9, the 1-D CNN of "
+                "docs/TORCH.md (134,922 parameters), compressors applied "
+                f"{tconv['mode']}-wise in the DDP hook, {tconv['seeds']} seed(s); every method "
+                "runs the same DDP loop from the same model and batches per seed. The INA "
+                "runs' codec rounds at random with draws taken in the order results arrive, "
+                "so two runs of one seed differ as two seeds do. *vs uncompressed*: the mean "
+                "paired difference of test accuracy, in percentage points, at the last "
+                "evaluation and over the last evaluations (constant-rate SGD ends noisy).", "",
+                tconv["table"], ""]
+        if plot_torch(tconv, figs / "torch_convergence.png"):
+            out += [f"![DDP: test accuracy against step]({rel}/torch_convergence.png)", ""]
+    else:
+        out += ["Not run.", ""]
+    out += ["## PyTorch DDP: time to accuracy in Mininet (bench/torch_tta.py)", ""]
+    if tta:
+        out += [f"A star of 4 workers around one {tta.get('switch', 'P4')} switch, links "
+                f"shaped with HTB at each row's rate; {tta['steps']} steps "
+                "per run. *s/step*: the median step time after the first step. *busiest "
+                "link*: the most any worker's interface sent or received in one step. *steps "
+                f"to {tta['target']:.0%}*: from bench/torch_convergence.py (same seeds), "
+                "so *time to* is steps x s/step.", "", tta["table"], ""]
+    else:
+        out += ["Not run (needs root and Mininet).", ""]
+    return out
+
+
 # ---------------------------------------------------------------- sections
 
 
@@ -211,6 +261,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "results.md")
     args = ap.parse_args(argv)
     wire, ar, conv = (load(args.dir, n) for n in ("wire", "allreduce", "convergence"))
+    tconv, tta = (load(args.dir, n) for n in ("torch_convergence", "torch_tta"))
     figs = args.out.with_suffix("")
     figs.mkdir(parents=True, exist_ok=True)
     rel = figs.name
@@ -224,7 +275,8 @@ def main(argv=None) -> int:
                                                            for r in ar["rows"]})))
     if conv:
         switches.append("convergence: in-process softswitch")
-    all_targets = [(b, t) for b, d in (("wire", wire), ("allreduce", ar), ("convergence", conv))
+    all_targets = [(b, t) for b, d in (("wire", wire), ("allreduce", ar), ("convergence", conv),
+                                       ("torch_convergence", tconv), ("torch_tta", tta))
                    if d for t in d["targets"]]
     out = [
         "# Benchmark results",
@@ -304,6 +356,7 @@ def main(argv=None) -> int:
             out += [f"![test accuracy against step]({rel}/convergence.png)", ""]
     else:
         out += ["Not run.", ""]
+    out += torch_sections(tconv, tta, figs, rel)
     for name, title in (("codec", "C_nat codec against a numpy copy (bench/codec.py)"),
                         ("softswitch_pps", "softswitch against BMv2 (bench/softswitch_pps.py)")):
         body = text(args.dir, name)

@@ -32,6 +32,14 @@ def job_summary(job: int, results: list[dict]) -> dict:
         "accuracy_curve": [(s["step"], s["test_accuracy"]) for s in r0["steps"]
                            if s["test_accuracy"] is not None],
     })
+    if all("wall_seconds" in s for s in r0["steps"]):      # the torch workers log it
+        summary["accuracy_time"] = [(0.0, r0["initial_test_accuracy"])] + [
+            (s["wall_seconds"], s["test_accuracy"]) for s in r0["steps"]
+            if s["test_accuracy"] is not None]
+        summary["seconds_per_step"] = r0["seconds"] / max(1, steps)
+        wires = [r["wire_bytes"] for r in ok if "wire_bytes" in r]
+        if wires:
+            summary["wire_bytes_per_step"] = max(w["tx"] for w in wires) / max(1, steps)
     return summary
 
 
@@ -79,6 +87,32 @@ def plot(summaries: list[dict], path: Path, title: str) -> bool:
         x, y = zip(*s["accuracy_curve"], strict=True)
         ax.plot(x, y, label=f"job {s['job']} ({s['encoding']}, {s['workers']} workers)")
     ax.set_xlabel("step")
+    ax.set_ylabel("test accuracy")
+    ax.set_ylim(0, 1)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def plot_time(summaries: list[dict], path: Path, title: str) -> bool:
+    """Test accuracy against wall time (torch workers); False when there is nothing."""
+    curves = [s for s in summaries if s.get("accuracy_time")]
+    if not curves:
+        return False
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for s in curves:
+        x, y = zip(*s["accuracy_time"], strict=True)
+        ax.plot(x, y, marker="o", ms=3, label=f"job {s['job']} ({s['aggregation']}, "
+                                              f"{s['encoding']}, {s['workers']} workers)")
+    ax.set_xlabel("wall time since the first step (s)")
     ax.set_ylabel("test accuracy")
     ax.set_ylim(0, 1)
     ax.set_title(title)

@@ -40,7 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
                "  .venv/bin/python mininet/run.py --topo fat-tree        # k=4, 16 workers\n"
                "  .venv/bin/python mininet/run.py --jobs 2 --loss 0.05   # two jobs, 5% loss\n"
                "  .venv/bin/python mininet/run.py --aggregation ps       # parameter server\n"
-               "  .venv/bin/python mininet/run.py --topo fat-tree --switches-only\n")
+               "  .venv/bin/python mininet/run.py --topo fat-tree --switches-only\n"
+               "  .venv/bin/python mininet/run.py --framework torch      # PyTorch DDP\n"
+               "  .venv/bin/python mininet/run.py --framework torch --aggregation gloo\n")
     t = ap.add_argument_group("topology")
     t.add_argument("--topo", choices=("star", "leaf-spine", "fat-tree"), default="star")
     t.add_argument("--hosts", type=int, help="star: hosts (default 4)")
@@ -61,9 +63,18 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--workers", type=int, default=None,
                    help="workers (default: every host, one fewer with --aggregation ps)")
     j.add_argument("--jobs", type=int, default=1, help="split the workers into N jobs (default 1)")
-    j.add_argument("--aggregation", choices=("switch", "ps"), default="switch",
+    j.add_argument("--aggregation", choices=("switch", "ps", "gloo"), default="switch",
                    help="switch: in-network (default); ps: host parameter server on the last "
-                        "host, float32 both ways")
+                        "host, float32 both ways; gloo (--framework torch): Gloo's TCP "
+                        "allreduce, routed by the switches as plain IPv4")
+    j.add_argument("--framework", choices=("numpy", "torch"), default="numpy",
+                   help="numpy: the digits MLP (worker/main.py, default); torch: PyTorch DDP "
+                        "on MNIST-1D (worker/ddp/main.py, docs/TORCH.md)")
+    j.add_argument("--mode", choices=("layer", "model"),
+                   help="--framework torch: the compressor and reduction per layer (per DDP "
+                        "bucket) or once per step on the entire model (default layer)")
+    j.add_argument("--eval-every", type=int,
+                   help="--framework torch: steps between test evaluations (default 5)")
     j.add_argument("--encoding", choices=("cnat8", "fixed32"),
                    help="contributions: cnat8 = C_nat, 1 byte/element (default); fixed32")
     j.add_argument("--result-encoding", choices=("cnat8", "fixed32"),
@@ -73,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "cnat8 (re-compressed, one byte per element on every link)")
     j.add_argument("--window", type=int, default=64, help="slots per job (default 64)")
     j.add_argument("--compressor", default="none", help="worker-side operator before encoding")
-    j.add_argument("--steps", type=int, default=100, help="SGD steps (default 100)")
+    j.add_argument("--steps", type=int,
+                   help="SGD steps (default 100; 30 with --framework torch)")
     j.add_argument("--seed", type=int, default=0)
     j.add_argument("--rto", type=float, default=0.5,
                    help="workers' first retransmission timeout, s (default 0.5)")
@@ -108,6 +120,7 @@ RANGES = (
     ("steps", lambda v: v >= 0, "at least 0"),
     ("rto", lambda v: v > 0, "above 0 s"),
     ("timeout", lambda v: v > 0, "above 0 s"),
+    ("eval_every", lambda v: v >= 1, "at least 1"),
 )
 
 # Options that mean something in some runs only: (option, applies when, to what).
@@ -120,7 +133,12 @@ APPLIES = (
     ("encoding", lambda a: a.aggregation == "switch", "--aggregation switch"),
     ("result_encoding", lambda a: a.aggregation == "switch", "--aggregation switch"),
     ("partials", lambda a: a.aggregation == "switch", "--aggregation switch"),
+    ("mode", lambda a: a.framework == "torch", "--framework torch"),
+    ("eval_every", lambda a: a.framework == "torch", "--framework torch"),
 )
+
+# Which aggregations each framework runs.
+AGGREGATIONS = {"numpy": ("switch", "ps"), "torch": ("switch", "gloo")}
 
 
 def option(name: str) -> str:
@@ -136,6 +154,10 @@ def check_options(args) -> None:
     for name, applies, where in APPLIES:
         if getattr(args, name) is not None and not applies(args):
             raise UsageError(f"{option(name)} applies to {where} only")
+    if args.aggregation not in AGGREGATIONS[args.framework]:
+        raise UsageError(f"--aggregation {args.aggregation} needs --framework "
+                         + " or ".join(f for f, a in AGGREGATIONS.items()
+                                       if args.aggregation in a))
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out}: exists and is not a folder")
     from worker.compression.registry import parse
@@ -198,6 +220,11 @@ def make_plan(args) -> Plan:
     from p4switch import resolve_kind
 
     check_options(args)
+    torch = args.framework == "torch"
+    if args.steps is None:
+        args.steps = 30 if torch else 100
+    if torch:
+        args.mode, args.eval_every = args.mode or "layer", args.eval_every or 5
     try:
         kind = resolve_kind(args.switch)
     except RuntimeError as e:
@@ -212,7 +239,7 @@ def make_plan(args) -> Plan:
         canonical_state(desired_state(topo), pipeline.p4info)
     except (TopologyError, ControllerError, P4InfoError) as e:
         raise UsageError(str(e)) from None
-    if ps_host:
+    if ps_host or args.aggregation == "gloo":
         return Plan(kind, topo, jobs, ps_host, pipeline, "float32", "float32")
     encoding = args.encoding or "cnat8"
     if encoding == "cnat8":
@@ -228,7 +255,10 @@ def header(args, plan: Plan, out: Path) -> str:
 
     workers = sum(len(j.workers) for j in plan.jobs)
     how = (f"host parameter server on {plan.ps_host}" if plan.ps_host else
+           "Gloo allreduce over TCP (the switches route it)" if args.aggregation == "gloo" else
            "switch aggregation")
+    if args.framework == "torch":
+        how = f"PyTorch DDP ({args.mode}-wise), {how}"
     return (f"natswitch: {args.topo}, {count(len(plan.topo.switches), 'switch', 'es')} "
             f"({plan.kind}), {count(workers, 'worker')} in {count(len(plan.jobs), 'job')}, "
             f"{how}, {plan.encoding} up, {plan.result_encoding} down; output {out}")
@@ -347,6 +377,10 @@ def run(args, plan: Plan) -> int:
     print(header(args, plan, out), flush=True)
 
     group, ps_proc = WorkerGroup(), None
+    torch = args.framework == "torch"
+    if torch:
+        import torch_workers
+        group = torch_workers.TorchWorkerGroup()
     pcap = out / "pcap" if args.pcap else None
     with emulation.Emulation(topo, plan.kind, out / "logs", pcap_dir=pcap) as emu:
         if args.switches_only:
@@ -384,11 +418,14 @@ def run(args, plan: Plan) -> int:
                         env=dict(os.environ, PYTHONPATH=str(REPO)))
             if args.steps > 0:
                 for job in jobs:
-                    wargs = worker_args(args, plan, topo_path, job)
+                    wargs = (torch_workers.worker_args(args, plan.encoding, topo_path, topo,
+                                                       job) if torch else
+                             worker_args(args, plan, topo_path, job))
                     for rank, host in enumerate(job.workers):
                         group.start(emu.host(host), host, job.id, rank, out, wargs)
                 progress = Progress(group, jobs)
-                budget = 60 + args.steps * (2 + args.timeout / 10)
+                budget = (torch_workers.budget(args) if torch else
+                          60 + args.steps * (2 + args.timeout / 10))
                 finished = group.wait(time.monotonic() + budget, on_tick=progress)
                 progress.done()
                 if not finished:
@@ -419,10 +456,14 @@ def run(args, plan: Plan) -> int:
     run_info = {"topo": args.topo, "switch": plan.kind, "aggregation": args.aggregation,
                 "encoding": plan.encoding, "result_encoding": plan.result_encoding,
                 "bw_mbit": args.bw, "loss": args.loss, "jobs": len(jobs),
-                "steps": args.steps, "compressor": args.compressor}
+                "steps": args.steps, "compressor": args.compressor,
+                "framework": args.framework, "mode": args.mode if torch else None}
     path = report.write(out, run_info, summaries, counters)
-    if report.plot(summaries, out / "accuracy.png", report.title(run_info, len(topo.switches))):
+    title = report.title(run_info, len(topo.switches))
+    if report.plot(summaries, out / "accuracy.png", title):
         print(f"plot: {out / 'accuracy.png'}")
+    if report.plot_time(summaries, out / "accuracy_time.png", title):
+        print(f"plot: {out / 'accuracy_time.png'}")
     print(f"report: {path}")
     return 0 if all(s["ok"] for s in summaries) else 1
 

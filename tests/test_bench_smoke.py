@@ -40,11 +40,12 @@ def test_every_bench_ran_and_the_report_has_its_sections(quick_run):
     assert "bench: all ok" in stdout
     md = report.read_text()
     for heading in ("## Machine", "## Targets", "## Bytes per gradient element",
-                    "## Convergence", "## C_nat codec", "## softswitch against BMv2"):
+                    "## Convergence", "## C_nat codec", "## softswitch against BMv2",
+                    "## PyTorch DDP on MNIST-1D: convergence"):
         assert heading in md
     # without root the Mininet bench is left out, and the report says so
     assert "Not run (needs root and Mininet)." in md
-    for png in ("convergence.png",):
+    for png in ("convergence.png", "torch_convergence.png"):
         assert (report.with_suffix("") / png).stat().st_size > 1000
     assert "CNAT8 encode" in (out / "codec.txt").read_text()
     assert "softswitch:" in (out / "softswitch_pps.txt").read_text()

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Test accuracy against step for the PyTorch DDP job: MNIST-1D, a 1-D CNN of 134,922
+parameters, 4 workers, every method through the same DDP training loop (worker/ddp/train.py).
+
+    .venv/bin/python bench/torch_convergence.py [--seeds 1] [--steps 600]
+
+Ranks are threads with their own Gloo groups (worker/ddp/inproc.py); the same seeds
+everywhere (initial model, each rank's batches; MNIST-1D's standard split), so the runs of
+a seed differ only in how the gradients are reduced:
+  uncompressed (Gloo)   DDP's own Gloo allreduce, no hook
+  int32 INA (switch)    the hook, FIXED32 through the compiled program on in-process
+                        softswitch
+  C_nat INA (switch)    the hook, CNAT8 up and CNAT8 down, the same way
+  <compressor>          the hook with a worker/compression operator, layer-wise: dense
+                        operators through Gloo's allreduce, the others gathered
+Target: C_nat INA within 0.5 pp of uncompressed at equal steps; one-bit and top-k at 1%
+without error feedback visibly behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from common import OUT, Target, machine, markdown, quick, save, say, table
+
+WORKERS = 4
+COMPRESSORS = ["cnat", "onebit:ef=0", "onebit", "topk:0.01", "ef:topk:0.01", "terngrad"]
+TARGET_PP = 0.5
+LATE = 3            # evaluations averaged at the end
+
+
+def run(how: str, what: str | None, seed: int, args, data) -> dict:
+    import torch
+
+    from worker.ddp.inproc import run_ranks
+    from worker.ddp.train import DDPConfig, train
+
+    torch.set_num_threads(1)
+    cfg = DDPConfig(steps=args.steps, lr=args.lr, batch=args.batch, seed=seed,
+                    eval_every=args.eval_every, mode=args.mode,
+                    compressor=what if how == "hook" else "none")
+    make_client = None
+    if how == "switch":
+        import inproc
+
+        from controller.topology import JobSpec, star
+        from worker import wire
+        from worker.allreduce import AllReduceClient, JobParams
+
+        topo = star(hosts=WORKERS)
+        hosts = [h.name for h in topo.hosts]
+        topo = topo.with_jobs([JobSpec(1, tuple(hosts), 64, what)])
+        net = inproc.network(topo)
+
+        def make_client(rank):
+            framer = net.framer(hosts[rank])
+            job = JobParams(1, 1 + seed, WORKERS, 64, wire.ENCODING_BY_NAME[what],
+                            framer.elems)
+            return AllReduceClient(net.ports[hosts[rank]], framer, job,
+                                   seed=seed * 1000 + rank, timeout=60.0)
+
+    def body(rank, group):
+        client = make_client(rank) if make_client else None
+        return train(group, cfg, allreduce=client.allreduce if client else None, data=data)
+
+    out = run_ranks(WORKERS, body, timeout=120.0, join_timeout=7200.0)
+    bad = [f"rank {r}: {o!r}" for r, o in enumerate(out) if isinstance(o, BaseException)]
+    if bad:
+        raise RuntimeError(f"{how} {what}, seed {seed}: " + "; ".join(bad))
+    if len({o["params_sha256"] for o in out}) != 1:
+        raise RuntimeError(f"{how} {what}, seed {seed}: the ranks' models differ")
+    return out[0]
+
+
+def main(argv=None) -> int:
+    q = quick()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 2)[2])
+    ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=10 if q else 600)
+    ap.add_argument("--eval-every", type=int, default=5 if q else 50)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--mode", choices=("layer", "model"), default="layer")
+    ap.add_argument("--compressors", nargs="*", default=COMPRESSORS[:2] if q else COMPRESSORS)
+    ap.add_argument("--no-switch", action="store_true", help="skip the two switch runs")
+    ap.add_argument("--json", type=Path, default=OUT / "torch_convergence.json")
+    args = ap.parse_args(argv)
+    from worker.ddp.workload import load_mnist1d
+
+    data = load_mnist1d()
+    plan = [("uncompressed (Gloo)", "gloo", None)]
+    if not args.no_switch:
+        plan += [("int32 INA (switch)", "switch", "fixed32"),
+                 ("C_nat INA (switch)", "switch", "cnat8")]
+    plan += [(c, "hook", c) for c in args.compressors]
+    runs: dict[str, list] = {name: [] for name, _, _ in plan}
+    steps: list[int] = []
+    t0 = time.monotonic()
+    for seed in range(args.seeds):
+        for name, how, what in plan:
+            t = time.monotonic()
+            r = run(how, what, seed, args, data)
+            evals = [s for s in r["steps"] if s["test_accuracy"] is not None]
+            steps = [s["step"] for s in evals]
+            runs[name].append([s["test_accuracy"] for s in evals])
+            say(f"seed {seed}: {name:<22} final accuracy {r['final_test_accuracy']:.4f} "
+                f"({time.monotonic() - t:.0f} s)")
+    curves = {name: np.mean(a, axis=0).tolist() for name, a in runs.items()}
+    base = np.array([a[-1] for a in runs["uncompressed (Gloo)"]])
+    # SGD at a constant rate ends noisy: the mean of the last LATE evaluations is steadier
+    # than the last one alone.
+    late = min(LATE, len(steps))
+    base_late = np.array([np.mean(a[-late:]) for a in runs["uncompressed (Gloo)"]])
+    header = ["method", "final accuracy", "vs uncompressed (pp)", "std err (pp)",
+              f"mean of last {late} evals", "vs uncompressed (pp)",
+              f"accuracy at step {steps[len(steps) // 2]}"]
+    rows = []
+    for name, accs in runs.items():
+        final = np.array([a[-1] for a in accs])
+        diff = 100 * (final - base)
+        se = diff.std(ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 else None
+        tail = np.array([np.mean(a[-late:]) for a in accs])
+        mid = float(np.mean([a[len(steps) // 2] for a in accs]))
+        rows.append([name, float(final.mean()), float(diff.mean()), se, float(tail.mean()),
+                     float(100 * (tail - base_late).mean()), mid])
+    print(f"{args.seeds} seed(s), {args.steps} steps, {WORKERS} workers, batch {args.batch}, "
+          f"lr {args.lr} momentum 0.9, {args.mode}-wise, MNIST-1D CNN; "
+          f"{time.monotonic() - t0:.0f} s")
+    print(table(header, rows))
+    targets = []
+    cnat = next((r for r in rows if r[0] == "C_nat INA (switch)"), None)
+    if cnat is not None:
+        targets.append(Target("C_nat INA (switch): uncompressed - C_nat accuracy at equal "
+                              "steps", 0.0 - cnat[2] + 0.0, TARGET_PP, "max", " pp"))
+    for t in targets:
+        print("target " + t.text())
+    save(args.json, {"machine": machine(), "seeds": args.seeds, "steps": args.steps,
+                     "eval_steps": steps, "workers": WORKERS, "batch": args.batch,
+                     "lr": args.lr, "mode": args.mode, "curves": curves,
+                     "finals": {k: [a[-1] for a in v] for k, v in runs.items()},
+                     "per_seed": runs,
+                     "rows": rows, "table": markdown(header, rows),
+                     "targets": [t.as_dict() for t in targets]})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

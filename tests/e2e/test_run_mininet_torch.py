@@ -1,0 +1,56 @@
+"""mininet/run.py --framework torch: PyTorch DDP through the P4 switch (the communication
+hook) and the Gloo baseline whose TCP the same switch routes as plain IPv4."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("mnist1d")
+
+REPO = Path(__file__).resolve().parents[2]
+RUN = [sys.executable, str(REPO / "mininet" / "run.py")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("aggregation", ["switch", "gloo"])
+def test_torch_job_trains_in_lockstep_and_reports(tmp_path, aggregation):
+    out = tmp_path / "run"
+    r = subprocess.run([*RUN, "--switch", os.environ.get("NATSWITCH_SWITCH", "auto"),
+                        "--framework", "torch", "--aggregation", aggregation, "--steps", "6",
+                        "--eval-every", "3", "--out", str(out)],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["framework"] == "torch"
+    (job,) = report["jobs"]
+    assert job["ok"] and job["workers"] == 4 and job["steps"] == 6, job
+    assert job["identical_models"]                   # DDP's broadcast, then equal means
+    assert [s for s, _ in job["accuracy_curve"]] == [3, 6]
+    # From the broadcast model at time 0 to the two evaluations.
+    assert len(job["accuracy_time"]) == 3 and job["accuracy_time"][1][0] > 0
+    for plot in ("accuracy.png", "accuracy_time.png"):
+        assert (out / plot).stat().st_size > 0
+    worker = json.loads((out / "workers" / "h1.json").read_text())
+    assert worker["parameters"] >= 100_000 and worker["framework"] == "torch"
+    counters = report["switch_counters"]["s1"]
+    if aggregation == "switch":
+        assert job["encoding"] == "CNAT8" and worker["path"] == "switch"
+        assert counters["NatIngress.agg.events"]["2"][0] > 0        # slots completed
+        # Each gradient went up as CNAT8: about a byte per element and a packet's headers.
+        assert job["bytes_per_element_up"] < 2
+    else:
+        assert job["aggregation"] == "gloo" and worker["path"] == "gloo"
+        assert "NatIngress.agg.events" not in counters or not any(
+            v[0] for k, v in counters["NatIngress.agg.events"].items() if k == "2")
+        # Gloo's ring moves float32: 2 (n - 1) / n * 4 = 6 bytes per element, plus the
+        # model broadcast and TCP/IP headers, all through the switch's ports.
+        assert job["bytes_per_element_up"] > 5
+        rx = sum(v[1] for v in counters["NatIngress.port_rx"].values())
+        assert rx >= 6 * worker["parameters"] * 4

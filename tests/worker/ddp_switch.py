@@ -1,0 +1,29 @@
+"""The in-process switch the DDP tests train through: the only place they import the
+softswitch harness from, so a move of that harness changes this file alone."""
+
+from __future__ import annotations
+
+from controller.topology import JobSpec, star
+from harness.network import SwitchNetwork, softswitch_missing
+from worker import wire
+from worker.allreduce import AllReduceClient, JobParams
+
+__all__ = ["switch_clients", "softswitch_missing"]
+
+
+def switch_clients(workers: int, encoding: str, window: int = 64, session: int = 1,
+                   timeout: float = 30.0):
+    """A star of `workers` hosts on in-process softswitch with one job in `encoding`, and
+    make(rank) -> that rank's AllReduceClient (call it in the rank's thread)."""
+    topo = star(hosts=workers)
+    hosts = [h.name for h in topo.hosts]
+    topo = topo.with_jobs([JobSpec(1, tuple(hosts), window, encoding)])
+    net = SwitchNetwork(topo)
+
+    def make(rank: int) -> AllReduceClient:
+        framer = net.framer(hosts[rank])
+        job = JobParams(1, session, workers, window, wire.ENCODING_BY_NAME[encoding],
+                        framer.elems)
+        return AllReduceClient(net.ports[hosts[rank]], framer, job, seed=rank, timeout=timeout)
+
+    return net, make

@@ -1,0 +1,138 @@
+"""worker/ddp/main.py as processes without root: torch.distributed's rendezvous on loopback,
+gradients through the host parameter server over loopback UDP (the switch's algorithm) or
+through Gloo; a worker killed mid-run ends the others with a clear error in bounded time."""
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("mnist1d")
+
+from controller.topology import JobSpec, star  # noqa: E402
+from worker.baseline import ParameterServer  # noqa: E402
+from worker.ddp import main as ddp_main  # noqa: E402
+
+MAIN = Path(__file__).resolve().parents[2] / "worker" / "ddp" / "main.py"
+HOSTS = ("h1", "h2", "h3")
+
+
+@pytest.fixture
+def topo_file(tmp_path):
+    path = tmp_path / "topo.json"
+    star(4).with_jobs([JobSpec(1, HOSTS, slots=64)]).save(str(path))
+    return path
+
+
+@pytest.fixture
+def ps_addr():
+    ps = ParameterServer(len(HOSTS), slots=64)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    stop = threading.Event()
+    thread = threading.Thread(target=ps.serve, args=(sock, stop), daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{sock.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    sock.close()
+
+
+def free_tcp_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(topo_file, host, tmp_path, *extra):
+    # cwd elsewhere and no PYTHONPATH: main.py must find the repository by itself.
+    log = open(tmp_path / f"{host}.log", "w")
+    return subprocess.Popen(
+        [sys.executable, str(MAIN), "--topology", str(topo_file), "--host", host,
+         "--result", str(tmp_path / f"{host}.json"), *extra],
+        cwd=tmp_path, stdout=log, stderr=subprocess.PIPE, text=True,
+        env={"PATH": "/usr/bin:/bin"})
+
+
+def ps_or_gloo(aggregation, ps_addr):
+    if aggregation == "gloo":
+        return ["--aggregation", "gloo"]
+    return ["--baseline-ps", ps_addr, "--ps-encoding", "fixed32"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("aggregation", ["switch", "gloo"])
+def test_three_ranks_train_in_lockstep(topo_file, ps_addr, tmp_path, aggregation):
+    master = f"127.0.0.1:{free_tcp_port()}"
+    procs = [start(topo_file, h, tmp_path, "--master", master, "--steps", "6",
+                   "--eval-every", "3", *ps_or_gloo(aggregation, ps_addr)) for h in HOSTS]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], outs
+    results = [json.loads((tmp_path / f"{h}.json").read_text()) for h in HOSTS]
+    assert [r["rank"] for r in results] == [0, 1, 2]
+    assert len({r["params_sha256"] for r in results}) == 1
+    r = results[0]
+    assert r["framework"] == "torch" and r["aggregation"] == aggregation
+    assert len(r["steps"]) == 6 and r["parameters"] >= 100_000
+    assert [s["test_accuracy"] is not None for s in r["steps"]] == [False, False, True] * 2
+    if aggregation == "switch":
+        assert r["path"] == "switch" and r["encoding"] == "FIXED32"
+        # One reduction per bucket of every step went through the allreduce client.
+        assert r["comm"]["elements"] == 6 * r["parameters"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("aggregation", ["switch", "gloo"])
+def test_a_killed_worker_ends_the_others_with_a_clear_error(topo_file, ps_addr, tmp_path,
+                                                           aggregation):
+    master = f"127.0.0.1:{free_tcp_port()}"
+    procs = [start(topo_file, h, tmp_path, "--master", master, "--steps", "100000",
+                   "--eval-every", "1000", "--timeout", "3", "--gloo-timeout", "10",
+                   *ps_or_gloo(aggregation, ps_addr)) for h in HOSTS]
+    try:
+        deadline = time.monotonic() + 240
+        while "step 3/" not in (tmp_path / "h3.log").read_text():
+            assert time.monotonic() < deadline, "the job never got to step 3"
+            assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
+            time.sleep(0.2)
+        procs[2].send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        errs = [p.communicate(timeout=60)[1] for p in procs[:2]]
+        took = time.monotonic() - killed
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert [p.returncode for p in procs[:2]] == [1, 1], errs
+    # Bounded: the allreduce timeout (3 s) or Gloo noticing the closed connection, plus
+    # start-up slack on a shared machine; never the 100000 steps.
+    assert took < 60
+    for host, err in zip(HOSTS[:2], errs, strict=True):
+        r = json.loads((tmp_path / f"{host}.json").read_text())
+        if aggregation == "switch":
+            assert "likely missing or stopped" in err and "never completed" in r["error"]
+        else:
+            assert "a peer rank has likely stopped" in err and "Gloo" in r["error"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--host", "h4"], "h4 is not a worker of job 1"),
+    (["--host", "h1", "--compressor", "bogus"], "unknown compressor"),
+    (["--host", "h1", "--gloo-timeout", "0"], "--gloo-timeout must be > 0"),
+    (["--host", "h1", "--mode", "rows"], None),
+])
+def test_usage_errors(topo_file, capsys, args, message):
+    if message is None:
+        with pytest.raises(SystemExit):
+            ddp_main.main(["--topology", str(topo_file), *args])
+        return
+    assert ddp_main.main(["--topology", str(topo_file), *args]) == 2
+    assert message in capsys.readouterr().err

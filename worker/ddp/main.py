@@ -1,0 +1,202 @@
+"""One rank of a PyTorch DDP job: gradients through the P4 switch, or Gloo's allreduce.
+
+    python worker/ddp/main.py --topology topo.json --host h1 --master 10.0.1.1:29500
+    python worker/ddp/main.py --topology topo.json --host h1 --master 10.0.1.1:29500 \\
+        --aggregation gloo
+
+torch.distributed (Gloo backend) does the rendezvous (a TCP store on --master, which rank 0
+serves), broadcasts rank 0's model and, with --aggregation gloo, all-reduces the gradients
+itself. With --aggregation switch (default) a communication hook sends each bucket through
+the worker's allreduce client (worker/ddp/hook.py); compressors the switch cannot add go
+through a Gloo allgather. Host, job, session and switch options are worker/main.py's.
+Writes a JSON result (--result) with the per-step log; exit code 1 when training failed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    # Run as a file: the repository instead of this folder (whose module names are generic).
+    _here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
+    sys.path.insert(0, str(_here.parents[1]))
+
+from controller.topology import TopologyError  # noqa: E402
+from worker import wire  # noqa: E402
+from worker.allreduce import AllReduceClient, AllReduceError, JobParams  # noqa: E402
+from worker.allreduce.client import RTO_MAX  # noqa: E402
+from worker.impair import ImpairedPort  # noqa: E402
+from worker.main import UsageError, open_transport, resolve  # noqa: E402
+from worker.main import build_parser as worker_parser  # noqa: E402
+from worker.transport import PortError  # noqa: E402
+
+MASTER_PORT = 29500
+
+
+def build_parser():
+    ap = worker_parser()
+    ap.prog = "worker/ddp/main.py"
+    ap.description = __doc__.split("\n\n")[0]
+    ap.set_defaults(steps=300, lr=0.1, eval_every=10)
+    g = ap.add_argument_group("torch")
+    g.add_argument("--aggregation", choices=("switch", "gloo"), default="switch",
+                   help="switch: the hook sends gradients through the P4 switch (default); "
+                   "gloo: DDP's own Gloo allreduce over TCP (the baseline)")
+    g.add_argument("--master", metavar="HOST[:PORT]",
+                   help=f"rendezvous: the TCP store rank 0 serves (default: the job's first "
+                   f"worker's IP, port {MASTER_PORT})")
+    g.add_argument("--ifname", help="the interface Gloo uses (sets GLOO_SOCKET_IFNAME)")
+    g.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (default 0.9)")
+    g.add_argument("--gloo-timeout", type=float, default=60.0,
+                   help="seconds a Gloo operation (rendezvous, broadcast, allreduce, "
+                   "allgather) may wait for a peer (default %(default)s)")
+    g.add_argument("--threads", type=int, default=1,
+                   help="torch intra-op threads (default 1: one core per worker)")
+    return ap
+
+
+def master_addr(args, r) -> tuple[str, int]:
+    if args.master:
+        host, _, port = args.master.rpartition(":") if ":" in args.master else (
+            args.master, "", str(MASTER_PORT))
+        return host, int(port)
+    job = r["job"]
+    if job is None:
+        raise UsageError("give --master HOST:PORT (the job is not in the topology)")
+    return r["topo"].host(job.workers[0]).ip, MASTER_PORT
+
+
+def iface_bytes(ifname: str | None) -> tuple[int, int] | None:
+    """(tx, rx) bytes of an interface, for the bytes every path put on the wire."""
+    if not ifname:
+        return None
+    base = Path("/sys/class/net", ifname, "statistics")
+    try:
+        return int((base / "tx_bytes").read_text()), int((base / "rx_bytes").read_text())
+    except OSError:
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        r = resolve(args)
+        from worker.ddp.train import DDPConfig
+        cfg = DDPConfig(steps=args.steps, batch=args.batch, lr=args.lr, momentum=args.momentum,
+                        seed=args.seed, compressor=args.compressor, mode=args.mode,
+                        eval_every=args.eval_every)
+        master = master_addr(args, r)
+        if args.gloo_timeout <= 0 or args.threads < 1:
+            raise UsageError("--gloo-timeout must be > 0 s and --threads >= 1")
+        switch = args.aggregation == "switch"
+        port = framer = encoding = None
+        if switch:
+            port, framer, encoding, what = open_transport(args, r)
+    except (TopologyError, UsageError, PortError, ValueError) as e:
+        print(f"worker: {e}", file=sys.stderr)
+        return 2
+    name, rank, workers = args.host, r["rank"], r["workers"]
+    say = (lambda text: None) if args.quiet else (
+        lambda text: print(f"[{name} rank {rank}] {text}", flush=True))
+    if args.ifname:
+        os.environ["GLOO_SOCKET_IFNAME"] = args.ifname
+    import torch
+    import torch.distributed as dist
+
+    from worker.ddp.train import train
+    from worker.ddp.workload import load_mnist1d
+    torch.set_num_threads(args.threads)
+    client = None
+    if switch:
+        if args.impair_loss or args.impair_dup or args.impair_reorder:
+            port = ImpairedPort(port, args.impair_loss, args.impair_dup, args.impair_reorder,
+                                seed=args.impair_seed * 1000 + rank)
+        job = JobParams(args.job, r["session"], workers, r["window"], encoding, framer.elems)
+        client = AllReduceClient(
+            port, framer, job, seed=args.seed * 1000 + rank, rto=args.rto,
+            rto_min=args.rto_min, rto_max=max(args.rto, args.rto_min, RTO_MAX),
+            initial_window=r["window"] if args.fixed_window else args.initial_window,
+            adaptive_window=not args.fixed_window, timeout=args.timeout)
+        say(f"job {args.job} session {r['session']}: {workers} workers, window "
+            f"{r['window']}, {wire.ENCODINGS[encoding]} to the {what}")
+    result = {"host": name, "job": args.job, "session": r["session"], "rank": rank,
+              "framework": "torch", "aggregation": args.aggregation,
+              "encoding": wire.ENCODINGS[encoding] if switch else "FLOAT32",
+              "result_encoding": (r["job"].encoding.upper()
+                                  if switch and r["job"] and not args.baseline_ps else None),
+              "window": r["window"], "master": f"{master[0]}:{master[1]}",
+              "started": time.time()}
+    status = 0
+    data = load_mnist1d()
+    wire_before = iface_bytes(args.ifname)
+    last = [client.stats.copy() if client else None, wire_before]
+
+    def comm_stats() -> dict:
+        """Per step: the allreduce client's counters and the interface's bytes."""
+        out = {}
+        if client:
+            now = client.stats.copy()
+            out, last[0] = now.since(last[0]).as_dict(), now
+        wire_now = iface_bytes(args.ifname)
+        if wire_now and last[1]:
+            out["wire_tx"], out["wire_rx"] = (wire_now[0] - last[1][0],
+                                              wire_now[1] - last[1][1])
+        last[1] = wire_now
+        return out
+
+    try:
+        say(f"rendezvous at {master[0]}:{master[1]} as rank {rank} of {workers}")
+        dist.init_process_group("gloo", init_method=f"tcp://{master[0]}:{master[1]}",
+                                rank=rank, world_size=workers,
+                                timeout=datetime.timedelta(seconds=args.gloo_timeout))
+        group = dist.group.WORLD
+        result.update(train(group, cfg, allreduce=client.allreduce if client else None,
+                            comm_stats=comm_stats, log=say, data=data))
+    except (AllReduceError, RuntimeError) as e:
+        # A hook's AllReduceError reaches here wrapped in backward()'s RuntimeError; a
+        # peer that is gone shows as a Gloo error (connection closed, timeout).
+        text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if not isinstance(e, AllReduceError) and "allreduce of job" not in text:
+            text = (f"torch.distributed (Gloo) failed: {text} -- a peer rank has likely "
+                    f"stopped, or --master {master[0]}:{master[1]} is unreachable")
+        print(f"worker {name}: {text}", file=sys.stderr, flush=True)
+        result["error"] = text
+        status = 1
+    finally:
+        if port is not None:
+            port.close()
+    wire_after = iface_bytes(args.ifname)
+    if wire_before and wire_after:
+        result["wire_bytes"] = {"tx": wire_after[0] - wire_before[0],
+                                "rx": wire_after[1] - wire_before[1]}
+    comm = client.stats.as_dict() if client else {}
+    if not client:
+        n = sum(p for p in [result.get("parameters", 0)]) * len(result.get("steps", []))
+        comm = {"elements": n, "bytes_sent": result.get("wire_bytes", {}).get("tx", 0),
+                "bytes_received": result.get("wire_bytes", {}).get("rx", 0),
+                "retransmissions": 0}
+    result["comm"] = comm
+    if client:
+        say(client.stats.summary())
+    if status == 0:
+        say(f"final test accuracy {result['final_test_accuracy']:.4f}")
+    out = args.result or f"result-{name}.json"
+    with open(out, "w") as f:
+        json.dump(result, f, indent=1)
+    if status:
+        # Gloo's teardown can wait on the peer that is gone: leave now, the result is out.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    dist.destroy_process_group()
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""Data-parallel training of the MNIST-1D CNN with DistributedDataParallel.
+
+DDP broadcasts rank 0's parameters when it wraps the model, and after each backward pass
+every parameter's gradient is the mean over the ranks: through the switch or the gather
+path (worker/ddp/hook.py), or through Gloo's own allreduce (no hook: what DDP does by
+default). Each rank trains on its own shard with its own batches; the per-step log has the
+shape of worker/train.py's, plus the wall time since the start (accuracy against time).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from worker.compression.modes import MODES
+from worker.compression.registry import parse as parse_compressor
+from worker.ddp.hook import HookState, comm_hook
+from worker.ddp.workload import Data, accuracy, load_mnist1d, loss, make_model, num_params
+from worker.model import Batches, shard
+
+
+@dataclass(frozen=True)
+class DDPConfig:
+    steps: int = 300
+    batch: int = 32                 # examples per rank and step
+    lr: float = 0.1
+    momentum: float = 0.9
+    seed: int = 0                   # model init and batches (the data split is MNIST-1D's)
+    compressor: str = "none"        # a worker/compression/registry.py spec
+    mode: str = "layer"             # "layer" or "model"
+    eval_every: int = 10            # steps between test-set evaluations (and the last step)
+    bucket_mb: float = 25.0         # DDP's bucket_cap_mb
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.batch < 1 or self.eval_every < 1:
+            raise ValueError("steps, batch and eval_every must be >= 1")
+        if not self.lr > 0 or not 0 <= self.momentum < 1:
+            raise ValueError("need lr > 0 and 0 <= momentum < 1")
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        parse_compressor(self.compressor)
+
+
+def params_sha256(model: torch.nn.Module) -> str:
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().numpy().tobytes())
+    return h.hexdigest()
+
+
+def train(group: dist.ProcessGroup, cfg: DDPConfig,
+          allreduce: Callable[[np.ndarray], np.ndarray] | None = None,
+          comm_stats: Callable[[], dict] | None = None,
+          log: Callable[[str], None] | None = None, data: Data | None = None) -> dict:
+    """cfg.steps steps on this rank of `group`; `allreduce` (the switch client's mean) or,
+    when None, Gloo carries the gradients. Returns the per-step log and the final figures."""
+    rank, workers = group.rank(), group.size()
+    data = data or load_mnist1d()
+    x, y = shard(data.x_train.numpy(), data.y_train.numpy(), rank, workers)
+    batches = Batches(x, y, cfg.batch, seed=cfg.seed * 1000 + rank)
+    model = make_model(cfg.seed if rank == 0 else cfg.seed + 1 + rank)   # DDP broadcasts
+    ddp = DDP(model, process_group=group, bucket_cap_mb=cfg.bucket_mb)
+    state = None
+    if allreduce is not None or cfg.compressor.strip().lower() != "none":
+        state = HookState(model, group, allreduce=allreduce, mode=cfg.mode,
+                          compressor=cfg.compressor, seed=cfg.seed)
+        ddp.register_comm_hook(state, comm_hook)
+    path = state.path if state is not None else "gloo"
+    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+    initial = accuracy(model, data.x_test, data.y_test)      # rank 0's model, broadcast
+    steps = []
+    start = time.perf_counter()
+    for step in range(1, cfg.steps + 1):
+        t0 = time.perf_counter()
+        xb, yb = batches.next()
+        opt.zero_grad(set_to_none=False)
+        out = ddp(torch.from_numpy(xb))
+        batch_loss = torch.nn.functional.cross_entropy(out, torch.from_numpy(yb))
+        batch_loss.backward()            # the hook (or Gloo) runs in here
+        t1 = time.perf_counter()
+        opt.step()
+        acc = None
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            acc = accuracy(model, data.x_test, data.y_test)
+        t2 = time.perf_counter()
+        hook = state.take_counters().as_dict() if state is not None else {}
+        comm = hook.pop("seconds", None)
+        rec = {"step": step, "loss": float(batch_loss.detach()), "test_accuracy": acc,
+               "backward_seconds": t1 - t0, "comm_seconds": comm, "step_seconds": t2 - t0,
+               "wall_seconds": t2 - start, "hook": hook,
+               "comm": comm_stats() if comm_stats is not None else {}}
+        steps.append(rec)
+        if log is not None:
+            acc_text = "" if acc is None else f" test accuracy {acc:.4f}"
+            log(f"step {step}/{cfg.steps} loss {rec['loss']:.4f}{acc_text} "
+                f"(step {1e3 * (t2 - t0):.1f} ms)")
+    return {
+        "config": asdict(cfg),
+        "framework": "torch",
+        "path": path,
+        "rank": rank,
+        "workers": workers,
+        "parameters": num_params(model),
+        "steps": steps,
+        "initial_test_accuracy": initial,
+        "final_test_accuracy": accuracy(model, data.x_test, data.y_test),
+        "final_test_loss": loss(model, data.x_test, data.y_test),
+        "seconds": time.perf_counter() - start,
+        "params_sha256": params_sha256(model),
+    }
