@@ -24,7 +24,7 @@ from harness.workers import run_workers
 from worker import wire
 from worker.allreduce import AllReduceClient, JobParams
 from worker.baseline import PS_PORT, ParameterServer
-from worker.frames import L2_LEN, Framer, l2_prefix
+from worker.frames import L2_LEN, Framer, l2_prefix, with_udp_checksum
 
 __all__ = ["Capture", "PsHost", "network", "read_ports", "run", "softswitch_missing"]
 
@@ -120,7 +120,7 @@ class PsHost:
                 h = self.by_ip[dest]
                 prefix = l2_prefix(self.me.mac, h.mac, self.me.ip, h.ip, 8 + len(data),
                                    PS_PORT, PS_PORT)
-                self.port.send(prefix + data)
+                self.port.send(with_udp_checksum(prefix + data))
 
 
 def run(net: SwitchNetwork, hosts: list[str], tensors: list[list], *, job: int, session: int,

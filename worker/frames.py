@@ -92,6 +92,16 @@ def _fold(s: int) -> int:
     return s
 
 
+def with_udp_checksum(frame: bytes) -> bytes:
+    """An Ethernet/IPv4 (IHL 5)/UDP `frame` with its UDP checksum filled in (what the kernel
+    does for a socket's datagrams)."""
+    udp = ETH_LEN + IPV4_LEN
+    body = frame[:udp + 6] + b"\0\0" + frame[udp + 8:]
+    pseudo = frame[26:34] + bytes([0, PROTO_UDP]) + frame[38:40]
+    csum = ~_fold(ones_sum(pseudo) + ones_sum(body[udp:])) & 0xFFFF
+    return body[:udp + 6] + (csum or 0xFFFF).to_bytes(2, "big") + body[udp + 8:]
+
+
 def udp_checksum_ok(frame: bytes, udp_len: int) -> bool:
     """The UDP checksum of an Ethernet/IPv4 (IHL 5)/UDP `frame` adds up over the pseudo-header,
     the UDP header and the first `udp_len` bytes from it: their ones' complement sum is 0xffff."""

@@ -121,3 +121,16 @@ def test_build_rejects_bad_fields_and_payloads():
         f.build(wire.MSG_CONTRIB, 7, 1, 1, 0, 0, 0, 1, 0, zeros)
     with pytest.raises(FrameError, match="MAC"):
         Framer(("02:00", "10.0.0.1"), DST)
+
+
+def test_with_udp_checksum_fills_in_what_the_framer_computes():
+    """The in-process parameter server's answers carry a checksum the client verifies."""
+    from worker.frames import Framer, udp_checksum_ok, with_udp_checksum
+
+    f = Framer(("02:00:00:00:00:01", "10.0.0.1"), ("02:00:00:00:00:02", "10.0.0.2"))
+    frame = f.build(wire.MSG_RESULT, wire.ENC_CNAT8, 1, 7, 3, 1, 120, 4, 99,
+                    np.arange(wire.ELEMS, dtype=np.uint8))
+    blank = frame[:40] + b"\0\0" + frame[42:]
+    assert not udp_checksum_ok(blank, len(frame) - 34)
+    assert with_udp_checksum(blank) == frame
+    assert udp_checksum_ok(frame, len(frame) - 34)
