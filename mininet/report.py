@@ -75,32 +75,19 @@ def count(n: int, noun: str, plural: str = "s") -> str:
 
 def plot(summaries: list[dict], path: Path, title: str) -> bool:
     """Test accuracy against step, one line per job; False when there is nothing to draw."""
-    curves = [s for s in summaries if s.get("accuracy_curve")]
-    if not curves:
-        return False
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    for s in curves:
-        x, y = zip(*s["accuracy_curve"], strict=True)
-        ax.plot(x, y, label=f"job {s['job']} ({s['encoding']}, {s['workers']} workers)")
-    ax.set_xlabel("step")
-    ax.set_ylabel("test accuracy")
-    ax.set_ylim(0, 1)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return True
+    return _plot(summaries, "accuracy_curve", "step", path, title,
+                 lambda s: f"job {s['job']} ({s['encoding']}, {s['workers']} workers)")
 
 
 def plot_time(summaries: list[dict], path: Path, title: str) -> bool:
     """Test accuracy against wall time (torch workers); False when there is nothing."""
-    curves = [s for s in summaries if s.get("accuracy_time")]
+    return _plot(summaries, "accuracy_time", "wall time since the first step (s)", path, title,
+                 lambda s: f"job {s['job']} ({s['aggregation']}, {s['encoding']}, "
+                           f"{s['workers']} workers)", marker="o", ms=3)
+
+
+def _plot(summaries, key: str, xlabel: str, path: Path, title: str, label, **style) -> bool:
+    curves = [s for s in summaries if s.get(key)]
     if not curves:
         return False
     import matplotlib
@@ -109,10 +96,9 @@ def plot_time(summaries: list[dict], path: Path, title: str) -> bool:
 
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for s in curves:
-        x, y = zip(*s["accuracy_time"], strict=True)
-        ax.plot(x, y, marker="o", ms=3, label=f"job {s['job']} ({s['aggregation']}, "
-                                              f"{s['encoding']}, {s['workers']} workers)")
-    ax.set_xlabel("wall time since the first step (s)")
+        x, y = zip(*s[key], strict=True)
+        ax.plot(x, y, label=label(s), **style)
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("test accuracy")
     ax.set_ylim(0, 1)
     ax.set_title(title)
