@@ -37,13 +37,7 @@ class Chaos:
 
 def refresh_checksum(frame: bytes) -> bytes:
     """`frame` with its UDP checksum recomputed (after a field was rewritten)."""
-    ulen = int.from_bytes(frame[38:40], "big")
-    pseudo = frame[26:34] + bytes([0, frames.PROTO_UDP]) + frame[38:40]
-    body = frame[34:40] + b"\0\0" + frame[42:34 + ulen]
-    s = frames.ones_sum(pseudo) + frames.ones_sum(body)
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return frame[:40] + ((~s & 0xFFFF) or 0xFFFF).to_bytes(2, "big") + frame[42:]
+    return frames.with_udp_checksum(frame)
 
 
 def flip_bit(frame: bytes, rng: np.random.Generator) -> bytes:

@@ -33,3 +33,21 @@ def test_exact_sums_under_chaos_on_a_three_level_tree(seed):
     done = {k: sum(p.counts[k] for p in ports.values()) for k in ports[0].counts}
     assert all(done.values()), done
     print(f"fat-tree seed {seed}: {elements} elements in {CALLS} calls exact; chaos {done}")
+
+
+def test_exact_sums_under_chaos_at_the_largest_job_the_controller_allows():
+    """255 workers (the header's count is 8 bits), on a leaf-spine of nine leaves under one
+    spine (a switch has 32 children at most), each call with a chunk at the job's largest
+    exponent and the same sign everywhere: the root sums 255 top codes without overflow,
+    under loss, duplication, replays and stale frames."""
+    from controller.topology import leaf_spine
+
+    topo = leaf_spine(leaves=9, spines=1, hosts=29)
+    workers = tuple(h.name for h in topo.hosts[:255])
+    topo = topo.with_jobs([JobSpec(1, workers, slots=4, encoding="cnat8")])
+    net = SwitchNetwork(topo)
+    elements, ports = run_chaos(lambda h: net.ports[h], topo, 1, 2000, 7,
+                                Chaos(loss=0.05, dup=0.05, delay=0.05, replay=0.02,
+                                      old_session=0.02, corrupt=0.01, stale_result=0.02),
+                                2, 3, wire.ENC_CNAT8)
+    assert elements and topo.headroom(1) >= 8
