@@ -24,6 +24,7 @@ next program(); check() then realigns registers and counters.
 
 from __future__ import annotations
 
+import threading
 import time
 
 from harness.fabric import Counters, Fabric, SoftFabric
@@ -109,6 +110,7 @@ class DiffFabric(Fabric):
             self.soft.close()
             raise
         self.thrift = {}
+        self.sending = threading.Lock()
         try:
             for s in self.bmv2.base.switches:
                 self.thrift[s.name] = Bmv2Thrift(s.thrift_port,
@@ -136,6 +138,9 @@ class DiffFabric(Fabric):
                          CODES if any(j.encoding == "cnat8" for j in jobs) else None)
         return topo
 
+    def uncompared(self) -> None:
+        self.compared = False       # check() realigns softswitch afterwards, as after loss
+
     def session(self) -> int:
         self.soft.session()
         return self.bmv2.session()
@@ -147,7 +152,13 @@ class DiffFabric(Fabric):
         whichever host, reaches each switch after them as on softswitch: BMv2 reads its
         ports independently, and frames sent from different hosts could otherwise reach it,
         and leave it, in another order. With loss (the targets' drops differ) only the
-        frame itself is waited for, which also keeps a burst within what BMv2 takes in."""
+        frame itself is waited for, which also keeps a burst within what BMv2 takes in.
+        Senders in several threads (real clients) take turns: the counts before and after
+        must be their own, and one Thrift connection serves one request at a time."""
+        with self.sending:
+            self._send(host, frame)
+
+    def _send(self, host: str, frame: bytes) -> None:
         if not self.compared:
             att = self.topo.attachment(host)
             before = self.thrift[att.node].counter(PORT_RX, att.port)[0]

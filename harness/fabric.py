@@ -91,6 +91,11 @@ class Fabric:
             session.connect()
             self.p4rt[s.name] = session
 
+    def uncompared(self) -> None:
+        """Until the next program(), frames are not compared with another target's (a fabric
+        that runs two, harness.diff): for real clients whose concurrent polling makes the
+        targets' outputs arrive at different moments. Nothing to do on one target."""
+
     # ---- control plane: the controller's code ----
     def program(self, jobs: list[JobSpec] = (), loss: float = 0.0) -> Topology:
         """Brings every switch to the controller's desired state for these jobs (what

@@ -107,6 +107,9 @@ def test_exact_sums_under_chaos(fabric, tree, seed):
     result = "cnat8" if seed % 2 else "fixed32"
     contrib = wire.ENC_CNAT8 if seed % 3 else wire.ENC_FIXED32
     topo = fabric.program([JobSpec(job_id, TREES[tree], slots=WINDOW, encoding=result)])
+    # Real clients in threads poll for results: each target's answers come at their own
+    # moments, so the results are checked against the integer reference, not each other.
+    fabric.uncompared()
     session = fabric.session()
     chaos = Chaos(loss=float(rng.uniform(0.1, 0.3)))
     before = fabric.counters()
