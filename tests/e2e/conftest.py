@@ -8,6 +8,7 @@ simple_switch_grpc is on PATH, else the embedded target).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import pickle
 import subprocess
@@ -63,15 +64,22 @@ def running(topo, workdir: Path):
         yield emu, topo_path
 
 
+# Each run of probes is a new run of its job: a newer session than the last (a switch drops
+# an older session's packets, and a reused one's restarted use numbers, as STALE).
+_sessions = itertools.count(1)
+
+
 def start_probes(emu, topo_path: Path, job, workdir: Path, *extra: str) -> list:
     """One probe per worker of the job; returns [(host, Popen, result path)]."""
+    session = str(next(_sessions))
     procs = []
     for host in job.workers:
         out = workdir / f"probe-j{job.id}-{host}.pkl"
         out.unlink(missing_ok=True)
         log = open(workdir / f"probe-j{job.id}-{host}.log", "wb")
         cmd = [sys.executable, str(REPO / "tests/e2e/probe.py"), "--topology", str(topo_path),
-               "--host", host, "--job", str(job.id), "--out", str(out), *extra]
+               "--host", host, "--job", str(job.id), "--out", str(out), "--session", session,
+               *extra]
         proc = emu.host(host).popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO),
                                     env=dict(os.environ, PYTHONPATH=str(REPO)))
         log.close()

@@ -1,6 +1,6 @@
 """Runs inside an emulated host: allreduce calls of seeded tensors, traced and pickled.
 
-    python tests/e2e/probe.py --topology T --host h1 --out probe-h1.pkl [--calls 2]
+    python tests/e2e/probe.py --topology T --host h1 --session S --out probe-h1.pkl [--calls 2]
 
 The end-to-end tests start one probe per worker, then check every chunk against
 the integer sum of what the workers sent (harness/workers.py's check_exact).
@@ -39,10 +39,12 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=3000)
     ap.add_argument("--timeout", type=float, default=10.0)
     ap.add_argument("--encoding", default="cnat8")
+    ap.add_argument("--session", type=int, required=True)
     args = ap.parse_args()
     wargs = worker_main.build_parser().parse_args(
         ["--topology", args.topology, "--host", args.host, "--job", str(args.job),
-         "--encoding", args.encoding, "--timeout", str(args.timeout)])
+         "--encoding", args.encoding, "--timeout", str(args.timeout),
+         "--session", str(args.session)])
     r = worker_main.resolve(wargs)
     port, framer, encoding, _ = worker_main.open_transport(wargs, r)
     trace = Trace()
