@@ -59,6 +59,16 @@ SAMENAME_FRAMES = [bytes([op, a, 0x33, 0x44]) + b"tail" for op, a in
                    ((8, 0x12), (9, 0x12), (0, 0x03), (6, 0x40), (7, 0x21))]
 
 
+def _softswitch(serve, connect, info, config):
+    """An in-process softswitch behind its P4Runtime server, with the program pushed."""
+    switch = Switch(device_id=1, cpu_port=255)
+    address, _ = serve(switch)
+    client = connect(address)
+    client.arbitrate((0, 1))
+    client.set_pipeline(info, config)
+    return switch, client
+
+
 def _samename_entries(client, names):
     by_op = lambda op, action, **kw: names.table_entry(  # noqa: E731
         "I.by_op", {"hdr.ctl.op": op}, action, **kw)
@@ -70,11 +80,7 @@ def _samename_entries(client, names):
 
 def test_p4runtime_action_ids_reach_the_table_copy(serve, connect):
     info, config, names = _program("samename")
-    switch = Switch(device_id=1, cpu_port=255)
-    address, _ = serve(switch)
-    client = connect(address)
-    client.arbitrate((0, 1))
-    client.set_pipeline(info, config)
+    switch, client = _softswitch(serve, connect, info, config)
     _samename_entries(client, names)
     outs = [switch.process(1, f) for f in SAMENAME_FRAMES]
     assert switch.stats["errors"] == 0
@@ -87,11 +93,7 @@ def test_p4runtime_action_ids_reach_the_table_copy(serve, connect):
 @bmv2_only
 def test_same_named_actions_over_p4runtime_equal_bmv2(serve, connect):
     info, config, names = _program("samename")
-    switch = Switch(device_id=1, cpu_port=255)
-    address, _ = serve(switch)
-    client = connect(address)
-    client.arbitrate((0, 1))
-    client.set_pipeline(info, config)
+    switch, client = _softswitch(serve, connect, info, config)
     _samename_entries(client, names)
     ours: dict[int, list[bytes]] = {}
     for f in SAMENAME_FRAMES:
@@ -132,11 +134,7 @@ def _keys_entries(client, names):
 
 def test_p4info_wider_than_the_json_loads_and_masks_keys(serve, connect):
     info, config, names = _keys_pipeline()
-    switch = Switch(device_id=1, cpu_port=255)
-    address, _ = serve(switch)
-    client = connect(address)
-    client.arbitrate((0, 1))
-    client.set_pipeline(info, config)
+    switch, client = _softswitch(serve, connect, info, config)
     _keys_entries(client, names)
     res = [switch.process(1, f)[0][1][-1] for f in KEYS_FRAMES]
     # the first entry matches the masked address 5; flags & 0xf0 == 0x30 for it
@@ -147,11 +145,7 @@ def test_p4info_wider_than_the_json_loads_and_masks_keys(serve, connect):
 @bmv2_only
 def test_p4info_wider_than_the_json_equal_bmv2(serve, connect):
     info, config, names = _keys_pipeline()
-    switch = Switch(device_id=1, cpu_port=255)
-    address, _ = serve(switch)
-    client = connect(address)
-    client.arbitrate((0, 1))
-    client.set_pipeline(info, config)
+    switch, client = _softswitch(serve, connect, info, config)
     _keys_entries(client, names)
     ours = [out for f in KEYS_FRAMES for _, out in switch.process(1, f)]
     with GrpcSwitch({1, 2}, [(1, f) for f in KEYS_FRAMES]) as bm:
