@@ -73,16 +73,20 @@ SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
-def test_raw_port_in_netns_survives_interface_loss():
+def run_in_netns(script: str) -> subprocess.CompletedProcess:
+    """`script` run by this Python in a network namespace of its own, deleted after."""
     ns = f"ssw-{uuid.uuid4().hex[:8]}"
     subprocess.run(["ip", "netns", "add", ns], check=True)
     try:
-        result = subprocess.run(
-            ["ip", "netns", "exec", ns, sys.executable, "-c", SCRIPT],
-            capture_output=True, text=True, timeout=60,
-            cwd=Path(__file__).resolve().parents[2])
+        return subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", script],
+                              capture_output=True, text=True, timeout=60,
+                              cwd=Path(__file__).resolve().parents[2])
     finally:
         subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+def test_raw_port_in_netns_survives_interface_loss():
+    result = run_in_netns(SCRIPT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "RAW PORT OK" in result.stdout
     assert "lost" in result.stderr and "is back" in result.stderr
@@ -123,14 +127,6 @@ VLAN_SCRIPT = textwrap.dedent("""
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 def test_raw_port_reads_vlan_tags_the_kernel_strips():
     # the kernel moves the outer tag into PACKET_AUXDATA; the port must put it back
-    ns = f"ssw-{uuid.uuid4().hex[:8]}"
-    subprocess.run(["ip", "netns", "add", ns], check=True)
-    try:
-        result = subprocess.run(
-            ["ip", "netns", "exec", ns, sys.executable, "-c", VLAN_SCRIPT],
-            capture_output=True, text=True, timeout=60,
-            cwd=Path(__file__).resolve().parents[2])
-    finally:
-        subprocess.run(["ip", "netns", "del", ns], check=False)
+    result = run_in_netns(VLAN_SCRIPT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "VLAN OK" in result.stdout
