@@ -28,7 +28,17 @@ MAX_ITEMS = 9000          # dissection limit: no frame holds more elements than 
 
 MSG_CONTRIB = 1
 MSG_RESULT = 2
-MSG_TYPES = {MSG_CONTRIB: "CONTRIB", MSG_RESULT: "RESULT"}
+# Block-sparse jobs (OmniReduce's streaming aggregation; docs/PROTOCOL.md "Sparse jobs").
+MSG_SPARSE_CONTRIB = 3
+MSG_SPARSE_RESULT = 4
+MSG_TYPES = {MSG_CONTRIB: "CONTRIB", MSG_RESULT: "RESULT",
+             MSG_SPARSE_CONTRIB: "SPARSE_CONTRIB", MSG_SPARSE_RESULT: "SPARSE_RESULT"}
+SPARSE_TYPES = (MSG_SPARSE_CONTRIB, MSG_SPARSE_RESULT)
+
+# Agg.flags bits of sparse packets.
+FLAG_PRIME = 0x01   # the first use of a slot in a call: announces the sender's first block
+FLAG_EMPTY = 0x02   # no payload: a worker without the use's block (counts as zero)
+NO_BLOCK = 0xFFFFFFFF  # "none": no further non-zero block
 
 ENC_FIXED32 = 0
 ENC_CNAT8 = 1
@@ -60,9 +70,34 @@ class Agg(Packet):
         IntField("chunk", 0),
     ]
 
+    def guess_payload_class(self, payload: bytes):
+        if self.msg_type in SPARSE_TYPES:
+            return Block
+        return super().guess_payload_class(payload)
+
     def mysummary(self) -> str:
         return self.sprintf("AGG %msg_type% %encoding% job=%job_id% session=%session% "
                             "slot=%slot% v%version% chunk=%chunk% exp=%exp% count=%count%")
+
+
+class Block(Packet):
+    """The 8-byte block header after AGG in sparse packets (docs/PROTOCOL.md)."""
+
+    name = "BLOCK"
+    fields_desc = [
+        IntField("block", 0),        # the use's block; in a PRIME, the tensor's block count
+        IntField("next", NO_BLOCK),  # CONTRIB: the sender's next non-zero block; RESULT: the next use's
+    ]
+
+    def guess_payload_class(self, payload: bytes):
+        # The payload's encoding is the AGG header's; an EMPTY packet has none.
+        agg = self.underlayer
+        if agg is None or agg.flags & FLAG_EMPTY:
+            return super().guess_payload_class(payload)
+        return PAYLOADS.get(agg.encoding, super().guess_payload_class(payload))
+
+    def mysummary(self) -> str:
+        return self.sprintf("BLOCK %block% next=%next%")
 
 
 class Fixed32(Packet):
@@ -88,6 +123,9 @@ class Float32(Packet):
 
 bind_layers(UDP, Agg, dport=AGG_PORT)
 bind_layers(UDP, Agg, sport=AGG_PORT)
+PAYLOADS = {ENC_FIXED32: Fixed32, ENC_CNAT8: Cnat8, ENC_FLOAT32: Float32}
+for _msg in SPARSE_TYPES:  # Agg.guess_payload_class puts Block first for these
+    bind_layers(Agg, Block, msg_type=_msg)
 bind_layers(Agg, Fixed32, encoding=ENC_FIXED32)
 bind_layers(Agg, Cnat8, encoding=ENC_CNAT8)
 bind_layers(Agg, Float32, encoding=ENC_FLOAT32)
