@@ -25,6 +25,11 @@ from worker import wire
 
 HEADER = struct.Struct("!" + "".join(f.fmt.lstrip("!") for f in wire.Agg.fields_desc))
 AggHeader = namedtuple("AggHeader", [f.name for f in wire.Agg.fields_desc])
+# Sparse packets: AGG then BLOCK (docs/PROTOCOL.md "Sparse jobs"), one struct for both.
+BLOCK_HEADER = struct.Struct("!" + "".join(f.fmt.lstrip("!") for f in wire.Block.fields_desc))
+SPARSE_HEADER = struct.Struct(HEADER.format + BLOCK_HEADER.format.lstrip("!"))
+SparseHeader = namedtuple("SparseHeader", AggHeader._fields
+                          + tuple(f.name for f in wire.Block.fields_desc))
 
 ETH_LEN, IPV4_LEN, UDP_LEN = 14, 20, 8
 L2_LEN = ETH_LEN + IPV4_LEN + UDP_LEN
@@ -55,6 +60,11 @@ def payload_bytes(encoding: int, elems: int) -> int:
 
 def udp_length(encoding: int, elems: int) -> int:
     return UDP_LEN + HEADER.size + payload_bytes(encoding, elems)
+
+
+def sparse_udp_length(encoding: int, elems: int, empty: bool) -> int:
+    """UDP length of a sparse packet: 32 bytes when EMPTY, else 32 + the payload."""
+    return UDP_LEN + SPARSE_HEADER.size + (0 if empty else payload_bytes(encoding, elems))
 
 
 def mac_bytes(mac: str) -> bytes:
@@ -148,6 +158,16 @@ class Framer:
         # Sum of the pseudo-header and the UDP header (checksum 0) per encoding: constant.
         self.fixed_sums = {enc: ones_sum(p[26:34] + bytes([0, PROTO_UDP]) + p[38:40] + p[34:42])
                            for enc, p in self.prefixes.items() if p}
+        # Sparse frames: one prefix per UDP length (EMPTY, or a payload of each encoding).
+        self.sparse_prefixes: dict[int, bytes] = {}
+        for enc in DTYPES:
+            for empty in (False, True):
+                ulen = sparse_udp_length(enc, elems, empty)
+                self.sparse_prefixes[ulen] = (
+                    b"" if src is None else
+                    l2_prefix(src[0], dst[0], src[1], dst[1], ulen, sport, dport))
+        self.sparse_sums = {n: ones_sum(p[26:34] + bytes([0, PROTO_UDP]) + p[38:40] + p[34:42])
+                            for n, p in self.sparse_prefixes.items() if p}
         self.bad_checksums = 0     # frames parse() dropped because their checksum is wrong
 
     def build(self, msg_type: int, encoding: int, job_id: int, session: int, slot: int,
@@ -175,6 +195,69 @@ class Framer:
         body = hdr + payload
         csum = ~_fold(self.fixed_sums[encoding] + ones_sum(body)) & 0xFFFF
         return prefix[:-2] + (csum or 0xFFFF).to_bytes(2, "big") + body
+
+    def build_sparse(self, msg_type: int, encoding: int, job_id: int, session: int, slot: int,
+                     version: int, exp: int, count: int, chunk: int, block: int, nxt: int,
+                     payload: np.ndarray | bytes | None, flags: int = 0) -> bytes:
+        """One sparse frame (AGG + BLOCK + payload); `payload` None makes it EMPTY (the flag
+        is set here), and an EMPTY flag with a payload is refused."""
+        if encoding not in DTYPES:
+            raise FrameError(f"unknown encoding {encoding}")
+        if payload is None:
+            flags |= wire.FLAG_EMPTY
+            body = b""
+        elif flags & wire.FLAG_EMPTY:
+            raise FrameError("an EMPTY sparse packet carries no payload")
+        elif isinstance(payload, np.ndarray):
+            if payload.shape != (self.elems,):
+                raise FrameError(f"payload must have shape ({self.elems},), got {payload.shape}")
+            body = payload.astype(DTYPES[encoding], copy=False).tobytes()
+        else:
+            body = bytes(payload)
+            if len(body) != payload_bytes(encoding, self.elems):
+                raise FrameError(f"payload must be {payload_bytes(encoding, self.elems)} bytes, "
+                                 f"got {len(body)}")
+        try:
+            hdr = SPARSE_HEADER.pack(msg_type, encoding, job_id, session, slot, version, exp,
+                                     count, flags, chunk, block, nxt)
+        except struct.error as e:
+            raise FrameError(f"header field out of range: {e}") from None
+        ulen = UDP_LEN + len(hdr) + len(body)
+        prefix = self.sparse_prefixes[ulen]
+        if not self.offset:
+            return prefix + hdr + body
+        body = hdr + body
+        csum = ~_fold(self.sparse_sums[ulen] + ones_sum(body)) & 0xFFFF
+        return prefix[:-2] + (csum or 0xFFFF).to_bytes(2, "big") + body
+
+    def parse_sparse(self, frame: bytes) -> tuple[SparseHeader, np.ndarray | None] | None:
+        """(header, payload view or None if EMPTY) of a sparse aggregation frame; None for
+        anything else (dense frames included), a bad checksum counted as in parse()."""
+        off = self.offset
+        if off:
+            if (len(frame) < off + SPARSE_HEADER.size or frame[12] != 0x08
+                    or frame[13] != 0x00 or frame[14] != 0x45 or frame[23] != PROTO_UDP
+                    or (frame[36] << 8 | frame[37]) != self.dport):
+                return None
+        elif len(frame) < SPARSE_HEADER.size:
+            return None
+        hdr = SparseHeader._make(SPARSE_HEADER.unpack_from(frame, off))
+        dtype = DTYPES.get(hdr.encoding)
+        if dtype is None or hdr.msg_type not in wire.SPARSE_TYPES:
+            return None
+        empty = bool(hdr.flags & wire.FLAG_EMPTY)
+        need = off + SPARSE_HEADER.size + (0 if empty else dtype.itemsize * self.elems)
+        if off:
+            if len(frame) < need or (frame[38] << 8 | frame[39]) != need - ETH_LEN - IPV4_LEN:
+                return None
+            if not self.checksum_ok(frame, need - ETH_LEN - IPV4_LEN):
+                self.bad_checksums += 1
+                return None
+        elif len(frame) != need:
+            return None
+        if empty:
+            return hdr, None
+        return hdr, np.frombuffer(frame, dtype, self.elems, off + SPARSE_HEADER.size)
 
     def checksum_ok(self, frame: bytes, udp_len: int) -> bool:
         return udp_checksum_ok(frame, udp_len)
