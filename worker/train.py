@@ -1,12 +1,13 @@
-"""Data-parallel SGD of worker/model.py's MLP on scikit-learn's digits, through any allreduce.
+"""Data-parallel SGD of worker/model.py's MLP (or its embedding model) on scikit-learn's
+digits, through any allreduce.
 
 Every rank starts from the same parameters (same seed), trains on its own shard,
 and replaces its gradient by the workers' mean that `allreduce` returns, so the
 ranks stay identical step after step (the final parameters' hash shows it). An
 optional compressor (worker/compression) is applied to the gradient first, layer-wise
-or to the entire model (block top-k leaves blocks a sparse job skips; so does the
-embedding model, whose gradient is non-zero in the rows a batch touched only); the encoding the switch adds (CNAT8 = C_nat, or FIXED32) comes
-after it, in the allreduce.
+or to the entire model (block top-k leaves zero blocks that a sparse job skips; so does
+the embedding model, whose gradient is non-zero only in the rows a batch touched); the
+encoding the switch adds (CNAT8 = C_nat, or FIXED32) comes after it, in the allreduce.
 """
 
 from __future__ import annotations
