@@ -196,6 +196,8 @@ def resolve(args) -> dict:
         raise UsageError(f"--encoding cnat8 cannot work for job {job.id}: {why}; use "
                          f"--encoding fixed32, or a single-switch job with enc=cnat8")
     window = args.window if args.window is not None else job.slots
+    if getattr(job, "mode", "dense") == "sparse":
+        args.sparse = True          # the switch holds the job in sparse mode
     view = sessions_view(args)
     session = (view.session if view is not None else args.session if args.session is not None
                else session_from_file(args.topology))
