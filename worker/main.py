@@ -298,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
         status = 1
     finally:
         port.close()
+    if result["result_encoding"] is None and getattr(client, "result_encoding", None) is not None:
+        result["result_encoding"] = wire.ENCODINGS[client.result_encoding]   # what came back
     result["comm"] = client.stats.as_dict()
     if follower is not None:
         result["restarts_followed"] = follower.sessions - 1

@@ -78,6 +78,7 @@ class SparseAllReduceClient:
         self.next_base = 0
         self.failed = ""
         self.blocks_aggregated = 0     # data uses of the last call (blocks any worker held)
+        self.result_encoding: int | None = None     # of the last result with a payload
 
     # ------------------------------------------------------------------ the call
     def allreduce(self, tensor) -> np.ndarray:
@@ -135,6 +136,7 @@ class SparseAllReduceClient:
         heapq.heapify(self.ready)
         self.got: list[tuple[int, int, int, np.ndarray]] = []   # (block, enc, exp, payload)
         self.received_this_call = 0
+        self.completed = 0                                  # uses of this call completed
         self.calls += 1
         before = self.stats.copy()
         start = self.clock()
@@ -207,7 +209,16 @@ class SparseAllReduceClient:
             if frame is not None:
                 continue            # more waiting: handle it before any timer fires
             now = self.clock()
-            for s in np.flatnonzero(self.deadline <= now):
+            due = np.flatnonzero(self.deadline <= now)
+            if due.size and self.completed == 0:
+                # Nothing of this call has completed: the other workers are likely still
+                # computing. One use probes for them; the others only back off.
+                self._retransmit(int(due[0]))
+                rest = due[1:]
+                self.rto[rest] = np.minimum(self.rto[rest] * 2, self.timer.maximum)
+                self.deadline[rest] = now + self.rto[rest]
+                continue
+            for s in due:
                 self._retransmit(int(s))
 
     def _schedule(self) -> None:
@@ -302,15 +313,19 @@ class SparseAllReduceClient:
             return None
         self._check(s, hdr, payload)
         if self.k[s] > 0:
+            self.result_encoding = hdr.encoding
             self.got.append((int(hdr.block), hdr.encoding, int(self.scale[s]), payload.copy()))
             if self.trace is not None:
                 self.trace(call=self.calls, chunk=int(hdr.block), exp=int(self.scale[s]),
                            sent=self.sent[s], result=hdr, payload=payload.copy())
-        if not self.tries[s]:           # Karn: only a use answered without a resend
+        # Karn: only a use answered without a resend measures the round trip; and not a
+        # prime, which also waits for the slowest worker to finish its computation.
+        if not self.tries[s] and self.k[s] > 0:
             r = float(self.clock() - self.sent_at[s])
             self.timer.sample(r)
             st.rtt_samples += 1
             st.rtt_seconds += r
+        self.completed += 1
         self.window.on_result()
         self.uses[s] += 1
         self.in_flight -= 1
