@@ -113,10 +113,12 @@ def read_kernel(topo) -> dict[tuple[str, int], tuple[int, int, int, int]]:
 def run_probes(emu, topo_path: Path, hosts: list[str], workdir: Path, *, job: int,
                session: int, encoding: str, elements: int, reps: int, topo,
                ps: tuple[str, str] | None = None, timeout: float = 60.0,
-               budget: float = 1800.0) -> tuple[list[dict], list, list]:
+               budget: float = 1800.0, extra: tuple[str, ...] = (),
+               server: tuple[str, ...] = ("baseline.py",)) -> tuple[list[dict], list, list]:
     """Probes on `hosts` (ranks in that order); the counters are read once all have warmed
-    up and again when all are done. ps: (host, ip) of the parameter server, started here.
-    Returns (records by rank, link loads of the timed calls from the kernel's counters,
+    up and again when all are done. ps: (host, ip) of the parameter server, started here
+    as worker/<server[0]> with the arguments server[1:]; extra: more arguments for every
+    probe. Returns (records by rank, link loads of the timed calls from the kernel's counters,
     the same from the switches' counters)."""
     sync = workdir / f"sync-{job}-{session}"
     shutil.rmtree(sync, ignore_errors=True)
@@ -127,7 +129,7 @@ def run_probes(emu, topo_path: Path, hosts: list[str], workdir: Path, *, job: in
         if ps is not None:
             log = open(workdir / f"ps-{session}.log", "wb")
             server = emu.host(ps[0]).popen(
-                [sys.executable, str(REPO / "worker" / "baseline.py"), "--workers",
+                [sys.executable, str(REPO / "worker" / server[0]), *server[1:], "--workers",
                  str(len(hosts)), "--slots", "64"], stdout=log, stderr=subprocess.STDOUT,
                 cwd=str(REPO), env=env)
             log.close()
@@ -136,7 +138,7 @@ def run_probes(emu, topo_path: Path, hosts: list[str], workdir: Path, *, job: in
             cmd = [sys.executable, str(PROBE), "--topology", str(topo_path), "--host", host,
                    "--job", str(job), "--session", str(session), "--encoding", encoding,
                    "--elements", str(elements), "--reps", str(reps), "--timeout", str(timeout),
-                   "--sync", str(sync), "--out", str(out)]
+                   "--sync", str(sync), "--out", str(out), *extra]
             if ps is not None:
                 cmd += ["--ps", ps[1], "--rank", str(rank), "--workers", str(len(hosts))]
             log = open(sync / f"{host}.log", "wb")
