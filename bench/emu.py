@@ -114,10 +114,10 @@ def run_probes(emu, topo_path: Path, hosts: list[str], workdir: Path, *, job: in
                session: int, encoding: str, elements: int, reps: int, topo,
                ps: tuple[str, str] | None = None, timeout: float = 60.0,
                budget: float = 1800.0, extra: tuple[str, ...] = (),
-               server: tuple[str, ...] = ("baseline.py",)) -> tuple[list[dict], list, list]:
+               ps_cmd: tuple[str, ...] = ("baseline.py",)) -> tuple[list[dict], list, list]:
     """Probes on `hosts` (ranks in that order); the counters are read once all have warmed
     up and again when all are done. ps: (host, ip) of the parameter server, started here
-    as worker/<server[0]> with the arguments server[1:]; extra: more arguments for every
+    as worker/<ps_cmd[0]> with the arguments ps_cmd[1:]; extra: more arguments for every
     probe. Returns (records by rank, link loads of the timed calls from the kernel's counters,
     the same from the switches' counters)."""
     sync = workdir / f"sync-{job}-{session}"
@@ -129,7 +129,7 @@ def run_probes(emu, topo_path: Path, hosts: list[str], workdir: Path, *, job: in
         if ps is not None:
             log = open(workdir / f"ps-{session}.log", "wb")
             server = emu.host(ps[0]).popen(
-                [sys.executable, str(REPO / "worker" / server[0]), *server[1:], "--workers",
+                [sys.executable, str(REPO / "worker" / ps_cmd[0]), *ps_cmd[1:], "--workers",
                  str(len(hosts)), "--slots", "64"], stdout=log, stderr=subprocess.STDOUT,
                 cwd=str(REPO), env=env)
             log.close()

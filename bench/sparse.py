@@ -101,7 +101,7 @@ def run(args, workdir: Path) -> list[dict]:
                         net, topo_path, workers, workdir, job=job or 9, session=session,
                         encoding=enc, elements=args.elements, reps=args.reps, topo=topo,
                         ps=ps, timeout=args.timeout, budget=args.budget, extra=extra,
-                        server=("block_aggregator.py", "--result-encoding", "cnat8"))
+                        ps_cmd=("block_aggregator.py", "--result-encoding", "cnat8"))
                     per_call = [max(r["calls"][i]["seconds"] for r in records)
                                 for i in range(args.reps)]
                     busiest = max(loads, key=lambda x: x.bytes)
