@@ -103,9 +103,13 @@ def main(argv=None) -> int:
     port, framer, encoding, what = worker_main.open_transport(wargs, r)
     job = worker_main.job_params(wargs, r, encoding, framer)
     # The worker's defaults (worker/main.py): the client as a training job runs it.
-    kind = SparseAllReduceClient if wargs.sparse else AllReduceClient
-    client = kind(port, framer, job, seed=r["rank"], rto=RTO_INITIAL, rto_min=RTO_MIN,
-                  rto_max=RTO_MAX, timeout=args.timeout)
+    if wargs.sparse:
+        client = SparseAllReduceClient(port, framer, job, seed=r["rank"], rto=RTO_INITIAL,
+                                       rto_min=RTO_MIN, rto_max=RTO_MAX, timeout=args.timeout,
+                                       pad_empty=worker_main.pad_empty(wargs, r))
+    else:
+        client = AllReduceClient(port, framer, job, seed=r["rank"], rto=RTO_INITIAL,
+                                 rto_min=RTO_MIN, rto_max=RTO_MAX, timeout=args.timeout)
     x = gradient(r["rank"], args.elements)
     if args.density is not None:
         blocks = -(-args.elements // framer.elems)

@@ -62,9 +62,12 @@ def udp_length(encoding: int, elems: int) -> int:
     return UDP_LEN + HEADER.size + payload_bytes(encoding, elems)
 
 
-def sparse_udp_length(encoding: int, elems: int, empty: bool) -> int:
-    """UDP length of a sparse packet: 32 bytes when EMPTY, else 32 + the payload."""
-    return UDP_LEN + SPARSE_HEADER.size + (0 if empty else payload_bytes(encoding, elems))
+def sparse_udp_length(encoding: int, elems: int, empty: bool, pad: bool = False) -> int:
+    """UDP length of a sparse packet: 32 bytes when EMPTY (32 + ELEMS padded), else 32 + the
+    payload."""
+    if empty:
+        return UDP_LEN + SPARSE_HEADER.size + (elems if pad else 0)
+    return UDP_LEN + SPARSE_HEADER.size + payload_bytes(encoding, elems)
 
 
 def mac_bytes(mac: str) -> bytes:
@@ -161,8 +164,8 @@ class Framer:
         # Sparse frames: one prefix per UDP length (EMPTY, or a payload of each encoding).
         self.sparse_prefixes: dict[int, bytes] = {}
         for enc in DTYPES:
-            for empty in (False, True):
-                ulen = sparse_udp_length(enc, elems, empty)
+            for empty, pad in ((False, False), (True, False), (True, True)):
+                ulen = sparse_udp_length(enc, elems, empty, pad)
                 self.sparse_prefixes[ulen] = (
                     b"" if src is None else
                     l2_prefix(src[0], dst[0], src[1], dst[1], ulen, sport, dport))
@@ -198,14 +201,17 @@ class Framer:
 
     def build_sparse(self, msg_type: int, encoding: int, job_id: int, session: int, slot: int,
                      version: int, exp: int, count: int, chunk: int, block: int, nxt: int,
-                     payload: np.ndarray | bytes | None, flags: int = 0) -> bytes:
+                     payload: np.ndarray | bytes | None, flags: int = 0,
+                     pad: bool = False) -> bytes:
         """One sparse frame (AGG + BLOCK + payload); `payload` None makes it EMPTY (the flag
-        is set here), and an EMPTY flag with a payload is refused."""
+        is set here), with ELEMS zero bytes of padding if `pad` (an EMPTY data packet of a
+        job with FIXED32 results brings room for the sum: docs/PROTOCOL.md); an EMPTY flag
+        with a payload is refused."""
         if encoding not in DTYPES:
             raise FrameError(f"unknown encoding {encoding}")
         if payload is None:
             flags |= wire.FLAG_EMPTY
-            body = b""
+            body = bytes(self.elems) if pad else b""
         elif flags & wire.FLAG_EMPTY:
             raise FrameError("an EMPTY sparse packet carries no payload")
         elif isinstance(payload, np.ndarray):
@@ -232,7 +238,8 @@ class Framer:
 
     def parse_sparse(self, frame: bytes) -> tuple[SparseHeader, np.ndarray | None] | None:
         """(header, payload view or None if EMPTY) of a sparse aggregation frame; None for
-        anything else (dense frames included), a bad checksum counted as in parse()."""
+        anything else (dense frames included), a bad checksum counted as in parse(). An
+        EMPTY frame may carry ELEMS bytes of padding, which are ignored."""
         off = self.offset
         if off:
             if (len(frame) < off + SPARSE_HEADER.size or frame[12] != 0x08
@@ -247,6 +254,9 @@ class Framer:
             return None
         empty = bool(hdr.flags & wire.FLAG_EMPTY)
         need = off + SPARSE_HEADER.size + (0 if empty else dtype.itemsize * self.elems)
+        if empty and (len(frame) >= need + self.elems if not off else
+                      (frame[38] << 8 | frame[39]) == need + self.elems - ETH_LEN - IPV4_LEN):
+            need += self.elems        # padded
         if off:
             if len(frame) < need or (frame[38] << 8 | frame[39]) != need - ETH_LEN - IPV4_LEN:
                 return None

@@ -237,6 +237,13 @@ def open_transport(args, r: dict):
     return port, framer, wire.ENCODING_BY_NAME[r["encoding"]], f"switch via {spec}"
 
 
+def pad_empty(args, r: dict) -> bool:
+    """A sparse job on a switch with FIXED32 results: its EMPTY data packets bring padding
+    to hold the sum (docs/PROTOCOL.md "Sparse jobs")."""
+    return bool(args.sparse and not args.baseline_ps and r["job"] is not None
+                and r["job"].encoding == "fixed32")
+
+
 def make_client(args, r: dict, port, framer, job: JobParams, say=None):
     """The dense or the block-sparse (--sparse) client, with the pacing options given."""
     common = dict(seed=args.seed * 1000 + r["rank"], rto=args.rto, rto_min=args.rto_min,
@@ -244,7 +251,7 @@ def make_client(args, r: dict, port, framer, job: JobParams, say=None):
                   initial_window=r["window"] if args.fixed_window else args.initial_window,
                   adaptive_window=not args.fixed_window, timeout=args.timeout)
     if args.sparse:
-        return SparseAllReduceClient(port, framer, job, **common)
+        return SparseAllReduceClient(port, framer, job, pad_empty=pad_empty(args, r), **common)
     return AllReduceClient(port, framer, job, **common, progress=None if say is None else
                            lambda done, total: say(f"allreduce {done}/{total} chunks"))
 

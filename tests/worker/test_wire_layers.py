@@ -163,3 +163,19 @@ def test_sparse_fast_path_bytes_equal_scapy(encoding, empty):
         Framer(SRC, DST).build_sparse(wire.MSG_SPARSE_CONTRIB, encoding, block=7, nxt=0,
                                       payload=np.zeros(wire.ELEMS), **{**FIELDS,
                                                                       "flags": wire.FLAG_EMPTY})
+
+
+def test_a_padded_empty_sparse_frame_parses_as_empty():
+    f = Framer(SRC, DST)
+    frame = f.build_sparse(wire.MSG_SPARSE_CONTRIB, wire.ENC_FIXED32, block=3, nxt=9,
+                           payload=None, pad=True, **FIELDS)
+    assert len(frame) == frames.L2_LEN + 24 + wire.ELEMS
+    pkt = Ether(frame)
+    assert pkt[UDP].len == 8 + 24 + wire.ELEMS and frames.udp_checksum_ok(frame, pkt[UDP].len)
+    hdr, values = f.parse_sparse(frame)
+    assert values is None and hdr.flags & wire.FLAG_EMPTY and hdr.next == 9
+    bare = Framer()
+    hdr, values = bare.parse_sparse(bare.build_sparse(
+        wire.MSG_SPARSE_CONTRIB, wire.ENC_CNAT8, block=3, nxt=9, payload=None, pad=True,
+        **FIELDS))
+    assert values is None and hdr.block == 3

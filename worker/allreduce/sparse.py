@@ -56,7 +56,8 @@ class SparseAllReduceClient:
     def __init__(self, port: Port, framer: Framer, job: JobParams, *, seed: int = 0,
                  rto: float = RTO_INITIAL, rto_min: float = RTO_MIN, rto_max: float = RTO_MAX,
                  initial_window: int = INITIAL_WINDOW, adaptive_window: bool = True,
-                 timeout: float = 10.0, trace=None, clock=time.monotonic):
+                 timeout: float = 10.0, pad_empty: bool = False, trace=None,
+                 clock=time.monotonic):
         if framer.elems != job.elems:
             raise ValueError(f"framer has {framer.elems} elements per packet, job {job.elems}")
         if job.encoding not in (wire.ENC_FIXED32, wire.ENC_CNAT8):
@@ -71,6 +72,9 @@ class SparseAllReduceClient:
         self.timer = RetransmitTimer(rto, rto_min, rto_max)
         self.window = Window(initial_window, job.window, adaptive_window)
         self.timeout, self.clock, self.trace = timeout, clock, trace
+        # A switch job with FIXED32 results wants its EMPTY data packets padded to hold the
+        # sum (docs/PROTOCOL.md "Sparse jobs").
+        self.pad_empty = pad_empty
         self.stats = Stats()
         self.last = Stats()
         self.uses = np.zeros(job.window, np.int64)     # per slot, across calls
@@ -258,7 +262,8 @@ class SparseAllReduceClient:
             frame = self.framer.build_sparse(
                 wire.MSG_SPARSE_CONTRIB, job.encoding, job.job_id, job.session, s,
                 int(self.uses[s] & 1), exp, 1, self._chunk(s), b, nxt, payload,
-                wire.FLAG_PRIME if self.k[s] == 0 else 0)
+                wire.FLAG_PRIME if self.k[s] == 0 else 0,
+                pad=self.pad_empty and self.k[s] > 0)
             self.frames[s] = frame
             if self.trace is not None:
                 self.sent[s] = payload
