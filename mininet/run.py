@@ -219,15 +219,12 @@ def plan_jobs(args, topo) -> tuple[list[JobSpec], str | None]:
                          f"workers do not split evenly into {args.jobs} jobs")
     chosen, per = hosts[:n], n // args.jobs
     result = args.result_encoding or args.encoding or "cnat8"
-    mode = {"mode": "sparse"} if args.sparse and not ps_host else {}
-    if mode and "mode" not in JobSpec.__dataclass_fields__:
-        raise UsageError("--sparse: this controller installs no sparse jobs (its JobSpec has "
-                         "no mode); use --aggregation ps for the host block aggregator")
+    mode = "sparse" if args.sparse and not ps_host else "dense"
     jobs = []
     for i in range(args.jobs):
         members = chosen[i * per:(i + 1) * per] if i < args.jobs - 1 else chosen[i * per:]
         jobs.append(JobSpec(i + 1, tuple(members), slots=args.window, encoding=result,
-                            partials=args.partials or "fixed32", **mode))
+                            partials=args.partials or "fixed32", mode=mode))
     return jobs, ps_host
 
 

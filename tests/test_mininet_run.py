@@ -95,3 +95,13 @@ def test_the_plot_title_names_loss_and_jobs():
     title = report.title({"topo": "star", "switch": "soft", "aggregation": "switch",
                           "encoding": "cnat8", "loss": 0.05, "jobs": 2}, 1)
     assert title == "star, 1 soft switch, cnat8 in-network, loss 0.05, 2 jobs"
+
+
+def test_the_sparse_switch_plan_installs_a_sparse_job():
+    argv = ["--sparse", "--encoding", "fixed32"]
+    p = plan(*argv)
+    assert [j.mode for j in p.jobs] == ["sparse"] and p.topo.jobs == p.jobs
+    args = run.worker_args(run.build_parser().parse_args(argv), p, Path("t.json"), p.jobs[0])
+    assert "--sparse" in args
+    with pytest.raises(run.UsageError, match="(?i)sparse"):
+        plan("--sparse", "--topo", "fat-tree")        # one switch only

@@ -9,10 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from controller.topology import JobSpec
-
 REPO = Path(__file__).resolve().parents[2]
 RUN = [sys.executable, str(REPO / "mininet" / "run.py")]
 STEPS = 30
@@ -34,8 +30,6 @@ def blocks_per_step(worker: dict) -> int:
     return -(-worker["parameters"] // 168)
 
 
-@pytest.mark.skipif("mode" not in JobSpec.__dataclass_fields__,
-                    reason="this controller installs no sparse jobs")
 def test_a_sparse_embedding_job_trains_on_the_switch(tmp_path):
     report, workers = run_sparse(tmp_path / "switch", "--model", "embedding")
     (job,) = report["jobs"]
