@@ -36,6 +36,8 @@ def steps(q: bool, root: bool, out: Path) -> list[tuple[str, list[str]]]:
                   "--json", str(out / "wire.json")]),
         *([("allreduce", [py, str(BENCH / "allreduce.py"), "--json",
                           str(out / "allreduce.json")])] if root else []),
+        *([("sparse", [py, str(BENCH / "sparse.py"), "--json",
+                       str(out / "sparse.json")])] if root else []),
         ("convergence", [py, str(BENCH / "convergence.py"), "--json",
                          str(out / "convergence.json")]),
         ("torch_convergence", [py, str(BENCH / "torch_convergence.py"), "--json",
