@@ -260,7 +260,7 @@ def sparse_section(sp: dict | None) -> list[str]:
     if not sp:
         return out + ["Not run (needs root and Mininet).", ""]
     return out + [
-        f"`{sp['command']}`: a star of 4 workers and a fifth host, links shaped at "
+        f"`{sp['command']}` (as root): a star of 4 workers and a fifth host, links shaped at "
         f"{sp['bw']:g} Mbit/s (link-bound), the {sp['switch']} target; {sp['elements']} "
         f"float32 per worker in blocks of 168, {sp['reps']} timed calls per row after a "
         "warm-up call (a call's time is its slowest worker's; the median is shown). *density* "

@@ -205,7 +205,7 @@ def main(argv=None) -> int:
         print("target " + t.text())
     save(args.json, {"machine": machine(), "bw": args.bw, "switch": args.switch,
                      "elements": args.elements, "reps": args.reps,
-                     "command": "bench/sparse.py " + " ".join(argv or sys.argv[1:]),
+                     "command": " ".join(["bench/sparse.py", *(argv or sys.argv[1:])]),
                      "rows": rows, "table": markdown(header, body),
                      "targets": [t.as_dict() for t in ts]})
     return 0
