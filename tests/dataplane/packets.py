@@ -236,6 +236,19 @@ def dissect_sparse(frame: bytes) -> SparseResult:
     return SparseResult(pkt, agg, blk, payload)
 
 
+def check_sparse_addressing(topo: Topology, host: str, res: SparseResult) -> None:
+    """A sparse result is addressed to the host, from the service address, UDP 20033 both
+    ways (dissect_sparse checked its lengths and UDP checksum); the IPv4 checksum is valid."""
+    h = topo.host(host)
+    pkt = res.pkt
+    assert (pkt.dst, pkt[IP].dst) == (h.mac, h.ip)
+    assert (pkt.src, pkt[IP].src) == (topo.service_mac, topo.service_ip)
+    assert pkt[UDP].sport == pkt[UDP].dport == wire.AGG_PORT
+    fresh = pkt[IP].copy()
+    fresh.chksum = None
+    assert IP(bytes(fresh)).chksum == pkt[IP].chksum, "IPv4 header checksum is wrong"
+
+
 def received_sparse(fabric, host: str) -> SparseResult:
     frame = fabric.recv(host)
     assert frame is not None, f"{fabric.name}: nothing reached {host}"
