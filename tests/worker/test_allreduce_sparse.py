@@ -222,3 +222,51 @@ def test_results_that_cannot_answer_this_worker_are_clear_errors(nxt, exp, count
         c.allreduce(np.full(ELEMS, 1.5, np.float32))
     with pytest.raises(AllReduceError, match="earlier call"):
         c.allreduce(np.ones(ELEMS, np.float32))
+
+
+def test_a_late_worker_costs_a_probe_per_backoff_not_a_resend_per_slot():
+    """Three workers wait 0.3 s per call for the fourth (still computing): while nothing of
+    the call has completed, one prime probes and the other 63 back off with it."""
+    import threading
+    import time
+
+    n, window = 4, 64
+    net = PsNetwork(n, ps=BlockAggregator(n, slots=window))
+    job = JobParams(1, 5, n, window, wire.ENC_CNAT8)
+    primes = [0] * n
+
+    class Spy(ImpairedPort):
+        def __init__(self, inner, rank):
+            super().__init__(inner)
+            self.rank = rank
+
+        def send(self, frame):
+            if Framer().parse_sparse(frame)[0].flags & wire.FLAG_PRIME:
+                primes[self.rank] += 1
+            super().send(frame)
+    rng = np.random.default_rng(0)
+    x = [sparse_tensor(rng, 200 * ELEMS, range(r, 200, 3)) for r in range(n)]
+    clients = [SparseAllReduceClient(Spy(net.ports[r], r), Framer(), job, seed=r,
+                                     rto_min=0.02) for r in range(n)]
+    calls = 4
+    errors = []
+
+    def run(r):
+        try:
+            for _ in range(calls):
+                if r == 0:
+                    time.sleep(0.3)
+                clients[r].allreduce(x[r])
+        except Exception as e:         # reported below
+            errors.append(e)
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors
+    assert primes[0] == calls * window
+    for r in range(1, n):
+        # per call: the 64 primes, and a probe per backoff of 0.02 s doubling within 0.3 s
+        # (the first call waits within its initial 0.5 s timeout); slack for a loaded host
+        assert primes[r] <= calls * window + (calls - 1) * 8, primes

@@ -18,7 +18,10 @@ k of slot s has chunk number base + k*S + s; the next call starts at base + (K+1
 last k of any slot (every worker sees every result, so all agree). A use whose result does
 not come back is resent with exponential backoff; uses in flight are bounded by the same
 congestion window as the dense client (pacing.py), the lowest-numbered incomplete use
-always going out so that workers with different windows never wait on each other.
+always going out so that workers with different windows never wait on each other. Primes
+are exempt from the window (tiny, and due all at once) and, like the dense priming round,
+neither measure the round trip nor widen or cut the window: they also wait for the
+slowest worker's computation.
 """
 
 from __future__ import annotations
@@ -216,26 +219,31 @@ class SparseAllReduceClient:
             due = np.flatnonzero(self.deadline <= now)
             if due.size and self.completed == 0:
                 # Nothing of this call has completed: the other workers are likely still
-                # computing. One use probes for them; the others only back off.
-                self._retransmit(int(due[0]))
-                rest = due[1:]
+                # computing. One use probes for them; every other use in flight backs off
+                # with it (they were sent in one burst, so their timers expire together).
+                first = int(due[0])
+                self._retransmit(first)
+                rest = np.flatnonzero(np.isfinite(self.deadline))
+                rest = rest[rest != first]
                 self.rto[rest] = np.minimum(self.rto[rest] * 2, self.timer.maximum)
-                self.deadline[rest] = now + self.rto[rest]
+                self.deadline[rest] = self.deadline[first]
                 continue
             for s in due:
                 self._retransmit(int(s))
 
     def _schedule(self) -> None:
         """Sends READY uses, lowest chunk number first, while the window has room; the lowest
-        incomplete use of the call goes out whatever the window."""
+        incomplete use of the call goes out whatever the window. Primes (tiny, and all due at
+        once) do not count in the window."""
         ready, limit = self.ready, self.window.limit()
-        todo = []
+        todo, counted = [], 0
         while ready:
             c, s = ready[0]
-            if self.in_flight + len(todo) >= limit and c != self._lowest():
+            if self.k[s] > 0 and self.in_flight + counted >= limit and c != self._lowest():
                 break
             heapq.heappop(ready)
             todo.append(s)
+            counted += self.k[s] > 0
             self.state[s] = _RUNNING
         if todo:
             self._send(todo)
@@ -275,7 +283,7 @@ class SparseAllReduceClient:
             self.tries[s] = 0
             self.rto[s] = self.timer.rto()
             self.deadline[s] = now + self.rto[s]
-            self.in_flight += 1
+            self.in_flight += int(self.k[s] > 0)
 
     def _put(self, frame: bytes) -> None:
         self.port.send(frame)
@@ -283,7 +291,7 @@ class SparseAllReduceClient:
         self.stats.bytes_sent += len(frame)
 
     def _retransmit(self, s: int) -> None:
-        if self.tries[s] == 0:
+        if self.tries[s] == 0 and self.k[s] > 0:     # a prime also waits for slow workers
             self.window.on_timeout(int(self.seq[s]), self.sends)
         self.sends += 1
         self.seq[s] = self.sends
@@ -294,7 +302,8 @@ class SparseAllReduceClient:
         self.deadline[s] = self.clock() + self.rto[s]
 
     def _receive(self, frame: bytes) -> int | None:
-        """Handles one frame; the send sequence number of the use it completed, if any."""
+        """Handles one frame; the send sequence number of the use it completed, if any (0 for
+        a prime: its answer shows the workers are all there, so every timer restarts)."""
         st = self.stats
         st.packets_received += 1
         st.bytes_received += len(frame)
@@ -331,9 +340,11 @@ class SparseAllReduceClient:
             st.rtt_samples += 1
             st.rtt_seconds += r
         self.completed += 1
-        self.window.on_result()
+        seq = int(self.seq[s]) if self.k[s] > 0 else 0
+        if self.k[s] > 0:               # a prime neither counts in the window nor widens it
+            self.window.on_result()
+            self.in_flight -= 1
         self.uses[s] += 1
-        self.in_flight -= 1
         self.deadline[s] = np.inf
         if hdr.next == NO_BLOCK:
             self.state[s] = _DONE
@@ -345,7 +356,7 @@ class SparseAllReduceClient:
             self.max_k = max(self.max_k, int(self.k[s]))
             self.state[s] = _READY
             heapq.heappush(self.ready, (self._order(s), s))
-        return int(self.seq[s])
+        return seq
 
     def _check(self, s: int, hdr, payload) -> None:
         """A result that cannot answer this worker's use is a configuration error."""
