@@ -192,12 +192,14 @@ class SparseAllReduceClient:
         last_progress = start
         S = self.S
         self._schedule()
+        frame = None
         while self.done < S:
             now = self.clock()
             give_up = last_progress + self.timeout
             if now >= give_up:
                 raise AllReduceError(self._missing(now - last_progress))
-            frame = self.port.recv(max(0.0, min(self.deadline.min(), give_up) - now))
+            if frame is None:           # else: left over from the last burst
+                frame = self.port.recv(max(0.0, min(self.deadline.min(), give_up) - now))
             oldest = None
             burst = 0
             while frame is not None and burst < S + 16:
@@ -213,6 +215,8 @@ class SparseAllReduceClient:
                     self.deadline[later] = np.maximum(self.deadline[later],
                                                       self.clock() + self.rto[later])
             self._schedule()
+            if frame is None:
+                frame = self.port.recv(0.0)
             if frame is not None:
                 continue            # more waiting: handle it before any timer fires
             now = self.clock()
