@@ -263,8 +263,10 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         ACC_READ
         hdr.agg.encoding = ENC_FIXED32;
     }
-    // A prime's result carries no payload.
+    // A prime's result carries no payload (even answering a packet that had one).
     action prime_result() {
+        hdr.fixed.setInvalid();
+        hdr.cnat.setInvalid();
         hdr.pad.setInvalid();
         hdr.agg.encoding = meta.result_enc;
         hdr.agg.flags = FLAG_PRIME | FLAG_EMPTY;
@@ -350,10 +352,11 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
 
         if (meta.sparse) {
             // A sparse use (docs/PROTOCOL.md "Sparse jobs"). Without a payload of its own,
-            // an EMPTY packet of a job with FIXED32 results brings padding to hold the sum.
+            // an EMPTY packet of a job with FIXED32 results brings padding to hold the sum:
+            // BMv2 cannot grow a packet by the 4 * ELEMS bytes of one.
             bool empty = (hdr.agg.flags & FLAG_EMPTY) != 0;
-            if (empty && (hdr.agg.flags & FLAG_PRIME) == 0 && meta.result_enc == ENC_FIXED32
-                    && !hdr.pad.isValid()) {
+            bool too_small = empty && !hdr.pad.isValid() && meta.result_enc == ENC_FIXED32;
+            if (too_small && (hdr.agg.flags & FLAG_PRIME) == 0) {
                 meta.drop_reason = DROP_BAD_LENGTH;
                 return;
             }
@@ -365,6 +368,11 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
             }
             if (meta.bad_block) {
                 meta.drop_reason = DROP_BAD_BLOCK;
+                return;
+            }
+            if (too_small && meta.seen && meta.complete && !meta.prime_use) {
+                // A prime sent again into its data use: a seen packet changed nothing.
+                meta.drop_reason = DROP_BAD_LENGTH;
                 return;
             }
             if (!meta.seen) {

@@ -10,6 +10,7 @@ from scapy.layers.inet import IP, UDP
 
 from controller.topology import JobSpec
 from tests.dataplane.packets import (
+    ANSWERED,
     BAD_BLOCK,
     BAD_LENGTH,
     BAD_RESULT_PORT,
@@ -73,6 +74,11 @@ def test_bad_blocks_are_dropped_and_the_slot_stays_intact(fabric):
     for h in hosts:
         r = received_sparse(fabric, h)
         assert (r.block.block, r.block.next, r.agg.exp, r.agg.count) == (B, 2, 135, 3)
+    # A packet with a payload, seen in the complete prime (the same chunk): answered with
+    # the prime's result, which has none.
+    fabric.send("h1", pkt("h1", 2, 6, good, chunk=1))
+    r = received_sparse(fabric, "h1")
+    assert r.payload is None and (r.block.block, r.block.next) == (B, 2)
     # The data use of block 2 (version 1): a bad first packet changes nothing either.
     a, b = good, rng.integers(-(1 << 20), 1 << 20, ELEMS).astype(np.int32)
     expect_drops(fabric, [(BAD_BLOCK, "h1", pkt("h1", 4, 6, a, version=1, chunk=3))], hosts)
@@ -98,7 +104,17 @@ def test_bad_blocks_are_dropped_and_the_slot_stays_intact(fabric):
         assert np.array_equal(r.payload.astype(np.int64), a.astype(np.int64) + b), h
     delta = fabric.counters("s1") - before
     # six accepted contributions, none a duplicate: the drops left no trace
-    assert delta.of("s1", "events") == {CONTRIB: 6, COMPLETE: 2, RESULT: 2}
+    assert delta.of("s1", "events") == {CONTRIB: 6, COMPLETE: 2, RESULT: 2, ANSWERED: 1}
+    # Retransmissions to the complete use: unpadded EMPTY ones, a PRIME among them, cannot
+    # hold the FIXED32 answer (BMv2 would abort growing them); a padded one gets it.
+    expect_drops(fabric, [
+        (BAD_LENGTH, "h3", pkt("h3", B, 4, prime=True, version=1, chunk=3)),
+        (BAD_LENGTH, "h3", pkt("h3", 2, 4, version=1, chunk=3)),
+    ], hosts)
+    fabric.send("h3", pkt("h3", 2, 4, pad=True, version=1, exp=150, chunk=3))
+    r = received_sparse(fabric, "h3")
+    assert np.array_equal(r.payload.astype(np.int64), a.astype(np.int64) + b)
+    assert not any(fabric.quiet(hosts).values())
 
 
 def test_bad_empty_packets_and_lengths(fabric):
