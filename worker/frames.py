@@ -24,6 +24,10 @@ import numpy as np
 from worker import wire
 
 HEADER = struct.Struct("!" + "".join(f.fmt.lstrip("!") for f in wire.Agg.fields_desc))
+# The same header as a numpy record, for building many frames at once (Framer.build_many).
+HEADER_DTYPE = np.dtype([(f.name, np.dtype(f.fmt.replace("!", ">"))) for f in
+                         wire.Agg.fields_desc])
+assert HEADER_DTYPE.itemsize == HEADER.size
 AggHeader = namedtuple("AggHeader", [f.name for f in wire.Agg.fields_desc])
 # Sparse packets: AGG then BLOCK (docs/PROTOCOL.md "Sparse jobs"), one struct for both.
 BLOCK_HEADER = struct.Struct("!" + "".join(f.fmt.lstrip("!") for f in wire.Block.fields_desc))
@@ -268,6 +272,60 @@ class Framer:
         if empty:
             return hdr, None
         return hdr, np.frombuffer(frame, dtype, self.elems, off + SPARSE_HEADER.size)
+
+    def build_many(self, msg_type: int, encoding: int, job_id: int, session: int, slots,
+                   versions, exps, count: int, chunks, payloads: np.ndarray,
+                   flags: int = 0) -> list[bytes]:
+        """Frames for many uses at once, equal byte for byte to build() of each row.
+
+        slots, versions, exps, chunks: one value per frame; payloads: (frames, elems)
+        values in any dtype. The headers go into one array through a structured view, the
+        UDP checksums are summed per row with numpy: the per-frame Python work is one
+        tobytes() of a row."""
+        try:
+            prefix = self.prefixes[encoding]
+        except KeyError:
+            raise FrameError(f"unknown encoding {encoding}") from None
+        pay = np.asarray(payloads)
+        if pay.ndim != 2 or pay.shape[1] != self.elems:
+            raise FrameError(f"payloads must have shape (frames, {self.elems}), got {pay.shape}")
+        n = pay.shape[0]
+        cols = {"slot": slots, "version": versions, "exp": exps, "chunk": chunks}
+        for name, value in cols.items():
+            a = np.asarray(value)
+            if a.shape != (n,):
+                raise FrameError(f"{name}: need one value per frame ({n}), got shape {a.shape}")
+            top = (1 << (8 * HEADER_DTYPE[name].itemsize)) - 1
+            if n and (a.min() < 0 or a.max() > top):
+                raise FrameError(f"header field out of range: {name} outside 0..{top}")
+        for name, value in (("msg_type", msg_type), ("job_id", job_id), ("session", session),
+                            ("count", count), ("flags", flags)):
+            top = (1 << (8 * HEADER_DTYPE[name].itemsize)) - 1
+            if not 0 <= value <= top:
+                raise FrameError(f"header field out of range: {name} outside 0..{top}")
+        off, plen = len(prefix), payload_bytes(encoding, self.elems)
+        # One spare zero byte where the body has odd length: the checksum pads it so.
+        width = self.lengths[encoding] + (self.lengths[encoding] - off) % 2
+        buf = np.zeros((n, width), np.uint8)
+        if off:
+            buf[:, :off] = np.frombuffer(prefix, np.uint8)
+        hdr = buf[:, off:off + HEADER.size].view(HEADER_DTYPE).reshape(n)
+        hdr["msg_type"], hdr["encoding"], hdr["job_id"] = msg_type, encoding, job_id
+        hdr["session"], hdr["count"], hdr["flags"] = session, count, flags
+        for name, value in cols.items():
+            hdr[name] = value
+        body = off + HEADER.size
+        buf[:, body:body + plen].view(DTYPES[encoding])[...] = pay
+        end = self.lengths[encoding]
+        if off:
+            words = buf[:, off:].view(">u2")
+            s = words.sum(axis=1, dtype=np.uint64) + np.uint64(self.fixed_sums[encoding])
+            while (s >> np.uint64(16)).any():
+                s = (s & np.uint64(0xFFFF)) + (s >> np.uint64(16))
+            csum = (~s & np.uint64(0xFFFF)).astype(np.uint16)
+            csum[csum == 0] = 0xFFFF
+            buf[:, off - 2:off].view(">u2")[:, 0] = csum
+        return [row.tobytes() for row in buf[:, :end]]
 
     def checksum_ok(self, frame: bytes, udp_len: int) -> bool:
         return udp_checksum_ok(frame, udp_len)
