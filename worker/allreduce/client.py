@@ -321,9 +321,13 @@ class AllReduceClient:
         self.received_this_call += 1
         s = hdr.slot
         state = int(self.state[s])
-        if state not in _IN_FLIGHT or hdr.version != self.uses[s] & 1:
+        if state not in _IN_FLIGHT or hdr.version != int(self.uses[s]) & 1:
             return s, _STALE, None
-        if hdr.chunk != self._chunk_field(s):
+        # _chunk_field(s), inlined: this runs once per packet
+        cur = int(self.cur[s])
+        want = (self.chunk_base if state == _PRIMING
+                else (self.first_chunk + cur) & CHUNK_MASK)
+        if hdr.chunk != want:
             self.other_chunk += 1       # the awaited version, someone else's chunk
             return s, _STALE, None
         if hdr.count != job.workers:
@@ -339,7 +343,7 @@ class AllReduceClient:
             raise AllReduceError(f"slot {s}: a result encoded as "
                                  f"{wire.ENCODINGS.get(hdr.encoding, hdr.encoding)} cannot "
                                  f"answer {wire.ENCODINGS[job.encoding]} contributions")
-        last = state == _RUNNING and self.cur[s] + self.job.window >= self.n_chunks
+        last = state == _RUNNING and cur + self.job.window >= self.n_chunks
         return s, _LAST if last else _MORE, (hdr, payload)
 
     def _dispatch(self, s: int, event: int, msg) -> None:
