@@ -468,21 +468,25 @@ class AllReduceClient:
         cs = self.cur[slots]
         payloads = self.coder.encode(self.chunks[cs], self.exp[slots])
         window, n_chunks, job = self.job.window, self.n_chunks, self.job
-        nxt = cs + window
-        has_next = nxt < n_chunks
-        nxt_exp = np.where(has_next, self.exps[np.where(has_next, nxt, 0)], 0)
-        self.sent_exp[slots] = nxt_exp
-        versions = self.uses[slots] & 1
-        chunk_nos = (self.first_chunk + cs) & CHUNK_MASK
         if len(slots) >= BATCH_FRAMES:
+            nxt = cs + window
+            has_next = nxt < n_chunks
+            nxt_exp = np.where(has_next, self.exps[np.where(has_next, nxt, 0)], 0)
+            self.sent_exp[slots] = nxt_exp
             frames = self.framer.build_many(wire.MSG_CONTRIB, job.encoding, job.job_id,
-                                            job.session, slots, versions, nxt_exp, 1,
-                                            chunk_nos, payloads)
+                                            job.session, slots, self.uses[slots] & 1, nxt_exp,
+                                            1, (self.first_chunk + cs) & CHUNK_MASK, payloads)
         else:
-            frames = [self.framer.build(wire.MSG_CONTRIB, job.encoding, job.job_id,
-                                        job.session, s, int(versions[i]), int(nxt_exp[i]), 1,
-                                        int(chunk_nos[i]), payloads[i])
-                      for i, s in enumerate(slots)]
+            frames = []
+            for i, s in enumerate(slots):
+                c = int(cs[i])
+                nxt = c + window
+                e = int(self.exps[nxt]) if nxt < n_chunks else 0
+                self.sent_exp[s] = e
+                frames.append(self.framer.build(
+                    wire.MSG_CONTRIB, job.encoding, job.job_id, job.session, s,
+                    int(self.uses[s] & 1), e, 1, (self.first_chunk + c) & CHUNK_MASK,
+                    payloads[i]))
         for i, s in enumerate(slots):
             self._record_new(s, frames[i], payloads[i])
         self.port.send_many(frames)
