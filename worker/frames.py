@@ -122,9 +122,11 @@ def with_udp_checksum(frame: bytes) -> bytes:
 def udp_checksum_ok(frame: bytes, udp_len: int) -> bool:
     """The UDP checksum of an Ethernet/IPv4 (IHL 5)/UDP `frame` adds up over the pseudo-header,
     the UDP header and the first `udp_len` bytes from it: their ones' complement sum is 0xffff."""
+    # The addresses of the pseudo-header lie just before the UDP header: one sum from the
+    # source address on, plus the protocol and the UDP length the pseudo-header repeats.
     end = ETH_LEN + IPV4_LEN + udp_len
-    pseudo = frame[26:34] + bytes([0, PROTO_UDP]) + frame[38:40]
-    return _fold(ones_sum(pseudo) + ones_sum(frame[ETH_LEN + IPV4_LEN:end])) == 0xFFFF
+    s = ones_sum(frame[26:end]) + PROTO_UDP + (frame[38] << 8 | frame[39])
+    return _fold(s) == 0xFFFF
 
 
 def l2_prefix(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, udp_len: int,
