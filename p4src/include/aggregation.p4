@@ -149,6 +149,8 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         use.write(meta.ridx, uv);
         meta.exp = ev;
         meta.workers = wv;
+        meta.bad_block = false;
+        meta.prime_use = false;
     }
 
     // A sparse use: the session and use logic of update_slot, the checks of the packet's
@@ -350,87 +352,48 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
             return;
         }
 
+        // Dense and sparse uses share every call of an action below: p4c copies an action
+        // for each place it is called from, and the payload's actions are large.
+        if (hdr.cnat.isValid()) { decode.apply(hdr); }
+        // Sparse (docs/PROTOCOL.md "Sparse jobs"): an EMPTY packet of a job with FIXED32
+        // results brings padding to hold the sum; BMv2 cannot grow a packet by the
+        // 4 * ELEMS bytes of one.
+        bool empty = meta.sparse && (hdr.agg.flags & FLAG_EMPTY) != 0;
+        bool too_small = empty && !hdr.pad.isValid() && meta.result_enc == ENC_FIXED32;
         if (meta.sparse) {
-            // A sparse use (docs/PROTOCOL.md "Sparse jobs"). Without a payload of its own,
-            // an EMPTY packet of a job with FIXED32 results brings padding to hold the sum:
-            // BMv2 cannot grow a packet by the 4 * ELEMS bytes of one.
-            bool empty = (hdr.agg.flags & FLAG_EMPTY) != 0;
-            bool too_small = empty && !hdr.pad.isValid() && meta.result_enc == ENC_FIXED32;
             if (too_small && (hdr.agg.flags & FLAG_PRIME) == 0) {
                 meta.drop_reason = DROP_BAD_LENGTH;
                 return;
             }
-            if (hdr.cnat.isValid()) { decode.apply(hdr); }
             update_sparse();
-            if (meta.stale) {
-                meta.drop_reason = DROP_STALE;
-                return;
-            }
-            if (meta.bad_block) {
-                meta.drop_reason = DROP_BAD_BLOCK;
-                return;
-            }
-            if (too_small && meta.seen && meta.complete && !meta.prime_use) {
-                // A prime sent again into its data use: a seen packet changed nothing.
-                meta.drop_reason = DROP_BAD_LENGTH;
-                return;
-            }
-            if (!meta.seen) {
-                events.count(EV_CONTRIB);
-                if (!meta.prime_use) {
-                    if (!empty) {
-                        if (meta.first) { acc_write(); } else { acc_add(); }
-                    } else if (meta.first) {
-                        acc_zero();
-                    }
-                }
-            } else if (meta.complete) {
-                if (!meta.prime_use && !empty) { acc_read(); }
-            } else {
-                events.count(EV_DUPLICATE);
-            }
-            if (!meta.complete) {
-                mark_to_drop(sm);
-                return;
-            }
-            if (!meta.seen) { events.count(EV_COMPLETE); }
-            hdr.agg.msg_type = MSG_SPARSE_RESULT;
-            hdr.agg.exp = meta.exp;
-            hdr.agg.count = meta.workers;
-            hdr.block.block = meta.blk;
-            hdr.block.next = meta.rmin;
-            if (meta.prime_use) {
-                prime_result();
-            } else {
-                if (empty) { acc_read_empty(); }
-                hdr.agg.flags = 0;
-                if (meta.result_enc == ENC_CNAT8) {
-                    recompress.apply(hdr);
-                    keep_rounded();
-                }
-            }
-            if (meta.seen) {
-                sm.egress_spec = sm.ingress_port;
-                events.count(EV_ANSWERED);
-            } else {
-                sm.mcast_grp = meta.grp;
-                events.count(EV_RESULT_MCAST);
-            }
-            set_lengths();
-            return;
+        } else {
+            update_slot();
         }
-
-        if (hdr.cnat.isValid()) { decode.apply(hdr); }
-        update_slot();
         if (meta.stale) {
             meta.drop_reason = DROP_STALE;
             return;
         }
+        if (meta.bad_block) {
+            meta.drop_reason = DROP_BAD_BLOCK;
+            return;
+        }
+        if (too_small && meta.seen && meta.complete && !meta.prime_use) {
+            // A prime sent again into its data use: a seen packet changed nothing.
+            meta.drop_reason = DROP_BAD_LENGTH;
+            return;
+        }
+        // A prime use (sparse) has no sum; an EMPTY packet adds nothing, or zeros first.
         if (!meta.seen) {
             events.count(EV_CONTRIB);
-            if (meta.first) { acc_write(); } else { acc_add(); }
+            if (!meta.prime_use) {
+                if (!empty) {
+                    if (meta.first) { acc_write(); } else { acc_add(); }
+                } else if (meta.first) {
+                    acc_zero();
+                }
+            }
         } else if (meta.complete) {
-            acc_read();
+            if (!meta.prime_use && !empty) { acc_read(); }
         } else {
             events.count(EV_DUPLICATE);
         }
@@ -444,12 +407,21 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         hdr.agg.exp = meta.exp;
         hdr.agg.count = meta.workers;
         hdr.agg.flags = 0;
-        if (meta.result_enc == ENC_CNAT8) {
+        if (meta.sparse) {
+            hdr.block.block = meta.blk;
+            hdr.block.next = meta.rmin;
+            if (meta.prime_use) {
+                prime_result();
+            } else if (empty) {
+                acc_read_empty();
+            }
+        }
+        if (!meta.prime_use && meta.result_enc == ENC_CNAT8) {
             recompress.apply(hdr);
             keep_rounded();
         }
         if (meta.is_root) {
-            hdr.agg.msg_type = MSG_RESULT;
+            hdr.agg.msg_type = meta.sparse ? MSG_SPARSE_RESULT : MSG_RESULT;
             if (meta.seen) {
                 sm.egress_spec = sm.ingress_port;
                 events.count(EV_ANSWERED);
