@@ -112,10 +112,11 @@ def read_kernel(topo) -> dict[tuple[str, int], tuple[int, int, int, int]]:
 
 def run_probes(emu, topo_path: Path, hosts: list[str], workdir: Path, *, job: int,
                session: int, encoding: str, elements: int, reps: int, topo,
-               ps: tuple[str, str] | None = None, timeout: float = 60.0,
-               budget: float = 1800.0) -> tuple[list[dict], list, list]:
+               ps: tuple[str, str] | None = None, gloo: str | None = None,
+               timeout: float = 60.0, budget: float = 1800.0) -> tuple[list[dict], list, list]:
     """Probes on `hosts` (ranks in that order); the counters are read once all have warmed
-    up and again when all are done. ps: (host, ip) of the parameter server, started here.
+    up and again when all are done. ps: (host, ip) of the parameter server, started here;
+    gloo: ip:port of the rendezvous, for Gloo's allreduce among the hosts instead.
     Returns (records by rank, link loads of the timed calls from the kernel's counters,
     the same from the switches' counters)."""
     sync = workdir / f"sync-{job}-{session}"
@@ -139,6 +140,8 @@ def run_probes(emu, topo_path: Path, hosts: list[str], workdir: Path, *, job: in
                    "--sync", str(sync), "--out", str(out)]
             if ps is not None:
                 cmd += ["--ps", ps[1], "--rank", str(rank), "--workers", str(len(hosts))]
+            elif gloo is not None:
+                cmd += ["--gloo", gloo, "--rank", str(rank), "--workers", str(len(hosts))]
             log = open(sync / f"{host}.log", "wb")
             procs.append((host, out, emu.host(host).popen(
                 cmd, stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO), env=env)))
