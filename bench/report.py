@@ -198,8 +198,18 @@ def speed_section(sp: dict | None, figs: Path, rel: str) -> list[str]:
             "per row; the figure is the median, *min..max* the spread. Switch-bound rows at "
             f"{sp['fast_bw']:g} Mbit/s, link-bound at {sp['link_bw']:g} Mbit/s, softswitch. "
             f"Load average {m['load_average'][0]} at the start, {sp['load_after']} at the "
-            f"end ({m['cores']} cores, shared); each row's is in its *load* column.", "",
-            sp["targets_table"], "", sp["table"], ""]
+            f"end ({m['cores']} cores, shared); each row's is in its *load* column.", ""]
+    code = sp.get("code") or {}
+    if base and code.get("changed") is not None:
+        n = len(code["changed"])
+        out += [f"The code measured (*new*, `{(code.get('revision') or '?')[:12]}` and its "
+                f"working tree) differs from the baseline in {n} file(s) outside bench/, docs/ "
+                "and tests/" + (": old and new are the same code, so the *this code / "
+                                "baseline* ratios show how much the machine's noise alone "
+                                "moves a figure." if n == 0 else
+                                ": " + ", ".join(code["changed"][:12])
+                                + (", ..." if n > 12 else "") + "."), ""]
+    out += [sp["targets_table"], "", sp["table"], ""]
     if sp.get("soft_to_bmv2"):
         out += [f"softswitch / BMv2 simple_switch_grpc (pps, this code): "
                 f"{sp['soft_to_bmv2']:.2f}x elements/s.", ""]
@@ -211,7 +221,6 @@ def speed_section(sp: dict | None, figs: Path, rel: str) -> list[str]:
     if plot(ts, figs / "speed_targets.png"):
         out += [f"![speed targets: measured over target]({rel}/speed_targets.png)", ""]
     return out
-
 
 
 def machine_section(m: dict, switches: list[str]) -> list[str]:
@@ -236,7 +245,7 @@ def targets_section(all_targets: list[tuple[str, dict]]) -> list[str]:
             verdict = "met"
         else:
             miss = (t["value"] / t["limit"] if t["kind"] == "max" else t["limit"] / t["value"])
-            verdict = f"**missed by {miss:.2f}x**: {t['why']}"
+            verdict = f"**missed by {miss:.2f}x**" + (f": {t['why']}" if t["why"] else "")
         lines.append(f"| {bench} | {t['name']} {sign} {t['limit']}{t['unit']} | "
                      f"{fmt(t['value'])}{t['unit']} | {verdict} |")
     return lines

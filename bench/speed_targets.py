@@ -209,6 +209,21 @@ def baseline_tree(rev: str) -> Path:
     return tree
 
 
+def code_diff(rev: str | None) -> dict:
+    """This checkout's revision and the files outside bench/, docs/ and tests/ in which its
+    working tree differs from `rev`: none means old and new code are the same (the ratios
+    then show the noise of the machine)."""
+    def git(*a):
+        r = subprocess.run(["git", "-C", str(REPO), *a], capture_output=True, text=True)
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    out = {"revision": git("rev-parse", "HEAD"), "changed": None}
+    if rev:
+        names = git("diff", "--name-only", rev, "--", ".", ":!bench", ":!docs", ":!tests")
+        out["changed"] = None if names is None else [n for n in names.splitlines() if n]
+    return out
+
+
 def remove_tree(tree: Path) -> None:
     subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)],
                    capture_output=True)
@@ -435,6 +450,7 @@ def main(argv=None) -> int:
         print(f"plot: {png}")
     save(args.json, {
         "machine": start, "load_after": load_avg(), "baseline": baseline,
+        "code": code_diff(baseline),
         "command": " ".join(["bench/speed_targets.py", *(argv if argv is not None
                                                            else sys.argv[1:])]),
         "elements": args.elements, "reps": args.reps, "fast_bw": args.fast_bw,
