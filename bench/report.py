@@ -270,9 +270,12 @@ def observations(rows: list[dict], cores) -> list[str]:
         c, i, p = (get(part, v) for v in ("C_nat INA", "int32 INA", "parameter server"))
         if c and i and p:
             fast = c["bw_mbit"]
+            g = get(part, "Gloo ring")
             turned.append(f"on {c['switch']} ({part}) C_nat INA took "
-                          f"{c['median_s'] / i['median_s']:.2f}x the time of int32 INA and "
-                          f"{c['median_s'] / p['median_s']:.2f}x the parameter server's")
+                          f"{c['median_s'] / i['median_s']:.2f}x the time of int32 INA, "
+                          f"{c['median_s'] / p['median_s']:.2f}x the parameter server's"
+                          + (f" and {c['median_s'] / g['median_s']:.2f}x Gloo's ring "
+                             "allreduce's" if g else ""))
     if turned:
         out.append(f"- **Switch-bound** ({fast:g} Mbit/s) the order turns: "
                    + "; ".join(turned) + ". A software switch pays per packet: the CNAT8 path "
