@@ -78,3 +78,32 @@ def test_verdicts_follow_the_figures():
                         "PASS"]     # 6x >= 5x
     star_abs = [t for t in got if t.unit == " M/s"][0]
     assert star_abs.value == pytest.approx(6.0)
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_quick_star_in_mininet_checks_every_variants_outputs(tmp_path):
+    """The switch-bound star in Mininet (root, under the shared lock): every variant, Gloo's
+    ring among them, gives each rank the same result, exact where the path is exact."""
+    pytest.importorskip("torch")
+    if os.geteuid() != 0:
+        pytest.skip("Mininet needs root")
+    pytest.importorskip("mininet.net")
+    out = tmp_path / "speed.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "speed_targets.py"), "--quick", "--no-baseline",
+         "--parts", "star", "--json", str(out)],
+        capture_output=True, text=True, timeout=900, cwd=str(REPO),
+        env=dict(os.environ, MPLBACKEND="Agg"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    rows = {r["variant"]: r for r in data["rows"]}
+    assert list(rows) == ["C_nat INA", "int32 INA", "parameter server", "Gloo ring"]
+    for name, r in rows.items():
+        assert r["identical"] is True, name
+        assert r["eps"] > 0 and r["load"], name
+        if name != "C_nat INA":
+            assert r["exact"] is True, (name, r["max_rel_err"])
+    ts = [t for t in data["targets"] if t["name"].startswith("star")]
+    assert len(ts) == 4 and all(t["value"] is not None for t in ts)
+    assert data["outputs_ok"] is True
