@@ -36,6 +36,8 @@ def steps(q: bool, root: bool, out: Path) -> list[tuple[str, list[str]]]:
                   "--json", str(out / "wire.json")]),
         *([("allreduce", [py, str(BENCH / "allreduce.py"), "--json",
                           str(out / "allreduce.json")])] if root else []),
+        *([("sparse", [py, str(BENCH / "sparse.py"), "--json",
+                       str(out / "sparse.json")])] if root else []),
         ("speed_targets", [py, str(BENCH / "speed_targets.py"), "--json",
                            str(out / "speed_targets.json"),
                            *(["--quick", "--no-baseline"] if q else []),

@@ -113,10 +113,12 @@ def read_kernel(topo) -> dict[tuple[str, int], tuple[int, int, int, int]]:
 def run_probes(emu, topo_path: Path, hosts: list[str], workdir: Path, *, job: int,
                session: int, encoding: str, elements: int, reps: int, topo,
                ps: tuple[str, str] | None = None, gloo: str | None = None,
-               timeout: float = 60.0, budget: float = 1800.0) -> tuple[list[dict], list, list]:
+               timeout: float = 60.0, budget: float = 1800.0, extra: tuple[str, ...] = (),
+               ps_cmd: tuple[str, ...] = ("baseline.py",)) -> tuple[list[dict], list, list]:
     """Probes on `hosts` (ranks in that order); the counters are read once all have warmed
-    up and again when all are done. ps: (host, ip) of the parameter server, started here;
-    gloo: ip:port of the rendezvous, for Gloo's allreduce among the hosts instead.
+    up and again when all are done. ps: (host, ip) of the parameter server, started here
+    as worker/<ps_cmd[0]> with the arguments ps_cmd[1:]; gloo: ip:port of the rendezvous,
+    for Gloo's allreduce among the hosts instead; extra: more arguments for every probe.
     Returns (records by rank, link loads of the timed calls from the kernel's counters,
     the same from the switches' counters)."""
     sync = workdir / f"sync-{job}-{session}"
@@ -128,7 +130,7 @@ def run_probes(emu, topo_path: Path, hosts: list[str], workdir: Path, *, job: in
         if ps is not None:
             log = open(workdir / f"ps-{session}.log", "wb")
             server = emu.host(ps[0]).popen(
-                [sys.executable, str(REPO / "worker" / "baseline.py"), "--workers",
+                [sys.executable, str(REPO / "worker" / ps_cmd[0]), *ps_cmd[1:], "--workers",
                  str(len(hosts)), "--slots", "64"], stdout=log, stderr=subprocess.STDOUT,
                 cwd=str(REPO), env=env)
             log.close()
@@ -137,7 +139,7 @@ def run_probes(emu, topo_path: Path, hosts: list[str], workdir: Path, *, job: in
             cmd = [sys.executable, str(PROBE), "--topology", str(topo_path), "--host", host,
                    "--job", str(job), "--session", str(session), "--encoding", encoding,
                    "--elements", str(elements), "--reps", str(reps), "--timeout", str(timeout),
-                   "--sync", str(sync), "--out", str(out)]
+                   "--sync", str(sync), "--out", str(out), *extra]
             if ps is not None:
                 cmd += ["--ps", ps[1], "--rank", str(rank), "--workers", str(len(hosts))]
             elif gloo is not None:

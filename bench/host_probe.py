@@ -4,6 +4,7 @@
         --elements 1000000 --reps 3 --sync DIR --out h1.json
     python bench/host_probe.py ... --ps 10.0.0.5 --rank 0 --workers 4   # parameter server
     python bench/host_probe.py ... --gloo 10.0.0.1:29600 --rank 0 --workers 4  # Gloo's ring
+    python bench/host_probe.py ... --sparse --density 0.1 --placement random  # sparse job
 
 One warm-up call first (a window's worth of chunks), so every worker has started, the
 timer has round-trip samples and the window has opened before anything is timed. With
@@ -43,11 +44,12 @@ def gradient(rank: int, size: int, seed: int = 11) -> np.ndarray:
     return (g.standard_normal(size) * 2.0 ** g.integers(-12, 2, size)).astype(np.float32)
 
 
-def check(record: dict, out: np.ndarray, workers: int, size: int, rank: int) -> None:
-    """The last result's digest and (rank 0) its error against the exact mean of every
-    rank's tensor."""
+def check(record: dict, out: np.ndarray, workers: int, size: int, rank: int,
+          error: bool = True) -> None:
+    """The last result's digest and (rank 0, with `error`) its error against the exact mean
+    of every rank's dense tensor."""
     record["result_sha256"] = hashlib.sha256(np.ascontiguousarray(out, np.float32)).hexdigest()
-    if rank != 0:
+    if rank != 0 or not error:
         return
     exact = sum(gradient(k, size).astype(np.float64) for k in range(workers)) / workers
     scale = float(np.abs(exact).max()) or 1.0
@@ -91,6 +93,24 @@ def gloo_main(args) -> int:
     return 1 if record["error"] else 0
 
 
+def sparse_mask(rank: int, blocks: int, density: float, placement: str,
+                seed: int = 11) -> np.ndarray:
+    """Which of `blocks` blocks this rank holds non-zero: round(density * blocks) of them
+    (at least one). random: each rank draws its own, independently (the union over n ranks
+    is about 1 - (1 - density)^n of the blocks); clustered: every rank holds the same
+    contiguous run, at an offset all ranks draw alike (the union is `density`)."""
+    k = max(1, int(round(density * blocks)))
+    keep = np.zeros(blocks, bool)
+    if placement == "random":
+        keep[np.random.default_rng([seed, rank, 7]).choice(blocks, k, replace=False)] = True
+    elif placement == "clustered":
+        start = int(np.random.default_rng([seed, 7]).integers(0, blocks - k + 1))
+        keep[start:start + k] = True
+    else:
+        raise ValueError(f"unknown placement {placement!r}")
+    return keep
+
+
 def wait_for(path: Path, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
@@ -118,6 +138,13 @@ def main(argv=None) -> int:
     ap.add_argument("--window", type=int, default=64)
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--sync", type=Path, help="folder of the ready/go handshake")
+    ap.add_argument("--sparse", action="store_true",
+                    help="the block-sparse client (a sparse job, or with --ps the host block "
+                    "aggregator)")
+    ap.add_argument("--density", type=float, default=None,
+                    help="fraction of blocks (of ELEMS elements) holding non-zero values; the "
+                    "rest are zero (default: all)")
+    ap.add_argument("--placement", choices=["random", "clustered"], default="random")
     ap.add_argument("--out", required=True, type=Path)
     args = ap.parse_args(argv)
     if args.gloo:
@@ -125,6 +152,8 @@ def main(argv=None) -> int:
 
     wargv = ["--topology", args.topology, "--host", args.host, "--job", str(args.job),
              "--session", str(args.session), "--timeout", str(args.timeout)]
+    if args.sparse:
+        wargv.append("--sparse")
     if args.ps:
         wargv += ["--baseline-ps", args.ps, "--ps-encoding", args.encoding, "--rank",
                   str(args.rank), "--workers", str(args.workers), "--window", str(args.window)]
@@ -135,9 +164,20 @@ def main(argv=None) -> int:
     port, framer, encoding, what = worker_main.open_transport(wargs, r)
     job = worker_main.job_params(wargs, r, encoding, framer)
     # The worker's defaults (worker/main.py): the client as a training job runs it.
-    client = AllReduceClient(port, framer, job, seed=r["rank"], rto=RTO_INITIAL,
-                             rto_min=RTO_MIN, rto_max=RTO_MAX, timeout=args.timeout)
+    if args.sparse:
+        # imported here: bench/speed_targets.py runs this probe on checkouts without it
+        from worker.allreduce.sparse import SparseAllReduceClient
+        client = SparseAllReduceClient(port, framer, job, seed=r["rank"], rto=RTO_INITIAL,
+                                       rto_min=RTO_MIN, rto_max=RTO_MAX, timeout=args.timeout,
+                                       pad_empty=worker_main.pad_empty(wargs, r))
+    else:
+        client = AllReduceClient(port, framer, job, seed=r["rank"], rto=RTO_INITIAL,
+                                 rto_min=RTO_MIN, rto_max=RTO_MAX, timeout=args.timeout)
     x = gradient(r["rank"], args.elements)
+    if args.density is not None:
+        blocks = -(-args.elements // framer.elems)
+        keep = sparse_mask(r["rank"], blocks, args.density, args.placement)
+        x[~np.repeat(keep, framer.elems)[:x.size]] = 0
     warm = args.warmup if args.warmup is not None else r["window"] * framer.elems
     record = {"host": args.host, "rank": r["rank"], "workers": r["workers"], "to": what,
               "encoding": wire.ENCODINGS[encoding], "elements": args.elements, "calls": [],
@@ -154,7 +194,8 @@ def main(argv=None) -> int:
             dt = time.monotonic() - t
             record["calls"].append({"seconds": dt, **client.last.as_dict()})
         if args.reps:
-            check(record, out, r["workers"], args.elements, r["rank"])
+            check(record, out, r["workers"], args.elements, r["rank"],
+                  error=args.density is None)      # a sparsified tensor is not gradient()
     except AllReduceError as e:
         record["error"] = str(e)
     finally:

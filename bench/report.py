@@ -300,6 +300,26 @@ def observations(rows: list[dict], cores) -> list[str]:
     return out + [""] if out else []
 
 
+def sparse_section(sp: dict | None) -> list[str]:
+    out = ["## Block-sparse aggregation (bench/sparse.py)", ""]
+    if not sp:
+        return out + ["Not run (needs root and Mininet).", ""]
+    return out + [
+        f"`{sp['command']}` (as root): a star of 4 workers and a fifth host, links shaped at "
+        f"{sp['bw']:g} Mbit/s (link-bound), the {sp['switch']} target; {sp['elements']} "
+        f"float32 per worker in blocks of 168, {sp['reps']} timed calls per row after a "
+        "warm-up call (a call's time is its slowest worker's; the median is shown). *density* "
+        "is the fraction of blocks each worker holds non-zero; *random*: each worker draws "
+        "its blocks independently, so the *union* over the 4 workers, the blocks a sparse "
+        "job aggregates, is about 1 - (1 - density)^4; *clustered*: all workers hold the same "
+        "contiguous run, the union is the density. Every result goes to every worker, so "
+        "bytes follow the union. *Bound*: bytes on the busiest link direction per call (the "
+        "kernel's counters) over the bandwidth; *x dense bytes*: those bytes against dense "
+        "C_nat INA's in the same placement and density. The host aggregator runs the same "
+        "block protocol on the fifth host (worker/block_aggregator.py): its own link carries "
+        "every worker's traffic.", "", sp["table"], ""]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", type=Path, default=OUT)
@@ -308,6 +328,7 @@ def main(argv=None) -> int:
     wire, ar, conv = (load(args.dir, n) for n in ("wire", "allreduce", "convergence"))
     tconv, tta = (load(args.dir, n) for n in ("torch_convergence", "torch_tta"))
     sp = load(args.dir, "speed_targets")
+    sparse = load(args.dir, "sparse")
     figs = args.out.with_suffix("")
     figs.mkdir(parents=True, exist_ok=True)
     rel = figs.name
@@ -322,8 +343,8 @@ def main(argv=None) -> int:
     if conv:
         switches.append("convergence: in-process softswitch")
     all_targets = [(b, t) for b, d in (("wire", wire), ("allreduce", ar), ("convergence", conv),
-                                       ("torch_convergence", tconv), ("torch_tta", tta),
-                                       ("speed_targets", sp))
+                                       ("sparse", sparse), ("torch_convergence", tconv),
+                                       ("torch_tta", tta), ("speed_targets", sp))
                    if d for t in d["targets"]]
     out = [
         "# Benchmark results",
@@ -392,6 +413,7 @@ def main(argv=None) -> int:
     else:
         out += ["Not run (needs root and Mininet).", ""]
     out += speed_section(sp, figs, rel)
+    out += sparse_section(sparse)
     out += ["## Convergence (bench/convergence.py)", ""]
     if conv:
         out += [f"{conv['workers']} workers, {conv['steps']} steps, batch {conv['batch']} per "

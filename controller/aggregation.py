@@ -1,9 +1,10 @@
 """Entries of NatIngress.agg and the multicast groups: the jobs' aggregation trees.
 
 On every switch of a job's tree: the job entry (job_root at the root, with the result encoding;
-job_child elsewhere, with the port towards the parent; both with the job's exponent bound), one
-children entry per child ((job, ingress port) -> bit and weight), and the job's multicast group
-(id = job id) replicating to the child ports. Regions come from controller.jobs.allocate_regions.
+job_sparse_root instead for a sparse job, whose tree is that one switch; job_child elsewhere,
+with the port towards the parent; all with the job's exponent bound), one children entry per
+child ((job, ingress port) -> bit and weight), and the job's multicast group (id = job id)
+replicating to the child ports. Regions come from controller.jobs.allocate_regions.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from controller.tree import JobTree
 JOBS = "NatIngress.agg.jobs"
 JOB_ROOT = "NatIngress.agg.job_root"
 JOB_CHILD = "NatIngress.agg.job_child"
+JOB_SPARSE_ROOT = "NatIngress.agg.job_sparse_root"
 CHILDREN = "NatIngress.agg.children"
 SET_CHILD = "NatIngress.agg.set_child"
 JOB_ID = "hdr.agg.job_id"
@@ -34,10 +36,12 @@ def switch_entries(tree: JobTree, switch: str, region: Region) -> list[Entity]:
     params = {"base": region.base, "num_slots": region.num_slots,
               "num_children": len(node.children), "mcast_grp": group_id(job.id)}
     if node.parent is None:
-        job_entry = TableEntry.make(JOBS, {JOB_ID: job.id}, JOB_ROOT,
+        action = JOB_SPARSE_ROOT if job.mode == "sparse" else JOB_ROOT
+        job_entry = TableEntry.make(JOBS, {JOB_ID: job.id}, action,
                                     {**params, "result_enc": RESULT_ENCODING[job.encoding],
                                      "max_exp": job.max_exp})
     else:
+        assert job.mode == "dense", "build_tree refuses sparse jobs over several switches"
         job_entry = TableEntry.make(JOBS, {JOB_ID: job.id}, JOB_CHILD,
                                     {**params, "parent_port": node.parent_port,
                                      "partial_enc": RESULT_ENCODING[job.partials],

@@ -4,7 +4,8 @@ A CLI job spec is `HOSTS[:key=value...]`: HOSTS is `all`, or a comma-separated l
 names and ranges like `h1-h8`; keys are `id`, `slots` (the job's window, its region size on
 every switch of its tree), `enc` (the results' encoding: fixed32 or cnat8), `partials` (what
 switches below the root send up: fixed32, exact, or cnat8, re-compressed) and `max_exp` (the
-largest exponent a contribution may carry, a biased float32 exponent; default 158). Jobs
+largest exponent a contribution may carry, a biased float32 exponent; default 158) and `mode`
+(dense, the default, or sparse: block-sparse aggregation on one switch). Jobs
 without an id get the smallest free ids from 1 on.
 
 Regions are allocated first-fit per switch in job-id order, so two jobs on one switch never
@@ -17,7 +18,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from controller.topology import ENCODINGS, POOL_SIZE, JobSpec, Topology, TopologyError
+from controller.topology import ENCODINGS, MODES, POOL_SIZE, JobSpec, Topology, TopologyError
 from controller.topology_check import parse_job
 from controller.tree import JobTree, build_tree
 
@@ -75,6 +76,10 @@ def parse_job_spec(spec: str, topo: Topology) -> dict:
             if value not in ENCODINGS:
                 raise JobError(f"job spec {spec!r}: {key} must be one of {ENCODINGS}")
             fields[ENCODING_KEYS[key]] = value
+        elif key == "mode":
+            if value not in MODES:
+                raise JobError(f"job spec {spec!r}: mode must be one of {MODES}")
+            fields["mode"] = value
         elif key in ("id", "slots", "max_exp"):
             try:
                 fields[key] = int(value)
@@ -82,7 +87,7 @@ def parse_job_spec(spec: str, topo: Topology) -> dict:
                 raise JobError(f"job spec {spec!r}: {key} must be an integer") from None
         else:
             raise JobError(f"job spec {spec!r}: unknown key {key!r} "
-                           "(id, slots, enc, partials, max_exp)")
+                           "(id, slots, enc, partials, max_exp, mode)")
     return fields
 
 

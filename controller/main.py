@@ -63,9 +63,10 @@ examples:
   python controller/main.py --topology topo.json --reset
 """
 
-JOBS_HELP = """job specs HOSTS[:id=N][:slots=N][:enc=fixed32|cnat8]; HOSTS is `all` or names and
-ranges like h1-h8,h10 (default: the topology file's jobs, or else one job of all hosts with
-64 slots, fixed32 results; `none` for no job)"""
+JOBS_HELP = """job specs HOSTS[:id=N][:slots=N][:enc=fixed32|cnat8][:mode=dense|sparse]; HOSTS
+is `all` or names and ranges like h1-h8,h10 (default: the topology file's jobs, or else one job
+of all hosts with 64 slots, fixed32 results; `none` for no job); mode=sparse: block-sparse
+aggregation, on one switch only"""
 
 
 def _topology_options() -> argparse.ArgumentParser:
@@ -200,7 +201,7 @@ def _print_plan(topo: Topology) -> None:
     for job in topo.jobs:
         tree = build_tree(topo, job)
         print(f"job {job.id}: {len(job.workers)} workers, {job.slots} slots, {job.encoding} "
-              f"results, root {tree.root}")
+              f"results, {job.mode}, root {tree.root}")
         for name in sorted(tree.nodes, key=lambda n: topo.switch(n).device_id):
             node = tree.nodes[name]
             up = f"parent {node.parent} via port {node.parent_port}" if node.parent else "root"

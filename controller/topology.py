@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 
 FORMAT_VERSION = 1
 ENCODINGS = ("fixed32", "cnat8")
+# dense: every chunk in every use; sparse: only non-zero blocks, OmniReduce's streaming
+# aggregation on one switch (docs/PROTOCOL.md "Sparse jobs").
+MODES = ("dense", "sparse")
 POOL_SIZE = 512            # register slots per switch (p4src/include/sizes.p4)
 MAX_CHILDREN = 32          # bitmap width (p4src/include/sizes.p4)
 MAX_JOB_WORKERS = 255      # 8-bit count field and worker total (docs/PROTOCOL.md)
@@ -83,7 +86,8 @@ class Link:
 class JobSpec:
     """One aggregation job: its workers, window (slots), the encoding of its results and of
     the partial sums switches below the root send up (fixed32: exact; cnat8: re-compressed,
-    one byte per element on every link, unbiased but not exact)."""
+    one byte per element on every link, unbiased but not exact), and its mode (dense, or
+    sparse: block-sparse, on a single switch)."""
 
     id: int
     workers: tuple[str, ...]
@@ -91,10 +95,14 @@ class JobSpec:
     encoding: str = "fixed32"
     partials: str = "fixed32"
     max_exp: int = DEFAULT_MAX_EXP
+    mode: str = "dense"
 
     def to_dict(self) -> dict:
-        return {"id": self.id, "workers": list(self.workers), "slots": self.slots,
-                "encoding": self.encoding, "partials": self.partials, "max_exp": self.max_exp}
+        d = {"id": self.id, "workers": list(self.workers), "slots": self.slots,
+             "encoding": self.encoding, "partials": self.partials, "max_exp": self.max_exp}
+        if self.mode != "dense":
+            d["mode"] = self.mode   # dense files stay as they were
+        return d
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from controller.topology import (
     MAX_EXP,
     MAX_JOB_WORKERS,
     MAX_PORT,
+    MODES,
     POOL_SIZE,
     Host,
     JobSpec,
@@ -159,7 +160,10 @@ def parse_job(i: int, d: dict) -> JobSpec:
     if not 1 <= max_exp <= MAX_EXP:
         raise TopologyError(f"{where}.max_exp: must be 1..{MAX_EXP} (a biased float32 "
                             f"exponent), got {max_exp}")
-    return JobSpec(job_id, tuple(workers), slots, enc, partials, max_exp)
+    mode = _get(d, "mode", where, str, "dense")
+    if mode not in MODES:
+        raise TopologyError(f"{where}.mode: must be one of {MODES}, got {mode!r}")
+    return JobSpec(job_id, tuple(workers), slots, enc, partials, max_exp, mode)
 
 
 def _check_links(topo: Topology) -> None:

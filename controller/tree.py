@@ -135,6 +135,10 @@ def build_tree(topo: Topology, job: JobSpec) -> JobTree:
                                        in enumerate(kids)),
                                  workers[switch])
     tree = JobTree(job, root, nodes)
+    if job.mode == "sparse" and len(nodes) > 1:
+        raise TreeError(f"job {job.id}: a sparse job runs on one switch, but its workers hang "
+                        f"off {len(nodes) - 1} switches below {root} ({len(nodes)} switches "
+                        "in its tree); choose workers on one switch or mode dense")
     if tree.headroom() > MAX_HEADROOM:
         raise TreeError(f"job {job.id}: its tree needs {tree.headroom()} bits of headroom, at "
                         f"most {MAX_HEADROOM} leave the workers room for their values")

@@ -49,14 +49,15 @@ def near_codes(a: bytes, b: bytes) -> bool:
     return True
 
 
-def _agg_payload(frame: bytes) -> int | None:
-    """Where an aggregation packet's payload starts, or None."""
+def _agg_payload(frame: bytes) -> tuple[int, int] | None:
+    """(where an aggregation packet's AGG header starts, where its payload starts: after
+    the BLOCK header in sparse packets), or None."""
     if len(frame) < 14 + 20 or frame[12:14] != b"\x08\x00" or frame[23] != 17:
         return None
     agg = 14 + (frame[14] & 0x0F) * 4 + 8
     if len(frame) < agg + 16 or int.from_bytes(frame[agg - 6:agg - 4], "big") != wire.AGG_PORT:
         return None
-    return agg + 16
+    return agg, agg + 16 + (8 if frame[agg] in wire.SPARSE_TYPES else 0)
 
 
 CODES, SUMS = "codes", "sums"       # what a job's re-compression lets differ
@@ -69,20 +70,22 @@ def same_frame(soft: bytes, bmv2: bytes, rounding: str | None) -> bool:
         return True
     if not rounding or len(soft) != len(bmv2):
         return False
-    off = _agg_payload(soft)
-    if off is None or off != _agg_payload(bmv2):
+    where = _agg_payload(soft)
+    if where is None or where != _agg_payload(bmv2):
         return False
+    agg, off = where
     # The UDP checksum covers the payload, so it may differ where the payload may; each
-    # target's must still add up over its own frame.
-    csum = off - 16 - 2
+    # target's must still add up over its own frame. The headers (a sparse packet's BLOCK
+    # header included) must be equal.
+    csum = agg - 2
     if soft[:csum] != bmv2[:csum] or soft[csum + 2:off] != bmv2[csum + 2:off]:
         return False
-    udp_len = int.from_bytes(soft[off - 20:off - 18], "big")
+    udp_len = int.from_bytes(soft[agg - 4:agg - 2], "big")
     if not (udp_checksum_ok(soft, udp_len) and udp_checksum_ok(bmv2, udp_len)):
         return False
     if rounding == SUMS:
         return True
-    return soft[off - 15] == wire.ENC_CNAT8 and near_codes(soft[off:], bmv2[off:])
+    return soft[agg + 1] == wire.ENC_CNAT8 and near_codes(soft[off:], bmv2[off:])
 
 
 

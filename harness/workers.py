@@ -20,7 +20,8 @@ class Trace:
         self.rows: list[dict] = []
 
     def __call__(self, call, chunk, exp, sent, result, payload):
-        self.rows.append({"call": call, "chunk": chunk, "exp": exp, "sent": sent.copy(),
+        self.rows.append({"call": call, "chunk": chunk, "exp": exp,
+                          "sent": None if sent is None else sent.copy(),
                           "result": result, "payload": payload.copy()})
 
     def by_chunk(self) -> dict:
@@ -87,20 +88,7 @@ def check_exact(traces, tensors, outputs, workers: int, elems: int = wire.ELEMS)
         sent_enc = wire.ENC_CNAT8 if mine[0]["sent"].dtype == np.uint8 else wire.ENC_FIXED32
         exact = codec.aggregate([np.asarray(m["sent"]) for m in mine], sent_enc)
         got = np.asarray(mine[0]["payload"])
-        if enc == wire.ENC_FIXED32:
-            assert np.array_equal(got.astype(np.int32), exact), f"chunk {chunk}: sum differs"
-        else:
-            assert enc == wire.ENC_CNAT8
-            mag = np.abs(exact.astype(np.int64))
-            p = np.where(mag > 0, np.frexp(mag.astype(np.float64))[1] - 1, 0)
-            m = got.astype(np.int64) & 0x7F
-            sign = got >> 7
-            assert np.all((m == 0) == (mag == 0)), f"chunk {chunk}: zero codes differ"
-            nz = mag > 0
-            assert np.all(sign[nz] == (exact[nz] < 0)), f"chunk {chunk}: sign differs"
-            power = mag == (1 << p)
-            assert np.all((m[nz] - 1 == p[nz]) | ((m[nz] - 1 == p[nz] + 1) & ~power[nz])), \
-                f"chunk {chunk}: a CNAT8 code is not a rounding of the exact sum"
+        assert_sum(got, exact, enc, f"chunk {chunk}")
         decode = codec.decode_fixed32 if enc == wire.ENC_FIXED32 else codec.decode_cnat8
         mean = decode(got[None], mine[0]["exp"], workers, mean=True)[0]
         for r in range(workers):
@@ -109,3 +97,64 @@ def check_exact(traces, tensors, outputs, workers: int, elems: int = wire.ELEMS)
             assert np.array_equal(out[lo:lo + elems], mean[:out[lo:lo + elems].size]), \
                 f"rank {r} chunk {chunk}: output is not the decoded mean"
     return len(keys)
+
+
+def assert_sum(got, exact, enc: int, what: str) -> None:
+    """A result payload is the exact int32 sum (FIXED32) or one of its two roundings to a
+    power of two (the switch's CNAT8 re-compression)."""
+    if enc == wire.ENC_FIXED32:
+        assert np.array_equal(got.astype(np.int32), exact), f"{what}: sum differs"
+        return
+    assert enc == wire.ENC_CNAT8
+    mag = np.abs(exact.astype(np.int64))
+    p = np.where(mag > 0, np.frexp(mag.astype(np.float64))[1] - 1, 0)
+    m = got.astype(np.int64) & 0x7F
+    sign = got >> 7
+    assert np.all((m == 0) == (mag == 0)), f"{what}: zero codes differ"
+    nz = mag > 0
+    assert np.all(sign[nz] == (exact[nz] < 0)), f"{what}: sign differs"
+    power = mag == (1 << p)
+    assert np.all((m[nz] - 1 == p[nz]) | ((m[nz] - 1 == p[nz] + 1) & ~power[nz])), \
+        f"{what}: a CNAT8 code is not a rounding of the exact sum"
+
+
+def check_sparse(traces, tensors, outputs, workers: int, elems: int = wire.ELEMS) -> int:
+    """The sparse protocol's exactness (docs/PROTOCOL.md "Sparse jobs"): per call, exactly
+    the blocks some worker holds non-zero are aggregated, each once; every worker saw the same
+    result; its payload is the exact sum of what the workers holding the block sent (EMPTY
+    ones add nothing), its exponent the max of theirs; each output is the decoded mean there
+    and zero elsewhere. Returns the number of blocks checked."""
+    rows = [t.by_chunk() for t in traces]
+    checked = 0
+    for call in range(1, len(tensors[0]) + 1):
+        blocks = [codec.chunk(tensors[r][call - 1], elems) for r in range(workers)]
+        held = [np.flatnonzero(b.any(axis=1)) for b in blocks]
+        union = sorted(set().union(*(set(h.tolist()) for h in held)))
+        for r in range(workers):
+            got = sorted(b for c, b in rows[r] if c == call)
+            assert got == union, f"rank {r} call {call}: blocks {got}, held {union}"
+        for b in union:
+            mine = [rows[r][call, b] for r in range(workers)]
+            res = mine[0]["result"]
+            assert all(m["result"] == res for m in mine), f"block {b}: headers differ"
+            holders = [r for r in range(workers) if b in held[r]]
+            assert all((mine[r]["sent"] is not None) == (r in holders)
+                       for r in range(workers)), f"block {b}: a worker sent what it lacks"
+            want = max(int(codec.chunk_exponents(blocks[r][b:b + 1])[0]) for r in holders)
+            assert all(m["exp"] == want for m in mine), f"block {b}: exponent not the max"
+            sent = [np.asarray(mine[r]["sent"]) for r in holders]
+            sent_enc = wire.ENC_CNAT8 if sent[0].dtype == np.uint8 else wire.ENC_FIXED32
+            got = np.asarray(mine[0]["payload"])
+            assert_sum(got, codec.aggregate(sent, sent_enc), res.encoding, f"block {b}")
+            decode = (codec.decode_fixed32 if res.encoding == wire.ENC_FIXED32
+                      else codec.decode_cnat8)
+            mean = decode(got[None], want, workers, mean=True)[0]
+            for r in range(workers):
+                out = outputs[r][call - 1].reshape(-1)[b * elems:(b + 1) * elems]
+                assert np.array_equal(out, mean[:out.size]), f"rank {r} block {b}: not the mean"
+            checked += 1
+        for r in range(workers):
+            out = codec.chunk(outputs[r][call - 1], elems)
+            rest = np.setdiff1d(np.arange(out.shape[0]), union)
+            assert not out[rest].any(), f"rank {r} call {call}: non-zero outside the blocks"
+    return checked

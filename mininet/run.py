@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
                "  .venv/bin/python mininet/run.py --topo fat-tree        # k=4, 16 workers\n"
                "  .venv/bin/python mininet/run.py --jobs 2 --loss 0.05   # two jobs, 5% loss\n"
                "  .venv/bin/python mininet/run.py --aggregation ps       # parameter server\n"
+               "  .venv/bin/python mininet/run.py --sparse --model embedding  # sparse job\n"
                "  .venv/bin/python mininet/run.py --topo fat-tree --switches-only\n"
                "  .venv/bin/python mininet/run.py --framework torch      # PyTorch DDP\n"
                "  .venv/bin/python mininet/run.py --framework torch --aggregation gloo\n")
@@ -82,6 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--partials", choices=("fixed32", "cnat8"),
                    help="what switches below the root send up: fixed32 (exact, default) or "
                         "cnat8 (re-compressed, one byte per element on every link)")
+    j.add_argument("--sparse", action="store_const", const=True, default=None,
+                   help="a block-sparse job (docs/PROTOCOL.md \"Sparse jobs\"): only the "
+                        "gradient's blocks holding a non-zero element travel; one switch "
+                        "(--topo star); with --aggregation ps, the host block aggregator "
+                        "(worker/block_aggregator.py) instead of the parameter server")
+    j.add_argument("--model", choices=("mlp", "embedding"),
+                   help="--framework numpy: mlp (default) or embedding, whose gradient is "
+                        "non-zero only in the rows a batch touched (natural sparsity)")
     j.add_argument("--window", type=int, default=64, help="slots per job (default 64)")
     j.add_argument("--compressor", default="none", help="worker-side operator before encoding")
     j.add_argument("--steps", type=int,
@@ -135,6 +144,9 @@ APPLIES = (
     ("partials", lambda a: a.aggregation == "switch", "--aggregation switch"),
     ("mode", lambda a: a.framework == "torch", "--framework torch"),
     ("eval_every", lambda a: a.framework == "torch", "--framework torch"),
+    ("sparse", lambda a: a.framework == "numpy", "--framework numpy"),
+    ("model", lambda a: a.framework == "numpy", "--framework numpy"),
+    ("partials", lambda a: not a.sparse, "dense jobs (a sparse job has no partial sums)"),
 )
 
 # Which aggregations each framework runs.
@@ -207,11 +219,12 @@ def plan_jobs(args, topo) -> tuple[list[JobSpec], str | None]:
                          f"workers do not split evenly into {args.jobs} jobs")
     chosen, per = hosts[:n], n // args.jobs
     result = args.result_encoding or args.encoding or "cnat8"
+    mode = "sparse" if args.sparse and not ps_host else "dense"
     jobs = []
     for i in range(args.jobs):
         members = chosen[i * per:(i + 1) * per] if i < args.jobs - 1 else chosen[i * per:]
         jobs.append(JobSpec(i + 1, tuple(members), slots=args.window, encoding=result,
-                            partials=args.partials or "fixed32"))
+                            partials=args.partials or "fixed32", mode=mode))
     return jobs, ps_host
 
 
@@ -239,6 +252,8 @@ def make_plan(args) -> Plan:
         canonical_state(desired_state(topo), pipeline.p4info)
     except (TopologyError, ControllerError, P4InfoError) as e:
         raise UsageError(str(e)) from None
+    if ps_host and args.sparse:       # the block aggregator sums integers
+        return Plan(kind, topo, jobs, ps_host, pipeline, "cnat8", "cnat8")
     if ps_host or args.aggregation == "gloo":
         return Plan(kind, topo, jobs, ps_host, pipeline, "float32", "float32")
     encoding = args.encoding or "cnat8"
@@ -254,11 +269,14 @@ def header(args, plan: Plan, out: Path) -> str:
     from report import count
 
     workers = sum(len(j.workers) for j in plan.jobs)
-    how = (f"host parameter server on {plan.ps_host}" if plan.ps_host else
+    how = (f"host block aggregator on {plan.ps_host}" if plan.ps_host and args.sparse else
+           f"host parameter server on {plan.ps_host}" if plan.ps_host else
            "Gloo allreduce over TCP (the switches route it)" if args.aggregation == "gloo" else
            "switch aggregation")
     if args.framework == "torch":
         how = f"PyTorch DDP ({args.mode}-wise), {how}"
+    if args.sparse:
+        how = f"sparse job, {how}"
     return (f"natswitch: {args.topo}, {count(len(plan.topo.switches), 'switch', 'es')} "
             f"({plan.kind}), {count(workers, 'worker')} in {count(len(plan.jobs), 'job')}, "
             f"{how}, {plan.encoding} up, {plan.result_encoding} down; output {out}")
@@ -268,10 +286,14 @@ def worker_args(args, plan: Plan, topo_path: Path, job: JobSpec) -> list[str]:
     common = ["--topology", str(topo_path), "--steps", str(args.steps), "--seed",
               str(args.seed), "--timeout", str(args.timeout), "--compressor", args.compressor,
               "--rto", str(args.rto)]
+    if args.model:
+        common += ["--model", args.model]
+    if args.sparse:
+        common.append("--sparse")
     if plan.ps_host:
         # The switches hold no job: the worker is told what the topology file cannot say.
         return [*common, "--baseline-ps", plan.topo.host(plan.ps_host).ip,
-                "--ps-encoding", "float32", "--workers", str(len(job.workers)),
+                "--ps-encoding", plan.encoding, "--workers", str(len(job.workers)),
                 "--window", str(job.slots)]
     return [*common, "--encoding", plan.encoding]
 
@@ -410,9 +432,11 @@ def run(args, plan: Plan) -> int:
         print(f"switches programmed in {time.monotonic() - t0:.1f} s", flush=True)
         try:
             if ps_host:
+                server = (["block_aggregator.py", "--result-encoding", plan.result_encoding]
+                          if args.sparse else ["baseline.py"])
                 with open(out / "logs" / f"{ps_host}-ps.log", "wb") as log:
                     ps_proc = emu.host(ps_host).popen(
-                        [sys.executable, str(REPO / "worker" / "baseline.py"),
+                        [sys.executable, str(REPO / "worker" / server[0]), *server[1:],
                          "--workers", str(len(jobs[0].workers)), "--slots", str(args.window)],
                         stdout=log, stderr=log, cwd=str(REPO),
                         env=dict(os.environ, PYTHONPATH=str(REPO)))
@@ -457,7 +481,8 @@ def run(args, plan: Plan) -> int:
                 "encoding": plan.encoding, "result_encoding": plan.result_encoding,
                 "bw_mbit": args.bw, "loss": args.loss, "jobs": len(jobs),
                 "steps": args.steps, "compressor": args.compressor,
-                "framework": args.framework, "mode": args.mode if torch else None}
+                "framework": args.framework, "mode": args.mode if torch else None,
+                "sparse": bool(args.sparse), "model": args.model}
     path = report.write(out, run_info, summaries, counters)
     title = report.title(run_info, len(topo.switches))
     if report.plot(summaries, out / "accuracy.png", title):

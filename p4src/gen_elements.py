@@ -47,6 +47,7 @@ MACROS = {
         " acc{i}.write(meta.ridx, hdr.fixed.v{i});"
     ),
     "ACC_READ": "acc{i}.read(hdr.fixed.v{i}, meta.ridx);",
+    "ACC_ZERO": "acc{i}.write(meta.ridx, 0);",
     "DECODE_CNAT": DECODE,
     "RECOMPRESS": RECOMPRESS,
 }

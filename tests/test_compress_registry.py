@@ -13,7 +13,7 @@ EXAMPLES = {
     "none": "none", "cnat": "cnat", "dnat": "dnat:s=4,p=inf", "qsgd": "qsgd:s=4,bucket=512",
     "dither": "dither:3,p=1", "terngrad": "terngrad", "topk": "topk:0.01", "randk": "randk:k=5",
     "threshold": "threshold:2.0", "adaptive": "adaptive:fraction=0.25", "onebit": "onebit",
-    "strom": "strom:tau=0.1", "dryden": "dryden:0.05",
+    "strom": "strom:tau=0.1", "dryden": "dryden:0.05", "blocktopk": "blocktopk:0.25,block=16",
 }
 
 

@@ -38,6 +38,9 @@ def plan(*argv: str):
                                                         "switch only"),
     (["--aggregation", "ps", "--partials", "cnat8"], "--partials applies"),
     (["--aggregation", "ps", "--jobs", "3"], "do not split evenly into 3 jobs"),
+    (["--sparse", "--framework", "torch"], "--sparse applies to --framework numpy only"),
+    (["--model", "embedding", "--framework", "torch"], "--model applies to --framework numpy"),
+    (["--sparse", "--partials", "cnat8"], "--partials applies to dense jobs"),
 ])
 def test_a_bad_option_is_refused_before_anything_is_built(argv, message):
     with pytest.raises(run.UsageError) as e:
@@ -55,6 +58,17 @@ def test_the_parameter_server_plan_gives_the_workers_what_the_topology_cannot():
     head = run.header(run.build_parser().parse_args([]), p, Path("out"))
     assert "host parameter server on h5, float32 up, float32 down" in head
     assert "cnat8" not in head
+
+
+def test_the_sparse_host_aggregator_plan():
+    argv = ["--aggregation", "ps", "--sparse", "--model", "embedding"]
+    p = plan(*argv)
+    assert p.ps_host == "h5" and p.topo.jobs == [] and p.encoding == "cnat8"
+    args = run.worker_args(run.build_parser().parse_args(argv), p, Path("t.json"), p.jobs[0])
+    assert "--sparse" in args and args[args.index("--model") + 1] == "embedding"
+    assert args[args.index("--ps-encoding") + 1] == "cnat8"
+    head = run.header(run.build_parser().parse_args(argv), p, Path("out"))
+    assert "sparse job, host block aggregator on h5, cnat8 up, cnat8 down" in head
 
 
 def test_the_switch_plan_says_both_encodings():
@@ -81,3 +95,13 @@ def test_the_plot_title_names_loss_and_jobs():
     title = report.title({"topo": "star", "switch": "soft", "aggregation": "switch",
                           "encoding": "cnat8", "loss": 0.05, "jobs": 2}, 1)
     assert title == "star, 1 soft switch, cnat8 in-network, loss 0.05, 2 jobs"
+
+
+def test_the_sparse_switch_plan_installs_a_sparse_job():
+    argv = ["--sparse", "--encoding", "fixed32"]
+    p = plan(*argv)
+    assert [j.mode for j in p.jobs] == ["sparse"] and p.topo.jobs == p.jobs
+    args = run.worker_args(run.build_parser().parse_args(argv), p, Path("t.json"), p.jobs[0])
+    assert "--sparse" in args
+    with pytest.raises(run.UsageError, match="(?i)sparse"):
+        plan("--sparse", "--topo", "fat-tree")        # one switch only

@@ -86,3 +86,39 @@ def test_sgd_learns_digits(data):
         m.step(m.gradient(*batches.next()), lr=0.1)
     after = m.accuracy(data.x_test, data.y_test)
     assert before < 0.3 and after > 0.9
+
+
+def test_embedding_gradient_matches_finite_differences_and_is_row_sparse(data):
+    from worker.model import EmbeddingBag
+
+    m = EmbeddingBag(seed=3, dtype=np.float64)
+    x, y = data.x_train[:16], data.y_train[:16]
+    loss, g = m.loss_and_grad(x, y)
+    rng = np.random.default_rng(0)
+    eps = 1e-5
+    for i in np.concatenate([rng.choice(np.flatnonzero(g), 12),
+                             rng.choice(np.flatnonzero(g == 0), 4)]):
+        p = m.params.copy()
+        p[i] += eps
+        up = m.loss(x, y, p)
+        p[i] -= 2 * eps
+        down = m.loss(x, y, p)
+        assert abs((up - down) / (2 * eps) - g[i]) <= 1e-6 * max(1.0, abs(g[i]))
+    # only the table rows of the batch's tokens have a gradient
+    e = m.layers(g)[0]
+    _, rows = m.tokens(x)
+    touched = np.zeros(m.vocab, bool)
+    touched[rows] = True
+    assert not e[~touched].any() and e[touched].any(axis=1).mean() > 0.9
+    assert 0.05 < touched.mean() < 0.8
+
+
+def test_embedding_model_learns_the_digits(data):
+    from worker.train import TrainConfig, train
+
+    out = train(lambda g: g, 0, 1, TrainConfig(steps=150, batch=32, lr=0.3,
+                                               model="embedding", eval_every=150))
+    assert out["final_test_accuracy"] > 0.7
+    assert all(s["nonzero"] < 0.8 for s in out["steps"])
+    with pytest.raises(ValueError, match="model must be"):
+        TrainConfig(model="transformer")

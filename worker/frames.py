@@ -24,7 +24,16 @@ import numpy as np
 from worker import wire
 
 HEADER = struct.Struct("!" + "".join(f.fmt.lstrip("!") for f in wire.Agg.fields_desc))
+# The same header as a numpy record, for building many frames at once (Framer.build_many).
+HEADER_DTYPE = np.dtype([(f.name, np.dtype(f.fmt.replace("!", ">"))) for f in
+                         wire.Agg.fields_desc])
+assert HEADER_DTYPE.itemsize == HEADER.size
 AggHeader = namedtuple("AggHeader", [f.name for f in wire.Agg.fields_desc])
+# Sparse packets: AGG then BLOCK (docs/PROTOCOL.md "Sparse jobs"), one struct for both.
+BLOCK_HEADER = struct.Struct("!" + "".join(f.fmt.lstrip("!") for f in wire.Block.fields_desc))
+SPARSE_HEADER = struct.Struct(HEADER.format + BLOCK_HEADER.format.lstrip("!"))
+SparseHeader = namedtuple("SparseHeader", AggHeader._fields
+                          + tuple(f.name for f in wire.Block.fields_desc))
 
 ETH_LEN, IPV4_LEN, UDP_LEN = 14, 20, 8
 L2_LEN = ETH_LEN + IPV4_LEN + UDP_LEN
@@ -55,6 +64,14 @@ def payload_bytes(encoding: int, elems: int) -> int:
 
 def udp_length(encoding: int, elems: int) -> int:
     return UDP_LEN + HEADER.size + payload_bytes(encoding, elems)
+
+
+def sparse_udp_length(encoding: int, elems: int, empty: bool, pad: bool = False) -> int:
+    """UDP length of a sparse packet: 32 bytes when EMPTY (32 + ELEMS padded), else 32 + the
+    payload."""
+    if empty:
+        return UDP_LEN + SPARSE_HEADER.size + (elems if pad else 0)
+    return UDP_LEN + SPARSE_HEADER.size + payload_bytes(encoding, elems)
 
 
 def mac_bytes(mac: str) -> bytes:
@@ -105,9 +122,11 @@ def with_udp_checksum(frame: bytes) -> bytes:
 def udp_checksum_ok(frame: bytes, udp_len: int) -> bool:
     """The UDP checksum of an Ethernet/IPv4 (IHL 5)/UDP `frame` adds up over the pseudo-header,
     the UDP header and the first `udp_len` bytes from it: their ones' complement sum is 0xffff."""
+    # The addresses of the pseudo-header lie just before the UDP header: one sum from the
+    # source address on, plus the protocol and the UDP length the pseudo-header repeats.
     end = ETH_LEN + IPV4_LEN + udp_len
-    pseudo = frame[26:34] + bytes([0, PROTO_UDP]) + frame[38:40]
-    return _fold(ones_sum(pseudo) + ones_sum(frame[ETH_LEN + IPV4_LEN:end])) == 0xFFFF
+    s = ones_sum(frame[26:end]) + PROTO_UDP + (frame[38] << 8 | frame[39])
+    return _fold(s) == 0xFFFF
 
 
 def l2_prefix(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, udp_len: int,
@@ -148,6 +167,16 @@ class Framer:
         # Sum of the pseudo-header and the UDP header (checksum 0) per encoding: constant.
         self.fixed_sums = {enc: ones_sum(p[26:34] + bytes([0, PROTO_UDP]) + p[38:40] + p[34:42])
                            for enc, p in self.prefixes.items() if p}
+        # Sparse frames: one prefix per UDP length (EMPTY, or a payload of each encoding).
+        self.sparse_prefixes: dict[int, bytes] = {}
+        for enc in DTYPES:
+            for empty, pad in ((False, False), (True, False), (True, True)):
+                ulen = sparse_udp_length(enc, elems, empty, pad)
+                self.sparse_prefixes[ulen] = (
+                    b"" if src is None else
+                    l2_prefix(src[0], dst[0], src[1], dst[1], ulen, sport, dport))
+        self.sparse_sums = {n: ones_sum(p[26:34] + bytes([0, PROTO_UDP]) + p[38:40] + p[34:42])
+                            for n, p in self.sparse_prefixes.items() if p}
         self.bad_checksums = 0     # frames parse() dropped because their checksum is wrong
 
     def build(self, msg_type: int, encoding: int, job_id: int, session: int, slot: int,
@@ -175,6 +204,130 @@ class Framer:
         body = hdr + payload
         csum = ~_fold(self.fixed_sums[encoding] + ones_sum(body)) & 0xFFFF
         return prefix[:-2] + (csum or 0xFFFF).to_bytes(2, "big") + body
+
+    def build_sparse(self, msg_type: int, encoding: int, job_id: int, session: int, slot: int,
+                     version: int, exp: int, count: int, chunk: int, block: int, nxt: int,
+                     payload: np.ndarray | bytes | None, flags: int = 0,
+                     pad: bool = False) -> bytes:
+        """One sparse frame (AGG + BLOCK + payload); `payload` None makes it EMPTY (the flag
+        is set here), with ELEMS zero bytes of padding if `pad` (an EMPTY data packet of a
+        job with FIXED32 results brings room for the sum: docs/PROTOCOL.md); an EMPTY flag
+        with a payload is refused."""
+        if encoding not in DTYPES:
+            raise FrameError(f"unknown encoding {encoding}")
+        if payload is None:
+            flags |= wire.FLAG_EMPTY
+            body = bytes(self.elems) if pad else b""
+        elif flags & wire.FLAG_EMPTY:
+            raise FrameError("an EMPTY sparse packet carries no payload")
+        elif isinstance(payload, np.ndarray):
+            if payload.shape != (self.elems,):
+                raise FrameError(f"payload must have shape ({self.elems},), got {payload.shape}")
+            body = payload.astype(DTYPES[encoding], copy=False).tobytes()
+        else:
+            body = bytes(payload)
+            if len(body) != payload_bytes(encoding, self.elems):
+                raise FrameError(f"payload must be {payload_bytes(encoding, self.elems)} bytes, "
+                                 f"got {len(body)}")
+        try:
+            hdr = SPARSE_HEADER.pack(msg_type, encoding, job_id, session, slot, version, exp,
+                                     count, flags, chunk, block, nxt)
+        except struct.error as e:
+            raise FrameError(f"header field out of range: {e}") from None
+        ulen = UDP_LEN + len(hdr) + len(body)
+        prefix = self.sparse_prefixes[ulen]
+        if not self.offset:
+            return prefix + hdr + body
+        body = hdr + body
+        csum = ~_fold(self.sparse_sums[ulen] + ones_sum(body)) & 0xFFFF
+        return prefix[:-2] + (csum or 0xFFFF).to_bytes(2, "big") + body
+
+    def parse_sparse(self, frame: bytes) -> tuple[SparseHeader, np.ndarray | None] | None:
+        """(header, payload view or None if EMPTY) of a sparse aggregation frame; None for
+        anything else (dense frames included), a bad checksum counted as in parse(). An
+        EMPTY frame may carry ELEMS bytes of padding, which are ignored."""
+        off = self.offset
+        if off:
+            if (len(frame) < off + SPARSE_HEADER.size or frame[12] != 0x08
+                    or frame[13] != 0x00 or frame[14] != 0x45 or frame[23] != PROTO_UDP
+                    or (frame[36] << 8 | frame[37]) != self.dport):
+                return None
+        elif len(frame) < SPARSE_HEADER.size:
+            return None
+        hdr = SparseHeader._make(SPARSE_HEADER.unpack_from(frame, off))
+        dtype = DTYPES.get(hdr.encoding)
+        if dtype is None or hdr.msg_type not in wire.SPARSE_TYPES:
+            return None
+        empty = bool(hdr.flags & wire.FLAG_EMPTY)
+        need = off + SPARSE_HEADER.size + (0 if empty else dtype.itemsize * self.elems)
+        if empty and (len(frame) >= need + self.elems if not off else
+                      (frame[38] << 8 | frame[39]) == need + self.elems - ETH_LEN - IPV4_LEN):
+            need += self.elems        # padded
+        if off:
+            if len(frame) < need or (frame[38] << 8 | frame[39]) != need - ETH_LEN - IPV4_LEN:
+                return None
+            if not self.checksum_ok(frame, need - ETH_LEN - IPV4_LEN):
+                self.bad_checksums += 1
+                return None
+        elif len(frame) != need:
+            return None
+        if empty:
+            return hdr, None
+        return hdr, np.frombuffer(frame, dtype, self.elems, off + SPARSE_HEADER.size)
+
+    def build_many(self, msg_type: int, encoding: int, job_id: int, session: int, slots,
+                   versions, exps, count: int, chunks, payloads: np.ndarray,
+                   flags: int = 0) -> list[bytes]:
+        """Frames for many uses at once, equal byte for byte to build() of each row.
+
+        slots, versions, exps, chunks: one value per frame; payloads: (frames, elems)
+        values in any dtype. The headers go into one array through a structured view, the
+        UDP checksums are summed per row with numpy: the per-frame Python work is one
+        tobytes() of a row."""
+        try:
+            prefix = self.prefixes[encoding]
+        except KeyError:
+            raise FrameError(f"unknown encoding {encoding}") from None
+        pay = np.asarray(payloads)
+        if pay.ndim != 2 or pay.shape[1] != self.elems:
+            raise FrameError(f"payloads must have shape (frames, {self.elems}), got {pay.shape}")
+        n = pay.shape[0]
+        cols = {"slot": slots, "version": versions, "exp": exps, "chunk": chunks}
+        for name, value in cols.items():
+            a = np.asarray(value)
+            if a.shape != (n,):
+                raise FrameError(f"{name}: need one value per frame ({n}), got shape {a.shape}")
+            top = (1 << (8 * HEADER_DTYPE[name].itemsize)) - 1
+            if n and (a.min() < 0 or a.max() > top):
+                raise FrameError(f"header field out of range: {name} outside 0..{top}")
+        for name, value in (("msg_type", msg_type), ("job_id", job_id), ("session", session),
+                            ("count", count), ("flags", flags)):
+            top = (1 << (8 * HEADER_DTYPE[name].itemsize)) - 1
+            if not 0 <= value <= top:
+                raise FrameError(f"header field out of range: {name} outside 0..{top}")
+        off, plen = len(prefix), payload_bytes(encoding, self.elems)
+        # One spare zero byte where the body has odd length: the checksum pads it so.
+        width = self.lengths[encoding] + (self.lengths[encoding] - off) % 2
+        buf = np.zeros((n, width), np.uint8)
+        if off:
+            buf[:, :off] = np.frombuffer(prefix, np.uint8)
+        hdr = buf[:, off:off + HEADER.size].view(HEADER_DTYPE).reshape(n)
+        hdr["msg_type"], hdr["encoding"], hdr["job_id"] = msg_type, encoding, job_id
+        hdr["session"], hdr["count"], hdr["flags"] = session, count, flags
+        for name, value in cols.items():
+            hdr[name] = value
+        body = off + HEADER.size
+        buf[:, body:body + plen].view(DTYPES[encoding])[...] = pay
+        end = self.lengths[encoding]
+        if off:
+            words = buf[:, off:].view(">u2")
+            s = words.sum(axis=1, dtype=np.uint64) + np.uint64(self.fixed_sums[encoding])
+            while (s >> np.uint64(16)).any():
+                s = (s & np.uint64(0xFFFF)) + (s >> np.uint64(16))
+            csum = (~s & np.uint64(0xFFFF)).astype(np.uint16)
+            csum[csum == 0] = 0xFFFF
+            buf[:, off - 2:off].view(">u2")[:, 0] = csum
+        return [row.tobytes() for row in buf[:, :end]]
 
     def checksum_ok(self, frame: bytes, udp_len: int) -> bool:
         return udp_checksum_ok(frame, udp_len)

@@ -31,12 +31,13 @@ from worker import wire  # noqa: E402
 from worker.allreduce import AllReduceClient, AllReduceError, JobParams  # noqa: E402
 from worker.allreduce.client import INITIAL_WINDOW, RTO_INITIAL, RTO_MAX, RTO_MIN  # noqa: E402
 from worker.allreduce.restart import RestartFollower, SessionsView, WatchedPort  # noqa: E402
+from worker.allreduce.sparse import SparseAllReduceClient  # noqa: E402
 from worker.baseline import PS_PORT, parse_addr  # noqa: E402
 from worker.compression.modes import MODES  # noqa: E402
 from worker.compression.registry import describe  # noqa: E402
 from worker.frames import Framer  # noqa: E402
 from worker.impair import ImpairedPort  # noqa: E402
-from worker.train import TrainConfig, train  # noqa: E402
+from worker.train import MODELS, TrainConfig, train  # noqa: E402
 from worker.transport import DatagramPort, PortError, open_port  # noqa: E402
 
 BMV2_HEADROOM = 512        # bytes BMv2 lets a program add to a packet
@@ -109,8 +110,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--baseline-ps", metavar="HOST[:PORT]",
                    help=f"aggregate on the host parameter server (worker/baseline.py, port "
                    f"{PS_PORT} by default) over kernel UDP instead of the switch")
-    g.add_argument("--ps-encoding", choices=["float32", "fixed32", "cnat8"], default="float32",
-                   help="with --baseline-ps: what to send (default float32: uncompressed)")
+    g.add_argument("--ps-encoding", choices=["float32", "fixed32", "cnat8"], default=None,
+                   help="with --baseline-ps: what to send (default float32: uncompressed; "
+                   "cnat8 with --sparse)")
+    g.add_argument("--sparse", action="store_true",
+                   help="block-sparse allreduce (docs/PROTOCOL.md \"Sparse jobs\"): only the "
+                   "blocks of the gradient holding a non-zero element travel; the job must be "
+                   "sparse on the switch (topology job mode \"sparse\"), or --baseline-ps names "
+                   "a host block aggregator (worker/block_aggregator.py)")
     g.add_argument("--timeout", type=float, default=10.0,
                    help="seconds without any result before the allreduce fails (default "
                    "%(default)s)")
@@ -137,6 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--batch", type=int, default=32,
                    help="examples per worker and step (default %(default)s)")
     g.add_argument("--lr", type=float, default=0.1, help="learning rate (default %(default)s)")
+    g.add_argument("--model", choices=MODELS, default="mlp",
+                   help="mlp (default), or embedding: a bag of (pixel, level) tokens whose "
+                   "gradient is non-zero only in the embedding rows a batch touched")
     g.add_argument("--hidden", default="64",
                    help="hidden layer sizes, comma-separated (default %(default)s)")
     g.add_argument("--seed", type=int, default=0, help="seed of data split, init and batches")
@@ -186,6 +196,8 @@ def resolve(args) -> dict:
         raise UsageError(f"--encoding cnat8 cannot work for job {job.id}: {why}; use "
                          f"--encoding fixed32, or a single-switch job with enc=cnat8")
     window = args.window if args.window is not None else job.slots
+    if getattr(job, "mode", "dense") == "sparse":
+        args.sparse = True          # the switch holds the job in sparse mode
     view = sessions_view(args)
     session = (view.session if view is not None else args.session if args.session is not None
                else session_from_file(args.topology))
@@ -215,12 +227,33 @@ def open_transport(args, r: dict):
     if args.baseline_ps:
         ps = parse_addr(args.baseline_ps)
         bind = "127.0.0.1" if ps[0].startswith("127.") else host.ip
-        return (DatagramPort((bind, 0), ps), Framer(),
-                wire.ENCODING_BY_NAME[args.ps_encoding], f"parameter server {ps[0]}:{ps[1]}")
+        enc = args.ps_encoding or ("cnat8" if args.sparse else "float32")
+        what = "block aggregator" if args.sparse else "parameter server"
+        return (DatagramPort((bind, 0), ps), Framer(), wire.ENCODING_BY_NAME[enc],
+                f"{what} {ps[0]}:{ps[1]}")
     spec = args.port or f"raw:{ifname(host.name, 0)}"
     port = open_port(spec, quiet_ip=host.ip)
     framer = Framer((host.mac, host.ip), (topo.service_mac, topo.service_ip))
     return port, framer, wire.ENCODING_BY_NAME[r["encoding"]], f"switch via {spec}"
+
+
+def pad_empty(args, r: dict) -> bool:
+    """A sparse job on a switch with FIXED32 results: its EMPTY data packets bring padding
+    to hold the sum (docs/PROTOCOL.md "Sparse jobs")."""
+    return bool(args.sparse and not args.baseline_ps and r["job"] is not None
+                and r["job"].encoding == "fixed32")
+
+
+def make_client(args, r: dict, port, framer, job: JobParams, say=None):
+    """The dense or the block-sparse (--sparse) client, with the pacing options given."""
+    common = dict(seed=args.seed * 1000 + r["rank"], rto=args.rto, rto_min=args.rto_min,
+                  rto_max=max(args.rto, args.rto_min, RTO_MAX),
+                  initial_window=r["window"] if args.fixed_window else args.initial_window,
+                  adaptive_window=not args.fixed_window, timeout=args.timeout)
+    if args.sparse:
+        return SparseAllReduceClient(port, framer, job, pad_empty=pad_empty(args, r), **common)
+    return AllReduceClient(port, framer, job, **common, progress=None if say is None else
+                           lambda done, total: say(f"allreduce {done}/{total} chunks"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -230,7 +263,9 @@ def main(argv: list[str] | None = None) -> int:
         cfg = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr,
                           hidden=tuple(int(h) for h in args.hidden.split(",") if h.strip()),
                           seed=args.seed, compressor=args.compressor, mode=args.mode,
-                          eval_every=args.eval_every)
+                          eval_every=args.eval_every, model=args.model)
+        if args.sparse and args.ps_encoding == "float32":
+            raise UsageError("--sparse sums integers (fixed32 or cnat8), not float32")
         port, framer, encoding, what = open_transport(args, r)
     except (TopologyError, UsageError, PortError, ValueError) as e:
         print(f"worker: {e}", file=sys.stderr)
@@ -245,12 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         port = ImpairedPort(port, args.impair_loss, args.impair_dup, args.impair_reorder,
                             seed=args.impair_seed * 1000 + r["rank"])
     job = job_params(args, r, encoding, framer)
-    client = AllReduceClient(
-        port, framer, job, seed=args.seed * 1000 + r["rank"], rto=args.rto,
-        rto_min=args.rto_min, rto_max=max(args.rto, args.rto_min, RTO_MAX),
-        initial_window=r["window"] if args.fixed_window else args.initial_window,
-        adaptive_window=not args.fixed_window, timeout=args.timeout,
-        progress=lambda done, total: say(f"allreduce {done}/{total} chunks"))
+    client = make_client(args, r, port, framer, job, say)
     allreduce, follower = client.allreduce, None
     if view is not None:
         follower = RestartFollower(client, view, r["rank"], log=say)
@@ -260,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         + (f"; following {view.path}" if view is not None else ""))
     result = {"host": name, "job": args.job, "session": r["session"], "rank": r["rank"],
               "aggregation": "ps" if args.baseline_ps else "switch",
+              "sparse": args.sparse,
               "encoding": wire.ENCODINGS[encoding],
               "result_encoding": (r["job"].encoding.upper() if r["job"] and not args.baseline_ps
                                   else None),
@@ -274,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
         status = 1
     finally:
         port.close()
+    if result["result_encoding"] is None and getattr(client, "result_encoding", None) is not None:
+        result["result_encoding"] = wire.ENCODINGS[client.result_encoding]   # what came back
     result["comm"] = client.stats.as_dict()
     if follower is not None:
         result["restarts_followed"] = follower.sessions - 1

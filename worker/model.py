@@ -159,3 +159,85 @@ class MLP:
     def step(self, update: np.ndarray, lr: float) -> None:
         """SGD: params -= lr * update (e.g. the averaged gradient of all workers)."""
         self.params -= np.asarray(update, self.dtype) * self.dtype.type(lr)
+
+
+class EmbeddingBag:
+    """A bag-of-tokens classifier whose gradient is naturally sparse: an embedding table,
+    the sum of the rows of an example's tokens, a ReLU, then a linear layer.
+
+    An 8x8 digit becomes tokens (pixel, intensity level): pixel p at level l (1..levels,
+    its value rounded to `levels` steps; background pixels give no token) is row
+    p * levels + l - 1 of the table. A batch touches only the rows of the tokens it holds,
+    so only those rows of the table's gradient are non-zero, as in a language model's
+    embedding layer: what a block-sparse allreduce leaves out (docs/PROTOCOL.md "Sparse
+    jobs"). The flat parameters are E (vocab x dim), W (dim x classes), b (classes), in
+    that order; the interface is the MLP's.
+    """
+
+    def __init__(self, inputs: int = 64, classes: int = 10, dim: int = 42, levels: int = 16,
+                 seed: int = 0, dtype=np.float32):
+        if min(inputs, classes, dim, levels) < 1:
+            raise ValueError("inputs, classes, dim and levels must be >= 1")
+        self.inputs, self.levels, self.dim = inputs, levels, dim
+        self.vocab = inputs * levels
+        self.dtype = np.dtype(dtype)
+        self.shapes = [(self.vocab, dim), (dim, classes), (classes,)]
+        self.names = ["E", "W", "b"]
+        self.layer_sizes = [int(np.prod(s)) for s in self.shapes]
+        self.bounds = np.cumsum([0] + self.layer_sizes)
+        self.params = np.zeros(self.num_params, self.dtype)
+        g = np.random.default_rng(seed)
+        e, w, _ = self.layers()
+        e[...] = g.standard_normal(e.shape) * 0.1     # ~30 rows are summed per example
+        w[...] = g.standard_normal(w.shape) * np.sqrt(2.0 / dim)
+
+    num_params = MLP.num_params
+    layers = MLP.layers
+    get_params = MLP.get_params
+    set_params = MLP.set_params
+    predict = MLP.predict
+    accuracy = MLP.accuracy
+    step = MLP.step
+    gradient = MLP.gradient
+    loss = MLP.loss
+
+    def tokens(self, x) -> tuple[np.ndarray, np.ndarray]:
+        """(example index, table row) of every token of the batch."""
+        x = np.asarray(x, np.float64)
+        if x.ndim != 2 or x.shape[1] != self.inputs:
+            raise ValueError(f"expected a batch of {self.inputs} inputs, got {x.shape}")
+        level = np.clip(np.rint(x * self.levels), 0, self.levels).astype(np.int64)
+        ex, pix = np.nonzero(level)
+        return ex, pix * self.levels + level[ex, pix] - 1
+
+    def _forward(self, x, params):
+        e, w, b = self.layers(params)
+        ex, rows = self.tokens(x)
+        h = np.zeros((len(x), self.dim), self.dtype)
+        np.add.at(h, ex, e[rows])
+        a = np.maximum(h, 0)
+        return ex, rows, h, a, a @ w + b
+
+    def logits(self, x, params: np.ndarray | None = None) -> np.ndarray:
+        return self._forward(x, self.params if params is None else params)[-1]
+
+    def loss_and_grad(self, x, y, params: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+        """Mean softmax cross-entropy and its gradient; only the touched rows of E non-zero."""
+        params = self.params if params is None else params
+        y = np.asarray(y)
+        ex, rows, h, a, z = self._forward(x, params)
+        z = z - z.max(axis=1, keepdims=True)
+        logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+        n = len(y)
+        loss = float(-logp[np.arange(n), y].mean())
+        delta = np.exp(logp)
+        delta[np.arange(n), y] -= 1
+        delta /= n
+        grad = np.zeros(self.num_params, self.dtype)
+        ge, gw, gb = self.layers(grad)
+        _, w, _ = self.layers(params)
+        gw[...] = a.T @ delta
+        gb[...] = delta.sum(axis=0)
+        dh = (delta @ w.T) * (h > 0)
+        np.add.at(ge, rows, dh[ex])
+        return loss, grad

@@ -1,11 +1,13 @@
-"""Data-parallel SGD of worker/model.py's MLP on scikit-learn's digits, through any allreduce.
+"""Data-parallel SGD of worker/model.py's MLP (or its embedding model) on scikit-learn's
+digits, through any allreduce.
 
 Every rank starts from the same parameters (same seed), trains on its own shard,
 and replaces its gradient by the workers' mean that `allreduce` returns, so the
 ranks stay identical step after step (the final parameters' hash shows it). An
 optional compressor (worker/compression) is applied to the gradient first, layer-wise
-or to the entire model; the encoding the switch adds (CNAT8 = C_nat, or FIXED32) comes
-after it, in the allreduce.
+or to the entire model (block top-k leaves zero blocks that a sparse job skips; so does
+the embedding model, whose gradient is non-zero only in the rows a batch touched); the
+encoding the switch adds (CNAT8 = C_nat, or FIXED32) comes after it, in the allreduce.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import numpy as np
 
 from worker.compression.modes import ModelCompressor
 from worker.compression.registry import parse as parse_compressor
-from worker.model import MLP, Batches, load_digits_split, shard
+from worker.model import MLP, Batches, EmbeddingBag, load_digits_split, shard
+
+MODELS = ("mlp", "embedding")
 
 
 @dataclass(frozen=True)
@@ -32,12 +36,16 @@ class TrainConfig:
     compressor: str = "none"        # a worker/compression/registry.py spec
     mode: str = "layer"             # "layer" or "model": where the compressor applies
     eval_every: int = 1             # steps between test-set evaluations (and the last step)
+    model: str = "mlp"              # "mlp", or "embedding": worker/model.py's EmbeddingBag,
+                                    # whose gradient is non-zero only in the rows a batch touched
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch < 1 or self.eval_every < 1:
             raise ValueError("steps, batch and eval_every must be >= 1")
         if not self.lr > 0:
             raise ValueError(f"learning rate must be > 0, got {self.lr}")
+        if self.model not in MODELS:
+            raise ValueError(f"model must be one of {', '.join(MODELS)}, got {self.model!r}")
         parse_compressor(self.compressor)        # a bad spec fails before any traffic
 
 
@@ -50,6 +58,7 @@ class StepLog:
     comm_seconds: float
     compressor_bits: int | None     # what the compressor alone would send
     comm: dict = field(default_factory=dict)    # the allreduce's counters for this step
+    nonzero: float = 1.0            # fraction of the sent gradient's elements that are non-zero
 
 
 def train(allreduce: Callable[[np.ndarray], np.ndarray], rank: int, workers: int,
@@ -59,7 +68,10 @@ def train(allreduce: Callable[[np.ndarray], np.ndarray], rank: int, workers: int
     data = load_digits_split(seed=cfg.seed)
     x, y = shard(data.x_train, data.y_train, rank, workers)
     batches = Batches(x, y, cfg.batch, seed=cfg.seed * 1000 + rank)
-    model = MLP((data.x_train.shape[1], *cfg.hidden, data.classes), seed=cfg.seed)
+    if cfg.model == "embedding":
+        model = EmbeddingBag(data.x_train.shape[1], data.classes, seed=cfg.seed)
+    else:
+        model = MLP((data.x_train.shape[1], *cfg.hidden, data.classes), seed=cfg.seed)
     compressor = None
     if cfg.compressor.strip().lower() != "none":
         factory = parse_compressor(cfg.compressor)
@@ -82,7 +94,8 @@ def train(allreduce: Callable[[np.ndarray], np.ndarray], rank: int, workers: int
         if step % cfg.eval_every == 0 or step == cfg.steps:
             acc = model.accuracy(data.x_test, data.y_test)
         rec = StepLog(step, loss, acc, t1 - t0 + time.perf_counter() - t2, t2 - t1, bits,
-                      comm_stats() if comm_stats is not None else {})
+                      comm_stats() if comm_stats is not None else {},
+                      float(np.count_nonzero(grad)) / grad.size)
         steps.append(rec)
         if log is not None:
             acc_text = "" if acc is None else f" test accuracy {acc:.4f}"

@@ -11,7 +11,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import errno
+import os
 import queue
 import select
 import socket
@@ -42,6 +44,11 @@ class Port:
     def send(self, frame: bytes) -> None:
         raise NotImplementedError
 
+    def send_many(self, frames: list[bytes]) -> None:
+        """Sends the frames in order (a socket port: with one system call, sendmmsg)."""
+        for frame in frames:
+            self.send(frame)
+
     def recv(self, timeout: float | None) -> bytes | None:
         """The next frame, waiting at most `timeout` seconds (None: forever); None if none."""
         raise NotImplementedError
@@ -54,6 +61,63 @@ class Port:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _MsgHdr(ctypes.Structure):
+    _fields_ = [("msg_name", ctypes.c_void_p), ("msg_namelen", ctypes.c_uint32),
+                ("msg_iov", ctypes.c_void_p), ("msg_iovlen", ctypes.c_size_t),
+                ("msg_control", ctypes.c_void_p), ("msg_controllen", ctypes.c_size_t),
+                ("msg_flags", ctypes.c_int)]
+
+
+class _MMsgHdr(ctypes.Structure):
+    # struct msghdr is padded to its alignment before msg_len: nested, as in C.
+    _fields_ = [("msg_hdr", _MsgHdr), ("msg_len", ctypes.c_uint)]
+
+
+class _IoVec(ctypes.Structure):
+    _fields_ = [("iov_base", ctypes.c_void_p), ("iov_len", ctypes.c_size_t)]
+
+
+def _libc_sendmmsg():
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).sendmmsg
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_uint, ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_SENDMMSG = _libc_sendmmsg()
+
+
+def sendmmsg(sock: socket.socket, frames: list[bytes]) -> None:
+    """Every frame as one datagram of the connected (or bound packet) socket, in order, in
+    as few system calls as the kernel takes; plain send() where libc has no sendmmsg."""
+    n = len(frames)
+    if _SENDMMSG is None or n < 2:
+        for f in frames:
+            sock.send(f)
+        return
+    bufs = [ctypes.c_char_p(f) for f in frames]     # no copy: pointers into the bytes
+    iov = (_IoVec * n)()
+    msgs = (_MMsgHdr * n)()
+    for i, f in enumerate(frames):
+        iov[i].iov_base = ctypes.cast(bufs[i], ctypes.c_void_p)
+        iov[i].iov_len = len(f)
+        msgs[i].msg_hdr.msg_iov = ctypes.addressof(iov[i])
+        msgs[i].msg_hdr.msg_iovlen = 1
+    done = 0
+    fd = sock.fileno()
+    while done < n:
+        sent = _SENDMMSG(fd, ctypes.addressof(msgs[done]), n - done, 0)
+        if sent < 0:
+            err = ctypes.get_errno()
+            if err == errno.EINTR:
+                continue
+            raise OSError(err, os.strerror(err))
+        done += sent
 
 
 def agg_filter(udp_port: int = wire.AGG_PORT) -> bytes:
@@ -116,8 +180,6 @@ class RawPort(Port):
                                 f"kernel from answering results: {e.strerror}") from None
 
     def _filter(self, udp_port: int) -> bytes:
-        import ctypes
-
         prog = agg_filter(udp_port)
         self._bpf = ctypes.create_string_buffer(prog)     # kept alive with the socket
         return struct.pack("HL", len(prog) // 8, ctypes.addressof(self._bpf))
@@ -125,13 +187,22 @@ class RawPort(Port):
     def send(self, frame: bytes) -> None:
         self.sock.send(frame)
 
+    def send_many(self, frames: list[bytes]) -> None:
+        sendmmsg(self.sock, frames)
+
     def recv(self, timeout: float | None) -> bytes | None:
         while True:
-            if timeout is not None:
-                ready, _, _ = select.select([self.sock], [], [], max(timeout, 0.0))
+            # A frame already waiting costs one system call; select() only when none does.
+            try:
+                frame, addr = self.sock.recvfrom(MAX_FRAME, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                if timeout is not None and timeout <= 0:
+                    return None
+                ready, _, _ = select.select([self.sock], [], [], timeout)
                 if not ready:
                     return None
-            frame, addr = self.sock.recvfrom(MAX_FRAME)
+                timeout = 0.0 if timeout is not None else None
+                continue
             if addr[2] != PACKET_OUTGOING:
                 return frame
             timeout = 0.0 if timeout is not None else None
@@ -173,14 +244,24 @@ class DatagramPort(Port):
         except ConnectionRefusedError:
             pass        # the peer is not up (yet): a lost packet, recovered by retransmission
 
+    def send_many(self, frames: list[bytes]) -> None:
+        try:
+            sendmmsg(self.sock, frames)
+        except ConnectionRefusedError:
+            pass        # as in send(): the rest of the burst is lost, then retransmitted
+
     def recv(self, timeout: float | None) -> bytes | None:
         while True:
-            if timeout is not None:
-                ready, _, _ = select.select([self.sock], [], [], max(timeout, 0.0))
+            # A datagram already waiting costs one system call; select() only when none does.
+            try:
+                return self.sock.recv(MAX_FRAME, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                if timeout is not None and timeout <= 0:
+                    return None
+                ready, _, _ = select.select([self.sock], [], [], timeout)
                 if not ready:
                     return None
-            try:
-                return self.sock.recv(MAX_FRAME)
+                timeout = 0.0 if timeout is not None else None
             except ConnectionRefusedError:
                 timeout = 0.0 if timeout is not None else None     # ICMP from an earlier send
 

@@ -86,7 +86,8 @@ class Block(Packet):
     name = "BLOCK"
     fields_desc = [
         IntField("block", 0),        # the use's block; in a PRIME, the tensor's block count
-        IntField("next", NO_BLOCK),  # CONTRIB: the sender's next non-zero block; RESULT: the next use's
+        # CONTRIB: the sender's next non-zero block; RESULT: the block of the slot's next use
+        IntField("next", NO_BLOCK),
     ]
 
     def guess_payload_class(self, payload: bytes):

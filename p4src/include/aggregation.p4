@@ -16,6 +16,12 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
     register<bit<8>>(SLOT_REGS) workers;     // workers summed (the children's weights)
     register<bit<32>>(SLOT_REGS) use;        // chunk index of the use the version holds
     register<bit<16>>(POOL_SIZE) session;    // newest session that touched the slot; 0: never
+    // Sparse jobs, per (slot, version): the use's block, the tensor's block count (the
+    // bound) and the running min of the contributions' next blocks; max_exp then holds
+    // the exponent of that min (docs/PROTOCOL.md "Sparse jobs").
+    register<bit<32>>(SLOT_REGS) blk;
+    register<bit<32>>(SLOT_REGS) bound;
+    register<bit<32>>(SLOT_REGS) rmin;
     ACC_REGISTERS
 
     VerifyUdp() integrity;
@@ -27,6 +33,7 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
     action job_root(bit<16> base, bit<16> num_slots, bit<8> num_children,
                     bit<16> mcast_grp, bit<8> result_enc, bit<8> max_exp) {
         meta.is_root = true;
+        meta.sparse = false;
         meta.base = base;
         meta.num_slots = num_slots;
         meta.children = num_children;
@@ -40,6 +47,7 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
                      bit<16> mcast_grp, bit<9> parent_port, bit<8> partial_enc,
                      bit<8> max_exp) {
         meta.is_root = false;
+        meta.sparse = false;
         meta.base = base;
         meta.num_slots = num_slots;
         meta.children = num_children;
@@ -48,9 +56,21 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         meta.result_enc = partial_enc;
         meta.max_exp = max_exp;
     }
+    // A sparse (block) job: one switch, the root, so no partial sums.
+    action job_sparse_root(bit<16> base, bit<16> num_slots, bit<8> num_children,
+                           bit<16> mcast_grp, bit<8> result_enc, bit<8> max_exp) {
+        meta.is_root = true;
+        meta.sparse = true;
+        meta.base = base;
+        meta.num_slots = num_slots;
+        meta.children = num_children;
+        meta.grp = mcast_grp;
+        meta.result_enc = result_enc;
+        meta.max_exp = max_exp;
+    }
     table jobs {
         key = { hdr.agg.job_id: exact; }
-        actions = { job_root; job_child; @defaultonly unknown_job; }
+        actions = { job_root; job_child; job_sparse_root; @defaultonly unknown_job; }
         default_action = unknown_job();
         size = MAX_JOBS;
     }
@@ -131,9 +151,126 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         meta.workers = wv;
     }
 
+    // A sparse use: the session and use logic of update_slot, the checks of the packet's
+    // block, next and flags against the use (a violation changes nothing, as STALE does),
+    // and the running min of next with its exponent (the max over the ties).
+    action update_sparse() {
+        bit<16> last;
+        session.read(last, meta.region);
+        bit<16> ds = hdr.agg.session - last;
+        bool new_session = last == 0 || (ds != 0 && ds < 0x8000);
+        bool stale_session = !new_session && ds != 0;
+        bit<32> bv0; bit<32> bo0; bit<8> cv0; bit<8> co0; bit<8> ev0; bit<8> wv0; bit<32> uv0;
+        bit<32> kv0; bit<32> nv0; bit<32> mv0; bit<32> no; bit<32> mo;
+        bitmap.read(bv0, meta.ridx);
+        bitmap.read(bo0, meta.ridx_other);
+        count.read(cv0, meta.ridx);
+        count.read(co0, meta.ridx_other);
+        max_exp.read(ev0, meta.ridx);
+        workers.read(wv0, meta.ridx);
+        use.read(uv0, meta.ridx);
+        blk.read(kv0, meta.ridx);
+        bound.read(nv0, meta.ridx);
+        rmin.read(mv0, meta.ridx);
+        bound.read(no, meta.ridx_other);
+        rmin.read(mo, meta.ridx_other);
+        bit<32> bv = bv0; bit<32> bo = bo0; bit<8> cv = cv0; bit<8> co = co0; bit<8> ev = ev0; bit<8> wv = wv0; bit<32> uv = uv0;
+        bit<32> kv = kv0; bit<32> nv = nv0; bit<32> mv = mv0;
+        bit<16> sv = last;
+        if (new_session) { bv = 0; bo = 0; cv = 0; co = 0; sv = hdr.agg.session; }
+        bit<32> du = hdr.agg.chunk - uv;
+        bool next_use = bv == 0 || (du != 0 && du < 0x80000000);
+        bool stale_use = !next_use && du != 0;
+        if (next_use) { bv = 0; cv = 0; uv = hdr.agg.chunk; }
+        meta.stale = stale_session || stale_use;
+        meta.seen = (bv & meta.child_bit) != 0;
+        meta.first = !meta.seen && cv == 0;
+        bit<8> cn = cv + 1;
+        if (meta.seen) { cn = cv; }
+        meta.complete = cn == meta.children;
+
+        bool prime = (hdr.agg.flags & FLAG_PRIME) != 0;
+        bool empty = (hdr.agg.flags & FLAG_EMPTY) != 0;
+        // A prime's block is the bound; a data use's block is the min the previous use
+        // (the other version, complete) found, and its bound is carried over.
+        if (meta.first) {
+            if (prime) {
+                kv = hdr.block.block;
+                nv = hdr.block.block;
+            } else {
+                kv = mo;
+                nv = no;
+            }
+        }
+        bool prime_use = kv == nv;
+        bool bad = false;
+        if (!meta.seen) {
+            if (prime) {
+                bad = !empty || hdr.pad.isValid() || !prime_use || hdr.block.block != nv;
+            } else {
+                bad = prime_use || hdr.block.block != kv || hdr.block.next <= kv
+                      || (meta.first && (bo == 0 || co != meta.children));
+            }
+            if (hdr.block.next >= nv && hdr.block.next != NO_BLOCK) { bad = true; }
+        }
+        if (meta.first) {
+            mv = hdr.block.next;
+            ev = hdr.agg.exp;
+            wv = meta.weight;
+        } else if (!meta.seen) {
+            if (hdr.block.next < mv) {
+                mv = hdr.block.next;
+                ev = hdr.agg.exp;
+            } else if (hdr.block.next == mv && hdr.agg.exp > ev) {
+                ev = hdr.agg.exp;
+            }
+            wv = wv + meta.weight;
+        }
+        bv = bv | meta.child_bit;
+        meta.bad_block = !meta.stale && bad;
+        if (meta.stale || bad) {
+            // Nothing changes: every register is written back as read.
+            bv = bv0; bo = bo0; cn = cv0; co = co0; ev = ev0; wv = wv0; uv = uv0; sv = last;
+            kv = kv0; nv = nv0; mv = mv0;
+        }
+        session.write(meta.region, sv);
+        bitmap.write(meta.ridx, bv);
+        bitmap.write(meta.ridx_other, bo);
+        count.write(meta.ridx, cn);
+        count.write(meta.ridx_other, co);
+        max_exp.write(meta.ridx, ev);
+        workers.write(meta.ridx, wv);
+        use.write(meta.ridx, uv);
+        blk.write(meta.ridx, kv);
+        bound.write(meta.ridx, nv);
+        rmin.write(meta.ridx, mv);
+        meta.exp = ev;
+        meta.workers = wv;
+        meta.prime_use = prime_use;
+        meta.blk = kv;
+        meta.rmin = mv;
+    }
+
     action acc_write() { ACC_WRITE }
     action acc_add() { bit<32> acc_t; ACC_ADD }
     action acc_read() { ACC_READ }
+    // The first packet of a sparse use is EMPTY: the sum starts at zero.
+    action acc_zero() { ACC_ZERO }
+    // The sum goes out in an EMPTY packet (its padding, if any, replaced).
+    action acc_read_empty() {
+        hdr.fixed.setValid();
+        hdr.pad.setInvalid();
+        ACC_READ
+        hdr.agg.encoding = ENC_FIXED32;
+    }
+    // A prime's result carries no payload (even answering a packet that had one).
+    action prime_result() {
+        hdr.fixed.setInvalid();
+        hdr.cnat.setInvalid();
+        hdr.pad.setInvalid();
+        hdr.agg.encoding = meta.result_enc;
+        hdr.agg.flags = FLAG_PRIME | FLAG_EMPTY;
+    }
     // Keeps the re-compressed (rounded) values, so a retransmitted result
     // re-encodes to the very codes the other children received.
     action keep_rounded() {
@@ -143,10 +280,16 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
     }
 
     // The UDP checksum is filled in on the way out (NatComputeChecksum).
+    // The UDP length of the packet's headers and payload (docs/PROTOCOL.md "Payload").
+    action udp_length() {
+        bit<16> body = hdr.fixed.isValid() ? FIXED32_BYTES
+            : (hdr.cnat.isValid() || hdr.pad.isValid() ? CNAT8_BYTES : 16w0);
+        meta.udp_len = 8 + AGG_HDR_BYTES + (hdr.block.isValid() ? BLOCK_HDR_BYTES : 16w0) + body;
+    }
     action set_lengths() {
-        bit<16> udp_len = hdr.cnat.isValid() ? UDP_LEN_CNAT8 : UDP_LEN_FIXED32;
-        hdr.udp.length = udp_len;
-        hdr.ipv4.total_len = udp_len + 20;
+        udp_length();
+        hdr.udp.length = meta.udp_len;
+        hdr.ipv4.total_len = meta.udp_len + 20;
         hdr.ipv4.ttl = 64;
     }
 
@@ -162,7 +305,8 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
                 ? DROP_BAD_ENCODING : DROP_BAD_LENGTH;
             return;
         }
-        if (hdr.udp.length != (hdr.cnat.isValid() ? UDP_LEN_CNAT8 : UDP_LEN_FIXED32)) {
+        udp_length();
+        if (hdr.udp.length != meta.udp_len) {
             meta.drop_reason = DROP_BAD_LENGTH;
             return;
         }
@@ -170,8 +314,13 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         if (meta.drop_reason != DROP_NONE) { return; }
         jobs.apply();
         if (meta.drop_reason != DROP_NONE) { return; }
+        // The parser takes a block header for the sparse message types only.
+        if (hdr.block.isValid() != meta.sparse) {
+            meta.drop_reason = DROP_BAD_TYPE;
+            return;
+        }
 
-        if (hdr.agg.msg_type == MSG_RESULT) {
+        if (hdr.agg.msg_type == MSG_RESULT || hdr.agg.msg_type == MSG_SPARSE_RESULT) {
             // A result comes down from the parent only.
             if (!meta.is_root && sm.ingress_port == meta.parent_port) {
                 sm.mcast_grp = meta.grp;
@@ -181,7 +330,7 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
             }
             return;
         }
-        if (hdr.agg.msg_type != MSG_CONTRIB) {
+        if (hdr.agg.msg_type != MSG_CONTRIB && hdr.agg.msg_type != MSG_SPARSE_CONTRIB) {
             meta.drop_reason = DROP_BAD_TYPE;
             return;
         }
@@ -198,6 +347,76 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         locate();
         if (hdr.agg.slot >= meta.num_slots || meta.region >= POOL_SIZE) {
             meta.drop_reason = DROP_BAD_SLOT;
+            return;
+        }
+
+        if (meta.sparse) {
+            // A sparse use (docs/PROTOCOL.md "Sparse jobs"). Without a payload of its own,
+            // an EMPTY packet of a job with FIXED32 results brings padding to hold the sum:
+            // BMv2 cannot grow a packet by the 4 * ELEMS bytes of one.
+            bool empty = (hdr.agg.flags & FLAG_EMPTY) != 0;
+            bool too_small = empty && !hdr.pad.isValid() && meta.result_enc == ENC_FIXED32;
+            if (too_small && (hdr.agg.flags & FLAG_PRIME) == 0) {
+                meta.drop_reason = DROP_BAD_LENGTH;
+                return;
+            }
+            if (hdr.cnat.isValid()) { decode.apply(hdr); }
+            update_sparse();
+            if (meta.stale) {
+                meta.drop_reason = DROP_STALE;
+                return;
+            }
+            if (meta.bad_block) {
+                meta.drop_reason = DROP_BAD_BLOCK;
+                return;
+            }
+            if (too_small && meta.seen && meta.complete && !meta.prime_use) {
+                // A prime sent again into its data use: a seen packet changed nothing.
+                meta.drop_reason = DROP_BAD_LENGTH;
+                return;
+            }
+            if (!meta.seen) {
+                events.count(EV_CONTRIB);
+                if (!meta.prime_use) {
+                    if (!empty) {
+                        if (meta.first) { acc_write(); } else { acc_add(); }
+                    } else if (meta.first) {
+                        acc_zero();
+                    }
+                }
+            } else if (meta.complete) {
+                if (!meta.prime_use && !empty) { acc_read(); }
+            } else {
+                events.count(EV_DUPLICATE);
+            }
+            if (!meta.complete) {
+                mark_to_drop(sm);
+                return;
+            }
+            if (!meta.seen) { events.count(EV_COMPLETE); }
+            hdr.agg.msg_type = MSG_SPARSE_RESULT;
+            hdr.agg.exp = meta.exp;
+            hdr.agg.count = meta.workers;
+            hdr.block.block = meta.blk;
+            hdr.block.next = meta.rmin;
+            if (meta.prime_use) {
+                prime_result();
+            } else {
+                if (empty) { acc_read_empty(); }
+                hdr.agg.flags = 0;
+                if (meta.result_enc == ENC_CNAT8) {
+                    recompress.apply(hdr);
+                    keep_rounded();
+                }
+            }
+            if (meta.seen) {
+                sm.egress_spec = sm.ingress_port;
+                events.count(EV_ANSWERED);
+            } else {
+                sm.mcast_grp = meta.grp;
+                events.count(EV_RESULT_MCAST);
+            }
+            set_lengths();
             return;
         }
 

@@ -7,6 +7,12 @@ const bit<16> AGG_UDP_PORT = 20033;
 
 const bit<8> MSG_CONTRIB = 1;
 const bit<8> MSG_RESULT = 2;
+// Sparse (block) jobs (docs/PROTOCOL.md "Sparse jobs").
+const bit<8> MSG_SPARSE_CONTRIB = 3;
+const bit<8> MSG_SPARSE_RESULT = 4;
+const bit<8> FLAG_PRIME = 0x01;     // the first use of a slot in a call
+const bit<8> FLAG_EMPTY = 0x02;     // no payload: the sender does not hold the use's block
+const bit<32> NO_BLOCK = 0xffffffff;
 
 const bit<8> ENC_FIXED32 = 0;
 const bit<8> ENC_CNAT8 = 1;
@@ -15,6 +21,12 @@ const bit<8> ENC_CNAT8 = 1;
 const bit<16> AGG_HDR_BYTES = 16;
 const bit<16> UDP_LEN_FIXED32 = 8 + AGG_HDR_BYTES + 4 * ELEMS;
 const bit<16> UDP_LEN_CNAT8 = 8 + AGG_HDR_BYTES + ELEMS;
+const bit<16> BLOCK_HDR_BYTES = 8;
+const bit<16> FIXED32_BYTES = 4 * ELEMS;
+const bit<16> CNAT8_BYTES = ELEMS;
+// An EMPTY sparse packet: no payload, or ELEMS bytes of padding (docs/PROTOCOL.md).
+const bit<16> UDP_LEN_EMPTY = 8 + AGG_HDR_BYTES + BLOCK_HDR_BYTES;
+const bit<16> UDP_LEN_EMPTY_PADDED = UDP_LEN_EMPTY + ELEMS;
 
 // Indices of the events counter (docs/PROTOCOL.md).
 const bit<32> EV_CONTRIB = 0;
@@ -44,6 +56,7 @@ const bit<8> DROP_BAD_CHECKSUM = 13;
 const bit<8> DROP_STALE = 14;            // an older session, or an older use of the version
 const bit<8> DROP_BAD_UDP_CHECKSUM = 15; // the UDP checksum over the payload does not add up
 const bit<8> DROP_BAD_EXP = 16;          // an exponent above the job's bound
+const bit<8> DROP_BAD_BLOCK = 17;        // a sparse packet's block, next or flags do not fit the use
 // Size of the drops counters: the largest drop reason + 1, rounded up.
 #define DROP_REASONS 32
 

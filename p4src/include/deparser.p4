@@ -20,10 +20,20 @@ control NatComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
             hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
         // Every aggregation packet leaving carries its UDP checksum (docs/PROTOCOL.md
         // "Integrity"); the switch rewrites payloads, addresses and lengths.
-        update_checksum(hdr.agg.isValid() && hdr.fixed.isValid(),
+        update_checksum(hdr.agg.isValid() && !hdr.block.isValid() && hdr.fixed.isValid(),
             { UDP_PSEUDO, UDP_FIELDS, hdr.agg, hdr.fixed }, hdr.udp.checksum, HashAlgorithm.csum16);
-        update_checksum(hdr.agg.isValid() && hdr.cnat.isValid(),
+        update_checksum(hdr.agg.isValid() && !hdr.block.isValid() && hdr.cnat.isValid(),
             { UDP_PSEUDO, UDP_FIELDS, hdr.agg, hdr.cnat }, hdr.udp.checksum, HashAlgorithm.csum16);
+        // Sparse results: a payload, or none (a prime's); they never carry padding.
+        update_checksum(hdr.block.isValid() && hdr.fixed.isValid(),
+            { UDP_PSEUDO, UDP_FIELDS, hdr.agg, hdr.block, hdr.fixed }, hdr.udp.checksum,
+            HashAlgorithm.csum16);
+        update_checksum(hdr.block.isValid() && hdr.cnat.isValid(),
+            { UDP_PSEUDO, UDP_FIELDS, hdr.agg, hdr.block, hdr.cnat }, hdr.udp.checksum,
+            HashAlgorithm.csum16);
+        update_checksum(hdr.block.isValid() && !hdr.fixed.isValid() && !hdr.cnat.isValid(),
+            { UDP_PSEUDO, UDP_FIELDS, hdr.agg, hdr.block }, hdr.udp.checksum,
+            HashAlgorithm.csum16);
     }
 }
 
@@ -33,8 +43,10 @@ control NatDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.ipv4);
         pkt.emit(hdr.udp);
         pkt.emit(hdr.agg);
+        pkt.emit(hdr.block);
         pkt.emit(hdr.fixed);
         pkt.emit(hdr.cnat);
+        pkt.emit(hdr.pad);
     }
 }
 

@@ -48,17 +48,28 @@ header agg_h {
     bit<32> chunk;
 }
 
+// Sparse jobs: after AGG when msg_type is 3 or 4 (docs/PROTOCOL.md "Sparse jobs").
+header block_h {
+    bit<32> block;
+    bit<32> next;
+}
+
 // ELEMS int32 values (FIXED32) or ELEMS sign+code bytes (CNAT8).
 header fixed_h { FIXED_FIELDS }
 header cnat_h { CNAT_FIELDS }
+// ELEMS bytes of padding an EMPTY sparse packet may carry (ignored): a FIXED32 result
+// written into it then grows it by 3 * ELEMS bytes, within BMv2's 512.
+header pad_h { CNAT_FIELDS }
 
 struct headers_t {
     ethernet_h eth;
     ipv4_h     ipv4;
     udp_h      udp;
     agg_h      agg;
+    block_h    block;
     fixed_h    fixed;
     cnat_h     cnat;
+    pad_h      pad;
 }
 
 struct metadata_t {
@@ -74,6 +85,7 @@ struct metadata_t {
     bit<9>  parent_port;
     bit<8>  result_enc;
     bit<8>  max_exp;
+    bool    sparse;
     // from the children table
     bit<32> child_bit;
     bit<8>  weight;
@@ -88,6 +100,12 @@ struct metadata_t {
     bool    complete;
     bit<8>  exp;
     bit<8>  workers;
+    bit<16> udp_len;
+    // sparse jobs: the use's block, the running min of next, whether the use is a prime
+    bool    bad_block;
+    bool    prime_use;
+    bit<32> blk;
+    bit<32> rmin;
 }
 
 error { BadEncoding }

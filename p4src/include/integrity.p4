@@ -20,8 +20,50 @@ control VerifyUdp(inout headers_t hdr, inout metadata_t meta) {
              { UDP_PSEUDO, UDP_FIELDS, hdr.udp.checksum, hdr.agg, hdr.cnat }, 32w65536);
         if (c != 0) { meta.drop_reason = DROP_BAD_UDP_CHECKSUM; }
     }
+    // Sparse packets: the block header, then a payload, padding or nothing.
+    action verify_block_fixed() {
+        bit<16> c;
+        hash(c, HashAlgorithm.csum16, 16w0,
+             { UDP_PSEUDO, UDP_FIELDS, hdr.udp.checksum, hdr.agg, hdr.block, hdr.fixed },
+             32w65536);
+        if (c != 0) { meta.drop_reason = DROP_BAD_UDP_CHECKSUM; }
+    }
+    action verify_block_cnat() {
+        bit<16> c;
+        hash(c, HashAlgorithm.csum16, 16w0,
+             { UDP_PSEUDO, UDP_FIELDS, hdr.udp.checksum, hdr.agg, hdr.block, hdr.cnat },
+             32w65536);
+        if (c != 0) { meta.drop_reason = DROP_BAD_UDP_CHECKSUM; }
+    }
+    action verify_block_pad() {
+        bit<16> c;
+        hash(c, HashAlgorithm.csum16, 16w0,
+             { UDP_PSEUDO, UDP_FIELDS, hdr.udp.checksum, hdr.agg, hdr.block, hdr.pad },
+             32w65536);
+        if (c != 0) { meta.drop_reason = DROP_BAD_UDP_CHECKSUM; }
+    }
+    action verify_block_empty() {
+        bit<16> c;
+        hash(c, HashAlgorithm.csum16, 16w0,
+             { UDP_PSEUDO, UDP_FIELDS, hdr.udp.checksum, hdr.agg, hdr.block }, 32w65536);
+        if (c != 0) { meta.drop_reason = DROP_BAD_UDP_CHECKSUM; }
+    }
     apply {
-        if (hdr.fixed.isValid()) { verify_fixed(); } else { verify_cnat(); }
+        if (hdr.block.isValid()) {
+            if (hdr.fixed.isValid()) {
+                verify_block_fixed();
+            } else if (hdr.cnat.isValid()) {
+                verify_block_cnat();
+            } else if (hdr.pad.isValid()) {
+                verify_block_pad();
+            } else {
+                verify_block_empty();
+            }
+        } else if (hdr.fixed.isValid()) {
+            verify_fixed();
+        } else {
+            verify_cnat();
+        }
     }
 }
 

@@ -29,11 +29,34 @@ parser NatParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
         // Set before extracting, so a truncated packet is still known as ours.
         meta.is_agg = true;
         pkt.extract(hdr.agg);
-        transition select(hdr.agg.encoding) {
-            ENC_FIXED32: parse_fixed;
-            ENC_CNAT8: parse_cnat;
+        transition select(hdr.agg.msg_type, hdr.agg.encoding) {
+            (MSG_SPARSE_CONTRIB, _): parse_block;
+            (MSG_SPARSE_RESULT, _): parse_block;
+            (_, ENC_FIXED32): parse_fixed;
+            (_, ENC_CNAT8): parse_cnat;
             default: bad_encoding;
         }
+    }
+    state parse_block {
+        pkt.extract(hdr.block);
+        transition select(hdr.agg.flags, hdr.agg.encoding) {
+            (FLAG_EMPTY &&& FLAG_EMPTY, ENC_FIXED32): parse_empty;
+            (FLAG_EMPTY &&& FLAG_EMPTY, ENC_CNAT8): parse_empty;
+            (_, ENC_FIXED32): parse_fixed;
+            (_, ENC_CNAT8): parse_cnat;
+            default: bad_encoding;
+        }
+    }
+    state parse_empty {
+        // No payload, or padding whose length the UDP header announces.
+        transition select(hdr.udp.length) {
+            UDP_LEN_EMPTY_PADDED: parse_pad;
+            default: accept;
+        }
+    }
+    state parse_pad {
+        pkt.extract(hdr.pad);
+        transition accept;
     }
     state parse_fixed {
         pkt.extract(hdr.fixed);

@@ -62,7 +62,7 @@ def test_topology_command_writes_jobs_and_loss(tmp_path, capsys):
 def test_dry_run_prints_trees_and_entries(capsys):
     assert main(["--topo", "fat-tree", "--dry-run", "--jobs", "h1,h5:id=4"]) == 0
     out = capsys.readouterr().out
-    assert "job 4: 2 workers, 64 slots, fixed32 results, root s4" in out
+    assert "job 4: 2 workers, 64 slots, fixed32 results, dense, root s4" in out
     assert "NatIngress.agg.job_root(base=0, num_slots=64, num_children=2, mcast_grp=4" in out
     assert out.count("NatIngress.fwd.routes[") == 20 * 16
 

@@ -157,3 +157,99 @@ def check_rounding(exact, codes) -> np.ndarray:
     power = nz & (mag == (1 << p))
     assert np.all(up[power] == 0), "an exact power of two was rounded up"
     return (up == 1) & nz
+
+
+# ---- sparse (block) jobs: docs/PROTOCOL.md "Sparse jobs" ----
+BAD_BLOCK = 17
+
+
+def sparse(topo: Topology, host: str, job: int, session: int, slot: int, block: int,
+           nxt: int, values=None, *, prime: bool = False, pad: bool = False,
+           encoding: int | None = None, **fields) -> bytes:
+    """A SPARSE_CONTRIB as `host` sends it: with values (int32: FIXED32, uint8: CNAT8) it
+    carries the block; without, it is EMPTY (flags PRIME too when `prime`), with ELEMS bytes
+    of padding when `pad` (what an EMPTY data packet of a FIXED32-result job carries)."""
+    return bytes(sparse_pkt(topo, host, job, session, slot, block, nxt, values, prime=prime,
+                            pad=pad, encoding=encoding, **fields))
+
+
+def sparse_pkt(topo: Topology, host: str, job: int, session: int, slot: int, block: int,
+               nxt: int, values=None, *, prime: bool = False, pad: bool = False,
+               encoding: int | None = None, version: int = 0, exp: int = 127,
+               chunk: int = 0, flags: int | None = None,
+               msg_type: int = wire.MSG_SPARSE_CONTRIB) -> Ether:
+    h = topo.host(host)
+    if values is None:
+        enc = wire.ENC_FIXED32
+        payload = wire.Cnat8(codes=[0] * ELEMS) if pad else None
+        f = wire.FLAG_EMPTY | (wire.FLAG_PRIME if prime else 0)
+    else:
+        values = np.asarray(values)
+        if values.dtype == np.uint8:
+            payload, enc = wire.Cnat8(codes=values.tolist()), wire.ENC_CNAT8
+        else:
+            assert values.dtype == np.int32, values.dtype
+            payload, enc = wire.Fixed32(values=values.tolist()), wire.ENC_FIXED32
+        f = wire.FLAG_PRIME if prime else 0
+    pkt = (Ether(src=h.mac, dst=topo.service_mac)
+           / IP(src=h.ip, dst=topo.service_ip)
+           / UDP(sport=wire.AGG_PORT, dport=wire.AGG_PORT)
+           / wire.Agg(msg_type=msg_type, encoding=enc if encoding is None else encoding,
+                      job_id=job, session=session, slot=slot, version=version, exp=exp,
+                      count=1, flags=f if flags is None else flags, chunk=chunk)
+           / wire.Block(block=block, next=nxt))
+    return pkt if payload is None else pkt / payload
+
+
+@dataclass
+class SparseResult:
+    """A dissected SPARSE_RESULT: its headers, and its payload as numpy (None when EMPTY)."""
+
+    pkt: Ether
+    agg: wire.Agg
+    block: wire.Block
+    payload: np.ndarray | None
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return self.agg.job_id, self.agg.slot, self.agg.version
+
+
+def dissect_sparse(frame: bytes) -> SparseResult:
+    pkt = Ether(frame)
+    assert wire.Block in pkt, f"not a sparse packet: {pkt.summary()}"
+    agg, blk = pkt[wire.Agg], pkt[wire.Block]
+    assert agg.msg_type == wire.MSG_SPARSE_RESULT, agg.msg_type
+    assert udp_checksum_ok(pkt), "the UDP checksum does not add up"
+    udp = pkt[UDP]
+    if agg.flags & wire.FLAG_EMPTY:
+        assert udp.len == 8 + 16 + 8 and not blk.payload, "an EMPTY result with a payload"
+        return SparseResult(pkt, agg, blk, None)
+    if agg.encoding == wire.ENC_FIXED32:
+        payload = np.array(pkt[wire.Fixed32].values, dtype=np.int64).astype(np.int32)
+    else:
+        assert agg.encoding == wire.ENC_CNAT8, agg.encoding
+        payload = np.array(pkt[wire.Cnat8].codes, dtype=np.uint8)
+    assert payload.size == ELEMS, f"{payload.size} elements, expected {ELEMS}"
+    size = ELEMS * (4 if agg.encoding == wire.ENC_FIXED32 else 1)
+    assert udp.len == 8 + 16 + 8 + size and pkt[IP].len == 20 + udp.len
+    return SparseResult(pkt, agg, blk, payload)
+
+
+def check_sparse_addressing(topo: Topology, host: str, res: SparseResult) -> None:
+    """A sparse result is addressed to the host, from the service address, UDP 20033 both
+    ways (dissect_sparse checked its lengths and UDP checksum); the IPv4 checksum is valid."""
+    h = topo.host(host)
+    pkt = res.pkt
+    assert (pkt.dst, pkt[IP].dst) == (h.mac, h.ip)
+    assert (pkt.src, pkt[IP].src) == (topo.service_mac, topo.service_ip)
+    assert pkt[UDP].sport == pkt[UDP].dport == wire.AGG_PORT
+    fresh = pkt[IP].copy()
+    fresh.chksum = None
+    assert IP(bytes(fresh)).chksum == pkt[IP].chksum, "IPv4 header checksum is wrong"
+
+
+def received_sparse(fabric, host: str) -> SparseResult:
+    frame = fabric.recv(host)
+    assert frame is not None, f"{fabric.name}: nothing reached {host}"
+    return dissect_sparse(frame)

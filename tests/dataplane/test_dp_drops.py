@@ -26,6 +26,7 @@ from tests.dataplane.packets import (
     random_cnat,
     random_fixed,
     received,
+    sparse,
 )
 from worker import codec, wire
 
@@ -101,7 +102,9 @@ def malformed(topo, job, session, rng):
         (BAD_SLOT, bytes(contrib_pkt(topo, "h1", job, session, 4, good))),   # = num_slots
         (BAD_SLOT, bytes(contrib_pkt(topo, "h1", job, session, 0xFFFF, good))),
         (BAD_TYPE, bytes(pkt(msg_type=0))),
-        (BAD_TYPE, bytes(pkt(msg_type=3))),
+        (BAD_TYPE, bytes(pkt(msg_type=5))),
+        # a well-formed sparse contribution to this dense job (docs/PROTOCOL.md "Sparse jobs")
+        (BAD_TYPE, sparse(topo, "h1", job, session, 0, 0, 1, good)),
         (BAD_RESULT_PORT, bytes(pkt(msg_type=wire.MSG_RESULT))),   # the root has no parent
         (BAD_CHECKSUM, bytes(bad_sum)),
     ]

@@ -1,12 +1,21 @@
 """DESIGN contract 4: a packet built with worker/wire.py's Scapy layers is accepted by the
 compiled program, and the switch's reply dissects with the same layers to the expected fields."""
 
+import re
+from pathlib import Path
+
 import numpy as np
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from controller.topology import JobSpec
-from tests.dataplane.packets import ELEMS, check_result_addressing, dissect
+from tests.dataplane.packets import (
+    ELEMS,
+    check_result_addressing,
+    check_sparse_addressing,
+    dissect,
+    dissect_sparse,
+)
 from worker import codec, wire
 
 
@@ -36,4 +45,73 @@ def test_scapy_contribution_in_scapy_result_out(fabric):
         assert pkt[wire.Fixed32].values == codec.aggregate(values).tolist()
         check_result_addressing(topo, host, dissect(frame))
         assert len(frame) == 14 + 20 + 8 + 16 + 4 * ELEMS
+    assert all(not v for v in fabric.quiet([f"h{i}" for i in range(1, 6)]).values())
+
+
+P4 = Path(__file__).resolve().parents[2] / "p4src" / "include"
+
+
+def test_block_header_and_constants_agree_with_p4():
+    """worker/wire.py's Block layer and sparse constants are the program's block_h and
+    constants (the header's fields, widths and order; message types, flags, NO_BLOCK)."""
+    text = (P4 / "headers.p4").read_text()
+    body = re.search(r"header block_h \{(.*?)\}", text, re.S).group(1)
+    p4 = [(name, int(bits)) for bits, name in re.findall(r"bit<(\d+)>\s+(\w+);", body)]
+    assert [(f.name, 8 * f.sz) for f in wire.Block.fields_desc] == p4
+    number = r"const bit<\d+>\s+(\w+)\s*=\s*(0x[0-9a-f]+|\d+);"
+    consts = {k: int(v, 0) for k, v in re.findall(number, (P4 / "constants.p4").read_text())}
+    assert (consts["MSG_SPARSE_CONTRIB"], consts["MSG_SPARSE_RESULT"]) == (
+        wire.MSG_SPARSE_CONTRIB, wire.MSG_SPARSE_RESULT)
+    assert (consts["FLAG_PRIME"], consts["FLAG_EMPTY"], consts["NO_BLOCK"]) == (
+        wire.FLAG_PRIME, wire.FLAG_EMPTY, wire.NO_BLOCK)
+
+
+def test_scapy_sparse_packets_in_scapy_results_out(fabric):
+    """Sparse contributions built from worker/wire.py's layers (Agg / Block / payload, and
+    EMPTY ones with no payload) are taken by the program, and its SPARSE_RESULTs dissect with
+    the same layers: a prime's result as Agg / Block with nothing after it, a data use's as
+    Agg / Block / Fixed32 with the sum."""
+    hosts = ("h1", "h2", "h3")
+    topo = fabric.program([JobSpec(42, hosts, slots=8, encoding="cnat8", mode="sparse")])
+    session = fabric.session()
+    rng = np.random.default_rng(42)
+
+    def send(host, agg, block, payload=None):
+        h = topo.host(host)
+        pkt = (Ether(src=h.mac, dst=topo.service_mac) / IP(src=h.ip, dst=topo.service_ip)
+               / UDP(sport=wire.AGG_PORT, dport=wire.AGG_PORT) / agg / block)
+        fabric.send(host, bytes(pkt if payload is None else pkt / payload))
+
+    def agg(**kw):
+        return wire.Agg(msg_type=wire.MSG_SPARSE_CONTRIB, job_id=42, session=session, slot=5,
+                        count=1, **kw)
+
+    for host, nxt, exp in zip(hosts, (9, 4, wire.NO_BLOCK), (140, 133, 0), strict=True):
+        send(host, agg(encoding=wire.ENC_FIXED32, version=0, exp=exp, chunk=70,
+                       flags=wire.FLAG_PRIME | wire.FLAG_EMPTY), wire.Block(block=20, next=nxt))
+    for frame in fabric.expect(hosts).values():
+        pkt = Ether(frame)
+        a, b = pkt[wire.Agg], pkt[wire.Block]
+        assert (a.msg_type, a.encoding, a.job_id, a.session, a.slot, a.version, a.exp,
+                a.count, a.flags, a.chunk) == (wire.MSG_SPARSE_RESULT, wire.ENC_CNAT8, 42,
+                                               session, 5, 0, 133, 3,
+                                               wire.FLAG_PRIME | wire.FLAG_EMPTY, 70)
+        assert (b.block, b.next) == (20, 4) and not b.payload
+        assert len(frame) == 14 + 20 + 8 + 16 + 8
+    codes = rng.integers(0, 20, ELEMS).astype(np.uint8)
+    send("h2", agg(encoding=wire.ENC_CNAT8, version=1, exp=140, chunk=78),
+         wire.Block(block=4, next=9), wire.Cnat8(codes=codes.tolist()))
+    for host, nxt, exp in (("h1", 9, 140), ("h3", wire.NO_BLOCK, 0)):
+        send(host, agg(encoding=wire.ENC_CNAT8, version=1, exp=exp, chunk=78,
+                       flags=wire.FLAG_EMPTY), wire.Block(block=4, next=nxt))
+    for host, frame in fabric.expect(hosts).items():
+        pkt = Ether(frame)
+        a, b = pkt[wire.Agg], pkt[wire.Block]
+        assert (a.msg_type, a.encoding, a.version, a.exp, a.count, a.flags, a.chunk) == (
+            wire.MSG_SPARSE_RESULT, wire.ENC_CNAT8, 1, 140, 3, 0, 78)
+        assert (b.block, b.next) == (4, 9)
+        # one worker's codes: their sum is a power of two already, re-compressed unchanged
+        assert pkt[wire.Cnat8].codes == codes.tolist()
+        assert len(frame) == 14 + 20 + 8 + 16 + 8 + ELEMS
+        check_sparse_addressing(topo, host, dissect_sparse(frame))
     assert all(not v for v in fabric.quiet([f"h{i}" for i in range(1, 6)]).values())

@@ -134,3 +134,48 @@ def test_with_udp_checksum_fills_in_what_the_framer_computes():
     assert not udp_checksum_ok(blank, len(frame) - 34)
     assert with_udp_checksum(blank) == frame
     assert udp_checksum_ok(frame, len(frame) - 34)
+
+
+@pytest.mark.parametrize("encoding", [wire.ENC_FIXED32, wire.ENC_CNAT8])
+@pytest.mark.parametrize("empty", [False, True])
+def test_sparse_fast_path_bytes_equal_scapy(encoding, empty):
+    rng = np.random.default_rng(encoding + 2 * empty)
+    flags = wire.FLAG_EMPTY if empty else 0
+    if empty:
+        payload, layer = None, wire.Block(block=7, next=wire.NO_BLOCK)
+    elif encoding == wire.ENC_FIXED32:
+        payload = rng.integers(-(2**31), 2**31, wire.ELEMS).astype(np.int32)
+        layer = wire.Block(block=7, next=wire.NO_BLOCK) / wire.Fixed32(values=payload.tolist())
+    else:
+        payload = rng.integers(0, 256, wire.ELEMS).astype(np.uint8)
+        layer = wire.Block(block=7, next=wire.NO_BLOCK) / wire.Cnat8(codes=payload.tolist())
+    fields = {**FIELDS, "flags": flags}
+    ours = Framer(SRC, DST).build_sparse(wire.MSG_SPARSE_CONTRIB, encoding, block=7,
+                                         nxt=wire.NO_BLOCK, payload=payload, **fields)
+    theirs = bytes(scapy_frame(wire.MSG_SPARSE_CONTRIB, encoding, layer, **fields))
+    assert ours == theirs
+    assert len(ours) - frames.L2_LEN == 24 + (0 if empty else len(bytes(layer)) - 8)
+    hdr, values = Framer(SRC, DST).parse_sparse(theirs)
+    assert (hdr.block, hdr.next, hdr.flags) == (7, wire.NO_BLOCK, flags)
+    assert values is None if empty else np.array_equal(values, payload)
+    assert Framer(SRC, DST).parse(theirs) is None        # not a dense frame
+    with pytest.raises(FrameError, match="EMPTY"):
+        Framer(SRC, DST).build_sparse(wire.MSG_SPARSE_CONTRIB, encoding, block=7, nxt=0,
+                                      payload=np.zeros(wire.ELEMS), **{**FIELDS,
+                                                                      "flags": wire.FLAG_EMPTY})
+
+
+def test_a_padded_empty_sparse_frame_parses_as_empty():
+    f = Framer(SRC, DST)
+    frame = f.build_sparse(wire.MSG_SPARSE_CONTRIB, wire.ENC_FIXED32, block=3, nxt=9,
+                           payload=None, pad=True, **FIELDS)
+    assert len(frame) == frames.L2_LEN + 24 + wire.ELEMS
+    pkt = Ether(frame)
+    assert pkt[UDP].len == 8 + 24 + wire.ELEMS and frames.udp_checksum_ok(frame, pkt[UDP].len)
+    hdr, values = f.parse_sparse(frame)
+    assert values is None and hdr.flags & wire.FLAG_EMPTY and hdr.next == 9
+    bare = Framer()
+    hdr, values = bare.parse_sparse(bare.build_sparse(
+        wire.MSG_SPARSE_CONTRIB, wire.ENC_CNAT8, block=3, nxt=9, payload=None, pad=True,
+        **FIELDS))
+    assert values is None and hdr.block == 3

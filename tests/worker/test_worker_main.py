@@ -74,6 +74,39 @@ def test_three_workers_train_in_lockstep_through_the_parameter_server(topo_file,
     assert r["pacing"]["window"] == 16 or r["pacing"]["window_cuts"] > 0
 
 
+def test_the_embedding_model_trains_through_the_sparse_block_aggregator(topo_file, tmp_path):
+    """--sparse --model embedding: only the gradient's non-zero blocks travel, and the
+    replicas stay identical."""
+    from worker.block_aggregator import BlockAggregator
+
+    agg = BlockAggregator(3, slots=16, result_encoding=wire.ENC_CNAT8)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    stop = threading.Event()
+    thread = threading.Thread(target=agg.serve, args=(sock, stop), daemon=True)
+    thread.start()
+    try:
+        procs = [start(topo_file, h, tmp_path, "--baseline-ps",
+                       f"127.0.0.1:{sock.getsockname()[1]}", "--sparse", "--model",
+                       "embedding", "--steps", "30", "--lr", "0.3", "--batch", "8",
+                       "--eval-every", "30") for h in ("h1", "h2", "h3")]
+        outs = [p.communicate(timeout=180) for p in procs]
+    finally:
+        stop.set()
+        thread.join()
+        sock.close()
+    assert [p.returncode for p in procs] == [0, 0, 0], outs
+    results = [json.loads((tmp_path / f"{h}.json").read_text()) for h in ("h1", "h2", "h3")]
+    assert len({r["params_sha256"] for r in results}) == 1
+    r = results[0]
+    assert r["sparse"] and r["encoding"] == "CNAT8" and r["final_test_accuracy"] > 0.3
+    blocks = -(-r["parameters"] // wire.ELEMS)
+    # fewer blocks aggregated than the gradient has: the rows no worker's batch touched
+    assert r["comm"]["chunks"] < 0.9 * 30 * blocks
+    assert max(s["nonzero"] for s in r["steps"]) < 0.5
+    assert agg.stats.dropped == {}
+
+
 def test_missing_worker_ends_with_a_clear_error(topo_file, ps_addr, tmp_path):
     procs = [start(topo_file, h, tmp_path, "--baseline-ps", ps_addr, "--steps", "3",
                    "--timeout", "1") for h in ("h1", "h2")]

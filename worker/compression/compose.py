@@ -19,7 +19,8 @@ class Compose(Compressor):
     def __init__(self, first: Compressor, then: Compressor):
         if not isinstance(first, Sparsifier):
             raise ValueError(f"{first.spec} has no kept values to compress further: "
-                             "compose a sparsifier (topk, randk, threshold, adaptive) first")
+                             "compose a sparsifier (topk, blocktopk, randk, threshold, adaptive) "
+                             "first")
         super().__init__(first.rng)
         self.first, self.then = first, then
         self.unbiased = first.unbiased and then.unbiased

@@ -7,7 +7,8 @@ Grammar:
 A bare value fills the operator's first parameter. "a+b" applies b to the
 values a keeps (a must be a sparsifier): "topk:0.01+cnat" is C_nat after top-k.
 "ef:" wraps error feedback around any spec. Examples: cnat, dnat:s=4,p=inf,
-qsgd:s=4,bucket=512, randk:0.01,scaled=0, strom:tau=0.01, ef:topk:0.01+cnat.
+qsgd:s=4,bucket=512, randk:0.01,scaled=0, strom:tau=0.01, ef:topk:0.01+cnat,
+ef:blocktopk:0.1+cnat (C_nat after block top-k, with error feedback).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from worker.compression.dithering import RandomDithering, TernGrad
 from worker.compression.feedback import ErrorFeedback
 from worker.compression.natural import NaturalCompression, NaturalDithering
 from worker.compression.quantize import DrydenQuantizer, OneBit, StromQuantizer
-from worker.compression.sparsify import AdaptiveThreshold, RandomK, Threshold, TopK
+from worker.compression.sparsify import AdaptiveThreshold, BlockTopK, RandomK, Threshold, TopK
 
 _REQUIRED = object()
 
@@ -78,6 +79,10 @@ REGISTRY: dict[str, Entry] = {
                     "random dithering D^{p,s}"),
     "terngrad": Entry(TernGrad, {}, "TernGrad"),
     "topk": Entry(TopK, {"ratio": (_float, None), "k": (_int, None)}, "top-k"),
+    "blocktopk": Entry(BlockTopK, {"ratio": (_float, None), "k": (_int, None),
+                                   "block": (_int, 168)},
+                       "block top-k: the k blocks (of `block` elements) of largest norm; "
+                       "blocktopk:0.1+cnat is C_nat after it, ef: adds error feedback"),
     "randk": Entry(RandomK, {"ratio": (_float, None), "k": (_int, None),
                              "scaled": (_bool, True)},
                    "random-k (scaled=1: unbiased d/k scaling; 0: unscaled)"),
@@ -140,7 +145,7 @@ def _term(text: str) -> Callable[[np.random.Generator], Compressor]:
     for key, (_, default) in entry.params.items():
         if key not in kwargs and default is _REQUIRED:
             raise ValueError(f"{name}: parameter {key!r} is required")
-    if name in ("topk", "randk") and "ratio" not in kwargs and "k" not in kwargs:
+    if name in ("topk", "randk", "blocktopk") and "ratio" not in kwargs and "k" not in kwargs:
         raise ValueError(f"{name}: give a ratio ({name}:0.01) or a count ({name}:k=100)")
     # construct once now so that out-of-range values fail at parse time
     entry.build(np.random.default_rng(0), **kwargs)

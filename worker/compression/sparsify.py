@@ -151,3 +151,54 @@ class AdaptiveThreshold(_Indexed):
         if a.size == 0 or a.max() == 0:
             return self._pack(x, np.zeros(0, np.int64))
         return self._pack(x, np.flatnonzero(a >= self.fraction * a.max()))
+
+
+class BlockTopK(Sparsifier):
+    """Block top-k: cut x into blocks of `block` elements (the last one zero padded), keep
+    the k blocks of largest L2 norm whole, drop the others.
+
+    What a block-sparse allreduce sends (docs/PROTOCOL.md "Sparse jobs"): only the kept
+    blocks travel, each with its block index. All-zero blocks are never kept, so fewer
+    than k blocks may be kept. ||x - blocktopk(x)||^2 <= (1 - k/B) ||x||^2 for B blocks.
+    Payload: "values" (float32, the kept blocks' elements in block order, padding
+    included) and "blocks" (int32, sorted). Wire: 32-bit count, then per kept block a
+    32-bit index and `block` 32-bit values.
+    """
+
+    def __init__(self, rng=None, ratio: float | None = None, k: int | None = None,
+                 block: int = 168):
+        super().__init__(rng)
+        _check_ratio_k(ratio, k)
+        if int(block) != block or block < 1:
+            raise ValueError(f"block must be an integer >= 1, got {block}")
+        self.ratio, self.k, self.block = ratio, k, int(block)
+
+    def blocks_of(self, x: np.ndarray) -> np.ndarray:
+        """x flat as rows of `block` elements, the last one zero padded."""
+        flat = as_float32(x).reshape(-1)
+        rows = -(-flat.size // self.block)
+        out = np.zeros(rows * self.block, np.float32)
+        out[:flat.size] = flat
+        return out.reshape(rows, self.block)
+
+    def compress(self, x):
+        x = as_float32(x)
+        rows = self.blocks_of(x)
+        k = count_for(rows.shape[0], self.ratio, self.k)
+        norms = np.einsum("ij,ij->i", rows, rows, dtype=np.float64)
+        if k < rows.shape[0]:
+            idx = np.argpartition(norms, rows.shape[0] - k)[rows.shape[0] - k:]
+        else:
+            idx = np.arange(rows.shape[0])
+        idx = np.sort(idx[norms[idx] > 0]).astype(np.int32)
+        return Compressed({"values": rows[idx].reshape(-1).copy(), "blocks": idx}, x.shape)
+
+    def decompress(self, c):
+        blocks = c.payload["blocks"]
+        rows = -(-c.size // self.block)
+        out = np.zeros((rows, self.block), np.float32)
+        out[blocks] = c.payload["values"].reshape(blocks.size, self.block)
+        return out.reshape(-1)[:c.size].reshape(c.shape)
+
+    def position_bits(self, c):
+        return 32 + INDEX_BITS * int(c.payload["blocks"].size)

@@ -55,9 +55,14 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
                    + (bit<16>)max_exp;
         meta.parent_port = parent_port;
     }
+    action job_sparse_root(bit<16> base, bit<16> num_slots, bit<8> num_children,
+                           bit<16> mcast_grp, bit<8> result_enc, bit<8> max_exp) {
+        meta.grp = mcast_grp + base + num_slots + (bit<16>)num_children + (bit<16>)result_enc
+                   + (bit<16>)max_exp + 1;
+    }
     table jobs {
         key = { hdr.agg.job_id: exact; }
-        actions = { job_root; job_child; @defaultonly unknown_job; }
+        actions = { job_root; job_child; job_sparse_root; @defaultonly unknown_job; }
         default_action = unknown_job();
         size = 64;
     }
