@@ -7,7 +7,9 @@ Parts (each one emulation; links shaped with HTB at the part's bandwidth):
   star-link         star, 4 workers and a parameter-server host, low bandwidth (--link-bw),
                     softswitch: C_nat INA (CNAT8 up and down), int32 INA (FIXED32 up and
                     down) and the host parameter server (float32), one after the other
-  star-switch       the same at high bandwidth (--fast-bw): the switch, not the links, limits
+  star-switch       the same at high bandwidth (--fast-bw): the switch, not the links, limits;
+                    also Gloo's ring allreduce among the 4 hosts (torch.distributed, TCP
+                    routed by the switch; --no-gloo leaves it out)
   star-switch-bmv2  the same on BMv2 (simple_switch_grpc; skipped where not installed)
   fat-link          k=4 fat-tree, C_nat INA with 2, 4, 8, 16 workers (h1..hn), lower
                     bandwidth (--fat-link-bw): 36 emulated nodes share the cores
@@ -38,6 +40,7 @@ from controller import topology as topology_mod
 from controller.topology import JobSpec
 
 WINDOW = 64
+GLOO_PORT = 29700           # + the session: a rendezvous port of its own for each run
 # part -> (topology, regime, switch target)
 PARTS = {"star-link": ("star", "link", "soft"), "star-switch": ("star", "switch", "soft"),
          "star-switch-bmv2": ("star", "switch", "bmv2"), "fat-link": ("fat", "link", "soft"),
@@ -97,15 +100,18 @@ def part_star(args, part: str, workdir: Path) -> list[dict]:
     say(f"{part}: star, 4 workers + parameter server, {bw:g} Mbit/s links, {kind}")
     with emu.started(topo, kind, workdir / part) as net:
         session = int(time.time()) % 20000 + 1
-        for k, (name, job, enc, ps) in enumerate((
-                ("C_nat INA", 1, "cnat8", None),
-                ("int32 INA", 2, "fixed32", None),
-                ("parameter server", 9, "float32", (ps_host.name, ps_host.ip)))):
+        variants = [("C_nat INA", 1, "cnat8", None), ("int32 INA", 2, "fixed32", None),
+                    ("parameter server", 9, "float32", (ps_host.name, ps_host.ip))]
+        if regime == "switch" and args.gloo:
+            variants.append(("Gloo ring", 1, "float32", None))
+        for k, (name, job, enc, ps) in enumerate(variants):
+            gloo = (f"{topo.host(workers[0]).ip}:{GLOO_PORT + session % 1000 + k}"
+                    if name == "Gloo ring" else None)
             say(f"  {name}: {args.reps} x {args.elements} elements ...")
             records, loads, counted = emu.run_probes(
                 net, topo_path, workers, workdir / part, job=job, session=session + k,
                 encoding=enc, elements=args.elements, reps=args.reps, topo=topo, ps=ps,
-                timeout=args.timeout, budget=args.budget)
+                gloo=gloo, timeout=args.timeout, budget=args.budget)
             row = summarize(name, topo, records, loads, counted, bw, args.elements, args.reps,
                             part=part, regime=regime, switch=kind)
             rows.append(row)
@@ -215,7 +221,8 @@ def ratio_rows(rows: list[dict]) -> list[list]:
     out = []
     for part in dict.fromkeys(r["part"] for r in rows):
         mine = [r for r in rows if r["part"] == part]
-        base = mine[-1] if part.startswith("star") else mine[0]
+        base = next((r for r in mine if r["variant"] == "parameter server"), mine[0]) \
+            if part.startswith("star") else mine[0]
         for r in mine:
             out.append([part, f"{r['variant']} ({r['workers']})",
                         f"{base['variant']} ({base['workers']})",
@@ -237,6 +244,8 @@ def main(argv=None) -> int:
     ap.add_argument("--partials", nargs="+", choices=[v[2] for v in FAT_VARIANTS],
                     default=[v[2] for v in FAT_VARIANTS],
                     help="fat-tree variants by the encoding of partial sums between switches")
+    ap.add_argument("--no-gloo", dest="gloo", action="store_false",
+                    help="leave Gloo's ring allreduce out of the switch-bound star")
     ap.add_argument("--elements", type=int, default=4096 if q else 1 << 20)
     ap.add_argument("--reps", type=int, default=1 if q else 3)
     ap.add_argument("--sizes", default="2,4,8,16", help="fat-tree worker counts")

@@ -112,13 +112,14 @@ def read_kernel(topo) -> dict[tuple[str, int], tuple[int, int, int, int]]:
 
 def run_probes(emu, topo_path: Path, hosts: list[str], workdir: Path, *, job: int,
                session: int, encoding: str, elements: int, reps: int, topo,
-               ps: tuple[str, str] | None = None, timeout: float = 60.0,
-               budget: float = 1800.0, extra: tuple[str, ...] = (),
+               ps: tuple[str, str] | None = None, gloo: str | None = None,
+               timeout: float = 60.0, budget: float = 1800.0, extra: tuple[str, ...] = (),
                ps_cmd: tuple[str, ...] = ("baseline.py",)) -> tuple[list[dict], list, list]:
     """Probes on `hosts` (ranks in that order); the counters are read once all have warmed
     up and again when all are done. ps: (host, ip) of the parameter server, started here
-    as worker/<ps_cmd[0]> with the arguments ps_cmd[1:]; extra: more arguments for every
-    probe. Returns (records by rank, link loads of the timed calls from the kernel's counters,
+    as worker/<ps_cmd[0]> with the arguments ps_cmd[1:]; gloo: ip:port of the rendezvous,
+    for Gloo's allreduce among the hosts instead; extra: more arguments for every probe.
+    Returns (records by rank, link loads of the timed calls from the kernel's counters,
     the same from the switches' counters)."""
     sync = workdir / f"sync-{job}-{session}"
     shutil.rmtree(sync, ignore_errors=True)
@@ -141,6 +142,8 @@ def run_probes(emu, topo_path: Path, hosts: list[str], workdir: Path, *, job: in
                    "--sync", str(sync), "--out", str(out), *extra]
             if ps is not None:
                 cmd += ["--ps", ps[1], "--rank", str(rank), "--workers", str(len(hosts))]
+            elif gloo is not None:
+                cmd += ["--gloo", gloo, "--rank", str(rank), "--workers", str(len(hosts))]
             log = open(sync / f"{host}.log", "wb")
             procs.append((host, out, emu.host(host).popen(
                 cmd, stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO), env=env)))

@@ -3,9 +3,10 @@
 
     .venv/bin/python bench/report.py [--dir results/bench] [--out docs/results.md]
 
-Reads <dir>/{wire,allreduce,convergence}.json and <dir>/{codec,softswitch_pps}.txt (what
-bench/all.py leaves there); a bench without output is listed as not run. Plots go to
-the folder named like the report without .md (docs/results/*.png).
+Reads <dir>/{wire,allreduce,convergence,torch_*,speed_targets}.json and
+<dir>/{codec,softswitch_pps}.txt (what bench/all.py leaves there); a bench without output
+is listed as not run. Plots go to the folder named like the report without .md
+(docs/results/*.png).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import OUT, REPO, fmt, machine
+from common import OUT, REPO, Target, fmt, machine
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
@@ -181,6 +182,47 @@ def torch_sections(tconv: dict | None, tta: dict | None, figs: Path, rel: str) -
 # ---------------------------------------------------------------- sections
 
 
+def speed_section(sp: dict | None, figs: Path, rel: str) -> list[str]:
+    """bench/speed_targets.py: every speed target with its verdict, the rows behind them."""
+    out = ["## Speed targets (bench/speed_targets.py)", ""]
+    if not sp:
+        return out + ["Not run.", ""]
+    from speed_targets import plot
+
+    m = sp["machine"]
+    base = sp["baseline"]
+    out += [f"`{sp['command']}`: this code against "
+            + (f"the baseline revision `{base[:12]}` (checked out in a worktree, measured by "
+               "the same scripts in the same run)" if base else "no baseline")
+            + f". {sp['elements']} float32 per worker, {sp['reps']} timed calls (pps: runs) "
+            "per row; the figure is the median, *min..max* the spread. Switch-bound rows at "
+            f"{sp['fast_bw']:g} Mbit/s, link-bound at {sp['link_bw']:g} Mbit/s, softswitch. "
+            f"Load average {m['load_average'][0]} at the start, {sp['load_after']} at the "
+            f"end ({m['cores']} cores, shared); each row's is in its *load* column.", ""]
+    code = sp.get("code") or {}
+    if base and code.get("changed") is not None:
+        n = len(code["changed"])
+        out += [f"The code measured (*new*, `{(code.get('revision') or '?')[:12]}` and its "
+                f"working tree) differs from the baseline in {n} file(s) outside bench/, docs/ "
+                "and tests/" + (": old and new are the same code, so the *this code / "
+                                "baseline* ratios show how much the machine's noise alone "
+                                "moves a figure." if n == 0 else
+                                ": " + ", ".join(code["changed"][:12])
+                                + (", ..." if n > 12 else "") + "."), ""]
+    out += [sp["targets_table"], "", sp["table"], ""]
+    if sp.get("soft_to_bmv2"):
+        out += [f"softswitch / BMv2 simple_switch_grpc (pps, this code): "
+                f"{sp['soft_to_bmv2']:.2f}x elements/s.", ""]
+    if sp.get("skipped"):
+        out += ["Not run: " + "; ".join(f"{k} ({v})" for k, v in sp["skipped"].items()) + ".",
+                ""]
+    ts = [Target(t["name"], t["value"], t["limit"], t["kind"], t["unit"], t["why"])
+          for t in sp["targets"]]
+    if plot(ts, figs / "speed_targets.png"):
+        out += [f"![speed targets: measured over target]({rel}/speed_targets.png)", ""]
+    return out
+
+
 def machine_section(m: dict, switches: list[str]) -> list[str]:
     rows = [("cores", m.get("cores")), ("CPU", m.get("cpu")),
             ("memory", f"{m.get('memory_gib')} GiB"), ("kernel", m.get("kernel")),
@@ -203,7 +245,7 @@ def targets_section(all_targets: list[tuple[str, dict]]) -> list[str]:
             verdict = "met"
         else:
             miss = (t["value"] / t["limit"] if t["kind"] == "max" else t["limit"] / t["value"])
-            verdict = f"**missed by {miss:.2f}x**: {t['why']}"
+            verdict = f"**missed by {miss:.2f}x**" + (f": {t['why']}" if t["why"] else "")
         lines.append(f"| {bench} | {t['name']} {sign} {t['limit']}{t['unit']} | "
                      f"{fmt(t['value'])}{t['unit']} | {verdict} |")
     return lines
@@ -228,9 +270,12 @@ def observations(rows: list[dict], cores) -> list[str]:
         c, i, p = (get(part, v) for v in ("C_nat INA", "int32 INA", "parameter server"))
         if c and i and p:
             fast = c["bw_mbit"]
+            g = get(part, "Gloo ring")
             turned.append(f"on {c['switch']} ({part}) C_nat INA took "
-                          f"{c['median_s'] / i['median_s']:.2f}x the time of int32 INA and "
-                          f"{c['median_s'] / p['median_s']:.2f}x the parameter server's")
+                          f"{c['median_s'] / i['median_s']:.2f}x the time of int32 INA, "
+                          f"{c['median_s'] / p['median_s']:.2f}x the parameter server's"
+                          + (f" and {c['median_s'] / g['median_s']:.2f}x Gloo's ring "
+                             "allreduce's" if g else ""))
     if turned:
         out.append(f"- **Switch-bound** ({fast:g} Mbit/s) the order turns: "
                    + "; ".join(turned) + ". A software switch pays per packet: the CNAT8 path "
@@ -282,6 +327,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     wire, ar, conv = (load(args.dir, n) for n in ("wire", "allreduce", "convergence"))
     tconv, tta = (load(args.dir, n) for n in ("torch_convergence", "torch_tta"))
+    sp = load(args.dir, "speed_targets")
     sparse = load(args.dir, "sparse")
     figs = args.out.with_suffix("")
     figs.mkdir(parents=True, exist_ok=True)
@@ -298,7 +344,7 @@ def main(argv=None) -> int:
         switches.append("convergence: in-process softswitch")
     all_targets = [(b, t) for b, d in (("wire", wire), ("allreduce", ar), ("convergence", conv),
                                        ("sparse", sparse), ("torch_convergence", tconv),
-                                       ("torch_tta", tta))
+                                       ("torch_tta", tta), ("speed_targets", sp))
                    if d for t in d["targets"]]
     out = [
         "# Benchmark results",
@@ -366,6 +412,7 @@ def main(argv=None) -> int:
                         f"{r['switch_elements_per_s'] / 1e6:.2f} M/s" for r in rates) + ".", ""]
     else:
         out += ["Not run (needs root and Mininet).", ""]
+    out += speed_section(sp, figs, rel)
     out += sparse_section(sparse)
     out += ["## Convergence (bench/convergence.py)", ""]
     if conv:
