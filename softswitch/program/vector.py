@@ -523,7 +523,7 @@ class VectorCompiler:
             v = self.env[loc]
             if isinstance(slots, int):
                 out.append(f"F[{slots}] = _vlast({v.code})" if v.vec else
-                           f"F[{slots}] = {v.code}")
+                           f"F[{slots}] = int({v.code})")
             else:
                 tgt = self._slice(slots)
                 if tgt.startswith("ig"):  # scattered lanes: one store each
