@@ -27,6 +27,8 @@ ETH_P_8021Q = 0x8100
 AUXDATA = struct.Struct("=IIIHHHH")  # struct tpacket_auxdata
 CMSG_SPACE = socket.CMSG_SPACE(AUXDATA.size)
 MAX_FRAME = 65535 + 14
+SO_RCVBUFFORCE = 33           # SO_RCVBUF past net.core.rmem_max (needs CAP_NET_ADMIN)
+RCVBUF = 4 << 20              # receive buffer of a raw port, bytes
 REOPEN_INTERVAL = 1.0         # seconds between attempts to reopen a vanished interface
 
 
@@ -271,6 +273,11 @@ class RawPort(Port):
             # the kernel moves a VLAN tag out of the frame into auxiliary data; libpcap,
             # and so BMv2, puts it back, and so must we
             sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+            # a burst must fit while the loop serves another port, as in libpcap's 2 MB ring
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF)
+            except OSError:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
         except OSError as exc:
             sock.close()
             if first:
