@@ -136,7 +136,8 @@ RUNTIME_SCRIPT = textwrap.dedent("""
     import logging, socket, subprocess, sys, time
     sys.path.insert(0, "tests/softswitch")
     from fakes import FakeSwitch
-    from softswitch.ports import open_port, parse_port_spec
+    from softswitch.ports import (CMSG_SPACE, PACKET_AUXDATA, SOL_PACKET, open_port,
+                                  parse_port_spec, restore_vlan)
     from softswitch.runtime import Runtime
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -151,7 +152,8 @@ RUNTIME_SCRIPT = textwrap.dedent("""
     def host(dev):
         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
         s.bind((dev, 0))
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        s.setsockopt(socket.SOL_SOCKET, 33, 4 << 20)     # SO_RCVBUFFORCE
+        s.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)      # the host's end strips tags too
         s.settimeout(0.2)
         return s
 
@@ -159,9 +161,10 @@ RUNTIME_SCRIPT = textwrap.dedent("""
         got, end = [], time.monotonic() + deadline
         while len(got) < want and time.monotonic() < end:
             try:
-                f = s.recv(4096)
+                f, anc, _, _ = s.recvmsg(4096, CMSG_SPACE)
             except socket.timeout:
                 continue
+            f = restore_vlan(f, anc)
             if f[:12] == MACS:
                 got.append(f)
         return got
