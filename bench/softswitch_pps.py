@@ -62,9 +62,25 @@ def stream(topo, hosts: list[str], slots: int, rounds: int, session: int, seed: 
     return out
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (/proc/PID/stat), 0 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_now(fab) -> tuple[float, float]:
+    """(this process's CPU seconds: the bench's sender and receiver, the switches')."""
+    t = os.times()
+    return t.user + t.system, sum(cpu_seconds(p.pid) for p in fab.procs)
+
+
 def run(fab, hosts: list[str], rounds_of, window: int, timeout: float):
     """Sends the rounds with at most `window` in flight; (packets/s, results/s, outputs per
-    host in arrival order)."""
+    host in arrival order, (bench, switch) CPU share of the run's wall time)."""
     rounds = rounds_of(fab.session())
     socks = {fab.socks[h].fileno(): h for h in hosts}
     got = {h: [] for h in hosts}
@@ -94,6 +110,7 @@ def run(fab, hosts: list[str], rounds_of, window: int, timeout: float):
 
     rx = threading.Thread(target=receive, daemon=True)
     rx.start()
+    cpu0 = cpu_now(fab)
     t0 = time.perf_counter()
     for frames in rounds:
         if not done.acquire(timeout=timeout):
@@ -102,12 +119,15 @@ def run(fab, hosts: list[str], rounds_of, window: int, timeout: float):
             fab.socks[host].send(frame)
     rx.join(timeout)
     stop.set()
+    cpu1 = cpu_now(fab)
     n = sum(len(v) for v in got.values())
     if errors or n != len(rounds) * len(hosts):
         raise SystemExit(f"{fab.name}: {n} of {len(rounds) * len(hosts)} results in "
                          f"{timeout:.0f} s; {errors[:3]}")
     dt = last[0] - t0
-    return len(rounds) * len(hosts) / dt, n / dt, got
+    wall = time.perf_counter() - t0
+    share = tuple((b - a) / wall for a, b in zip(cpu0, cpu1, strict=True))
+    return len(rounds) * len(hosts) / dt, n / dt, got, share
 
 
 def compare(a: dict, b: dict) -> tuple[int, int]:
@@ -232,6 +252,7 @@ def main(argv=None) -> int:
     fabs = {}
     rates: dict[str, list[float]] = {"bmv2": [], "soft": []}
     outs: dict[str, list[dict]] = {"bmv2": [], "soft": []}
+    cost: dict[str, list[float]] = {"bmv2": [], "soft": []}
     with tempfile.TemporaryDirectory(prefix="natswitch-pps-") as tmp:
         try:
             for target in ("bmv2", "soft"):
@@ -241,13 +262,19 @@ def main(argv=None) -> int:
                 fabs[target].program([job])
             for i in range(args.runs):
                 for target in ("bmv2", "soft"):
-                    pps, rps, got = run(fabs[target], hosts, lambda s: stream(
+                    pps, rps, got, (bench, switch) = run(fabs[target], hosts, lambda s: stream(
                         topo, hosts, args.slots, rounds, s, args.seed),
                         args.window, args.timeout)
                     rates[target].append(pps)
                     outs[target].append(got)
+                    # CPU over wall time: a process near 1.0 on one core is what bounds
+                    # and the switch's CPU time per packet, which other load does not change
+                    cost[target].append(switch / pps * 1e6)
                     print(f"run {i + 1} {'BMv2' if target == 'bmv2' else 'softswitch'}: "
-                          f"{pps:,.0f} packets/s, {rps:,.0f} results/s", flush=True)
+                          f"{pps:,.0f} packets/s, {rps:,.0f} results/s; CPU: switch "
+                          f"{switch:.2f}, bench sender+receiver {bench:.2f} (of "
+                          f"{os.cpu_count()} cores); switch CPU {cost[target][-1]:.0f} us "
+                          "per packet", flush=True)
         finally:
             for fab in fabs.values():
                 fab.close()
@@ -258,6 +285,9 @@ def main(argv=None) -> int:
     print(f"BMv2 simple_switch_grpc: {bmv2:,.0f} packets/s, {bmv2 * wire.ELEMS:,.0f} "
           f"elements/s (median of {args.runs})")
     print(f"ratio softswitch/BMv2: {soft / bmv2:.2f}x")
+    print(f"switch CPU per packet (median): softswitch {median(cost['soft']):.0f} us, BMv2 "
+          f"{median(cost['bmv2']):.0f} us; ratio BMv2/softswitch "
+          f"{median(cost['bmv2']) / median(cost['soft']):.2f}x")
     if args.no_check:
         print("outputs not compared (--no-check)")
         return 0

@@ -254,7 +254,7 @@ class DiffFabric(Fabric):
             for reg_name, reg in sw.registers.items():
                 mask = (1 << reg.bitwidth) - 1
                 theirs = [v & mask for v in self.thrift[name].register(reg_name)]
-                out[name, reg_name] = (theirs, list(reg.values))
+                out[name, reg_name] = (theirs, [int(v) for v in reg.values])  # lists or banks
         return out
 
     def check(self) -> None:

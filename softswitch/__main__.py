@@ -45,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cpu-port", type=int, default=None,
                    help="port number for packet-in / packet-out (no packet I/O without it)")
     p.add_argument("--drop-port", type=int, default=511, help="drop port (default 511)")
+    p.add_argument("--no-vectorize", action="store_true",
+                   help="run every action as scalar Python code (no numpy fast path)")
     p.add_argument("--pcap", nargs="?", const=".", default=None, metavar="DIR",
                    help="write <iface>_in.pcap / <iface>_out.pcap per port into DIR (default .)")
     p.add_argument("--pcap-dir", default=None, metavar="DIR", help="same as --pcap DIR")
@@ -125,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     from .runtime import Runtime
 
     switch = Switch(device_id=args.device_id, cpu_port=args.cpu_port, drop_port=args.drop_port,
-                    log=log.getChild("engine"))
+                    log=log.getChild("engine"), vectorize=not args.no_vectorize)
     if args.config:
         try:
             with open(args.config, "rb") as f:

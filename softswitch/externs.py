@@ -23,12 +23,13 @@ class Register:
         self.name = name
         self.size = size
         self.bitwidth = bitwidth
+        # a list, or a column of a 2-D numpy bank when vector code runs over the array
         self.values: list[int] = [0] * size
         self._lock = lock
 
     def read(self, i: int) -> int:
         with self._lock:
-            return self.values[_index(self.name, self.size, i)]
+            return int(self.values[_index(self.name, self.size, i)])
 
     def write(self, i: int, v: int) -> None:
         with self._lock:

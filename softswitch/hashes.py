@@ -78,9 +78,12 @@ def csum16(data: bytes) -> int:
     """Ones' complement of the ones' complement sum of 16-bit words (RFC 1071)."""
     if len(data) % 2:
         data = data + b"\x00"
-    s = sum(struct.unpack(f">{len(data) // 2}H", data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
+    # The words' sum modulo 0xffff (2**16 = 1 mod 0xffff): the folded ones' complement sum,
+    # which is 0xffff rather than 0 unless every word is 0.
+    n = int.from_bytes(data, "big")
+    s = n % 0xFFFF
+    if s == 0 and n:
+        s = 0xFFFF
     return (~s) & 0xFFFF
 
 

@@ -27,6 +27,8 @@ ETH_P_8021Q = 0x8100
 AUXDATA = struct.Struct("=IIIHHHH")  # struct tpacket_auxdata
 CMSG_SPACE = socket.CMSG_SPACE(AUXDATA.size)
 MAX_FRAME = 65535 + 14
+SO_RCVBUFFORCE = 33           # SO_RCVBUF past net.core.rmem_max (needs CAP_NET_ADMIN)
+RCVBUF = 4 << 20              # receive buffer of a raw port, bytes
 REOPEN_INTERVAL = 1.0         # seconds between attempts to reopen a vanished interface
 
 
@@ -104,7 +106,8 @@ class PcapWriter:
 
 
 class Port:
-    """One switch port. recv() blocks at most `timeout` seconds; send() never raises."""
+    """One switch port. recv() blocks at most `timeout` seconds; poll() never blocks (the
+    packet loop calls it when fileno() is readable); send() never raises."""
 
     def __init__(self, spec: PortSpec, pcap_dir: str | None, log: logging.Logger):
         self.spec = spec
@@ -124,6 +127,20 @@ class Port:
             if self.pcap_in:
                 self.pcap_in.write(frame)
         return frame
+
+    def poll(self) -> bytes | None:
+        """The next frame already queued on the port, or None; never blocks."""
+        frame = self._poll()
+        if frame is not None:
+            self.rx += 1
+            if self.pcap_in:
+                self.pcap_in.write(frame)
+        return frame
+
+    def fileno(self) -> int | None:
+        """The descriptor to wait on for poll(), or None while the port has none."""
+        sock = self.sock
+        return None if sock is None else sock.fileno()
 
     def send(self, frame: bytes) -> bool:
         try:
@@ -146,6 +163,9 @@ class Port:
                 pcap.close()
 
     def _recv(self, timeout: float) -> bytes | None:
+        raise NotImplementedError
+
+    def _poll(self) -> bytes | None:
         raise NotImplementedError
 
     def _send(self, frame: bytes) -> None:
@@ -188,11 +208,29 @@ class UdpPort(Port):
                 raise
             if source[:2] == self._peer:
                 return frame
-            self.foreign += 1
-            if self.foreign in (1, 10, 100) or self.foreign % 1000 == 0:
-                self.log.warning("port %d (%s): dropped a datagram from %s:%d, not the peer "
-                                 "%s:%d (%d so far)", self.number, self.name, source[0],
-                                 source[1], *self._peer, self.foreign)
+            self._foreign(source)
+
+    def _poll(self) -> bytes | None:
+        sock = self.sock
+        if sock.gettimeout() != 0.0:
+            sock.settimeout(0.0)
+        while True:
+            try:
+                frame, source = sock.recvfrom(MAX_FRAME)
+            except OSError as exc:  # BlockingIOError included: nothing queued
+                if exc.errno in (errno.ECONNREFUSED, errno.EAGAIN):
+                    return None
+                raise
+            if source[:2] == self._peer:
+                return frame
+            self._foreign(source)
+
+    def _foreign(self, source) -> None:
+        self.foreign += 1
+        if self.foreign in (1, 10, 100) or self.foreign % 1000 == 0:
+            self.log.warning("port %d (%s): dropped a datagram from %s:%d, not the peer "
+                             "%s:%d (%d so far)", self.number, self.name, source[0],
+                             source[1], *self._peer, self.foreign)
 
     def _send(self, frame: bytes) -> None:
         self.sock.sendto(frame, self.spec.peer)
@@ -235,6 +273,11 @@ class RawPort(Port):
             # the kernel moves a VLAN tag out of the frame into auxiliary data; libpcap,
             # and so BMv2, puts it back, and so must we
             sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+            # a burst must fit while the loop serves another port, as in libpcap's 2 MB ring
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF)
+            except OSError:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
         except OSError as exc:
             sock.close()
             if first:
@@ -282,6 +325,31 @@ class RawPort(Port):
                 return None
             if addr[2] != PACKET_OUTGOING:
                 return restore_vlan(frame, anc)
+
+    def reopen_due(self) -> bool:
+        """While the interface is gone: try to attach it again once the interval is up; True
+        when it is back (the packet loop then waits on the new descriptor)."""
+        if self.sock is not None or self._closed or time.monotonic() < self._next_open:
+            return False
+        return self._open()
+
+    def _poll(self) -> bytes | None:
+        sock = self.sock
+        if sock is None:
+            return None
+        if sock.gettimeout() != 0.0:
+            sock.settimeout(0.0)
+        while True:
+            try:
+                frame, anc, _, addr = sock.recvmsg(MAX_FRAME, CMSG_SPACE)
+            except BlockingIOError:
+                return None
+            except OSError as exc:
+                if not self._closed:
+                    self._lost(exc)
+                return None
+            if addr[2] != PACKET_OUTGOING:
+                return restore_vlan(frame, anc) if anc else frame
 
     def _send(self, frame: bytes) -> None:
         sock = self.sock

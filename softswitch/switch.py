@@ -38,6 +38,7 @@ from .program.layout import (
     RESUBMIT,
     TRUNC,
 )
+from .program.vector import RandomBatch
 
 # Resubmissions plus recirculations one input packet may cause before the
 # rest is dropped: BMv2 would loop forever on a program that always does it.
@@ -51,13 +52,17 @@ NB_QUEUES_PER_PORT = 1  # simple_switch's default; a higher priority is dropped
 
 class Switch:
     def __init__(self, device_id: int = 0, cpu_port: int | None = None, drop_port: int = 511,
-                 log: logging.Logger | None = None, seed: int | None = None):
+                 log: logging.Logger | None = None, seed: int | None = None,
+                 vectorize: bool = True):
         self.device_id = device_id
         self.cpu_port = cpu_port
         self.drop_port = drop_port
         self.log = log or logging.getLogger("softswitch")
         self._lock = threading.RLock()
         self._rng = random.Random(seed)
+        # vector code draws the random extern's values from numpy (program/vector.py)
+        self._nprng = RandomBatch(seed)
+        self.vectorize = vectorize
         self._prog: Program | None = None
         self._t0 = time.monotonic()
         self.tables: dict = {}
@@ -83,7 +88,8 @@ class Switch:
     def load(self, config) -> None:
         """Translate and install a BMv2 JSON program; resets all runtime state."""
         prog = compile_program(config, lock=self._lock, rng=self._rng, log=self.log,
-                               drop_port=self.drop_port)
+                               drop_port=self.drop_port, vectorize=self.vectorize,
+                               nprng=self._nprng)
         with self._lock:
             self._prog = prog
             self.tables = prog.tables

@@ -19,6 +19,8 @@ from .layout import Layout, bad
 from .module import Module
 from .parsers import ParserCompiler
 from .runtime import HELPERS
+from .vector import HELPERS as VECTOR_HELPERS
+from .vector import RandomBatch, plan_banks
 
 SUPPORTED_MAJOR = 2
 DEEP_RECURSION = 20000
@@ -88,12 +90,14 @@ def decode(config) -> dict:
 
 
 def compile_program(config, *, lock: threading.RLock, rng: random.Random,
-                    log: logging.Logger, drop_port: int = 511) -> Program:
+                    log: logging.Logger, drop_port: int = 511, vectorize: bool = True,
+                    nprng: RandomBatch | None = None) -> Program:
     j = decode(config)
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, DEEP_RECURSION))  # deep expressions recurse deeply
     try:
-        return _compile(j, lock, rng, log, drop_port)
+        return _compile(j, lock, rng, log, drop_port, vectorize,
+                        nprng if nprng is not None else RandomBatch(rng.getrandbits(64)))
     except SwitchError:
         raise
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
@@ -105,7 +109,7 @@ def compile_program(config, *, lock: threading.RLock, rng: random.Random,
         sys.setrecursionlimit(limit)
 
 
-def _compile(j: dict, lock, rng, log, drop_port) -> Program:
+def _compile(j: dict, lock, rng, log, drop_port, vectorize, nprng) -> Program:
     meta = j.get("__meta__", {})
     ver = meta.get("version")
     if ver is not None and (not isinstance(ver, list) or not ver or ver[0] != SUPPORTED_MAJOR):
@@ -116,6 +120,7 @@ def _compile(j: dict, lock, rng, log, drop_port) -> Program:
     L = Layout(j)
     mod = Module()
     mod.globals.update(HELPERS)
+    mod.globals.update(VECTOR_HELPERS)
     mod.globals["_rng"] = rng
     mod.globals["_log_error"] = log.error
 
@@ -147,6 +152,10 @@ def _compile(j: dict, lock, rng, log, drop_port) -> Program:
     env.direct_counters = direct
     env.direct_meter_targets = meter_targets
     env.vsets = vsets
+    env.vectorize = vectorize
+    if vectorize:
+        env.banks = plan_banks(j.get("actions", []), registers)
+        env.nprng = mod.bind(nprng, "nprng")
     for c in j.get("calculations", []):
         env.calcs[c["name"]] = compile_calculation(env, mod, c)
 

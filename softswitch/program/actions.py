@@ -21,6 +21,7 @@ from .layout import (
     bad,
 )
 from .runtime import HELPERS
+from .vector import Unsupported, VectorCompiler, find_groups
 
 U64 = (1 << 64) - 1
 
@@ -36,6 +37,9 @@ class Env:
         self.meters = meters  # name -> MeterArray
         self.calcs = calcs  # name -> global name of the compiled calculation function
         self.drop_port = drop_port
+        self.banks: dict = {}  # register name -> (vector.Bank, column)
+        self.vectorize = False
+        self.nprng = None  # global name of the vector.RandomBatch
 
 
 class PrimitiveCompiler:
@@ -423,7 +427,9 @@ class PrimitiveCompiler:
         name = self.mod.bind(r.values, "R")
         out = []
         i = self.simple(self.val(idx), out)
-        e = Ex(f"{name}[{i}]", "data", None, r.bitwidth)
+        # a register held in a vector bank is a numpy column: its cells become Python ints
+        cell = f"int({name}[{i}])" if r.name in self.env.banks else f"{name}[{i}]"
+        e = Ex(cell, "data", None, r.bitwidth)
         st = self.store(dst, e)
         out.append(f"if {i} < {r.size}:")
         out += ["    " + s for s in st] or ["    pass"]
@@ -503,9 +509,32 @@ def compile_action(env: Env, fname: str, action: dict) -> list[str]:
     head = [f"def {fname}(F{args}):"]
     jumps = any(p.get("op") in ("_jump", "_jump_if_zero") for p in prims)
     if not jumps:
+        groups = find_groups(prims) if env.vectorize else []
         body = []
-        for p in prims:
-            body += pc.compile(p)
+        vectored = False
+        i = 0
+        for s, k, m in groups + [(len(prims), 0, 0)]:
+            for p in prims[i:s]:
+                body += pc.compile(p)
+            if m:
+                scalar = []
+                for p in prims[s:s + k * m]:
+                    scalar += pc.compile(p)
+                vec = vector_group(env, pc, prims, s, k, m) if pays(prims[s:s + k]) else None
+                if vec is None:
+                    body += scalar
+                else:
+                    pre, guard, lines = vec
+                    vectored = True
+                    body += pre
+                    if guard is None:
+                        body += lines
+                    else:
+                        body += [f"if {guard}:"] + ["    " + x for x in lines] + ["else:"]
+                        body += ["    " + x for x in scalar]
+            i = s + k * m
+        if vectored:
+            return head + ["    " + s for s in body or ["pass"]]
         return head + ["    " + s for s in localize(body)]
     # Jumps (if/else inside actions): basic blocks dispatched on a program counter.
     starts = {0}
@@ -546,6 +575,25 @@ def compile_action(env: Env, fname: str, action: dict) -> list[str]:
     body.append("    else:")
     body.append("        return")
     return head + ["    " + s for s in body]
+
+
+def pays(template: list) -> bool:
+    """Whether numpy beats the scalar code: a lane doing one copy, lookup or register write
+    costs less in Python than moving its values into an array and back."""
+    return len(template) > 1 or template[0].get("op") == "register_read"
+
+
+def vector_group(env: Env, pc: PrimitiveCompiler, prims: list, s: int, k: int, m: int):
+    """(lines before the guard, guard or None, vector lines) for a group, or None when it
+    must run as scalar code."""
+    try:
+        vc = VectorCompiler(pc, env.banks, env.nprng, prims, s, k, m)
+        lines = vc.compile()
+    except Unsupported:
+        return None
+    except Exception:  # noqa: BLE001 - an optimisation: the scalar code is always right
+        return None
+    return vc.pre, vc.guard_code(), lines
 
 
 def _runs(slots: list[int]) -> list[tuple[int, int]]:

@@ -57,8 +57,23 @@ def compile_calculation(env, mod, c: dict) -> str:
     name = mod.fresh("calc")
     body = ["v = 0", "n = 0"]
     payload = False
+    aligned = True  # the bits gathered so far are whole bytes whichever headers are valid
+    packed = False  # some headers go to `parts` as bytes packed by struct
     for inp in c.get("input", []):
         t = inp.get("type")
+        if t == "header" and aligned:
+            h = L.header(inp["value"])
+            w = None
+            if h.htype.varbit is None and h.htype.nbits % 8 == 0:
+                w = header_writer(mod, h.htype, str(h.base))
+            if w is not None:
+                # a whole header packed at once rather than shifted in field by field
+                if not packed:
+                    body.insert(0, "parts = []")
+                    packed = True
+                body += ["if n:", "    parts.append(_bits_to_bytes(v, n))", "    v = 0",
+                         "    n = 0", f"if F[{h.base}]:", f"    parts.append({w})"]
+                continue
         if t == "field":
             h, fi, slot = L.field(inp["value"][0], inp["value"][1])
             val = f"F[{slot}]" + (f" & {fi.mask}" if fi.signed else "")
@@ -66,6 +81,8 @@ def compile_calculation(env, mod, c: dict) -> str:
             if h.htype.varbit is not None and fi is h.htype.fields[h.htype.varbit]:
                 w = f"F[{h.slot(VLEN)}]"
             line = [f"v = (v << {w}) | ({val})", f"n += {w}"]
+            if not isinstance(w, int) or w % 8:
+                aligned = False
             if h.metadata:
                 body += line
             else:
@@ -74,6 +91,8 @@ def compile_calculation(env, mod, c: dict) -> str:
             w = int(inp["bitwidth"])
             v = parse_hex(inp["value"]) & ((1 << w) - 1)
             body += [f"v = (v << {w}) | {v}", f"n += {w}"]
+            if w % 8:
+                aligned = False
         elif t == "header":
             h = L.header(inp["value"])
             parts = []
@@ -86,11 +105,16 @@ def compile_calculation(env, mod, c: dict) -> str:
                 line.append(f"v = (v << {w}) | ({val})")
             line.append(f"n += {h.htype.nbits} + {vlen}")
             body += [f"if F[{h.base}]:"] + ["    " + s for s in line]
+            if h.htype.varbit is not None or h.htype.nbits % 8:
+                aligned = False
         elif t == "payload":
             payload = True
         else:
             raise bad(f"calculation {c.get('name')!r}: unsupported input type {t!r}")
     data = "_bits_to_bytes(v, n)"
+    if packed:
+        body.append(f"parts.append({data})")
+        data = "b''.join(parts)"
     if payload:
         data += f" + F[{PAYLOAD}]"
     body.append(f"return {algo_name}({data})")

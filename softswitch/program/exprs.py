@@ -219,7 +219,10 @@ class ExprCompiler:
                 raise bad(f"unknown register array {v[0]!r}")
             idx = self.data(v[1])
             r = self.mod.bind(reg.values, "R")
-            return Ex(f"({r}[{idx.code}] if {idx.code} < {reg.size} else 0)", "data", None,
+            cell = f"{r}[{idx.code}]"
+            if not isinstance(reg.values, list):  # a column of a vector bank
+                cell = f"int({cell})"
+            return Ex(f"({cell} if {idx.code} < {reg.size} else 0)", "data", None,
                       reg.bitwidth)
         if t == "string":
             raise bad("a string is not an expression")
@@ -387,7 +390,7 @@ class ExprCompiler:
                 return a
             if a.bits is not None and a.bits < w:
                 return a
-            return Ex(f"((({a.code}) + {h}) & {m}) - {h}", "data", None, None, w)
+            return Ex(f"(((({a.code}) + {h}) & {m}) - {h})", "data", None, None, w)
         if op == "usat_cast":
             if a.const is not None:
                 return cdata(min(max(a.const, 0), m))
