@@ -172,18 +172,24 @@ class ParameterServer:
         return [(m, result) for m in job.members]
 
     def serve(self, sock: socket.socket, stop: threading.Event | None = None) -> None:
-        """Answers datagrams on `sock` until `stop` is set (checked every 0.2 s)."""
-        sock.settimeout(0.2)
-        while stop is None or not stop.is_set():
+        serve_datagrams(self, sock, stop, log)
+
+
+def serve_datagrams(server, sock: socket.socket, stop: threading.Event | None,
+                    logger: logging.Logger) -> None:
+    """Answers datagrams on `sock` with `server.handle` until `stop` is set (checked every
+    0.2 s); shared by the host servers (this one and worker/block_aggregator.py)."""
+    sock.settimeout(0.2)
+    while stop is None or not stop.is_set():
+        try:
+            data, sender = sock.recvfrom(65535)
+        except TimeoutError:
+            continue
+        for dest, out in server.handle(data, sender):
             try:
-                data, sender = sock.recvfrom(65535)
-            except TimeoutError:
-                continue
-            for dest, out in self.handle(data, sender):
-                try:
-                    sock.sendto(out, dest)
-                except OSError as e:
-                    log.warning("send to %s failed: %s", dest, e)
+                sock.sendto(out, dest)
+            except OSError as e:
+                logger.warning("send to %s failed: %s", dest, e)
 
 
 def parse_addr(text: str, default_port: int = PS_PORT) -> tuple[str, int]:
@@ -195,37 +201,43 @@ def parse_addr(text: str, default_port: int = PS_PORT) -> tuple[str, int]:
     return host, int(port)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def server_main(argv: list[str] | None, doc: str, tag: str, make, logger) -> int:
+    """The command line of a host server: `make(workers, slots, result_encoding=, seed=)`
+    builds it; it serves on one UDP socket until SIGTERM/SIGINT."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--listen", default=f"0.0.0.0:{PS_PORT}",
                     help="HOST[:PORT] to receive contributions on (default %(default)s)")
     ap.add_argument("--workers", type=int, required=True, help="workers per job")
     ap.add_argument("--slots", type=int, default=512, help="slots per job (default 512)")
     ap.add_argument("--result-encoding", choices=["fixed32", "cnat8"], default="fixed32",
-                    help="encoding of the sums of FIXED32/CNAT8 contributions")
+                    help="encoding of the sums of FIXED32/CNAT8 contributions "
+                         "(default %(default)s)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the CNAT8 re-compression")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s ps %(message)s")
-    ps = ParameterServer(args.workers, args.slots,
-                         result_encoding=wire.ENCODING_BY_NAME[args.result_encoding],
-                         seed=args.seed)
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {tag} %(message)s")
+    server = make(args.workers, args.slots,
+                  result_encoding=wire.ENCODING_BY_NAME[args.result_encoding], seed=args.seed)
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
     try:
         sock.bind(parse_addr(args.listen))
     except (OSError, ValueError) as e:
-        print(f"ps: cannot listen on {args.listen}: {e}", file=sys.stderr)
+        print(f"{tag}: cannot listen on {args.listen}: {e}", file=sys.stderr)
         return 2
-    log.info("listening on %s:%d for %d workers", *sock.getsockname(), args.workers)
+    logger.info("listening on %s:%d for %d workers", *sock.getsockname(), args.workers)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        ps.serve(sock, stop)
+        server.serve(sock, stop)
     finally:
-        log.info("stats: %s", ps.stats)
+        logger.info("stats: %s", server.stats)
         sock.close()
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return server_main(argv, __doc__, "ps", ParameterServer, log)
 
 
 if __name__ == "__main__":

@@ -15,9 +15,7 @@ against the switch or this server (worker/allreduce/sparse.py).
 
 from __future__ import annotations
 
-import argparse
 import logging
-import signal
 import socket
 import sys
 import threading
@@ -30,7 +28,7 @@ if __package__ in (None, ""):
 import numpy as np  # noqa: E402
 
 from worker import codec, wire  # noqa: E402
-from worker.baseline import PS_PORT, PsStats, newer, parse_addr  # noqa: E402
+from worker.baseline import PsStats, newer, serve_datagrams, server_main  # noqa: E402
 from worker.frames import Framer  # noqa: E402
 
 log = logging.getLogger("natswitch.blockagg")
@@ -178,51 +176,11 @@ class BlockAggregator:
         return [(m, result) for m in job.members]
 
     def serve(self, sock: socket.socket, stop: threading.Event | None = None) -> None:
-        """Answers datagrams on `sock` until `stop` is set (checked every 0.2 s)."""
-        sock.settimeout(0.2)
-        while stop is None or not stop.is_set():
-            try:
-                data, sender = sock.recvfrom(65535)
-            except TimeoutError:
-                continue
-            for dest, out in self.handle(data, sender):
-                try:
-                    sock.sendto(out, dest)
-                except OSError as e:
-                    log.warning("send to %s failed: %s", dest, e)
+        serve_datagrams(self, sock, stop, log)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--listen", default=f"0.0.0.0:{PS_PORT}",
-                    help="HOST[:PORT] to receive contributions on (default %(default)s)")
-    ap.add_argument("--workers", type=int, required=True, help="workers per job")
-    ap.add_argument("--slots", type=int, default=512, help="slots per job (default 512)")
-    ap.add_argument("--result-encoding", choices=["fixed32", "cnat8"], default="fixed32",
-                    help="encoding of the sums (default %(default)s)")
-    ap.add_argument("--seed", type=int, default=0, help="seed of the CNAT8 re-compression")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s blockagg %(message)s")
-    agg = BlockAggregator(args.workers, args.slots,
-                          result_encoding=wire.ENCODING_BY_NAME[args.result_encoding],
-                          seed=args.seed)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-    try:
-        sock.bind(parse_addr(args.listen))
-    except (OSError, ValueError) as e:
-        print(f"blockagg: cannot listen on {args.listen}: {e}", file=sys.stderr)
-        return 2
-    log.info("listening on %s:%d for %d workers", *sock.getsockname(), args.workers)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    try:
-        agg.serve(sock, stop)
-    finally:
-        log.info("stats: %s", agg.stats)
-        sock.close()
-    return 0
+    return server_main(argv, __doc__, "blockagg", BlockAggregator, log)
 
 
 if __name__ == "__main__":
