@@ -80,8 +80,10 @@ class PsStats:
         return []
 
 
-class ParameterServer:
-    """The slot algorithm of docs/PROTOCOL.md on a host. handle() is the whole logic."""
+class HostServer:
+    """What the host servers share (this parameter server and worker/block_aggregator.py):
+    the job's sizes, framing, CNAT8 re-compression's generator, per-job state, counters and
+    the datagram loop. A subclass's handle() is its whole logic."""
 
     def __init__(self, workers: int, slots: int = 512, elems: int = wire.ELEMS,
                  result_encoding: int = wire.ENC_FIXED32, seed: int = 0):
@@ -93,8 +95,29 @@ class ParameterServer:
         self.result_encoding = result_encoding
         self.framer = Framer(elems=elems)
         self.rng = np.random.default_rng(seed)
-        self.jobs: dict[int, _Job] = {}
+        self.jobs: dict = {}
         self.stats = PsStats()
+
+    def handle(self, data: bytes, sender) -> list[tuple[object, bytes]]:
+        raise NotImplementedError
+
+    def serve(self, sock: socket.socket, stop: threading.Event | None = None) -> None:
+        """Answers datagrams on `sock` until `stop` is set (checked every 0.2 s)."""
+        sock.settimeout(0.2)
+        while stop is None or not stop.is_set():
+            try:
+                data, sender = sock.recvfrom(65535)
+            except TimeoutError:
+                continue
+            for dest, out in self.handle(data, sender):
+                try:
+                    sock.sendto(out, dest)
+                except OSError as e:
+                    log.warning("send to %s failed: %s", dest, e)
+
+
+class ParameterServer(HostServer):
+    """The slot algorithm of docs/PROTOCOL.md on a host. handle() is the whole logic."""
 
     def handle(self, data: bytes, sender) -> list[tuple[object, bytes]]:
         """One datagram from `sender` -> the datagrams to send, as (destination, bytes)."""
@@ -171,26 +194,6 @@ class ParameterServer:
         job.results[s, v] = result
         return [(m, result) for m in job.members]
 
-    def serve(self, sock: socket.socket, stop: threading.Event | None = None) -> None:
-        serve_datagrams(self, sock, stop, log)
-
-
-def serve_datagrams(server, sock: socket.socket, stop: threading.Event | None,
-                    logger: logging.Logger) -> None:
-    """Answers datagrams on `sock` with `server.handle` until `stop` is set (checked every
-    0.2 s); shared by the host servers (this one and worker/block_aggregator.py)."""
-    sock.settimeout(0.2)
-    while stop is None or not stop.is_set():
-        try:
-            data, sender = sock.recvfrom(65535)
-        except TimeoutError:
-            continue
-        for dest, out in server.handle(data, sender):
-            try:
-                sock.sendto(out, dest)
-            except OSError as e:
-                logger.warning("send to %s failed: %s", dest, e)
-
 
 def parse_addr(text: str, default_port: int = PS_PORT) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
@@ -215,8 +218,12 @@ def server_main(argv: list[str] | None, doc: str, tag: str, make, logger) -> int
     ap.add_argument("--seed", type=int, default=0, help="seed of the CNAT8 re-compression")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {tag} %(message)s")
-    server = make(args.workers, args.slots,
-                  result_encoding=wire.ENCODING_BY_NAME[args.result_encoding], seed=args.seed)
+    try:
+        server = make(args.workers, args.slots,
+                      result_encoding=wire.ENCODING_BY_NAME[args.result_encoding],
+                      seed=args.seed)
+    except ValueError as e:
+        ap.error(str(e))
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
     try:

@@ -16,9 +16,7 @@ against the switch or this server (worker/allreduce/sparse.py).
 from __future__ import annotations
 
 import logging
-import socket
 import sys
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,8 +26,7 @@ if __package__ in (None, ""):
 import numpy as np  # noqa: E402
 
 from worker import codec, wire  # noqa: E402
-from worker.baseline import PsStats, newer, serve_datagrams, server_main  # noqa: E402
-from worker.frames import Framer  # noqa: E402
+from worker.baseline import HostServer, newer, server_main  # noqa: E402
 
 log = logging.getLogger("natswitch.blockagg")
 NO_BLOCK = wire.NO_BLOCK
@@ -66,21 +63,8 @@ class _Job:
         self.enc = np.zeros(shape, np.int64)
 
 
-class BlockAggregator:
+class BlockAggregator(HostServer):
     """The sparse slot algorithm on a host. handle() is the whole logic."""
-
-    def __init__(self, workers: int, slots: int = 512, elems: int = wire.ELEMS,
-                 result_encoding: int = wire.ENC_FIXED32, seed: int = 0):
-        if not 1 <= workers <= 64:
-            raise ValueError(f"workers must be within 1..64 (the bitmap), got {workers}")
-        if result_encoding not in (wire.ENC_FIXED32, wire.ENC_CNAT8):
-            raise ValueError("results are FIXED32 or CNAT8")
-        self.n, self.slots, self.elems = workers, slots, elems
-        self.result_encoding = result_encoding
-        self.framer = Framer(elems=elems)
-        self.rng = np.random.default_rng(seed)
-        self.jobs: dict[int, _Job] = {}
-        self.stats = PsStats()
 
     def handle(self, data: bytes, sender) -> list[tuple[object, bytes]]:
         """One datagram from `sender` -> the datagrams to send, as (destination, bytes)."""
@@ -174,9 +158,6 @@ class BlockAggregator:
             self.n & 0xFF, hdr.chunk, blk, int(job.rmin[s, v]), out, flags)
         job.results[s, v] = result
         return [(m, result) for m in job.members]
-
-    def serve(self, sock: socket.socket, stop: threading.Event | None = None) -> None:
-        serve_datagrams(self, sock, stop, log)
 
 
 def main(argv: list[str] | None = None) -> int:
