@@ -1,6 +1,7 @@
 """The host parameter server follows the switch's slot rules (docs/PROTOCOL.md)."""
 
 import numpy as np
+import pytest
 
 from worker import wire
 from worker.baseline import ParameterServer
@@ -52,3 +53,14 @@ def test_new_session_starts_clean_and_bad_datagrams_are_counted():
     assert ps.handle(b"junk", "A") == []
     assert ps.handle(contrib(a, slot=9), "A") == []
     assert ps.stats.dropped == {"bad_length_or_encoding": 1, "bad_slot": 1}
+
+
+@pytest.mark.parametrize("module", ["worker.baseline", "worker.block_aggregator"])
+def test_host_server_cli_refuses_a_bad_worker_count_in_one_line(module):
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-m", module, "--workers", "0"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2
+    assert "workers must be within 1..64" in p.stderr
+    assert "Traceback" not in p.stderr
