@@ -16,7 +16,6 @@ P4_TOOLCHAIN_DEBS := libboost-iostreams1.74.0 libboost-program-options1.74.0 \
          libnanomsg5 libpcap0.8 libssl3 xz-utils cpp python3-thrift python3-six
 PYTEST_ARGS ?=
 P4C   := p4c-bm2-ss
-ELEMS ?= 168
 P4OUT := p4src/build
 
 TOPO  ?= star
@@ -29,7 +28,8 @@ help:
 	@echo "make test         set up (Debian packages, .venv) and run lint + the whole test suite"
 	@echo "make run-mininet  set up and run the default training job in Mininet (root);"
 	@echo "                  TOPO=fat-tree for the k=4 fat-tree, RUN_ARGS='...' for more options"
-	@echo "make p4           recompile p4src/ (needs p4c-bm2-ss on PATH)"
+	@echo "make p4           recompile p4src/ into both profiles, p4src/build/ (168 elements"
+	@echo "                  per packet) and p4src/build/wide/ (1456); needs p4c-bm2-ss on PATH"
 	@echo "make bench        run the benchmarks and write docs/results.md"
 
 setup: debs toolchain venv
@@ -77,13 +77,16 @@ test: setup lint
 run-mininet: setup
 	$(PY) mininet/run.py --topo $(TOPO) $(RUN_ARGS)
 
-# Recompiles the program where p4c is installed; elsewhere the committed
-# build/ is what runs (its sources' hash is checked by the tests).
+# Recompiles the program where p4c is installed, once per profile (controller/profiles.py):
+# 168 elements per packet into build/, 1456 (a full MTU of CNAT8) into build/wide/.
+# Elsewhere the committed builds are what runs (their sources' hash is checked by the tests).
 p4:
 	@command -v $(P4C) >/dev/null || { echo "$(P4C) is not on PATH; p4src/build/ stays as committed"; exit 1; }
-	python3 p4src/gen_elements.py --elems $(ELEMS)
-	python3 p4src/build_tools.py compile $(P4OUT) $(ELEMS)
+	python3 p4src/gen_elements.py
+	python3 p4src/build_tools.py compile $(P4OUT) 168
+	python3 p4src/build_tools.py compile $(P4OUT)/wide 1456
 	python3 p4src/build_tools.py hash > $(P4OUT)/agg.sha256
+	cp $(P4OUT)/agg.sha256 $(P4OUT)/wide/agg.sha256
 
 # The benchmarks (the Mininet ones need root; about 40 min on 2 cores): docs/results.md
 # and docs/results/*.png. BENCH_QUICK=1 for a smoke run (report in results/bench/results.md).

@@ -25,8 +25,6 @@ from common import REPO, link_loads, say
 
 sys.path.insert(0, str(REPO / "mininet"))
 
-P4INFO = REPO / "p4src" / "build" / "agg.p4info.txt"
-BMV2_JSON = REPO / "p4src" / "build" / "agg.json"
 PROBE = REPO / "bench" / "host_probe.py"
 
 
@@ -42,8 +40,9 @@ def why_not_runnable() -> str | None:
 
 @contextlib.contextmanager
 def started(topo, kind: str, workdir: Path, shape: bool = True, poll: float = 30.0,
-            patience: float = 3600.0):
-    """The topology emulated and programmed by the controller; yields the Emulation."""
+            patience: float = 3600.0, profile: str = "default"):
+    """The topology emulated and programmed by the controller with the compiled profile's
+    program (controller/profiles.py); yields the Emulation."""
     from emulation import Emulation
     from mininet.log import setLogLevel
 
@@ -51,7 +50,17 @@ def started(topo, kind: str, workdir: Path, shape: bool = True, poll: float = 30
     from controller.program import program
 
     setLogLevel("critical")     # tc warns that the HTB quantum is big at high rates; harmless
-    pipeline = Pipeline.load(str(P4INFO), str(BMV2_JSON))
+    try:
+        from controller.profiles import PROFILES, check_jobs
+    except ImportError:         # a checkout from before the profiles (a baseline): one program
+        if profile != "default":
+            raise
+        build = REPO / "p4src" / "build"
+        pipeline = Pipeline.load(str(build / "agg.p4info.txt"), str(build / "agg.json"))
+    else:
+        prof = PROFILES[profile]
+        check_jobs(prof, topo)
+        pipeline = Pipeline.load(str(prof.p4info), str(prof.bmv2_json))
     deadline = time.monotonic() + patience
     while True:
         emu = Emulation(topo, kind, workdir / "logs", shape=shape)

@@ -136,6 +136,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rank", type=int)
     ap.add_argument("--workers", type=int)
     ap.add_argument("--window", type=int, default=64)
+    ap.add_argument("--elems", type=int,
+                    help=f"elements per packet: the switches' profile's (default {wire.ELEMS})")
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--sync", type=Path, help="folder of the ready/go handshake")
     ap.add_argument("--sparse", action="store_true",
@@ -159,6 +161,8 @@ def main(argv=None) -> int:
                   str(args.rank), "--workers", str(args.workers), "--window", str(args.window)]
     else:
         wargv += ["--encoding", args.encoding]
+        # only when given: a baseline checkout's worker has no --elems (bench/speed_targets.py)
+        wargv += ["--elems", str(args.elems)] if args.elems is not None else []
     wargs = worker_main.build_parser().parse_args(wargv)
     r = worker_main.resolve(wargs)
     port, framer, encoding, what = worker_main.open_transport(wargs, r)

@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 if __package__ in (None, ""):
     # Run as a script: import `controller` as a package from the repository root, and keep
@@ -22,6 +23,7 @@ if __package__ in (None, ""):
 from controller import shell as shell_cmd  # noqa: E402
 from controller.jobs import make_jobs  # noqa: E402
 from controller.p4info import P4InfoError, Pipeline  # noqa: E402
+from controller.profiles import PROFILES, Profile, check_jobs, elems_of, profile  # noqa: E402
 from controller.program import SyncResult, desired_state, for_each_switch, program  # noqa: E402
 from controller.session import ControllerError, Session, listening  # noqa: E402
 from controller.stats import format_stats, read_stats  # noqa: E402
@@ -37,8 +39,6 @@ from controller.tree import build_tree  # noqa: E402
 from controller.watch import Watcher  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-P4INFO = os.path.join(REPO, "p4src", "build", "agg.p4info.txt")
-BMV2_JSON = os.path.join(REPO, "p4src", "build", "agg.json")
 COMMANDS = ("program", "topology", "stats", "shell")
 
 DESCRIPTION = """\
@@ -103,8 +103,14 @@ def _session_options(p: argparse.ArgumentParser) -> None:
 
 
 def _pipeline_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--p4info", default=P4INFO, help="P4Info (text) of the program to push")
-    p.add_argument("--bmv2-json", default=BMV2_JSON, help="BMv2 JSON of the program to push")
+    p.add_argument("--profile", choices=sorted(PROFILES), default="default",
+                   help="compiled profile of p4src/ to push: default (168 elements per "
+                   "packet, p4src/build/) or wide (1456, CNAT8 both ways only, "
+                   "p4src/build/wide/); workers then need --elems to match")
+    p.add_argument("--p4info", help="P4Info (text) of the program to push (default: the "
+                   "profile's)")
+    p.add_argument("--bmv2-json", help="BMv2 JSON of the program to push (default: the "
+                   "profile's)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -245,7 +251,7 @@ def cmd_program(args) -> int:
         return 0
     if args.watch:
         return cmd_watch(args, topo)
-    pipeline = None if args.reset else _load_pipeline(args)
+    pipeline = None if args.reset else _load_pipeline(args, topo)
     _require_a_switch(topo, args.switches, args.timeout)
     results = program(topo, pipeline, args.switches, args.timeout, _election_id(args.election_id))
     total, failed = SyncResult(switch=None), []
@@ -291,7 +297,7 @@ def cmd_watch(args, topo: Topology) -> int:
         print(f"{time.strftime('%H:%M:%S')} {text}", flush=True)
 
     path = sessions_path(args)
-    watcher = Watcher(topo, _load_pipeline(args), path, _election_id(args.election_id),
+    watcher = Watcher(topo, _load_pipeline(args, topo), path, _election_id(args.election_id),
                       log=log)
     for switch, r in watcher.start(args.timeout):
         if isinstance(r, ControllerError):
@@ -309,11 +315,25 @@ def cmd_watch(args, topo: Topology) -> int:
     return 0
 
 
-def _load_pipeline(args) -> Pipeline:
+def _load_pipeline(args, topo: Topology | None = None) -> Pipeline:
+    """The program to push; a job its elements per packet cannot aggregate is refused."""
+    prof = profile(args.profile)
+    p4info = args.p4info or str(prof.p4info)
+    bmv2_json = args.bmv2_json or str(prof.bmv2_json)
     try:
-        return Pipeline.load(args.p4info, args.bmv2_json)
+        pipeline = Pipeline.load(p4info, bmv2_json)
+        elems = elems_of(bmv2_json)
     except P4InfoError as e:
         raise ControllerError(str(e)) from None
+    except (OSError, ValueError) as e:
+        raise ControllerError(f"{bmv2_json}: {e}") from None
+    if topo is not None and elems is not None:
+        loaded = Profile(prof.name, elems, Path(bmv2_json).parent)
+        try:
+            check_jobs(loaded, topo)
+        except ValueError as e:
+            raise ControllerError(str(e)) from None
+    return pipeline
 
 
 def cmd_topology(args) -> int:

@@ -229,9 +229,12 @@ class SwitchNetwork:
         from controller import addressing, aggregation, impairment
         from controller.entities import MulticastGroupEntry
         from controller.jobs import plan_trees
+        from controller.profiles import elems_in
 
         self.topo = topo
         pooled = _POOL.acquire(str(program), len(topo.switches))
+        # The program's elements per packet (p4src/build/wide/ holds 1456).
+        self.elems = elems_in(pooled[0].program_json) or wire.ELEMS
         self.generation = _POOL.generation
         self.switches = {s.name: sw for s, sw in zip(topo.switches, pooled, strict=True)}
         rows: dict[str, list] = {s.name: [] for s in topo.switches}
@@ -266,7 +269,8 @@ class SwitchNetwork:
 
     def framer(self, host: str) -> Framer:
         h = self.topo.host(host)
-        return Framer((h.mac, h.ip), (self.topo.service_mac, self.topo.service_ip))
+        return Framer((h.mac, h.ip), (self.topo.service_mac, self.topo.service_ip),
+                      elems=self.elems)
 
     def counter(self, switch: str, name: str, index: int) -> int:
         """Packets of an indirect counter, e.g. ("s1", "NatIngress.agg.events", 1)."""

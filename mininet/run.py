@@ -21,14 +21,13 @@ import _repo
 
 from controller import topology as topology_mod
 from controller.p4info import P4InfoError, Pipeline
+from controller.profiles import PROFILES, check_jobs, profile
 from controller.program import canonical_state, desired_state
 from controller.session import ControllerError
 from controller.topology import POOL_SIZE, JobSpec, TopologyError
 from controller.watch import Watcher
 
 REPO = _repo.ROOT
-P4INFO = REPO / "p4src" / "build" / "agg.p4info.txt"
-BMV2_JSON = REPO / "p4src" / "build" / "agg.json"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--framework numpy: mlp (default) or embedding, whose gradient is "
                         "non-zero only in the rows a batch touched (natural sparsity)")
     j.add_argument("--window", type=int, default=64, help="slots per job (default 64)")
+    j.add_argument("--profile", choices=sorted(PROFILES),
+                   help="compiled program: default (168 elements per packet) or wide (1456, "
+                        "a full 1500-byte MTU; C_nat both ways only: --encoding cnat8, "
+                        "results cnat8, --partials cnat8 below the root)")
     j.add_argument("--compressor", default="none", help="worker-side operator before encoding")
     j.add_argument("--steps", type=int,
                    help="SGD steps (default 100; 30 with --framework torch)")
@@ -142,6 +145,8 @@ APPLIES = (
     ("encoding", lambda a: a.aggregation == "switch", "--aggregation switch"),
     ("result_encoding", lambda a: a.aggregation == "switch", "--aggregation switch"),
     ("partials", lambda a: a.aggregation == "switch", "--aggregation switch"),
+    ("profile", lambda a: a.aggregation == "switch" and a.framework == "numpy",
+     "--aggregation switch --framework numpy"),
     ("mode", lambda a: a.framework == "torch", "--framework torch"),
     ("eval_every", lambda a: a.framework == "torch", "--framework torch"),
     ("sparse", lambda a: a.framework == "numpy", "--framework numpy"),
@@ -246,21 +251,31 @@ def make_plan(args) -> Plan:
         topo = make_topology(args)
         jobs, ps_host = plan_jobs(args, topo)
         topo = topo.with_jobs([] if ps_host else jobs)
-        pipeline = Pipeline.load(str(P4INFO), str(BMV2_JSON))
+        prof = profile(args.profile or "default")
+        pipeline = Pipeline.load(str(prof.p4info), str(prof.bmv2_json))
+        check_jobs(prof, topo)
         # The switches' entries, computed as the controller will: a job that does not fit
         # the tree or the switches' slots is refused here.
         canonical_state(desired_state(topo), pipeline.p4info)
-    except (TopologyError, ControllerError, P4InfoError) as e:
+    except (TopologyError, ControllerError, P4InfoError, ValueError) as e:
         raise UsageError(str(e)) from None
     if ps_host and args.sparse:       # the block aggregator sums integers
         return Plan(kind, topo, jobs, ps_host, pipeline, "cnat8", "cnat8")
     if ps_host or args.aggregation == "gloo":
         return Plan(kind, topo, jobs, ps_host, pipeline, "float32", "float32")
     encoding = args.encoding or "cnat8"
+    if encoding == "fixed32" and not prof.fits_mtu(4):
+        raise UsageError(f"--encoding fixed32: a FIXED32 packet of profile {prof.name} "
+                         f"({prof.elems} elements) does not fit a 1500-byte MTU")
+    per_elem = 4 if encoding == "fixed32" else 1
+    if args.sparse and not prof.fits_mtu(per_elem, sparse=True):
+        raise UsageError(f"--sparse: a sparse {encoding} packet of profile {prof.name} "
+                         f"({prof.elems} elements) is {prof.packet_bytes(per_elem, True)} bytes "
+                         f"of IPv4, beyond the links' 1500-byte MTU; use the default profile")
     if encoding == "cnat8":
         from worker.main import growth_problem
         for job in jobs:
-            if why := growth_problem(topo, job):
+            if why := growth_problem(topo, job, prof.elems):
                 raise UsageError(f"--encoding cnat8 cannot work for job {job.id}: {why}")
     return Plan(kind, topo, jobs, None, pipeline, encoding, jobs[0].encoding)
 
@@ -295,7 +310,8 @@ def worker_args(args, plan: Plan, topo_path: Path, job: JobSpec) -> list[str]:
         return [*common, "--baseline-ps", plan.topo.host(plan.ps_host).ip,
                 "--ps-encoding", plan.encoding, "--workers", str(len(job.workers)),
                 "--window", str(job.slots)]
-    return [*common, "--encoding", plan.encoding]
+    elems = profile(args.profile or "default").elems
+    return [*common, "--encoding", plan.encoding, "--elems", str(elems)]
 
 
 class Progress:

@@ -31,7 +31,7 @@ from worker import wire  # noqa: E402
 from worker.allreduce import AllReduceClient, AllReduceError, JobParams  # noqa: E402
 from worker.allreduce.client import INITIAL_WINDOW, RTO_INITIAL, RTO_MAX, RTO_MIN  # noqa: E402
 from worker.allreduce.restart import RestartFollower, SessionsView, WatchedPort  # noqa: E402
-from worker.allreduce.sparse import SparseAllReduceClient  # noqa: E402
+from worker.allreduce.sparse import SparseAllReduceClient, pads_empty  # noqa: E402
 from worker.baseline import PS_PORT, parse_addr  # noqa: E402
 from worker.compression.modes import MODES  # noqa: E402
 from worker.compression.registry import describe  # noqa: E402
@@ -41,6 +41,10 @@ from worker.train import MODELS, TrainConfig, train  # noqa: E402
 from worker.transport import DatagramPort, PortError, open_port  # noqa: E402
 
 BMV2_HEADROOM = 512        # bytes BMv2 lets a program add to a packet
+MTU = 1500
+IP_UDP_AGG = 20 + 8 + 16   # IPv4, UDP and AGG headers before the payload
+SPARSE_HDR = 8             # the block header of a sparse packet, after AGG
+MAX_ELEMS = MTU - IP_UDP_AGG
 
 
 class UsageError(Exception):
@@ -63,17 +67,17 @@ def job_params(args, r: dict, encoding: int, framer) -> JobParams:
                      **limits)
 
 
-def growth_problem(topo: Topology, job) -> str | None:
+def growth_problem(topo: Topology, job, elems: int | None = None) -> str | None:
     """Why CNAT8 contributions cannot work for the job, or None.
 
     A switch that turns CNAT8 into FIXED32 (the results of a fixed32 job; the partial sums
     a leaf sends up a multi-switch tree) adds 3 bytes per element; BMv2 can add at most
     512 bytes to a packet (simple_switch aborts, softswitch drops and logs it)."""
-    growth = 3 * wire.ELEMS
+    growth = 3 * (wire.ELEMS if elems is None else elems)
     if growth <= BMV2_HEADROOM:
         return None
     switches = {topo.attachment(w).node for w in job.workers}
-    if job.encoding != "fixed32" and len(switches) == 1:
+    if job.encoding != "fixed32" and (len(switches) == 1 or job.partials == "cnat8"):
         return None
     where = ("its results are fixed32" if job.encoding == "fixed32" else
              f"its workers hang off {len(switches)} switches (partial sums are FIXED32)")
@@ -107,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="encoding of this worker's contributions: cnat8 (C_nat, 1 byte per "
                    "element) or fixed32 (4 bytes); results come in the job's encoding. auto "
                    "(default): cnat8 where the switches can answer it, else fixed32")
+    g.add_argument("--elems", type=int, default=wire.ELEMS,
+                   help="elements per packet: the switches' compiled profile's (default "
+                   "%(default)s; 1456 for the wide profile, controller/profiles.py)")
     g.add_argument("--baseline-ps", metavar="HOST[:PORT]",
                    help=f"aggregate on the host parameter server (worker/baseline.py, port "
                    f"{PS_PORT} by default) over kernel UDP instead of the switch")
@@ -189,15 +196,29 @@ def resolve(args) -> dict:
         raise UsageError(f"rank {rank} outside 0..{workers - 1}")
     if not (args.rto > 0 and args.rto_min > 0 and args.initial_window >= 1):
         raise UsageError("--rto and --rto-min must be > 0 s and --initial-window >= 1")
+    if not 1 <= args.elems <= MAX_ELEMS:
+        raise UsageError(f"--elems must be within 1..{MAX_ELEMS} (a CNAT8 packet in a "
+                         f"1500-byte MTU), got {args.elems}")
     encoding = args.encoding
+    grows = job is not None and growth_problem(topo, job, args.elems)
+    fixed_fits = IP_UDP_AGG + 4 * args.elems <= MTU
     if encoding == "auto":
-        encoding = "cnat8" if job is None or growth_problem(topo, job) is None else "fixed32"
-    elif encoding == "cnat8" and job is not None and (why := growth_problem(topo, job)):
-        raise UsageError(f"--encoding cnat8 cannot work for job {job.id}: {why}; use "
-                         f"--encoding fixed32, or a single-switch job with enc=cnat8")
+        encoding = "cnat8" if not grows or not fixed_fits else "fixed32"
+    if encoding == "cnat8" and grows:
+        raise UsageError(f"--encoding cnat8 cannot work for job {job.id}: {grows}; use "
+                         + ("--encoding fixed32, or " if fixed_fits else "")
+                         + "a single-switch job with enc=cnat8")
+    if encoding == "fixed32" and not fixed_fits and not args.baseline_ps:
+        raise UsageError(f"--encoding fixed32: {args.elems} int32 values per packet do not "
+                         f"fit a {MTU}-byte MTU (at most {(MTU - IP_UDP_AGG) // 4})")
     window = args.window if args.window is not None else job.slots
     if getattr(job, "mode", "dense") == "sparse":
         args.sparse = True          # the switch holds the job in sparse mode
+    sparse_bytes = IP_UDP_AGG + SPARSE_HDR + (4 if encoding == "fixed32" else 1) * args.elems
+    if args.sparse and not args.baseline_ps and sparse_bytes > MTU:
+        raise UsageError(f"--sparse with --elems {args.elems}: a sparse {encoding} packet is "
+                         f"{sparse_bytes} bytes of IPv4 (its block header adds {SPARSE_HDR}), "
+                         f"beyond a {MTU}-byte MTU; sparse jobs take the default profile")
     view = sessions_view(args)
     session = (view.session if view is not None else args.session if args.session is not None
                else session_from_file(args.topology))
@@ -233,15 +254,16 @@ def open_transport(args, r: dict):
                 f"{what} {ps[0]}:{ps[1]}")
     spec = args.port or f"raw:{ifname(host.name, 0)}"
     port = open_port(spec, quiet_ip=host.ip)
-    framer = Framer((host.mac, host.ip), (topo.service_mac, topo.service_ip))
+    framer = Framer((host.mac, host.ip), (topo.service_mac, topo.service_ip), elems=args.elems)
     return port, framer, wire.ENCODING_BY_NAME[r["encoding"]], f"switch via {spec}"
 
 
 def pad_empty(args, r: dict) -> bool:
-    """A sparse job on a switch with FIXED32 results: its EMPTY data packets bring padding
+    """A sparse job on a switch whose result would grow an EMPTY packet more than BMv2
+    allows (FIXED32 results; any on the wide profile): its EMPTY data packets bring padding
     to hold the sum (docs/PROTOCOL.md "Sparse jobs")."""
     return bool(args.sparse and not args.baseline_ps and r["job"] is not None
-                and r["job"].encoding == "fixed32")
+                and pads_empty(wire.ENCODING_BY_NAME[r["job"].encoding], args.elems))
 
 
 def make_client(args, r: dict, port, framer, job: JobParams, say=None):

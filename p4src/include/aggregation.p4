@@ -346,6 +346,14 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
             meta.drop_reason = DROP_BAD_VERSION;
             return;
         }
+#if 3 * ELEMS > MAX_GROWTH
+        // A FIXED32 result or partial sum written into a packet of ELEMS bytes (CNAT8, or
+        // a sparse EMPTY packet's padding) would grow it more than BMv2 can.
+        if ((hdr.cnat.isValid() || hdr.pad.isValid()) && meta.result_enc != ENC_CNAT8) {
+            meta.drop_reason = DROP_TOO_WIDE;
+            return;
+        }
+#endif
         locate();
         if (hdr.agg.slot >= meta.num_slots || meta.region >= POOL_SIZE) {
             meta.drop_reason = DROP_BAD_SLOT;
@@ -355,11 +363,15 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         // Dense and sparse uses share every call of an action below: p4c copies an action
         // for each place it is called from, and the payload's actions are large.
         if (hdr.cnat.isValid()) { decode.apply(hdr); }
-        // Sparse (docs/PROTOCOL.md "Sparse jobs"): an EMPTY packet of a job with FIXED32
-        // results brings padding to hold the sum; BMv2 cannot grow a packet by the
-        // 4 * ELEMS bytes of one.
+        // Sparse (docs/PROTOCOL.md "Sparse jobs"): an EMPTY packet brings padding to hold
+        // the sum where BMv2 cannot grow it by the sum's bytes: 4 * ELEMS (FIXED32 results),
+        // and in the wide profile ELEMS too (CNAT8 results).
         bool empty = meta.sparse && (hdr.agg.flags & FLAG_EMPTY) != 0;
+#if ELEMS > MAX_GROWTH
+        bool too_small = empty && !hdr.pad.isValid();
+#else
         bool too_small = empty && !hdr.pad.isValid() && meta.result_enc == ENC_FIXED32;
+#endif
         if (meta.sparse) {
             if (too_small && (hdr.agg.flags & FLAG_PRIME) == 0) {
                 meta.drop_reason = DROP_BAD_LENGTH;

@@ -57,6 +57,8 @@ const bit<8> DROP_STALE = 14;            // an older session, or an older use of
 const bit<8> DROP_BAD_UDP_CHECKSUM = 15; // the UDP checksum over the payload does not add up
 const bit<8> DROP_BAD_EXP = 16;          // an exponent above the job's bound
 const bit<8> DROP_BAD_BLOCK = 17;        // a sparse packet's block, next or flags do not fit the use
+const bit<8> DROP_TOO_WIDE = 18;         // the wide profile: a result or partial sum would grow
+                                         // the packet beyond MAX_GROWTH (FIXED32 out of CNAT8)
 // Size of the drops counters: the largest drop reason + 1, rounded up.
 #define DROP_REASONS 32
 

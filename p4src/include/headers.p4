@@ -2,9 +2,6 @@
 #define NATSWITCH_HEADERS_P4
 
 #include "elements.p4"
-#if ELEMS != ELEMS_GENERATED
-#error "ELEMS differs from include/elements.p4: run p4src/gen_elements.py --elems ELEMS"
-#endif
 
 header ethernet_h {
     bit<48> dst_addr;
@@ -58,7 +55,8 @@ header block_h {
 header fixed_h { FIXED_FIELDS }
 header cnat_h { CNAT_FIELDS }
 // ELEMS bytes of padding an EMPTY sparse packet may carry (ignored): a FIXED32 result
-// written into it then grows it by 3 * ELEMS bytes, within BMv2's 512.
+// written into it then grows it by 3 * ELEMS bytes, within BMv2's 512 (default profile),
+// a CNAT8 result by none (the wide profile, whose ELEMS exceed 512).
 header pad_h { CNAT_FIELDS }
 
 struct headers_t {

@@ -51,6 +51,15 @@ from worker.transport import Port
 
 NO_BLOCK = wire.NO_BLOCK
 _READY, _RUNNING, _DONE = 1, 2, 3
+MAX_GROWTH = 512        # bytes BMv2 lets a program add to a packet
+RESULT_BYTES = {wire.ENC_FIXED32: 4, wire.ENC_CNAT8: 1}
+
+
+def pads_empty(result_encoding: int, elems: int) -> bool:
+    """Whether a switch job's EMPTY data packets must bring ELEMS bytes of padding: the
+    result written into one would otherwise grow it by more than BMv2 allows (FIXED32
+    results of 168 elements; any result of the wide profile's 1456)."""
+    return RESULT_BYTES[result_encoding] * elems > MAX_GROWTH
 
 
 class SparseAllReduceClient:
@@ -75,8 +84,8 @@ class SparseAllReduceClient:
         self.timer = RetransmitTimer(rto, rto_min, rto_max)
         self.window = Window(initial_window, job.window, adaptive_window)
         self.timeout, self.clock, self.trace = timeout, clock, trace
-        # A switch job with FIXED32 results wants its EMPTY data packets padded to hold the
-        # sum (docs/PROTOCOL.md "Sparse jobs").
+        # A switch job whose results would grow an EMPTY packet too far wants its EMPTY
+        # data packets padded to hold the sum (pads_empty; docs/PROTOCOL.md "Sparse jobs").
         self.pad_empty = pad_empty
         self.stats = Stats()
         self.last = Stats()

@@ -1,0 +1,115 @@
+"""The compiled profiles of p4src/: one program, compiled for different elements per packet.
+
+`make p4` compiles the same sources twice (p4src/gen_elements.py PROFILES):
+- default, 168 elements (p4src/build/): every encoding; a CNAT8 contribution may leave as
+  a FIXED32 result or partial sum, growing by 3 bytes per element (504 of the 512 bytes
+  BMv2 lets a program add);
+- wide, 1456 elements (p4src/build/wide/): the largest CNAT8 packet in a 1500-byte MTU.
+  It cannot grow a packet by 3 bytes per element, so it aggregates CNAT8 both ways only:
+  the program drops anything else (DROP_TOO_WIDE) and job_problem() refuses such jobs
+  before a switch is programmed. Its FIXED32 packets would not fit the MTU either.
+Sparse jobs (mode sparse) on the wide profile too take CNAT8 results only: the padding an
+EMPTY packet brings to hold the sum (ELEMS bytes, docs/PROTOCOL.md "Sparse jobs") leaves a
+FIXED32 sum 3 bytes per element to grow, and in the wide profile every EMPTY data packet
+needs it (a CNAT8 sum of 1456 bytes exceeds the 512 as well). With their block header a wide
+profile's sparse packets are 1508 bytes of IPv4: they need links with a larger MTU than the
+1500 bytes of veths and Mininet (the worker and mininet/run.py refuse them there).
+Workers of a wide job must be given `--elems 1456` (mininet/run.py --profile does it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from controller.topology import JobSpec, Topology
+
+BUILD = Path(__file__).resolve().parents[1] / "p4src" / "build"
+MAX_GROWTH = 512           # bytes BMv2 lets a program add to a packet (p4src/include/sizes.p4)
+MTU = 1500
+IP_UDP_AGG = 20 + 8 + 16   # IPv4, UDP and AGG headers before the payload
+SPARSE_HDR = 8             # a sparse packet's block header, after AGG
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    elems: int
+    build: Path
+
+    @property
+    def p4info(self) -> Path:
+        return self.build / "agg.p4info.txt"
+
+    @property
+    def bmv2_json(self) -> Path:
+        return self.build / "agg.json"
+
+    @property
+    def cnat8_only(self) -> bool:
+        """CNAT8 cannot turn into FIXED32 here: the packet would grow too much."""
+        return 3 * self.elems > MAX_GROWTH
+
+    def packet_bytes(self, bytes_per_element: int, sparse: bool = False) -> int:
+        """IPv4 bytes of a full packet of the profile."""
+        return IP_UDP_AGG + (SPARSE_HDR if sparse else 0) + bytes_per_element * self.elems
+
+    def fits_mtu(self, bytes_per_element: int, sparse: bool = False) -> bool:
+        return self.packet_bytes(bytes_per_element, sparse) <= MTU
+
+
+PROFILES = {"default": Profile("default", 168, BUILD),
+            "wide": Profile("wide", 1456, BUILD / "wide")}
+
+
+def profile(name: str) -> Profile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown profile {name!r} (one of {', '.join(PROFILES)})") from None
+
+
+def elems_of(bmv2_json: str | Path) -> int | None:
+    """Elements per packet of a compiled program: the fields of its CNAT8 payload header
+    (None for a program without one)."""
+    return elems_in(json.loads(Path(bmv2_json).read_text()))
+
+
+def elems_in(prog: dict) -> int | None:
+    """elems_of() of a loaded BMv2 JSON."""
+    cnat = [h for h in prog.get("header_types", []) if h.get("name") == "cnat_h"]
+    return len(cnat[0]["fields"]) if len(cnat) == 1 else None
+
+
+def job_problem(prof: Profile, topo: Topology, job: JobSpec) -> str | None:
+    """Why the profile's program cannot aggregate `job`, or None."""
+    if not prof.cnat8_only:
+        return None
+    from controller.tree import build_tree  # tree.py builds on topology.py
+
+    grow = 3 * prof.elems
+    if job.encoding != "cnat8" and job.mode == "sparse":
+        return (f"job {job.id}: profile {prof.name} ({prof.elems} elements per packet) "
+                f"aggregates CNAT8 both ways only: a sparse job's {job.encoding} results would "
+                f"grow a CNAT8 packet, or an EMPTY one over its {prof.elems} bytes of padding, "
+                f"by {grow} bytes (BMv2 allows {MAX_GROWTH}); use results cnat8 or the "
+                f"default profile")
+    if job.encoding != "cnat8":
+        return (f"job {job.id}: profile {prof.name} ({prof.elems} elements per packet) "
+                f"aggregates CNAT8 both ways only: {job.encoding} results would grow a CNAT8 "
+                f"packet by {grow} bytes (BMv2 allows {MAX_GROWTH}) and a FIXED32 packet "
+                f"does not fit a {MTU}-byte MTU; use results cnat8 or the default profile")
+    if job.partials != "cnat8" and len(build_tree(topo, job).nodes) > 1:
+        return (f"job {job.id}: profile {prof.name} ({prof.elems} elements per packet) "
+                f"cannot send {job.partials} partial sums up a tree of several switches "
+                f"(a packet would grow by {grow} bytes, BMv2 allows {MAX_GROWTH}); use "
+                f"partials cnat8 or the default profile")
+    return None
+
+
+def check_jobs(prof: Profile, topo: Topology) -> None:
+    """Raises ValueError naming every job of the topology the profile cannot aggregate."""
+    problems = [p for job in topo.jobs if (p := job_problem(prof, topo, job))]
+    if problems:
+        raise ValueError("; ".join(problems))
