@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
-from harness.fabric import Counters, Fabric, SoftFabric
+from harness.fabric import BUILD, Counters, Fabric, SoftFabric
 from harness.netns import Bmv2Fabric, inside
 from harness.thrift import Bmv2Thrift
 from worker import wire
@@ -105,10 +106,11 @@ class DiffFabric(Fabric):
     name = "bmv2"
     COUNTER_WAIT = 10.0     # how long BMv2's counters may lag softswitch's
 
-    def __init__(self, workdir) -> None:
-        self.soft = SoftFabric()
+    def __init__(self, workdir, topo=None, build: Path = BUILD, **netns) -> None:
+        """topo, build: as Fabric's; netns: Bmv2Fabric's options (prefix, mtu)."""
+        self.soft = SoftFabric(topo, build)
         try:
-            self.bmv2 = Bmv2Fabric(workdir)
+            self.bmv2 = Bmv2Fabric(workdir, topo, build=build, **netns)
         except BaseException:
             self.soft.close()
             raise

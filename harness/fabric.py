@@ -74,10 +74,11 @@ class Counters(dict):
 class Fabric:
     name = "?"
 
-    def __init__(self, topo: Topology | None = None) -> None:
+    def __init__(self, topo: Topology | None = None, build: Path = BUILD) -> None:
         self.base: Topology = topo or testbed_topology()
         self.topo: Topology = self.base
-        self.pipeline = Pipeline.load(str(BUILD / "agg.p4info.txt"), str(BUILD / "agg.json"))
+        # build: the compiled profile pushed (controller/profiles.py), p4src/build/ by default
+        self.pipeline = Pipeline.load(str(build / "agg.p4info.txt"), str(build / "agg.json"))
         self._sessions = itertools.count(1)
         self._nonce = itertools.count(1)
         self.p4rt: dict[str, Session] = {}
@@ -192,8 +193,8 @@ class Fabric:
 class SoftFabric(Fabric):
     name = "soft"
 
-    def __init__(self, topo: Topology | None = None) -> None:
-        super().__init__(topo)
+    def __init__(self, topo: Topology | None = None, build: Path = BUILD) -> None:
+        super().__init__(topo, build)
         from softswitch import Switch
         from softswitch.p4runtime import P4RuntimeServer, P4RuntimeService
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from controller.session import ControllerError
 from controller.topology import Topology
-from harness.fabric import FORWARDED, ROOT, Fabric
+from harness.fabric import BUILD, FORWARDED, ROOT, Fabric
 
 _CLONE_NEWNET = 0x40000000
 _ETH_P_ALL = 0x0003
@@ -80,8 +80,9 @@ class NetnsFabric(Fabric):
     RECV_TIMEOUT = 10.0      # an expected frame; returns as soon as it arrives
 
     def __init__(self, workdir: Path, target: str = "bmv2", topo: Topology | None = None,
-                 prefix: str = "natsw-dp") -> None:
-        super().__init__(topo)
+                 prefix: str = "natsw-dp", build: Path = BUILD, mtu: int | None = None) -> None:
+        super().__init__(topo, build)
+        self.mtu = mtu          # of every veth; None: the kernel's 1500
         if target not in ("bmv2", "soft"):
             raise ValueError(f"target {target!r}: bmv2 or soft")
         self.name = self.target = target
@@ -130,7 +131,8 @@ class NetnsFabric(Fabric):
         lines = ["link set lo up"]      # Thrift servers listen there
         for k in self.base.links:
             a, b = self.ifname(k.node1, k.port1), self.ifname(k.node2, k.port2)
-            lines += [f"link add {a} type veth peer name {b}", f"link set {a} up",
+            mtu = "" if self.mtu is None else f" mtu {self.mtu}"
+            lines += [f"link add {a}{mtu} type veth peer name {b}{mtu}", f"link set {a} up",
                       f"link set {b} up"]
         self._ip(batch="\n".join(lines) + "\n")
 
@@ -254,5 +256,5 @@ class Bmv2Fabric(NetnsFabric):
     """simple_switch_grpc behind veths: what the data-plane tests run on BMv2."""
 
     def __init__(self, workdir: Path, topo: Topology | None = None,
-                 prefix: str = "natsw-dp") -> None:
-        super().__init__(workdir, "bmv2", topo, prefix)
+                 prefix: str = "natsw-dp", build: Path = BUILD, mtu: int | None = None) -> None:
+        super().__init__(workdir, "bmv2", topo, prefix, build, mtu)

@@ -161,6 +161,8 @@ def check_rounding(exact, codes) -> np.ndarray:
 
 # ---- sparse (block) jobs: docs/PROTOCOL.md "Sparse jobs" ----
 BAD_BLOCK = 17
+# ---- the wide profile (p4src/build/wide/): what it would have to grow ----
+TOO_WIDE = 18
 
 
 def sparse(topo: Topology, host: str, job: int, session: int, slot: int, block: int,
