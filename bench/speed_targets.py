@@ -2,7 +2,7 @@
 """Every speed target of the data plane, measured in one run and printed with its verdict.
 
     flock /tmp/natswitch-root.lock .venv/bin/python bench/speed_targets.py \\
-        [--baseline REV] [--parts star link fat pps] [--quick]
+        [--baseline REV] [--parts star link fat pps] [--quick] [--wide]
 
 Parts (the Mininet ones on the embedded softswitch; links shaped with HTB):
   star  switch-bound star of 4 workers at --fast-bw (1000 Mbit/s): elements allreduced per
@@ -16,6 +16,8 @@ Parts (the Mininet ones on the embedded softswitch; links shaped with HTB):
         partial sums, workers x elements / time
   pps   bench/softswitch_pps.py's like-for-like stream (veths, the same packets to
         softswitch and BMv2 simple_switch_grpc, outputs compared): elements/s
+--wide adds to star and link a row of C_nat INA on the wide profile (p4src/build/wide/, 1456
+elements per packet, CNAT8 results; this code only) with the same targets.
 Every part but link also runs on the code of --baseline (default: the revision the targets
 were set against), checked out in a git worktree under /tmp with this bench/ copied in, so
 the same scripts measure old and new code on the same machine in the same run, part by
@@ -85,18 +87,29 @@ def probe_row(name: str, topo, records, loads, counted, bw, elements, reps, load
     return row
 
 
-def part_star(args, part: str, bw: float, variants) -> list[dict]:
+def part_star(args, part: str, bw: float, variants, profile: str = "default") -> list[dict]:
+    """profile: the compiled program the switch runs (controller/profiles.py); off the
+    default, one C_nat job with CNAT8 results (all the wide profile aggregates) whose
+    workers send the profile's elements per packet."""
     import allreduce
     import emu
 
     topo, workers, ps_host = allreduce.topo_star(bw)
-    workdir = args.workdir / part
+    extra, opts, tag = (), {}, ""
+    if profile != "default":
+        from controller.profiles import PROFILES
+        from controller.topology import JobSpec
+        elems = PROFILES[profile].elems
+        topo = topo.with_jobs([JobSpec(1, tuple(workers), allreduce.WINDOW, "cnat8")])
+        extra, opts = ("--elems", str(elems)), {"profile": profile}
+        tag, part_dir = f", {profile} ({elems}/packet)", f"{part}-{profile}"
+    workdir = args.workdir / (part if not tag else part_dir)
     workdir.mkdir(parents=True, exist_ok=True)
     topo_path = workdir / "topology.json"
     topo.save(str(topo_path))
     rows = []
-    say(f"{part}: star, 4 workers, {bw:g} Mbit/s links, softswitch ({args.label} code)")
-    with emu.started(topo, "soft", workdir) as net:
+    say(f"{part}: star, 4 workers, {bw:g} Mbit/s links, softswitch{tag} ({args.label} code)")
+    with emu.started(topo, "soft", workdir, **opts) as net:
         session = int(time.time()) % 20000 + 1
         for k, (name, job, enc) in enumerate(variants):
             ps = (ps_host.name, ps_host.ip) if name == "parameter server" else None
@@ -107,7 +120,8 @@ def part_star(args, part: str, bw: float, variants) -> list[dict]:
             records, loads, counted = emu.run_probes(
                 net, topo_path, workers, workdir, job=job or 1, session=session + k,
                 encoding=enc, elements=args.elements, reps=args.reps, topo=topo, ps=ps,
-                gloo=gloo, timeout=args.timeout, budget=args.budget)
+                gloo=gloo, timeout=args.timeout, budget=args.budget, extra=extra)
+            name += tag
             row = probe_row(name, topo, records, loads, counted, bw, args.elements, args.reps,
                             load0, part=part, regime="switch" if part == "star" else "link",
                             switch="soft", code=args.label)
@@ -296,6 +310,22 @@ def targets(rows: list[dict], args) -> list[Target]:
     out.append(ratio("fat-tree 16 workers: C_nat INA elements/s, this code / baseline",
                      find("fat", "C_nat INA"), find("fat", "C_nat INA", "baseline"), 5.0,
                      ("this code", "baseline")))
+    # --wide: the same targets for C_nat INA on the wide profile (this code only).
+    for w in [r for r in rows if r["code"] == "new" and r["variant"].startswith("C_nat INA, ")]:
+        tag = w["variant"]
+        if w["part"] == "star":
+            out += [ratio(f"star: {tag} / host parameter server, elements/s", w,
+                          find("star", "parameter server"), 2.0, (tag, "parameter server")),
+                    ratio(f"star: {tag} / int32 INA, elements/s", w, find("star", "int32 INA"),
+                          1.0, (tag, "int32 INA")),
+                    ratio(f"star: {tag} / Gloo ring allreduce, elements/s", w,
+                          find("star", "Gloo ring"), 1.0, (tag, "Gloo")),
+                    Target(f"star: {tag} elements/s", w["eps"] / 1e6, 5.0, "min", " M/s")]
+        else:
+            out += [Target(f"link {args.link_bw:g} Mbit/s: {tag} time / bytes over bandwidth",
+                           w["x_bound"], 1.3, "max"),
+                    Target(f"link {args.link_bw:g} Mbit/s: {tag} seconds per step",
+                           w["median_s"], 1.0, "max", " s")]
     return out
 
 
@@ -377,6 +407,8 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=1800.0, help="seconds per row at most")
     ap.add_argument("--keep-baseline", action="store_true",
                     help="keep the baseline's worktree in /tmp for the next run")
+    ap.add_argument("--wide", action="store_true",
+                    help="also C_nat INA on the wide profile (star, link; this code only)")
     ap.add_argument("--json", type=Path, default=OUT / "speed_targets.json")
     ap.add_argument("--label", default="new", help=argparse.SUPPRESS)
     ap.add_argument("--rows-only", action="store_true", help=argparse.SUPPRESS)
@@ -417,6 +449,9 @@ def main(argv=None) -> int:
                 rows += part_star(args, "star", args.fast_bw, STAR_VARIANTS)
             elif part == "link":
                 rows += part_star(args, "link", args.link_bw, STAR_VARIANTS[:1])
+            if part in ("star", "link") and args.wide and args.label == "new":
+                bw = args.fast_bw if part == "star" else args.link_bw
+                rows += part_star(args, part, bw, STAR_VARIANTS[:1], "wide")
             elif part == "fat":
                 rows += part_fat(args)
             else:

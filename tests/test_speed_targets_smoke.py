@@ -78,6 +78,19 @@ def test_verdicts_follow_the_figures():
                         "PASS"]     # 6x >= 5x
     star_abs = [t for t in got if t.unit == " M/s"][0]
     assert star_abs.value == pytest.approx(6.0)
+    # --wide: the wide profile's C_nat rows get the same targets, against the same baselines
+    wide = "C_nat INA, wide (1456/packet)"
+    more = speed_targets.targets(rows + [
+        row("star", wide, 3e6), row("link", wide, 1e6, x_bound=1.2, median_s=1.5)], args)
+    assert [t.name for t in more[:len(got)]] == [t.name for t in got]
+    extra = {t.name: (t.value, speed_targets.verdict(t)) for t in more[len(got):]}
+    assert extra == {
+        f"star: {wide} / host parameter server, elements/s": (pytest.approx(1.5), "FAIL"),
+        f"star: {wide} / int32 INA, elements/s": (pytest.approx(3 / 7), "FAIL"),
+        f"star: {wide} / Gloo ring allreduce, elements/s": (None, "-"),
+        f"star: {wide} elements/s": (pytest.approx(3.0), "FAIL"),
+        f"link 50 Mbit/s: {wide} time / bytes over bandwidth": (1.2, "PASS"),
+        f"link 50 Mbit/s: {wide} seconds per step": (1.5, "FAIL")}
 
 
 @pytest.mark.root
