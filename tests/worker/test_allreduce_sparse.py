@@ -273,3 +273,30 @@ def test_a_late_worker_costs_a_probe_per_backoff_not_a_resend_per_slot():
         # per call: the 64 primes, and a probe per backoff of 0.02 s doubling within 0.3 s
         # (the first call waits within its initial 0.5 s timeout); slack for a loaded host
         assert primes[r] <= calls * window + (calls - 1) * 8, primes
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+def test_both_clients_refuse_bad_tensors_and_options_alike(kind):
+    """The checks the two clients share: each bad input is refused before a frame leaves."""
+    from worker.allreduce import AllReduceClient
+
+    cls = SparseAllReduceClient if kind == "sparse" else AllReduceClient
+    sent = []
+    port = QueuePort(deliver=sent.append)
+    job = JobParams(1, 1, 2, 4, wire.ENC_CNAT8, max_exp=130)
+    client = cls(port, Framer(), job)
+    with pytest.raises(AllReduceError, match="NaN or infinity"):
+        client.allreduce(np.array([1.0, np.nan], np.float32))
+    with pytest.raises(AllReduceError, match="holds 32: job 1 allows exponents up to 130"):
+        client.allreduce(np.array([1.0, -32.0], np.float32))
+    assert client.allreduce(np.zeros((0, 3), np.float32)).shape == (0, 3)
+    assert sent == []
+    for kw, match in [({"timeout": 0}, "timeout"), ({"rto": 2.0, "rto_max": 1.0}, "rto"),
+                      ({"rto_min": 0}, "rto")]:
+        with pytest.raises(ValueError, match=match):
+            cls(port, Framer(), job, **kw)
+    with pytest.raises(ValueError, match="framer has 128"):
+        cls(port, Framer(elems=128), job)
+    client.failed = "slot 3 timed out"
+    with pytest.raises(AllReduceError, match=r"earlier call of this client failed \(slot 3"):
+        client.allreduce(np.ones(4, np.float32))
