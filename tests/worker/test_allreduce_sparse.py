@@ -183,10 +183,11 @@ def test_the_aggregator_drops_and_counts_bad_blocks():
         _frame(nxt=10),                                     # next not below the bound
         _frame(nxt=11),
         _frame(payload=np.ones(ELEMS)),                     # a prime with a payload
+        _frame(pad=True),                                   # or with padding (as the switch)
     ]
     for f in bad:
         assert agg.handle(f, "a") == []
-    assert agg.stats.dropped == {"bad_block": 3}
+    assert agg.stats.dropped == {"bad_block": 4}
     # a good prime use: block 4 is the first next
     assert agg.handle(_frame(nxt=4), "a") == []
     out = agg.handle(_frame(nxt=8), "b")
@@ -197,12 +198,12 @@ def test_the_aggregator_drops_and_counts_bad_blocks():
               _frame(**{**data, "block": 4, "nxt": 3}),     # next not after the block
               _frame(**{**data, "block": 4, "nxt": 12})):   # next beyond the tensor
         assert agg.handle(f, "a") == []
-    assert agg.stats.dropped == {"bad_block": 6}
+    assert agg.stats.dropped == {"bad_block": 7}
     assert agg.handle(_frame(**{**data, "block": 4, "nxt": 8}), "a") == []
     # a PRIME in the data use
     assert agg.handle(_frame(**{**data, "block": 10, "flags": wire.FLAG_PRIME,
                                 "payload": None}), "b") == []
-    assert agg.stats.dropped == {"bad_block": 7}
+    assert agg.stats.dropped == {"bad_block": 8}
     # and none of them changed the use: b's EMPTY completes it with a's payload alone
     out = agg.handle(_frame(**{**data, "block": 4, "nxt": 8, "payload": None}), "b")
     hdr, payload = Framer().parse_sparse(out[0][1])
