@@ -27,6 +27,7 @@ import numpy as np  # noqa: E402
 
 from worker import codec, wire  # noqa: E402
 from worker.baseline import HostServer, newer, server_main  # noqa: E402
+from worker.frames import SPARSE_HEADER  # noqa: E402
 
 log = logging.getLogger("natswitch.blockagg")
 NO_BLOCK = wire.NO_BLOCK
@@ -105,6 +106,7 @@ class BlockAggregator(HostServer):
             return []
         prime = bool(hdr.flags & wire.FLAG_PRIME)
         empty = payload is None
+        padded = empty and len(data) > SPARSE_HEADER.size     # bare datagrams: exact lengths
         # The use's kind, block and bound: its own once started, else what it would be.
         if fresh:
             blk = hdr.block if prime else int(job.rmin[s, 1 - v])
@@ -114,7 +116,7 @@ class BlockAggregator(HostServer):
                 return self.stats.drop("bad_block")
             blk, bound = int(job.blk[s, v]), int(job.bound[s, v])
         if prime:
-            if not empty or hdr.block != bound:
+            if not empty or padded or hdr.block != bound:     # as the switch: no room either
                 return self.stats.drop("bad_block")
         elif bound == UNSET or hdr.block != blk or blk >= bound or \
                 (hdr.next != NO_BLOCK and hdr.next <= blk):

@@ -247,12 +247,7 @@ class Framer:
         anything else (dense frames included), a bad checksum counted as in parse(). An
         EMPTY frame may carry ELEMS bytes of padding, which are ignored."""
         off = self.offset
-        if off:
-            if (len(frame) < off + SPARSE_HEADER.size or frame[12] != 0x08
-                    or frame[13] != 0x00 or frame[14] != 0x45 or frame[23] != PROTO_UDP
-                    or (frame[36] << 8 | frame[37]) != self.dport):
-                return None
-        elif len(frame) < SPARSE_HEADER.size:
+        if not self._addressed_to_us(frame, SPARSE_HEADER.size):
             return None
         hdr = SparseHeader._make(SPARSE_HEADER.unpack_from(frame, off))
         dtype = DTYPES.get(hdr.encoding)
@@ -263,13 +258,7 @@ class Framer:
         if empty and (len(frame) >= need + self.elems if not off else
                       (frame[38] << 8 | frame[39]) == need + self.elems - ETH_LEN - IPV4_LEN):
             need += self.elems        # padded
-        if off:
-            if len(frame) < need or (frame[38] << 8 | frame[39]) != need - ETH_LEN - IPV4_LEN:
-                return None
-            if not self.checksum_ok(frame, need - ETH_LEN - IPV4_LEN):
-                self.bad_checksums += 1
-                return None
-        elif len(frame) != need:
+        if not self._whole(frame, need):
             return None
         if empty:
             return hdr, None
@@ -335,25 +324,34 @@ class Framer:
     def parse(self, frame: bytes) -> tuple[AggHeader, np.ndarray] | None:
         """(header, payload view) of an aggregation frame; None for anything else."""
         off = self.offset
-        if off:
-            if (len(frame) < off + HEADER.size or frame[12] != 0x08 or frame[13] != 0x00
-                    or frame[14] != 0x45 or frame[23] != PROTO_UDP
-                    or (frame[36] << 8 | frame[37]) != self.dport):
-                return None
-        elif len(frame) < HEADER.size:
+        if not self._addressed_to_us(frame, HEADER.size):
             return None
         hdr = AggHeader._make(HEADER.unpack_from(frame, off))
         dtype = DTYPES.get(hdr.encoding)
         if dtype is None:
             return None
         need = off + HEADER.size + dtype.itemsize * self.elems
-        if off:
-            # Ethernet may pad a frame: the UDP length is what counts.
-            if len(frame) < need or (frame[38] << 8 | frame[39]) != need - ETH_LEN - IPV4_LEN:
-                return None
-            if not self.checksum_ok(frame, need - ETH_LEN - IPV4_LEN):
-                self.bad_checksums += 1
-                return None
-        elif len(frame) != need:
+        if not self._whole(frame, need):
             return None
         return hdr, np.frombuffer(frame, dtype, self.elems, off + HEADER.size)
+
+    def _addressed_to_us(self, frame: bytes, header_size: int) -> bool:
+        """Long enough for the AGG header and, on raw ports, IPv4/UDP to our port."""
+        off = self.offset
+        if not off:
+            return len(frame) >= header_size
+        return not (len(frame) < off + header_size or frame[12] != 0x08 or frame[13] != 0x00
+                    or frame[14] != 0x45 or frame[23] != PROTO_UDP
+                    or (frame[36] << 8 | frame[37]) != self.dport)
+
+    def _whole(self, frame: bytes, need: int) -> bool:
+        """The frame holds exactly `need` bytes of message (a bad checksum is counted)."""
+        if not self.offset:
+            return len(frame) == need
+        # Ethernet may pad a frame: the UDP length is what counts.
+        if len(frame) < need or (frame[38] << 8 | frame[39]) != need - ETH_LEN - IPV4_LEN:
+            return False
+        if not self.checksum_ok(frame, need - ETH_LEN - IPV4_LEN):
+            self.bad_checksums += 1
+            return False
+        return True

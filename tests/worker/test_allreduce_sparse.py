@@ -183,10 +183,11 @@ def test_the_aggregator_drops_and_counts_bad_blocks():
         _frame(nxt=10),                                     # next not below the bound
         _frame(nxt=11),
         _frame(payload=np.ones(ELEMS)),                     # a prime with a payload
+        _frame(pad=True),                                   # or with padding (as the switch)
     ]
     for f in bad:
         assert agg.handle(f, "a") == []
-    assert agg.stats.dropped == {"bad_block": 3}
+    assert agg.stats.dropped == {"bad_block": 4}
     # a good prime use: block 4 is the first next
     assert agg.handle(_frame(nxt=4), "a") == []
     out = agg.handle(_frame(nxt=8), "b")
@@ -197,12 +198,12 @@ def test_the_aggregator_drops_and_counts_bad_blocks():
               _frame(**{**data, "block": 4, "nxt": 3}),     # next not after the block
               _frame(**{**data, "block": 4, "nxt": 12})):   # next beyond the tensor
         assert agg.handle(f, "a") == []
-    assert agg.stats.dropped == {"bad_block": 6}
+    assert agg.stats.dropped == {"bad_block": 7}
     assert agg.handle(_frame(**{**data, "block": 4, "nxt": 8}), "a") == []
     # a PRIME in the data use
     assert agg.handle(_frame(**{**data, "block": 10, "flags": wire.FLAG_PRIME,
                                 "payload": None}), "b") == []
-    assert agg.stats.dropped == {"bad_block": 7}
+    assert agg.stats.dropped == {"bad_block": 8}
     # and none of them changed the use: b's EMPTY completes it with a's payload alone
     out = agg.handle(_frame(**{**data, "block": 4, "nxt": 8, "payload": None}), "b")
     hdr, payload = Framer().parse_sparse(out[0][1])
@@ -273,3 +274,30 @@ def test_a_late_worker_costs_a_probe_per_backoff_not_a_resend_per_slot():
         # per call: the 64 primes, and a probe per backoff of 0.02 s doubling within 0.3 s
         # (the first call waits within its initial 0.5 s timeout); slack for a loaded host
         assert primes[r] <= calls * window + (calls - 1) * 8, primes
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+def test_both_clients_refuse_bad_tensors_and_options_alike(kind):
+    """The checks the two clients share: each bad input is refused before a frame leaves."""
+    from worker.allreduce import AllReduceClient
+
+    cls = SparseAllReduceClient if kind == "sparse" else AllReduceClient
+    sent = []
+    port = QueuePort(deliver=sent.append)
+    job = JobParams(1, 1, 2, 4, wire.ENC_CNAT8, max_exp=130)
+    client = cls(port, Framer(), job)
+    with pytest.raises(AllReduceError, match="NaN or infinity"):
+        client.allreduce(np.array([1.0, np.nan], np.float32))
+    with pytest.raises(AllReduceError, match="holds 32: job 1 allows exponents up to 130"):
+        client.allreduce(np.array([1.0, -32.0], np.float32))
+    assert client.allreduce(np.zeros((0, 3), np.float32)).shape == (0, 3)
+    assert sent == []
+    for kw, match in [({"timeout": 0}, "timeout"), ({"rto": 2.0, "rto_max": 1.0}, "rto"),
+                      ({"rto_min": 0}, "rto")]:
+        with pytest.raises(ValueError, match=match):
+            cls(port, Framer(), job, **kw)
+    with pytest.raises(ValueError, match="framer has 128"):
+        cls(port, Framer(elems=128), job)
+    client.failed = "slot 3 timed out"
+    with pytest.raises(AllReduceError, match=r"earlier call of this client failed \(slot 3"):
+        client.allreduce(np.ones(4, np.float32))

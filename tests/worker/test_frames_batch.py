@@ -113,3 +113,32 @@ def test_sendmmsg_of_one_or_no_frames():
     finally:
         a.close()
         b.close()
+
+
+@pytest.mark.parametrize("l2", [True, False], ids=["ethernet", "bare"])
+def test_sparse_frames_parse_as_built_and_bad_ones_are_refused(l2):
+    f = Framer(SRC, DST) if l2 else Framer()
+    pay = np.arange(wire.ELEMS).astype(np.uint8)
+    data = f.build_sparse(wire.MSG_SPARSE_CONTRIB, wire.ENC_CNAT8, 1, 2, 3, 1, 120, 1, 9, 4, 7,
+                          pay)
+    empty = f.build_sparse(wire.MSG_SPARSE_CONTRIB, wire.ENC_FIXED32, 1, 2, 3, 1, 120, 1, 9, 4,
+                           7, None)
+    padded = f.build_sparse(wire.MSG_SPARSE_CONTRIB, wire.ENC_FIXED32, 1, 2, 3, 1, 120, 1, 9, 4,
+                            7, None, pad=True)
+    hdr, got = f.parse_sparse(data)
+    assert (hdr.block, hdr.next, hdr.slot) == (4, 7, 3) and np.array_equal(got, pay)
+    for frame in (empty, padded):
+        hdr, got = f.parse_sparse(frame)
+        assert got is None and hdr.flags & wire.FLAG_EMPTY
+    assert f.parse(data) is None, "a sparse frame is not a dense one"
+    assert f.parse_sparse(data[:-1]) is None, "one byte short"
+    trailing = f.parse_sparse(empty + b"\0" * 3)
+    # Ethernet may pad a frame (the UDP length counts); a bare message must be exact.
+    assert (trailing == f.parse_sparse(empty)) if l2 else trailing is None
+    if l2:
+        bad = bytearray(data)
+        bad[-5] ^= 0x40
+        assert f.parse_sparse(bytes(bad)) is None and f.bad_checksums == 1
+        wrong_port = bytearray(data)
+        wrong_port[37] ^= 1
+        assert f.parse_sparse(bytes(wrong_port)) is None and f.bad_checksums == 1

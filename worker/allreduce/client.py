@@ -99,6 +99,41 @@ class JobParams:
                              f"(one of {sorted(wire.ENCODINGS)})")
 
 
+def check_options(framer: Framer, job: JobParams, rto: float, rto_min: float, rto_max: float,
+                  timeout: float) -> None:
+    """The constructor arguments both clients share, refused with the reason."""
+    if framer.elems != job.elems:
+        raise ValueError(f"framer has {framer.elems} elements per packet, job {job.elems}")
+    if not 0 < rto_min <= rto_max or not 0 < rto <= rto_max:
+        raise ValueError("need 0 < rto_min <= rto_max and 0 < rto <= rto_max")
+    if timeout <= 0:
+        raise ValueError(f"timeout must be > 0 s, got {timeout}")
+
+
+def checked_tensor(tensor, job: JobParams, failed: str, limit: int, unit: str):
+    """(tensor as float32, its flat view, rows of ELEMS it needs), or AllReduceError: an
+    earlier failure, NaN/inf, more than `limit - 1` rows, or a value the switch would drop."""
+    if failed:
+        raise AllReduceError(f"an earlier call of this client failed ({failed}); its slots "
+                             "are out of step with the other workers: start a new session")
+    x = np.asarray(tensor, dtype=np.float32)
+    flat = x.reshape(-1)
+    if flat.size == 0:
+        return x, flat, 0
+    if not np.isfinite(flat).all():
+        raise AllReduceError("the tensor holds NaN or infinity: nothing to aggregate")
+    rows = -(-flat.size // job.elems)
+    if rows >= limit:
+        raise AllReduceError(f"tensor of {flat.size} elements needs {rows} {unit}, "
+                             f"at most {limit - 1}")
+    big = float(np.abs(flat).max())
+    if big and np.frexp(np.float32(big))[1] + 126 > job.max_exp:
+        raise AllReduceError(f"the tensor holds {big:g}: job {job.job_id} allows exponents "
+                             f"up to {job.max_exp} (values below 2^{job.max_exp - 126}); "
+                             "the switch would drop it")
+    return x, flat, rows
+
+
 class AllReduceClient:
     """One worker's end of a job. Not thread-safe: one client per thread."""
 
@@ -109,12 +144,7 @@ class AllReduceClient:
                  progress: Callable[[int, int], None] | None = None,
                  trace: Callable[..., None] | None = None,
                  clock: Callable[[], float] = time.monotonic):
-        if framer.elems != job.elems:
-            raise ValueError(f"framer has {framer.elems} elements per packet, job {job.elems}")
-        if not 0 < rto_min <= rto_max or not 0 < rto <= rto_max:
-            raise ValueError("need 0 < rto_min <= rto_max and 0 < rto <= rto_max")
-        if timeout <= 0:
-            raise ValueError(f"timeout must be > 0 s, got {timeout}")
+        check_options(framer, job, rto, rto_min, rto_max, timeout)
         self.port, self.framer, self.job = port, framer, job
         self.coder = ChunkCoder(job.encoding, job.workers, np.random.default_rng(seed), job.elems,
                                 job.headroom)
@@ -159,26 +189,10 @@ class AllReduceClient:
     # ------------------------------------------------------------------ the call
     def allreduce(self, tensor) -> np.ndarray:
         """The element-wise mean of `tensor` over the job's workers (float32, same shape)."""
-        if self.failed:
-            raise AllReduceError(f"an earlier call of this client failed ({self.failed}); its "
-                                 "slots are out of step with the other workers: start a new "
-                                 "session")
-        x = np.asarray(tensor, dtype=np.float32)
-        flat = x.reshape(-1)
+        x, flat, n_chunks = checked_tensor(tensor, self.job, self.failed, MAX_CHUNKS, "chunks")
         if flat.size == 0:
             return x.copy()
-        if not np.isfinite(flat).all():
-            raise AllReduceError("the tensor holds NaN or infinity: nothing to aggregate")
         elems, window = self.job.elems, self.job.window
-        n_chunks = -(-flat.size // elems)
-        if n_chunks >= MAX_CHUNKS:
-            raise AllReduceError(f"tensor of {flat.size} elements needs {n_chunks} chunks, "
-                                 f"at most {MAX_CHUNKS - 1}")
-        big = float(np.abs(flat).max())
-        if big and np.frexp(np.float32(big))[1] + 126 > self.job.max_exp:
-            raise AllReduceError(f"the tensor holds {big:g}: job {self.job.job_id} allows "
-                                 f"exponents up to {self.job.max_exp} (values below "
-                                 f"2^{self.job.max_exp - 126}); the switch would drop it")
         if flat.size == n_chunks * elems:
             self.chunks = flat.reshape(n_chunks, elems)
         else:

@@ -42,6 +42,8 @@ from worker.allreduce.client import (
     RTO_MIN,
     AllReduceError,
     JobParams,
+    check_options,
+    checked_tensor,
 )
 from worker.allreduce.coding import ChunkCoder
 from worker.allreduce.pacing import RetransmitTimer, Window
@@ -70,14 +72,9 @@ class SparseAllReduceClient:
                  initial_window: int = INITIAL_WINDOW, adaptive_window: bool = True,
                  timeout: float = 10.0, pad_empty: bool = False, trace=None,
                  clock=time.monotonic):
-        if framer.elems != job.elems:
-            raise ValueError(f"framer has {framer.elems} elements per packet, job {job.elems}")
+        check_options(framer, job, rto, rto_min, rto_max, timeout)
         if job.encoding not in (wire.ENC_FIXED32, wire.ENC_CNAT8):
             raise ValueError("sparse jobs carry FIXED32 or CNAT8 payloads")
-        if not 0 < rto_min <= rto_max or not 0 < rto <= rto_max:
-            raise ValueError("need 0 < rto_min <= rto_max and 0 < rto <= rto_max")
-        if timeout <= 0:
-            raise ValueError(f"timeout must be > 0 s, got {timeout}")
         self.port, self.framer, self.job = port, framer, job
         self.coder = ChunkCoder(job.encoding, job.workers, np.random.default_rng(seed),
                                 job.elems, job.headroom)
@@ -99,26 +96,11 @@ class SparseAllReduceClient:
     # ------------------------------------------------------------------ the call
     def allreduce(self, tensor) -> np.ndarray:
         """The element-wise mean of `tensor` over the job's workers (float32, same shape)."""
-        if self.failed:
-            raise AllReduceError(f"an earlier call of this client failed ({self.failed}); its "
-                                 "slots are out of step with the other workers: start a new "
-                                 "session")
-        x = np.asarray(tensor, dtype=np.float32)
-        flat = x.reshape(-1)
+        x, flat, nb = checked_tensor(tensor, self.job, self.failed, min(MAX_CHUNKS, NO_BLOCK),
+                                     "blocks")
         if flat.size == 0:
             return x.copy()
-        if not np.isfinite(flat).all():
-            raise AllReduceError("the tensor holds NaN or infinity: nothing to aggregate")
         job, elems = self.job, self.job.elems
-        nb = -(-flat.size // elems)
-        if nb >= min(MAX_CHUNKS, NO_BLOCK):
-            raise AllReduceError(f"tensor of {flat.size} elements needs {nb} blocks, "
-                                 f"at most {MAX_CHUNKS - 1}")
-        big = float(np.abs(flat).max())
-        if big and np.frexp(np.float32(big))[1] + 126 > job.max_exp:
-            raise AllReduceError(f"the tensor holds {big:g}: job {job.job_id} allows "
-                                 f"exponents up to {job.max_exp} (values below "
-                                 f"2^{job.max_exp - 126}); the switch would drop it")
         rows = np.zeros((nb, elems), np.float32)
         rows.reshape(-1)[:flat.size] = flat
         nz = np.flatnonzero(rows.any(axis=1))
