@@ -202,6 +202,13 @@ def _tolist(v, m: int) -> list:
     return [int(v)] * m
 
 
+def _tobytes8(v, m: int) -> bytes:
+    """8-bit unsigned lanes as bytes, which a list slice takes as ints faster than tolist()."""
+    if isinstance(v, np.ndarray) and v.ndim:
+        return v.astype(np.uint8).tobytes()
+    return bytes((int(v),)) * m
+
+
 def _last(v) -> int:
     if isinstance(v, np.ndarray) and v.ndim:
         return int(v[-1])
@@ -229,8 +236,8 @@ def _read8(seq, m: int) -> np.ndarray:
         return np.fromiter(seq, np.int64, m)
 
 
-HELPERS = {"np": np, "_vtolist": _tolist, "_vlast": _last, "_vb2d": _b2d, "_vread": _read,
-           "_vread8": _read8}
+HELPERS = {"np": np, "_vtolist": _tolist, "_vtobytes8": _tobytes8, "_vlast": _last,
+           "_vb2d": _b2d, "_vread": _read, "_vread8": _read8}
 
 
 def reader(mod, fi, m: int, seq: str) -> str:
@@ -273,6 +280,7 @@ class VectorCompiler:
         self.read_inv: set[int] = set()  # lane-invariant slots read before any write
         self.pre: list[str] = []  # register indices, computed before the guard
         self.stores: dict = {}  # location -> slots tuple, written back at the end
+        self.narrow: set = set()  # stored slot tuples of unsigned fields of <= 8 bits
         self.guards: list[str] = []
         self._n = 0
         self._leaf = 0
@@ -377,6 +385,8 @@ class VectorCompiler:
             raise Unsupported("lanes of different field types")
         self.env[slots] = self.store(value, fi)
         self.stores[slots] = slots
+        if not fi.signed and fi.width <= 8:
+            self.narrow.add(slots)
 
     def store(self, v: V, fi) -> V:
         """v truncated to the field's width (BMv2 Field::set), as the scalar store_value."""
@@ -570,6 +580,8 @@ class VectorCompiler:
                     k = self.mod.const(slots, "slots")
                     out += [f"for s_, x_ in zip({k}, _vtolist({v.code}, {self.m})):",
                             "    F[s_] = x_"]
+                elif slots in self.narrow:
+                    out.append(f"{tgt} = _vtobytes8({v.code}, {self.m})")
                 else:
                     out.append(f"{tgt} = _vtolist({v.code}, {self.m})")
         return out
