@@ -228,6 +228,25 @@ def _read(pack, dtype, seq, m: int) -> np.ndarray:
         return np.fromiter(seq, np.int64, m)
 
 
+def _read_kept(memo: dict, key: str, pack, dtype, seq: list, m: int) -> np.ndarray:
+    """_read, or the vector last written back to this run of fields when the fields still
+    hold the very list it was written as (compared by identity first, so quickly)."""
+    e = memo.get(key)
+    if e is not None and e[0] == seq:
+        return e[1]
+    return _read(pack, dtype, seq, m)
+
+
+def _keep(memo: dict, key: str, v, m: int) -> list:
+    """v's lanes as a list for a run of fields; remembered with v (made read-only) for
+    _read_kept, which validates by content, so any later write to the fields is seen."""
+    out = _tolist(v, m)
+    if isinstance(v, np.ndarray) and v.ndim and v.dtype == np.int64:
+        v.flags.writeable = False
+        memo[key] = (out, v)
+    return out
+
+
 def _read8(seq, m: int) -> np.ndarray:
     """8-bit unsigned field values as an int64 vector, through bytes()."""
     try:
@@ -237,7 +256,8 @@ def _read8(seq, m: int) -> np.ndarray:
 
 
 HELPERS = {"np": np, "_vtolist": _tolist, "_vtobytes8": _tobytes8, "_vlast": _last,
-           "_vb2d": _b2d, "_vread": _read, "_vread8": _read8}
+           "_vb2d": _b2d, "_vread": _read, "_vread8": _read8, "_vread_kept": _read_kept,
+           "_vkeep": _keep}
 
 
 def reader(mod, fi, m: int, seq: str) -> str:
@@ -253,6 +273,9 @@ def reader(mod, fi, m: int, seq: str) -> str:
         cache[m, code] = (mod.bind(struct.Struct(f"={m}{code}").pack, "vpack"),
                           mod.bind(np.dtype(f"={code}"), "vdt"))
     pack, dt = cache[m, code]
+    if seq.startswith("F["):  # a run of fields: maybe what a vector wrote there last
+        mod.globals.setdefault("_vmemo", {})
+        return f"_vread_kept(_vmemo, {seq!r}, {pack}, {dt}, {seq}, {m})"
     return f"_vread({pack}, {dt}, {seq}, {m})"
 
 
@@ -583,7 +606,8 @@ class VectorCompiler:
                 elif slots in self.narrow:
                     out.append(f"{tgt} = _vtobytes8({v.code}, {self.m})")
                 else:
-                    out.append(f"{tgt} = _vtolist({v.code}, {self.m})")
+                    self.mod.globals.setdefault("_vmemo", {})
+                    out.append(f"{tgt} = _vkeep(_vmemo, {tgt!r}, {v.code}, {self.m})")
         return out
 
     def guard_code(self) -> str | None:
