@@ -76,6 +76,25 @@ def canon(node, leaves: list, budget: list | None = None) -> object:
     return node
 
 
+_SHAPES: dict[int, tuple] = {}  # id(primitive) -> (primitive, shape, leaves); see shape_of
+
+
+def shape_of(p) -> tuple[object, tuple]:
+    """canon(p) and its leaves, computed once per primitive while a program is translated
+    (finding groups, planning banks and compiling lanes all need them). The entry holds p,
+    so its id cannot be reused while cached; forget_shapes() empties the cache."""
+    e = _SHAPES.get(id(p))
+    if e is None or e[0] is not p:
+        leaves: list = []
+        e = (p, canon(p, leaves), tuple(leaves))
+        _SHAPES[id(p)] = e
+    return e[1], e[2]
+
+
+def forget_shapes() -> None:
+    _SHAPES.clear()
+
+
 def find_groups(prims: list[dict]) -> list[tuple[int, int, int]]:
     """[(start, period k, lanes m)]: maximal runs of one template repeated >= MIN_LANES
     times, left to right, not overlapping; the longest run wins, then the shortest period."""
@@ -83,7 +102,7 @@ def find_groups(prims: list[dict]) -> list[tuple[int, int, int]]:
     ids = []
     for p in prims:
         try:
-            key = canon(p, [])
+            key = shape_of(p)[0]
             ids.append(shapes.setdefault(key, len(shapes)))
         except (TypeError, Unsupported):  # oversized or odd: never part of a group
             ids.append(-1 - len(ids))
@@ -129,7 +148,7 @@ def plan_banks(actions: list[dict], registers: dict) -> dict[str, tuple[Bank, in
             for j in range(m):
                 leaves: list = []
                 for p in prims[s + j * k:s + (j + 1) * k]:
-                    canon(p, leaves)
+                    leaves.extend(shape_of(p)[1])
                 lanes.append(leaves)
             for pos, (kind, _) in enumerate(lanes[0]):
                 if kind != "register_array":
@@ -294,7 +313,7 @@ class VectorCompiler:
         for j in range(m):
             leaves: list = []
             for p in prims[s + j * k:s + (j + 1) * k]:
-                canon(p, leaves)
+                leaves.extend(shape_of(p)[1])
             self.lanes.append(leaves)
         self.template = prims[s:s + k]
         self.lines: list[str] = []
