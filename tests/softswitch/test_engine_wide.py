@@ -13,9 +13,9 @@ PORTS = (1, 2, 3)
 
 
 def program() -> dict:
-    """cnt (a 16-bit checksum, an 8-bit tag) then N 8-bit codes; ingress adds 1 to code 7
-    and multicasts; egress writes the port into the tag and code 0; the checksum covers
-    the codes and is recomputed at egress."""
+    """s (a 16-bit checksum, an 8-bit tag) then N 8-bit codes; ingress adds 1 to code 7
+    and multicasts; egress writes the port into the tag and code 0 and adds 1 to code 1;
+    the checksum covers the codes and is recomputed at egress."""
     p = kit.Program()
     p.header("s", [("ck", 16), ("tag", 8)])
     p.header("c", [(f"c{i}", 8) for i in range(N)])
@@ -29,8 +29,10 @@ def program() -> dict:
     p.action("bump", [bump, assign(field("standard_metadata", "mcast_grp"), hexstr(1))])
     p.call("ingress", "bump_t", "bump")
     port = field("standard_metadata", "egress_port")
+    c1 = field("c", "c1")  # a copy sharing fields with another would add 1 twice
     p.action("mark", [assign(field("s", "tag"), expr("&", port, hexstr(0xFF))),
-                      assign(field("c", "c0"), expr("&", port, hexstr(0xFF)))])
+                      assign(field("c", "c0"), expr("&", port, hexstr(0xFF))),
+                      assign(c1, expr("&", expr("+", c1, hexstr(1)), hexstr(0xFF)))])
     p.call("egress", "mark_t", "mark")
     return p.json()
 
@@ -39,6 +41,7 @@ def expected(pkt: bytes, port: int) -> bytes:
     codes = bytearray(pkt[3:3 + N])
     codes[7] = (codes[7] + 1) & 0xFF
     codes[0] = port
+    codes[1] = (codes[1] + 1) & 0xFF
     return csum16(bytes(codes)).to_bytes(2, "big") + bytes([port]) + bytes(codes) + \
         pkt[3 + N:]
 
