@@ -683,7 +683,7 @@ class VectorCompiler:
         tab = self.mod.bind(np.array(table, dtype=np.int64), "vtab")
         if not inp.vec:
             return V(f"int({tab}[{inp.code}])", min(table), max(table), vec=False)
-        return self.emit(f"{tab}[{inp.code}]", min(table), max(table))
+        return self.emit(f"{tab}.take({inp.code})", min(table), max(table))  # beats tab[ix]
 
     def register(self, p: dict):
         kind, names = self._next_leaf()
