@@ -68,6 +68,8 @@ def main(argv=None) -> int:
         serve(Path(args.serve[0]), Path(args.serve[1]), args.workers, args.slots, args.packets)
         return 0
     jsons = args.json or [ROOT / "p4src/build/agg.json"]
+    if len(set(jsons)) != len(jsons):
+        ap.error("each --json once")
     trees = [("new", ROOT)] + ([("old", args.baseline.resolve())] if args.baseline else [])
     procs, info = {}, {}
     for name, tree in trees:
