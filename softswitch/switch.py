@@ -218,9 +218,12 @@ class Switch:
 
     def _replicate(self, prog: Program, F: list, replicas, egress_q: deque, trunc: int,
                    phys_port: int) -> None:
+        """Enqueues a copy of F per replica. F is the caller's to give away: the last
+        replica takes it instead of a copy (a packet's slots are thousands of fields)."""
         rid = prog.sm["egress_rid"]
-        for port, r in replicas:
-            C = F[:]
+        last = len(replicas) - 1
+        for i, (port, r) in enumerate(replicas):
+            C = F if i == last else F[:]
             if rid is not None:
                 C[rid[0]] = r & rid[1]
             C[CLONE] = C[CLONE_FL] = C[RESUBMIT] = C[RECIRC] = C[DIGEST] = 0

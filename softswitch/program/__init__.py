@@ -20,7 +20,7 @@ from .module import Module
 from .parsers import ParserCompiler
 from .runtime import HELPERS
 from .vector import HELPERS as VECTOR_HELPERS
-from .vector import RandomBatch, plan_banks
+from .vector import RandomBatch, forget_shapes, plan_banks
 
 SUPPORTED_MAJOR = 2
 DEEP_RECURSION = 20000
@@ -107,6 +107,7 @@ def compile_program(config, *, lock: threading.RLock, rng: random.Random,
         raise bad(f"could not translate the program: {type(e).__name__}: {e}") from None
     finally:
         sys.setrecursionlimit(limit)
+        forget_shapes()
 
 
 def _compile(j: dict, lock, rng, log, drop_port, vectorize, nprng) -> Program:

@@ -513,29 +513,28 @@ def compile_action(env: Env, fname: str, action: dict) -> list[str]:
         body = []
         vectored = False
         i = 0
-        for s, k, m in groups + [(len(prims), 0, 0)]:
+        for run in adjacent_runs(groups) + [[(len(prims), 0, 0)]]:
+            s = run[0][0]
             for p in prims[i:s]:
                 body += pc.compile(p)
-            if m:
-                scalar = []
-                for p in prims[s:s + k * m]:
-                    scalar += pc.compile(p)
-                vec = vector_group(env, pc, prims, s, k, m) if pays(prims[s:s + k]) else None
-                if vec is None:
-                    body += scalar
-                else:
-                    pre, guard, lines = vec
-                    vectored = True
-                    body += pre
-                    if guard is None:
-                        body += lines
-                    else:
-                        body += [f"if {guard}:"] + ["    " + x for x in lines] + ["else:"]
-                        body += ["    " + x for x in scalar]
-            i = s + k * m
+            fused = None
+            if len(run) > 1:
+                fused = vector_group(env, pc, interleave(prims, run), 0,
+                                     sum(k for _, k, _ in run), run[0][2], fused=True)
+            for s, k, m in [] if fused is not None else run:
+                if m:
+                    vec = vector_group(env, pc, prims, s, k, m) if pays(prims[s:s + k], m) \
+                        else None
+                    vectored |= vec is not None
+                    body += with_fallback(pc, vec, prims[s:s + k * m])
+            if fused is not None:
+                vectored = True
+                body += with_fallback(pc, fused, prims[s:run[-1][0] + run[-1][1] * run[-1][2]])
+            i = run[-1][0] + run[-1][1] * run[-1][2]
         if vectored:
-            return head + ["    " + s for s in body or ["pass"]]
-        return head + ["    " + s for s in localize(body)]
+            return head + ["    " + s for s in zero_runs(pc.mod, body) or ["pass"]]
+        local = localize(body)
+        return head + ["    " + s for s in (zero_runs(pc.mod, body) if local is body else local)]
     # Jumps (if/else inside actions): basic blocks dispatched on a program counter.
     starts = {0}
     for i, p in enumerate(prims):
@@ -577,23 +576,103 @@ def compile_action(env: Env, fname: str, action: dict) -> list[str]:
     return head + ["    " + s for s in body]
 
 
-def pays(template: list) -> bool:
+WIDE_LANES = 512  # lanes from which a one-statement template pays in numpy
+BANK_WRITE_LANES = 32  # lanes from which one register write per lane pays
+
+
+def pays(template: list, m: int) -> bool:
     """Whether numpy beats the scalar code: a lane doing one copy, lookup or register write
-    costs less in Python than moving its values into an array and back."""
-    return len(template) > 1 or template[0].get("op") == "register_read"
+    costs less in Python than moving its values into an array and back, unless there are
+    many lanes (a register write per lane costs a numpy item store in the scalar code)."""
+    if len(template) > 1 or template[0].get("op") == "register_read":
+        return True
+    if template[0].get("op") == "register_write":
+        return m >= BANK_WRITE_LANES
+    return m >= WIDE_LANES
 
 
-def vector_group(env: Env, pc: PrimitiveCompiler, prims: list, s: int, k: int, m: int):
+def adjacent_runs(groups: list) -> list[list[tuple[int, int, int]]]:
+    """Groups split into runs of adjacent groups with the same number of lanes."""
+    runs: list[list[tuple[int, int, int]]] = []
+    for g in groups:
+        last = runs[-1][-1] if runs else None
+        if last is not None and last[2] == g[2] and last[0] + last[1] * last[2] == g[0]:
+            runs[-1].append(g)
+        else:
+            runs.append([g])
+    return runs
+
+
+def interleave(prims: list, run: list) -> list:
+    """The primitives of adjacent groups of m lanes as one group whose template is their
+    templates one after the other: lane j runs its part of each group in turn."""
+    m = run[0][2]
+    return [p for j in range(m) for s, k, _ in run for p in prims[s + j * k:s + (j + 1) * k]]
+
+
+def with_fallback(pc: PrimitiveCompiler, vec, prims: list) -> list[str]:
+    """A group's vector code, guarded by its register bounds with the scalar code as the
+    alternative; the scalar code alone when `vec` is None."""
+    scalar = []
+    for p in prims:
+        scalar += pc.compile(p)
+    if vec is None:
+        return scalar
+    pre, guard, lines = vec
+    if guard is None:
+        return pre + lines
+    return pre + [f"if {guard}:"] + ["    " + x for x in lines] + ["else:"] + \
+        ["    " + x for x in scalar]
+
+
+def vector_group(env: Env, pc: PrimitiveCompiler, prims: list, s: int, k: int, m: int,
+                 fused: bool = False):
     """(lines before the guard, guard or None, vector lines) for a group, or None when it
-    must run as scalar code."""
+    must run as scalar code. fused: the group interleaves adjacent groups (interleave()),
+    exact only when no lane-invariant location is written."""
     try:
         vc = VectorCompiler(pc, env.banks, env.nprng, prims, s, k, m)
         lines = vc.compile()
+        if fused and vc.written_inv:
+            return None
     except Unsupported:
         return None
     except Exception:  # noqa: BLE001 - an optimisation: the scalar code is always right
         return None
     return vc.pre, vc.guard_code(), lines
+
+
+_ZERO = re.compile(r"^(\s*)F\[(\d+)\] = 0$")
+MIN_ZERO_RUN = 16
+
+
+def zero_runs(mod, body: list[str]) -> list[str]:
+    """Runs of `F[i] = 0` over consecutive slots (a header made valid, say) as one slice
+    store, where the body does not keep fields in locals."""
+    out: list[str] = []
+    run: list = []  # (indent, first slot, count)
+
+    def flush():
+        if run:
+            ind, lo, n = run
+            if n >= MIN_ZERO_RUN:
+                out.append(f"{ind}F[{lo}:{lo + n}] = {mod.const((0,) * n, 'z')}")
+            else:
+                out.extend(f"{ind}F[{i}] = 0" for i in range(lo, lo + n))
+            run.clear()
+
+    for ln in body:
+        mt = _ZERO.match(ln)
+        if mt and run and run[0] == mt.group(1) and run[1] + run[2] == int(mt.group(2)):
+            run[2] += 1
+            continue
+        flush()
+        if mt:
+            run.extend((mt.group(1), int(mt.group(2)), 1))
+        else:
+            out.append(ln)
+    flush()
+    return out
 
 
 def _runs(slots: list[int]) -> list[tuple[int, int]]:

@@ -17,6 +17,9 @@ def header_writer(mod, ht: HeaderType, base: str) -> str | None:
     if not widths or sum(widths) == 0:
         return None
     b = int(base) if base.isdigit() else None
+    if b is not None and len(widths) > 1 and all(f.width == 8 and not f.signed
+                                                 for f in ht.fields):
+        return f"bytes(F[{b + 1}:{b + 1 + len(widths)}])"  # bytes() beats struct for 8 bits
     vals = []
     for i, f in enumerate(ht.fields):
         slot = str(b + 1 + i) if b is not None else f"{base} + {1 + i}"

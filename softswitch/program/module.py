@@ -78,11 +78,19 @@ def struct_plan(widths: list[int]) -> tuple[str, list[list[tuple[int, int, int, 
                     nbytes -= size
                     break
     # Each field covers bit range [fs, fs+w); express it from the items it overlaps.
+    # Fields and items are both in stream order: each field scans from the first item that
+    # can overlap it (linear, not fields x items, for headers of thousands of fields).
     plans: list[list[tuple[int, int, int]]] = []
     fs = 0
+    first = 0
     for w in widths:
         pieces = []
-        for idx, (istart, ibits) in enumerate(items):
+        while first < len(items) and items[first][0] + items[first][1] <= fs:
+            first += 1
+        for idx in range(first, len(items)):
+            istart, ibits = items[idx]
+            if istart >= fs + w:
+                break
             lo = max(fs, istart)
             hi = min(fs + w, istart + ibits)
             if lo >= hi:

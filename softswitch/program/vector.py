@@ -26,6 +26,7 @@ that could leave int64) makes the group run as scalar code, unchanged.
 from __future__ import annotations
 
 import re
+import struct
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -75,6 +76,25 @@ def canon(node, leaves: list, budget: list | None = None) -> object:
     return node
 
 
+_SHAPES: dict[int, tuple] = {}  # id(primitive) -> (primitive, shape, leaves); see shape_of
+
+
+def shape_of(p) -> tuple[object, tuple]:
+    """canon(p) and its leaves, computed once per primitive while a program is translated
+    (finding groups, planning banks and compiling lanes all need them). The entry holds p,
+    so its id cannot be reused while cached; forget_shapes() empties the cache."""
+    e = _SHAPES.get(id(p))
+    if e is None or e[0] is not p:
+        leaves: list = []
+        e = (p, canon(p, leaves), tuple(leaves))
+        _SHAPES[id(p)] = e
+    return e[1], e[2]
+
+
+def forget_shapes() -> None:
+    _SHAPES.clear()
+
+
 def find_groups(prims: list[dict]) -> list[tuple[int, int, int]]:
     """[(start, period k, lanes m)]: maximal runs of one template repeated >= MIN_LANES
     times, left to right, not overlapping; the longest run wins, then the shortest period."""
@@ -82,7 +102,7 @@ def find_groups(prims: list[dict]) -> list[tuple[int, int, int]]:
     ids = []
     for p in prims:
         try:
-            key = canon(p, [])
+            key = shape_of(p)[0]
             ids.append(shapes.setdefault(key, len(shapes)))
         except (TypeError, Unsupported):  # oversized or odd: never part of a group
             ids.append(-1 - len(ids))
@@ -128,7 +148,7 @@ def plan_banks(actions: list[dict], registers: dict) -> dict[str, tuple[Bank, in
             for j in range(m):
                 leaves: list = []
                 for p in prims[s + j * k:s + (j + 1) * k]:
-                    canon(p, leaves)
+                    leaves.extend(shape_of(p)[1])
                 lanes.append(leaves)
             for pos, (kind, _) in enumerate(lanes[0]):
                 if kind != "register_array":
@@ -201,6 +221,13 @@ def _tolist(v, m: int) -> list:
     return [int(v)] * m
 
 
+def _tobytes8(v, m: int) -> bytes:
+    """8-bit unsigned lanes as bytes, which a list slice takes as ints faster than tolist()."""
+    if isinstance(v, np.ndarray) and v.ndim:
+        return v.astype(np.uint8).tobytes()
+    return bytes((int(v),)) * m
+
+
 def _last(v) -> int:
     if isinstance(v, np.ndarray) and v.ndim:
         return int(v[-1])
@@ -211,7 +238,64 @@ def _b2d(c):
     return np.where(c, 1, 0)
 
 
-HELPERS = {"np": np, "_vtolist": _tolist, "_vlast": _last, "_vb2d": _b2d}
+def _read(pack, dtype, seq, m: int) -> np.ndarray:
+    """Field values (Python ints of one width) as an int64 vector: packed into bytes by
+    struct, about twice as fast as numpy converting the ints one by one."""
+    try:
+        return np.frombuffer(pack(*seq), dtype).astype(np.int64)
+    except struct.error:  # a value outside the field's width: numpy takes any int64
+        return np.fromiter(seq, np.int64, m)
+
+
+def _read_kept(memo: dict, key: str, pack, dtype, seq: list, m: int) -> np.ndarray:
+    """_read, or the vector last written back to this run of fields when the fields still
+    hold the very list it was written as (compared by identity first, so quickly)."""
+    e = memo.get(key)
+    if e is not None and e[0] == seq:
+        return e[1]
+    return _read(pack, dtype, seq, m)
+
+
+def _keep(memo: dict, key: str, v, m: int) -> list:
+    """v's lanes as a list for a run of fields; remembered with v (made read-only) for
+    _read_kept, which validates by content, so any later write to the fields is seen."""
+    out = _tolist(v, m)
+    if isinstance(v, np.ndarray) and v.ndim and v.dtype == np.int64:
+        v.flags.writeable = False
+        memo[key] = (out, v)
+    return out
+
+
+def _read8(seq, m: int) -> np.ndarray:
+    """8-bit unsigned field values as an int64 vector, through bytes()."""
+    try:
+        return np.frombuffer(bytes(seq), np.uint8).astype(np.int64)
+    except ValueError:
+        return np.fromiter(seq, np.int64, m)
+
+
+HELPERS = {"np": np, "_vtolist": _tolist, "_vtobytes8": _tobytes8, "_vlast": _last,
+           "_vb2d": _b2d, "_vread": _read, "_vread8": _read8, "_vread_kept": _read_kept,
+           "_vkeep": _keep}
+
+
+def reader(mod, fi, m: int, seq: str) -> str:
+    """Code reading the values of m fields like `fi` (code `seq`: a slice of F or a tuple
+    of them) as an int64 vector."""
+    if not fi.signed and fi.width <= 8:
+        return f"_vread8({seq}, {m})"
+    code = next(c for bits, c in ((8, "b"), (16, "h"), (32, "i"), (64, "q")) if fi.width <= bits)
+    if not fi.signed:
+        code = code.upper()
+    cache = mod.globals.setdefault("__vreaders__", {})
+    if (m, code) not in cache:
+        cache[m, code] = (mod.bind(struct.Struct(f"={m}{code}").pack, "vpack"),
+                          mod.bind(np.dtype(f"={code}"), "vdt"))
+    pack, dt = cache[m, code]
+    if seq.startswith("F["):  # a run of fields: maybe what a vector wrote there last
+        mod.globals.setdefault("_vmemo", {})
+        return f"_vread_kept(_vmemo, {seq!r}, {pack}, {dt}, {seq}, {m})"
+    return f"_vread({pack}, {dt}, {seq}, {m})"
 
 
 class VectorCompiler:
@@ -229,7 +313,7 @@ class VectorCompiler:
         for j in range(m):
             leaves: list = []
             for p in prims[s + j * k:s + (j + 1) * k]:
-                canon(p, leaves)
+                leaves.extend(shape_of(p)[1])
             self.lanes.append(leaves)
         self.template = prims[s:s + k]
         self.lines: list[str] = []
@@ -238,6 +322,7 @@ class VectorCompiler:
         self.read_inv: set[int] = set()  # lane-invariant slots read before any write
         self.pre: list[str] = []  # register indices, computed before the guard
         self.stores: dict = {}  # location -> slots tuple, written back at the end
+        self.narrow: set = set()  # stored slot tuples of unsigned fields of <= 8 bits
         self.guards: list[str] = []
         self._n = 0
         self._leaf = 0
@@ -308,7 +393,7 @@ class VectorCompiler:
                for n in names):
             raise Unsupported("lanes of different field types")
         lo, hi = self._range(fi)
-        v = self.emit(f"np.fromiter({self._slice(slots)}, np.int64, {self.m})", lo, hi)
+        v = self.emit(reader(self.mod, fi, self.m, self._slice(slots)), lo, hi)
         self.env[slots] = v
         return v
 
@@ -342,6 +427,8 @@ class VectorCompiler:
             raise Unsupported("lanes of different field types")
         self.env[slots] = self.store(value, fi)
         self.stores[slots] = slots
+        if not fi.signed and fi.width <= 8:
+            self.narrow.add(slots)
 
     def store(self, v: V, fi) -> V:
         """v truncated to the field's width (BMv2 Field::set), as the scalar store_value."""
@@ -464,6 +551,11 @@ class VectorCompiler:
 
     def arith(self, op: str, a: V, b: V) -> V:
         vec = a.vec or b.vec
+        if op == "&":
+            for x, c in ((a, b), (b, a)):
+                if re.fullmatch(r"\d+", c.code) and int(c.code) & (int(c.code) + 1) == 0 \
+                        and 0 <= x.lo and x.hi <= int(c.code):
+                    return x  # a mask of all ones over a value known to fit: no vector op
         if op == "+":
             lo, hi = a.lo + b.lo, a.hi + b.hi
         elif op == "-":
@@ -530,8 +622,11 @@ class VectorCompiler:
                     k = self.mod.const(slots, "slots")
                     out += [f"for s_, x_ in zip({k}, _vtolist({v.code}, {self.m})):",
                             "    F[s_] = x_"]
+                elif slots in self.narrow:
+                    out.append(f"{tgt} = _vtobytes8({v.code}, {self.m})")
                 else:
-                    out.append(f"{tgt} = _vtolist({v.code}, {self.m})")
+                    self.mod.globals.setdefault("_vmemo", {})
+                    out.append(f"{tgt} = _vkeep(_vmemo, {tgt!r}, {v.code}, {self.m})")
         return out
 
     def guard_code(self) -> str | None:
@@ -588,7 +683,7 @@ class VectorCompiler:
         tab = self.mod.bind(np.array(table, dtype=np.int64), "vtab")
         if not inp.vec:
             return V(f"int({tab}[{inp.code}])", min(table), max(table), vec=False)
-        return self.emit(f"{tab}[{inp.code}]", min(table), max(table))
+        return self.emit(f"{tab}.take({inp.code})", min(table), max(table))  # beats tab[ix]
 
     def register(self, p: dict):
         kind, names = self._next_leaf()

@@ -111,3 +111,27 @@ def test_exponential_and_deep_trees_compile_to_small_code():
         y = (a + sum(range(600))) & M32
         [(_, out)] = sw.process(0, a.to_bytes(4, "big"))
         assert out[4:] == x.to_bytes(4, "big") + y.to_bytes(4, "big")
+
+
+def test_struct_plans_read_and_write_any_byte_aligned_widths():
+    """struct_read / struct_write against the bit string the fields make, for random
+    widths: odd ones straddling items, and long runs (thousands of fields)."""
+    import random
+    import struct
+
+    from softswitch.program.module import struct_read, struct_write
+
+    rng = random.Random(4)
+    cases = [[rng.choice([1, 3, 7, 8, 9, 12, 16, 24, 31, 32, 33, 48, 63, 64, 65])
+              for _ in range(rng.randint(1, 12))] for _ in range(300)]
+    cases += [[8] * 1456, [32] * 1456, [4, 12] * 500]
+    for widths in cases:
+        widths = widths + [8 - sum(widths) % 8] if sum(widths) % 8 else widths
+        vals = [rng.getrandbits(w) for w in widths]
+        bits = "".join(format(v, f"0{w}b") for v, w in zip(vals, widths, strict=True))
+        data = int(bits, 2).to_bytes(len(bits) // 8, "big")
+        fmt, exprs = struct_read(widths, "t")
+        t = struct.unpack(fmt, data)
+        assert [eval(e, {"t": t}) for e in exprs] == vals  # noqa: S307
+        wfmt, items = struct_write(widths, [f"v[{i}]" for i in range(len(widths))])
+        assert struct.pack(wfmt, *[eval(e, {"v": vals}) for e in items]) == data  # noqa: S307

@@ -7,7 +7,9 @@ import random
 import pytest
 
 from softswitch import Switch
-from softswitch.program.vector import MIN_LANES, find_groups
+from softswitch.program.actions import WIDE_LANES, zero_runs
+from softswitch.program.module import Module
+from softswitch.program.vector import HELPERS, MIN_LANES, find_groups, reader
 from tests.p4 import kit
 from tests.p4.kit import assign, expr, extract, field, hexstr, prim
 
@@ -113,7 +115,7 @@ def frames(seed: int, n: int, idx_max: int = 15):
 
 def test_vector_code_equals_scalar_code_frames_and_registers():
     fast, slow = pair(program())
-    assert "np.fromiter" in fast.program_source and "B_" in fast.program_source
+    assert "_vread" in fast.program_source and "B_" in fast.program_source
     assert "np." not in slow.program_source
     regs = [[0] * 16 for _ in range(N)]
     for pkt in frames(1, 300):
@@ -211,7 +213,7 @@ def random_expr(rng: random.Random, leaves: list, depth: int) -> dict:
     return expr("b2d", None, e) if op in ("==", "<", ">=") else e
 
 
-def random_program(seed: int, lanes: int = 16) -> dict:
+def random_program(seed: int, lanes: int = 16, stmts: tuple[int, int] = (2, 4)) -> dict:
     rng = random.Random(seed)
     widths = [(8, False), (16, False), (32, False), (16, True), (31, False)]
     src = [rng.choice(widths) for _ in range(2)]
@@ -223,7 +225,7 @@ def random_program(seed: int, lanes: int = 16) -> dict:
     t = p.scalar("t", 32)
     prims = [prim("add_header", {"type": "header", "value": "o"})]
     template = []
-    for _ in range(rng.randint(2, 4)):  # one statement per lane would stay scalar (pays())
+    for _ in range(rng.randint(*stmts)):  # one statement per lane stays scalar but wide
         target = rng.choice(["t", "d0", "d1"])
         leaves = [field("LANE", n) for n in ("a0", "a1", "t", "d0")]
         template.append((target, random_expr(rng, leaves, rng.randint(1, 4))))
@@ -252,9 +254,142 @@ def test_random_lane_templates_compute_what_the_scalar_code_does():
         rng = random.Random(seed)
         j, nbytes = random_program(seed)
         fast, slow = pair(j)
-        vectorised += "np." in fast.program_source
+        vectorised += any(v in fast.program_source for v in ("np.", "_vread", "_vtolist"))
         for _ in range(20):
             pkt = bytes(rng.getrandbits(8) for _ in range(nbytes))
             assert fast.process(0, pkt) == slow.process(0, pkt), f"seed {seed}"
         assert fast.stats["errors"] == slow.stats["errors"] == 0
     assert vectorised >= 30  # most templates take the fast path
+
+
+def test_wide_one_statement_templates_compute_what_the_scalar_code_does():
+    """At WIDE_LANES lanes a template of one statement runs as numpy code too."""
+    vectorised = 0
+    for seed in range(8):
+        rng = random.Random(100 + seed)
+        j, nbytes = random_program(100 + seed, lanes=WIDE_LANES, stmts=(1, 1))
+        fast, slow = pair(j)
+        vectorised += "_vread" in fast.program_source
+        for _ in range(5):
+            pkt = bytes(rng.getrandbits(8) for _ in range(nbytes))
+            assert fast.process(0, pkt) == slow.process(0, pkt), f"seed {seed}"
+        assert fast.stats["errors"] == slow.stats["errors"] == 0
+    assert vectorised >= 5
+
+
+def wide_program(carried: bool) -> dict:
+    """A decode of narrow codes into a header made valid (a table lookup per lane), then a
+    register write per lane: two adjacent one-statement groups, run as one. carried: the
+    first group goes through one temporary the second reads, so the second group must see
+    the last lane's value in every lane (no fusion)."""
+    n = WIDE_LANES
+    p = kit.Program()
+    p.header("h", [("idx", 8)] + [(f"c{i}", 8) for i in range(n)])
+    p.header("o", [(f"v{i}", 32) for i in range(n)])
+    p.state("start", [extract("h")])
+    t = p.scalar("t", 32)
+    prims = [prim("add_header", {"type": "header", "value": "o"})]
+    for i in range(n):  # 2 ** (c & 0x1f) + (c >> 5): four operators, one 8-bit input
+        c = field("h", f"c{i}")
+        dec = expr("&", expr("+", expr("<<", hexstr(1), expr("&", c, hexstr(0x1F))),
+                             expr(">>", c, hexstr(5))), hexstr(M32))
+        prims.append(assign(t if carried else field("o", f"v{i}"), dec))
+    for i in range(n):
+        p.registers.append({"name": f"acc{i}", "id": i, "size": 4, "bitwidth": 32})
+        src = expr("&", expr("+", t, field("o", f"v{i}")), hexstr(M32)) if carried \
+            else field("o", f"v{i}")
+        prims.append(prim("register_write", {"type": "register_array", "value": f"acc{i}"},
+                          field("h", "idx"), src))
+    prims.append(assign(field("standard_metadata", "egress_spec"), hexstr(1)))
+    p.action("wide", prims)
+    p.call("ingress", "wide_t", "wide")
+    return p.json()
+
+
+@pytest.mark.parametrize("carried", [False, True])
+def test_adjacent_wide_groups_run_as_one_only_when_exact(carried):
+    fast, slow = pair(wide_program(carried))
+    if not carried:
+        assert "_vread8" in fast.program_source  # the fused group reads the codes once
+    rng = random.Random(9)
+    for _ in range(10):
+        pkt = bytes([rng.randint(0, 5)]) + bytes(rng.getrandbits(8) for _ in range(WIDE_LANES))
+        assert fast.process(0, pkt) == slow.process(0, pkt)
+    for i in range(0, WIDE_LANES, 37):
+        assert [fast.registers[f"acc{i}"].read(k) for k in range(4)] == \
+            [slow.registers[f"acc{i}"].read(k) for k in range(4)]
+    assert fast.stats["errors"] == slow.stats["errors"] == 0
+
+
+@pytest.mark.parametrize("width,signed", [(8, False), (12, False), (32, False), (16, True),
+                                          (62, False)])
+def test_vector_reader_packs_values_and_takes_any_int64(width, signed):
+    from softswitch.program.layout import FieldInfo
+
+    m = 40
+    mod = Module()
+    code = reader(mod, FieldInfo("f", width, signed), m, "F[2:42]")
+    ns = dict(mod.globals, **HELPERS)
+    rng = random.Random(width)
+    lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
+    F = [0, 0] + [rng.choice([lo, hi, rng.randint(lo, hi)]) for _ in range(m)]
+    assert eval(code, ns, {"F": F}).tolist() == F[2:42]  # noqa: S307
+    F[7] = hi + 1  # outside the width (never stored by the program): still read exactly
+    assert eval(code, ns, {"F": F}).tolist() == F[2:42]  # noqa: S307
+
+
+def test_zero_runs_become_one_slice_store():
+    mod = Module()
+    body = ["if not F[9]:"] + [f"    F[{i}] = 0" for i in range(10, 30)] + \
+        ["F[40] = 0", "F[41] = 0", "x = 1"]
+    out = zero_runs(mod, body)
+    assert out[0] == "if not F[9]:" and out[2:] == ["F[40] = 0", "F[41] = 0", "x = 1"]
+    F = list(range(50))
+    F[9] = 0  # header invalid: its fields are zeroed
+    exec("\n".join(out), dict(mod.globals), {"F": F, "x": 0})  # noqa: S102
+    assert F[10:30] == [0] * 20 and F[8] == 8 and F[30:40] == list(range(30, 40))
+    assert F[40:42] == [0, 0]
+
+
+def chained_program() -> dict:
+    """Three actions: a vector group writes o.v (32-bit lanes), scalar code changes one
+    lane (o.v5 += h.a0) or none (h.a0 == 0), a second vector group reads o.v again. The
+    second read may reuse the first group's vector only while o.v holds what it wrote."""
+    p = kit.Program()
+    p.header("h", [(f"a{i}", 32) for i in range(N)])
+    p.header("o", [(f"v{i}", 32) for i in range(N)] + [(f"w{i}", 32) for i in range(N)])
+    p.state("start", [extract("h")])
+    t = p.scalar("t", 32)
+    one = [prim("add_header", {"type": "header", "value": "o"})]
+    two = []
+    for i in range(N):
+        a, v, w = field("h", f"a{i}"), field("o", f"v{i}"), field("o", f"w{i}")
+        one += [assign(t, expr("&", expr("*", a, hexstr(3)), hexstr(M32))),
+                assign(v, expr("&", expr("+", t, hexstr(7)), hexstr(M32)))]
+        two += [assign(t, expr("&", expr("^", v, hexstr(0x5A5A5A5A)), hexstr(M32))),
+                assign(w, expr("&", expr("+", t, v), hexstr(M32)))]
+    two.append(assign(field("standard_metadata", "egress_spec"), hexstr(1)))
+    bump = [assign(field("o", "v5"), expr("&", expr("+", field("o", "v5"), field("h", "a0")),
+                                          hexstr(M32)))]
+    p.action("one", one)
+    p.action("bump", bump)
+    p.action("two", two)
+    p.call("ingress", "one_t", "one", next_node="bump_t")
+    p.call("ingress", "bump_t", "bump", next_node="two_t")
+    p.call("ingress", "two_t", "two")
+    return p.json()
+
+
+def test_a_vector_kept_for_a_run_of_fields_is_used_only_while_they_hold_it():
+    fast, slow = pair(chained_program())
+    assert "_vread_kept" in fast.program_source and "_vkeep" in fast.program_source
+    rng = random.Random(11)
+    for k in range(40):
+        vals = [rng.getrandbits(32) for _ in range(N)]
+        vals[0] = 0 if k % 2 else vals[0] | 1  # every other packet leaves o.v unchanged
+        pkt = b"".join(v.to_bytes(4, "big") for v in vals)
+        out = fast.process(0, pkt)
+        assert out == slow.process(0, pkt)
+        [(_, frame)] = out
+        v5 = int.from_bytes(frame[4 * N + 20:4 * N + 24], "big")
+        assert v5 == (vals[5] * 3 + 7 + vals[0]) & M32
