@@ -4,7 +4,8 @@
 Both targets run as switch processes behind the same kind of ports (harness.netns: veth pairs
 in a network namespace; simple_switch_grpc and `python -m softswitch` started with the same
 arguments), are programmed by the controller over P4Runtime, and get the same packets: W
-workers on ports 1..W contribute full CNAT8 chunks (168 codes, seeded) to S slots of one job,
+workers on ports 1..W contribute full CNAT8 chunks (the
+profile's elements per packet, 168 or 1456 codes, seeded) to S slots of one job,
 round after round (round r: slot r mod S, the version alternating per pass), each worker's
 frame from its own raw socket, opened once, by one sender thread that keeps R rounds in
 flight (a round is in flight until every worker has its result). A receiver thread counts the
@@ -37,6 +38,7 @@ import time
 import numpy as np
 from common import median
 
+from controller.profiles import PROFILES
 from controller.topology import JobSpec, star
 from harness.diff import CODES, same_frame
 from worker import wire
@@ -45,17 +47,18 @@ from worker.frames import Framer
 JOB = 1
 
 
-def stream(topo, hosts: list[str], slots: int, rounds: int, session: int, seed: int):
+def stream(topo, hosts: list[str], slots: int, rounds: int, session: int, seed: int,
+           elems: int = wire.ELEMS):
     """rounds x [(host, frame)]: every worker's contribution to the round's slot, in host
     order (the last one, from the last host, completes the slot)."""
     rng = np.random.default_rng(seed)
     framers = {h: Framer((topo.host(h).mac, topo.host(h).ip),
-                         (topo.service_mac, topo.service_ip)) for h in hosts}
+                         (topo.service_mac, topo.service_ip), elems=elems) for h in hosts}
     out = []
     for r in range(rounds):
         slot, version = r % slots, (r // slots) % 2
-        codes = rng.integers(0, 21, (len(hosts), wire.ELEMS)).astype(np.uint8) \
-            | (rng.integers(0, 2, (len(hosts), wire.ELEMS)).astype(np.uint8) << 7)
+        codes = rng.integers(0, 21, (len(hosts), elems)).astype(np.uint8) \
+            | (rng.integers(0, 2, (len(hosts), elems)).astype(np.uint8) << 7)
         out.append([(h, framers[h].build(wire.MSG_CONTRIB, wire.ENC_CNAT8, JOB, session, slot,
                                          version, 120, 1, r, codes[i]))
                     for i, h in enumerate(hosts)])
@@ -189,14 +192,15 @@ def in_process(args) -> int:
     from harness.fabric import SoftFabric
 
     topo = star(args.workers)
-    fab = SoftFabric(topo)
+    fab = SoftFabric(topo, args.prof.build)
     try:
         hosts = [h.name for h in topo.hosts]
         fab.program([JobSpec(JOB, tuple(hosts), slots=args.slots, encoding="cnat8")])
         rounds = args.packets // args.workers
         rates = []
         for _ in range(args.runs):
-            frames = stream(fab.topo, hosts, args.slots, rounds, fab.session(), args.seed)
+            frames = stream(fab.topo, hosts, args.slots, rounds, fab.session(), args.seed,
+                            args.prof.elems)
             t = time.perf_counter()
             for batch in frames:
                 for host, frame in batch:
@@ -205,7 +209,7 @@ def in_process(args) -> int:
             fab.quiet(hosts)
     finally:
         fab.close()
-    print(f"softswitch: {median(rates):,.0f} packets/s, {median(rates) * wire.ELEMS:,.0f} "
+    print(f"softswitch: {median(rates):,.0f} packets/s, {median(rates) * args.prof.elems:,.0f} "
           f"elements/s (in process, frames handed to the switch; median of {args.runs}); "
           "no BMv2 baseline this run")
     return 0
@@ -222,10 +226,14 @@ def main(argv=None) -> int:
     ap.add_argument("--no-check", action="store_true", help="do not compare the outputs")
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--profile", default="default", choices=sorted(PROFILES),
+                    help="compiled profile of the program (controller/profiles.py): default "
+                         "168 elements per packet, wide 1456")
     # the old flag: outputs are now compared by default
     ap.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--repeat", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    args.prof = PROFILES[args.profile]
     if args.repeat is not None:
         args.runs = args.repeat
     if args.workers < 1 or args.slots < 1 or args.window < 1 or args.runs < 1:
@@ -237,9 +245,10 @@ def main(argv=None) -> int:
 
     why = "--no-bmv2" if args.no_bmv2 else bmv2_missing()
     rounds = max(1, args.packets // args.workers)
-    print(f"stream: {rounds * args.workers} CNAT8 contributions of {wire.ELEMS} elements per "
-          f"run, {args.workers} workers, {args.slots} slots, {args.window} rounds in flight; "
-          f"results re-compressed to CNAT8")
+    elems = args.prof.elems
+    print(f"stream: {rounds * args.workers} CNAT8 contributions of {elems} elements per "
+          f"run ({args.profile} profile), {args.workers} workers, {args.slots} slots, "
+          f"{args.window} rounds in flight; results re-compressed to CNAT8")
     if why:
         print(f"BMv2 not run: {why}")
         return in_process(args)
@@ -258,12 +267,13 @@ def main(argv=None) -> int:
             for target in ("bmv2", "soft"):
                 os.makedirs(f"{tmp}/{target}")
                 fabs[target] = NetnsFabric(f"{tmp}/{target}", target, topo,
-                                           prefix=f"natsw-pps{target[0]}")
+                                           prefix=f"natsw-pps{target[0]}",
+                                           build=args.prof.build)
                 fabs[target].program([job])
             for i in range(args.runs):
                 for target in ("bmv2", "soft"):
                     pps, rps, got, (bench, switch) = run(fabs[target], hosts, lambda s: stream(
-                        topo, hosts, args.slots, rounds, s, args.seed),
+                        topo, hosts, args.slots, rounds, s, args.seed, elems),
                         args.window, args.timeout)
                     rates[target].append(pps)
                     outs[target].append(got)
@@ -280,9 +290,9 @@ def main(argv=None) -> int:
                 fab.close()
     print(f"load average after: {load()}")
     soft, bmv2 = median(rates["soft"]), median(rates["bmv2"])
-    print(f"softswitch: {soft:,.0f} packets/s, {soft * wire.ELEMS:,.0f} elements/s "
+    print(f"softswitch: {soft:,.0f} packets/s, {soft * elems:,.0f} elements/s "
           f"(median of {args.runs})")
-    print(f"BMv2 simple_switch_grpc: {bmv2:,.0f} packets/s, {bmv2 * wire.ELEMS:,.0f} "
+    print(f"BMv2 simple_switch_grpc: {bmv2:,.0f} packets/s, {bmv2 * elems:,.0f} "
           f"elements/s (median of {args.runs})")
     print(f"ratio softswitch/BMv2: {soft / bmv2:.2f}x")
     print(f"switch CPU per packet (median): softswitch {median(cost['soft']):.0f} us, BMv2 "
@@ -297,8 +307,8 @@ def main(argv=None) -> int:
         frames += f
         rounded += r
     print(f"outputs identical per port and in order: yes, {frames} results in {args.runs} "
-          f"run pairs, headers byte for byte; of their {frames * wire.ELEMS} CNAT8 codes "
-          f"{rounded} ({100 * rounded / (frames * wire.ELEMS):.1f}%) one rounding step apart "
+          f"run pairs, headers byte for byte; of their {frames * elems} CNAT8 codes "
+          f"{rounded} ({100 * rounded / (frames * elems):.1f}%) one rounding step apart "
           "(each target draws its own random rounding when it re-compresses a sum)")
     return 0
 

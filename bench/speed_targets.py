@@ -170,13 +170,16 @@ def _num(text: str) -> float:
     return float(text.replace(",", ""))
 
 
-def part_pps(args) -> list[dict]:
+def part_pps(args, profile: str = "default") -> list[dict]:
     """Runs bench/softswitch_pps.py of this checkout once per rep: softswitch elements/s (and
     BMv2's, behind the same veths, with the outputs compared, when root and BMv2 allow)."""
+    tag = "" if profile == "default" else f", {profile} profile"
     say(f"pps: bench/softswitch_pps.py, {args.pps_packets} contributions, {args.reps} runs "
-        f"({args.label} code)")
+        f"({args.label} code){tag}")
     cmd = [sys.executable, str(REPO / "bench" / "softswitch_pps.py"), "--packets",
            str(args.pps_packets), "--runs", "1"] + (["--no-bmv2"] if args.no_root else [])
+    if profile != "default":          # the old code has no profiles: pass it only when used
+        cmd += ["--profile", profile]
     soft, bmv2, loads, compared = [], [], [], True
     for i in range(args.reps):
         load0 = load_avg()
@@ -195,13 +198,13 @@ def part_pps(args) -> list[dict]:
         loads.append(load0)
         say(f"  run {i + 1}: softswitch {soft[-1] / 1e6:.3f} M elements/s"
             + (f", BMv2 {bmv2[-1] / 1e6:.3f} M" if b else "") + f", load {load0}")
-    row = {"part": "pps", "variant": "softswitch", "code": args.label, "eps_calls": soft,
+    row = {"part": "pps", "variant": f"softswitch{tag}", "code": args.label, "eps_calls": soft,
            "load": [min(loads), max(loads)], "identical": compared if bmv2 else None,
            "in_process": not bmv2}
     row["eps"], row["eps_min"], row["eps_max"] = spread(soft)
     rows = [row]
     if bmv2:
-        b = {"part": "pps", "variant": "BMv2", "code": args.label, "eps_calls": bmv2,
+        b = {"part": "pps", "variant": f"BMv2{tag}", "code": args.label, "eps_calls": bmv2,
              "load": row["load"], "identical": compared, "in_process": False}
         b["eps"], b["eps_min"], b["eps_max"] = spread(bmv2)
         rows.append(b)
@@ -310,7 +313,13 @@ def targets(rows: list[dict], args) -> list[Target]:
     out.append(ratio("fat-tree 16 workers: C_nat INA elements/s, this code / baseline",
                      find("fat", "C_nat INA"), find("fat", "C_nat INA", "baseline"), 5.0,
                      ("this code", "baseline")))
-    # --wide: the same targets for C_nat INA on the wide profile (this code only).
+    # --wide: the same targets on the wide profile (this code only). pps: the wide profile's
+    # elements/s against the baseline's (which has the 168-element program only).
+    wide_pps = find("pps", "softswitch, wide profile")
+    if wide_pps:
+        out.append(ratio("pps: softswitch elements/s, this code on the wide profile / baseline",
+                         wide_pps, find("pps", "softswitch", "baseline"), 10.0,
+                         ("this code, wide profile", "baseline")))
     for w in [r for r in rows if r["code"] == "new" and r["variant"].startswith("C_nat INA, ")]:
         tag = w["variant"]
         if w["part"] == "star":
@@ -449,13 +458,15 @@ def main(argv=None) -> int:
                 rows += part_star(args, "star", args.fast_bw, STAR_VARIANTS)
             elif part == "link":
                 rows += part_star(args, "link", args.link_bw, STAR_VARIANTS[:1])
-            if part in ("star", "link") and args.wide and args.label == "new":
-                bw = args.fast_bw if part == "star" else args.link_bw
-                rows += part_star(args, part, bw, STAR_VARIANTS[:1], "wide")
             elif part == "fat":
                 rows += part_fat(args)
             else:
                 rows += part_pps(args)
+            if part in ("star", "link") and args.wide and args.label == "new":
+                bw = args.fast_bw if part == "star" else args.link_bw
+                rows += part_star(args, part, bw, STAR_VARIANTS[:1], "wide")
+            if part == "pps" and args.wide and args.label == "new":
+                rows += part_pps(args, "wide")
             if tree and part != "link":
                 try:
                     rows += run_baseline(args, tree, part)
@@ -478,6 +489,11 @@ def main(argv=None) -> int:
     if soft and bmv2:
         to_bmv2 = soft["eps"] / median([x for r in bmv2 for x in r["eps_calls"]])
         print(f"\npps: softswitch / BMv2 simple_switch_grpc, elements/s: {to_bmv2:.2f}x")
+    soft_w = next((r for r in rows if r["variant"] == "softswitch, wide profile"), None)
+    bmv2_w = next((r for r in rows if r["variant"] == "BMv2, wide profile"), None)
+    if soft_w and bmv2_w:
+        print(f"pps, wide profile: softswitch / BMv2 simple_switch_grpc, elements/s: "
+              f"{soft_w['eps'] / bmv2_w['eps']:.2f}x")
     print()
     theader = ["verdict", "target", "measured", "threshold"]
     tbody = [[verdict(t), t.name, measured(t), threshold(t)] for t in ts]

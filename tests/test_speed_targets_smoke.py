@@ -91,6 +91,11 @@ def test_verdicts_follow_the_figures():
         f"star: {wide} elements/s": (pytest.approx(3.0), "FAIL"),
         f"link 50 Mbit/s: {wide} time / bytes over bandwidth": (1.2, "PASS"),
         f"link 50 Mbit/s: {wide} seconds per step": (1.5, "FAIL")}
+    # and the wide profile's pps row against the baseline's (168-element) one
+    wide_pps = speed_targets.targets(rows + [row("pps", "softswitch, wide profile", 1.2e7)],
+                                     args)
+    (t,) = [t for t in wide_pps if "wide profile" in t.name]
+    assert (t.value, speed_targets.verdict(t)) == (pytest.approx(12.0), "PASS")
 
 
 @pytest.mark.root
