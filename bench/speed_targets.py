@@ -17,7 +17,10 @@ Parts (the Mininet ones on the embedded softswitch; links shaped with HTB):
   pps   bench/softswitch_pps.py's like-for-like stream (veths, the same packets to
         softswitch and BMv2 simple_switch_grpc, outputs compared): elements/s
 --wide adds to star and link a row of C_nat INA on the wide profile (p4src/build/wide/, 1456
-elements per packet, CNAT8 results; this code only) with the same targets.
+elements per packet, CNAT8 results; this code only) with the same targets; to fat one with
+CNAT8 partial sums (the only kind the wide profile sends up a tree; re-compressed at each
+level, so not the exact sums of the baseline's row); to pps the wide program on both
+targets, its elements/s against the baseline's 168-element one.
 Every part but link also runs on the code of --baseline (default: the revision the targets
 were set against), checked out in a git worktree under /tmp with this bench/ copied in, so
 the same scripts measure old and new code on the same machine in the same run, part by
@@ -133,28 +136,40 @@ def part_star(args, part: str, bw: float, variants, profile: str = "default") ->
     return rows
 
 
-def part_fat(args) -> list[dict]:
+def part_fat(args, profile: str = "default") -> list[dict]:
+    """profile wide: the switches below the root send CNAT8 partial sums (re-compressed, not
+    exact), the only kind that profile can send up a tree."""
+    import dataclasses
+
     import allreduce
     import emu
 
     topo = allreduce.topo_fat(args.fast_bw, [16])
     job = topo.job(16)            # FIXED32 partial sums below the root (the default)
-    workdir = args.workdir / "fat"
+    name, opts, extra, sub = "C_nat INA", {}, (), "fat"
+    if profile != "default":
+        from controller.profiles import PROFILES
+        elems = PROFILES[profile].elems
+        job = dataclasses.replace(job, partials="cnat8")
+        topo = topo.with_jobs([job])
+        name = f"C_nat INA, {profile} ({elems}/packet), CNAT8 partial sums"
+        opts, extra, sub = {"profile": profile}, ("--elems", str(elems)), f"fat-{profile}"
+    workdir = args.workdir / sub
     workdir.mkdir(parents=True, exist_ok=True)
     topo_path = workdir / "topology.json"
     topo.save(str(topo_path))
     say(f"fat: k=4 fat-tree, 16 workers, {args.fast_bw:g} Mbit/s, softswitch "
-        f"({args.label} code)")
-    with emu.started(topo, "soft", workdir) as net:
+        f"({args.label} code), {name}")
+    with emu.started(topo, "soft", workdir, **opts) as net:
         load0 = load_avg()
         records, loads, counted = emu.run_probes(
             net, topo_path, list(job.workers), workdir, job=job.id,
             session=int(time.time()) % 20000 + 101, encoding="cnat8", elements=args.elements,
-            reps=args.reps, topo=topo, timeout=args.timeout, budget=args.budget)
-    row = probe_row("C_nat INA", topo, records, loads, counted, args.fast_bw, args.elements,
+            reps=args.reps, topo=topo, timeout=args.timeout, budget=args.budget, extra=extra)
+    row = probe_row(name, topo, records, loads, counted, args.fast_bw, args.elements,
                     args.reps, load0, part="fat", regime="switch", switch="soft",
                     code=args.label)
-    say(f"  C_nat INA, 16 workers: median {row['median_s']:.2f} s = {row['eps'] / 1e6:.2f} M "
+    say(f"  {name}, 16 workers: median {row['median_s']:.2f} s = {row['eps'] / 1e6:.2f} M "
         f"elements/s, identical on every rank: {row['identical']}, load {row['load'][0]}")
     return [row]
 
@@ -322,7 +337,11 @@ def targets(rows: list[dict], args) -> list[Target]:
                          ("this code, wide profile", "baseline")))
     for w in [r for r in rows if r["code"] == "new" and r["variant"].startswith("C_nat INA, ")]:
         tag = w["variant"]
-        if w["part"] == "star":
+        if w["part"] == "fat":
+            out.append(ratio(f"fat-tree 16 workers: {tag}, this code / baseline", w,
+                             find("fat", "C_nat INA", "baseline"), 5.0,
+                             (f"this code, {tag}", "baseline")))
+        elif w["part"] == "star":
             out += [ratio(f"star: {tag} / host parameter server, elements/s", w,
                           find("star", "parameter server"), 2.0, (tag, "parameter server")),
                     ratio(f"star: {tag} / int32 INA, elements/s", w, find("star", "int32 INA"),
@@ -417,7 +436,7 @@ def main(argv=None) -> int:
     ap.add_argument("--keep-baseline", action="store_true",
                     help="keep the baseline's worktree in /tmp for the next run")
     ap.add_argument("--wide", action="store_true",
-                    help="also C_nat INA on the wide profile (star, link; this code only)")
+                    help="also the wide profile (star, link, fat, pps rows; this code only)")
     ap.add_argument("--json", type=Path, default=OUT / "speed_targets.json")
     ap.add_argument("--label", default="new", help=argparse.SUPPRESS)
     ap.add_argument("--rows-only", action="store_true", help=argparse.SUPPRESS)
@@ -467,6 +486,8 @@ def main(argv=None) -> int:
                 rows += part_star(args, part, bw, STAR_VARIANTS[:1], "wide")
             if part == "pps" and args.wide and args.label == "new":
                 rows += part_pps(args, "wide")
+            if part == "fat" and args.wide and args.label == "new":
+                rows += part_fat(args, "wide")
             if tree and part != "link":
                 try:
                     rows += run_baseline(args, tree, part)
