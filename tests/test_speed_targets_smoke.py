@@ -21,14 +21,17 @@ NAMES = 8   # targets: star x4, pps, link x2, fat-tree
 
 @pytest.mark.slow
 def test_quick_run_measures_both_codes_and_prints_every_target(tmp_path):
-    sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
-                         text=True, check=True).stdout.strip()
+    # The real baseline: bench/ must keep running on the old code (no profiles, older
+    # harness signatures), which HEAD as the baseline would not show.
+    rev = speed_targets.BASELINE_REV
+    sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", f"{rev}^{{commit}}"],
+                         capture_output=True, text=True, check=True).stdout.strip()
     tree = Path("/tmp") / f"natswitch-baseline-{sha[:12]}"
     existed = tree.exists()
     out = tmp_path / "speed.json"
     proc = subprocess.run(
         [sys.executable, str(REPO / "bench" / "speed_targets.py"), "--quick", "--no-root",
-         "--baseline", "HEAD", "--json", str(out)],
+         "--baseline", rev, "--wide", "--json", str(out)],
         capture_output=True, text=True, timeout=300, cwd=str(REPO),
         env=dict(os.environ, MPLBACKEND="Agg"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -40,15 +43,18 @@ def test_quick_run_measures_both_codes_and_prints_every_target(tmp_path):
     assert "[baseline]" in proc.stdout and "(baseline code)" in proc.stdout
     assert existed or not tree.exists()        # its worktree is gone unless kept
     ts = {t["name"]: t for t in data["targets"]}
-    assert len(ts) == NAMES
+    assert len(ts) == NAMES + 1               # --wide: the wide program's pps target
     pps = next(t for t in ts.values() if t["name"].startswith("pps:"))
     assert pps["value"] == pytest.approx(new["eps"] / old["eps"])
     assert pps["verdict"] in ("PASS", "FAIL")
     assert f"{pps['verdict']} " in proc.stdout
+    wide = rows[("pps", "softswitch, wide profile", "new")]
+    (wide_t,) = [t for t in ts.values() if "wide profile" in t["name"]]
+    assert wide_t["value"] == pytest.approx(wide["eps"] / old["eps"])
     # without root the Mininet parts are not run, and say so
     assert set(data["skipped"]) == {"star", "link", "fat"}
     for t in ts.values():
-        if t is not pps:
+        if t is not pps and t is not wide_t:
             assert t["value"] is None and t["verdict"] == "-", t
             assert "not measured" in proc.stdout
     assert data["outputs_ok"] is True
