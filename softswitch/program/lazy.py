@@ -5,7 +5,8 @@ the next vector read of the run often only wants the array back. This pass, over
 generated source, gives each such run (a lazy run: consecutive fields of one header that is
 no metadata, stack or union member, in no field list) one extra slot K of F. A vector
 store of the run in a function where nothing else touches it afterwards becomes
-`F[K] = array` (read-only, so the copies of F a multicast makes can share it); while
+`F[K] = array` (read-only, so the copies of F a multicast makes can share it; lanes of
+at most 8 bits, which go back as bytes, wrapped to a byte as those would be); while
 F[K] is set, the fields' own slots are stale. A vector read of the run takes F[K] when set.
 Any other code that may touch the run's slots (any F[...] overlapping them, an index not
 known here, F handed to a helper) first writes the array back into the slots and clears
@@ -22,8 +23,12 @@ import numpy as np
 
 from .layout import Layout
 
-_KEEP = re.compile(r"^(\s*)F\[(\d+):(\d+)\] = _vkeep\(_vmemo, 'F\[\d+:\d+\]', (.+), (\d+)\)$")
-_READ = re.compile(r"_vread_kept\(_vmemo, 'F\[(\d+):(\d+)\]', (\w+), (\w+), F\[\d+:\d+\], (\d+)\)")
+# a vector stored into a run of fields (kept for the next read, or as bytes for <= 8 bits)
+_KEEP = re.compile(r"^(\s*)F\[(\d+):(\d+)\] = (?:_vkeep\(_vmemo, 'F\[\d+:\d+\]', |(_vtobytes8)\()"
+                   r"(.+), (\d+)\)$")
+# a vector read of a run of fields
+_READ = re.compile(r"_vread_kept\(_vmemo, 'F\[(\d+):(\d+)\]', \w+, \w+, F\[\d+:\d+\], \d+\)"
+                   r"|_vread8\(F\[(\d+):(\d+)\], \d+\)")
 # generated functions (each handles the runs it touches itself) and the names the generated
 # code calls them by
 _CALLEE = re.compile(r"(?<![\w.])(?:(?:a|c|t|calc|ps|run|parse|deparse|ck_verify|ck_update"
@@ -49,11 +54,16 @@ def _lazy(v, m: int):
     return v
 
 
+def _lazy8(v, m: int):
+    """_lazy for lanes of <= 8 bits, wrapped as the bytes a list of them would take."""
+    return _lazy(np.asarray(v, dtype=np.int64) & 0xFF, m)
+
+
 def _bytes(v, dtype) -> bytes:
     return v.astype(dtype).tobytes()
 
 
-HELPERS = {"_vflush": _flush, "_vlazy": _lazy, "_vbytes": _bytes}
+HELPERS = {"_vflush": _flush, "_vlazy": _lazy, "_vlazy8": _lazy8, "_vbytes": _bytes}
 
 
 def _index_range(expr: str):
@@ -96,9 +106,10 @@ def _accesses(line: str):
             i = e
 
 
-def _packed(mm) -> tuple[int, int]:
-    g = mm.groups()
-    return (int(g[0]), int(g[1])) if g[0] is not None else (int(g[2]), int(g[3]))
+def _span(mm) -> tuple[int, int]:
+    """(lo, hi) of the first pair of groups of a match that took part."""
+    g = [x for x in mm.groups() if x is not None]
+    return int(g[0]), int(g[1])
 
 
 class _Fn:
@@ -176,9 +187,8 @@ def lazify(lines: list[str], L: Layout, excluded: set[int]) -> tuple[list[str], 
         if m and (int(m.group(2)), int(m.group(3))) in runs and region is None:
             cur.keeps.append((idx, (int(m.group(2)), int(m.group(3)))))
             continue
-        text = _READ.sub(lambda mm: "R" if (int(mm.group(1)), int(mm.group(2))) in runs
-                         else mm.group(0), ln)
-        text = _PACK.sub(lambda mm: "P" if _packed(mm) in whole else mm.group(0), text)
+        text = _READ.sub(lambda mm: "R" if _span(mm) in runs else mm.group(0), ln)
+        text = _PACK.sub(lambda mm: "P" if _span(mm) in whole else mm.group(0), text)
         for acc in _accesses(text):
             for r in hits(acc):
                 if region is not None:
@@ -200,7 +210,8 @@ def lazify(lines: list[str], L: Layout, excluded: set[int]) -> tuple[list[str], 
                 entry.add(r)  # stays an eager store, which touches the run
                 continue
             m = _KEEP.match(lines[idx])
-            repl[idx] = f"{m.group(1)}F[{runs[r]}] = _vlazy({m.group(4)}, {m.group(5)})"
+            fn = "_vlazy8" if m.group(4) else "_vlazy"
+            repl[idx] = f"{m.group(1)}F[{runs[r]}] = {fn}({m.group(5)}, {m.group(6)})"
         if f.touch_all >= 0:
             entry = set(runs)
         if entry:
@@ -216,14 +227,14 @@ def lazify(lines: list[str], L: Layout, excluded: set[int]) -> tuple[list[str], 
                                f"_vflush(F, {runs[r]}, {r[0]}, {r[1]})" for r in sorted(rr)]
 
     def read(mm):
-        r = (int(mm.group(1)), int(mm.group(2)))
+        r = _span(mm)
         if r not in runs:
             return mm.group(0)
         k = runs[r]
         return f"(F[{k}] if F[{k}] is not None else {mm.group(0)})"
 
     def pack(mm):
-        r = _packed(mm)
+        r = _span(mm)
         if r not in whole:
             return mm.group(0)
         k = runs[r]
