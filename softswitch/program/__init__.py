@@ -217,7 +217,9 @@ def _compile(j: dict, lock, rng, log, drop_port, vectorize, nprng) -> Program:
 
     excluded = {s for slots in field_lists.values() for s in slots}
     excluded |= {v[0] for v in sm.values() if v is not None}
-    lines, lazy_runs = lazify(mod.source().split("\n"), L, excluded)
+    lines, lazy_runs = mod.source().split("\n"), {}
+    if vectorize:  # the scalar code stays the plain reference
+        lines, lazy_runs = lazify(lines, L, excluded)
     source = "\n".join(lines)
     ns = mod.globals
     code = compile(source, "<softswitch program>", "exec")

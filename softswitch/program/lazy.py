@@ -26,6 +26,9 @@ from .layout import Layout
 # a vector stored into a run of fields (kept for the next read, or as bytes for <= 8 bits)
 _KEEP = re.compile(r"^(\s*)F\[(\d+):(\d+)\] = (?:_vkeep\(_vmemo, 'F\[\d+:\d+\]', |(_vtobytes8)\()"
                    r"(.+), (\d+)\)$")
+# a header extracted whole by one struct call, and a header copied into another
+_EXTRACT = re.compile(r"^(\s*)F\[(\d+):(\d+)\] = unpack_\d+\(D, pos\)$")
+_COPY = re.compile(r"^(\s*)F\[(\d+) \+ 1:\d+ \+ (\d+)\] = F\[(\d+) \+ 1:\d+ \+ \d+\]$")
 # a vector read of a run of fields
 _READ = re.compile(r"_vread_kept\(_vmemo, 'F\[(\d+):(\d+)\]', \w+, \w+, F\[\d+:\d+\], \d+\)"
                    r"|_vread8\(F\[(\d+):(\d+)\], \d+\)")
@@ -36,6 +39,7 @@ _CALLEE = re.compile(r"(?<![\w.])(?:(?:a|c|t|calc|ps|run|parse|deparse|ck_verify
 _PACK = re.compile(r"(?:pack_\d+\(\*F\[(\d+):(\d+)\]\)|bytes\(F\[(\d+):(\d+)\]\))")
 _CONST = re.compile(r"^[\d\s+\-]+$")
 FALLBACK = "  # vector fallback"  # ends the `else:` of a vector group's scalar code
+MIN_WHOLE = 16  # fields of a header held from its extract or copy on (fewer: not worth it)
 ALL = None  # a touch of every lazy run
 
 
@@ -59,11 +63,26 @@ def _lazy8(v, m: int):
     return _lazy(np.asarray(v, dtype=np.int64) & 0xFF, m)
 
 
+def _from(D: bytes, pos: int, dtype: str, m: int):
+    v = np.frombuffer(D, dtype, m, pos).astype(np.int64)
+    v.flags.writeable = False
+    return v
+
+
+def _copy(F: list, kd: int, ks: int, dlo: int, dhi: int, slo: int, shi: int) -> None:
+    """A header copied into another: the vector it is held as, else its fields."""
+    v = F[ks]
+    if v is None:
+        F[dlo:dhi] = F[slo:shi]
+    F[kd] = v
+
+
 def _bytes(v, dtype) -> bytes:
     return v.astype(dtype).tobytes()
 
 
-HELPERS = {"_vflush": _flush, "_vlazy": _lazy, "_vlazy8": _lazy8, "_vbytes": _bytes}
+HELPERS = {"_vflush": _flush, "_vlazy": _lazy, "_vlazy8": _lazy8, "_vbytes": _bytes,
+           "_vfrom": _from, "_vcopy": _copy}
 
 
 def _index_range(expr: str):
@@ -112,6 +131,28 @@ def _span(mm) -> tuple[int, int]:
     return int(g[0]), int(g[1])
 
 
+def _special(ln: str, runs: dict, whole: dict):
+    """(run written, runs read, lazy code) of a vector store, whole extract or header copy
+    of lazy runs; None for any other line."""
+    m = _KEEP.match(ln)
+    if m and (r := (int(m.group(2)), int(m.group(3)))) in runs:
+        fn = "_vlazy8" if m.group(4) else "_vlazy"
+        return r, (), f"{m.group(1)}F[{runs[r]}] = {fn}({m.group(5)}, {m.group(6)})"
+    m = _EXTRACT.match(ln)
+    if m and (r := (int(m.group(2)), int(m.group(3)))) in whole:
+        return r, (), (f"{m.group(1)}F[{runs[r]}] = _vfrom(D, pos, {whole[r]!r}, "
+                       f"{r[1] - r[0]})")
+    m = _COPY.match(ln)
+    if m:
+        n = int(m.group(3)) - 1
+        d = (int(m.group(2)) + 1, int(m.group(2)) + 1 + n)
+        s = (int(m.group(4)) + 1, int(m.group(4)) + 1 + n)
+        if d in runs and s in runs:
+            return d, (s,), (f"{m.group(1)}_vcopy(F, {runs[d]}, {runs[s]}, {d[0]}, {d[1]}, "
+                             f"{s[0]}, {s[1]})")
+    return None
+
+
 class _Fn:
     def __init__(self, start: int):
         self.start = start  # index of the def line
@@ -124,14 +165,39 @@ class _Fn:
 
 def lazify(lines: list[str], L: Layout, excluded: set[int]) -> tuple[list[str], dict]:
     """The source with lazy runs; {(lo, hi): K}. L.nslots grows by one slot per run."""
+    hdrs = [h for h in L.headers.values() if not h.metadata and h.stack is None
+            and h.union is None and h.htype.varbit is None]
+    dtypes = {}  # run -> numpy dtype of a header that is exactly that run
+    for h in hdrs:
+        lo, n = h.base + 1, len(h.htype.fields)
+        ws = {(f.width, f.signed) for f in h.htype.fields}
+        if n >= MIN_WHOLE and len(ws) == 1:
+            w, signed = ws.pop()
+            if not signed and w in (8, 16, 32, 64):
+                dtypes[lo, lo + n] = np.dtype(f">u{w // 8}").str
     cands = set()
+    copies = []
     for ln in lines:
         m = _KEEP.match(ln)
         if m:
             cands.add((int(m.group(2)), int(m.group(3))))
+        m = _EXTRACT.match(ln)
+        if m and (int(m.group(2)), int(m.group(3))) in dtypes:
+            cands.add((int(m.group(2)), int(m.group(3))))
+        m = _COPY.match(ln)
+        if m:
+            n = int(m.group(3)) - 1
+            d, s = int(m.group(2)) + 1, int(m.group(4)) + 1
+            if (d, d + n) in dtypes and dtypes[d, d + n] == dtypes.get((s, s + n)):
+                copies.append(((d, d + n), (s, s + n)))
+    grown = True
+    while grown:  # a copy's destination is held where its source may be
+        grown = False
+        for d, s in copies:
+            if s in cands and d not in cands:
+                cands.add(d)
+                grown = True
     ok = []
-    hdrs = [h for h in L.headers.values() if not h.metadata and h.stack is None
-            and h.union is None and h.htype.varbit is None]
     for lo, hi in sorted(cands):
         if any(s in excluded for s in range(lo, hi)):
             continue
@@ -142,14 +208,7 @@ def lazify(lines: list[str], L: Layout, excluded: set[int]) -> tuple[list[str], 
         ok.append((lo, hi))
     if not ok:
         return lines, {}
-    whole = {}  # run -> numpy dtype of a header that is exactly that run
-    for h in hdrs:
-        lo, n = h.base + 1, len(h.htype.fields)
-        ws = {(f.width, f.signed) for f in h.htype.fields}
-        if (lo, lo + n) in ok and len(ws) == 1:
-            w, signed = ws.pop()
-            if not signed and w in (8, 16, 32, 64):
-                whole[lo, lo + n] = np.dtype(f">u{w // 8}").str
+    whole = {r: dt for r, dt in dtypes.items() if r in ok}
     runs = {}
     for r in ok:
         runs[r] = L.nslots
@@ -183,10 +242,11 @@ def lazify(lines: list[str], L: Layout, excluded: set[int]) -> tuple[list[str], 
             continue
         if re.match(r"\s*(for|while)\b", ln):
             cur.loops = True
-        m = _KEEP.match(ln)
-        if m and (int(m.group(2)), int(m.group(3))) in runs and region is None:
-            cur.keeps.append((idx, (int(m.group(2)), int(m.group(3)))))
-            continue
+        if region is None:
+            special = _special(ln, runs, whole)
+            if special is not None:
+                cur.keeps.append((idx, *special))
+                continue
         text = _READ.sub(lambda mm: "R" if _span(mm) in runs else mm.group(0), ln)
         text = _PACK.sub(lambda mm: "P" if _span(mm) in whole else mm.group(0), text)
         for acc in _accesses(text):
@@ -204,14 +264,13 @@ def lazify(lines: list[str], L: Layout, excluded: set[int]) -> tuple[list[str], 
     repl: dict[int, str] = {}
     for f in fns:
         entry = set(f.touch)
-        for idx, r in f.keeps:
+        for idx, r, reads, code in f.keeps:
             last = max(f.touch.get(r, -1), f.touch_all)
             if f.loops or last > idx:
-                entry.add(r)  # stays an eager store, which touches the run
+                entry.add(r)  # stays what it was, which touches the runs
+                entry.update(reads)
                 continue
-            m = _KEEP.match(lines[idx])
-            fn = "_vlazy8" if m.group(4) else "_vlazy"
-            repl[idx] = f"{m.group(1)}F[{runs[r]}] = {fn}({m.group(5)}, {m.group(6)})"
+            repl[idx] = code
         if f.touch_all >= 0:
             entry = set(runs)
         if entry:

@@ -43,16 +43,19 @@ def random_chain(seed: int) -> dict:
     p.header("s", [("ck", 16), ("sel", 8)])
     p.header("h", [(f"a{i}", 32) for i in range(N)])
     p.header("o", [(f"v{i}", 8 if seed % 2 else 32) for i in range(N)])
+    p.header("g", [(f"v{i}", 8 if seed % 2 else 32) for i in range(N)])  # o's copies
     p.state("start", [extract("s"), extract("h")])
     t = p.scalar("t", 32)
     o = {"type": "header", "value": "o"}
+    g = {"type": "header", "value": "g"}
     p.calculations.append({"name": "o_csum", "id": 0, "algo": "csum16",
                            "input": [{"type": "header", "value": "o"}]})
     p.checksums.append({"name": "ck", "id": 0, "target": ["s", "ck"], "type": "generic",
                         "calculation": "o_csum", "verify": False, "update": True})
     steps = [[prim("add_header", o)] + vec("v0", rng, t)]
     for _ in range(rng.randint(2, 5)):
-        kind = rng.choice(["vec", "vec", "poke", "readd", "drop_valid"])
+        kind = rng.choice(["vec", "vec", "poke", "readd", "drop_valid", "save", "restore",
+                           "take_h"])
         if kind == "vec":
             steps.append(vec("v", rng, t))
         elif kind == "poke":  # one lane changed by scalar code
@@ -61,8 +64,14 @@ def random_chain(seed: int) -> dict:
             steps.append([assign(v, expr("&", expr("+", v, field("h", "a0")), hexstr(M32)))])
         elif kind == "readd":  # invalid, then valid again: the fields read as zero
             steps.append([prim("remove_header", o), prim("add_header", o)])
-        else:  # invalid, then a vector writes fields of the invalid header
+        elif kind == "drop_valid":  # invalid, then a vector writes fields of the invalid header
             steps.append([prim("remove_header", o)] + vec("v", rng, t))
+        elif kind == "save":  # g = o (emitted too); o changes on
+            steps.append([prim("assign_header", g, o)] + vec("v", rng, t))
+        elif kind == "restore":  # o = g (g invalid unless saved: o becomes invalid)
+            steps.append([prim("assign_header", o, g)])
+        elif seed % 2 == 0:  # g = h, the parsed header, when the widths agree
+            steps.append([prim("assign_header", g, {"type": "header", "value": "h"})])
     steps[-1].append(assign(field("standard_metadata", "mcast_grp"), hexstr(1)))
     names = [p.action(f"step{i}", prims) for i, prims in enumerate(steps)]
     for i, name in enumerate(names):
@@ -104,6 +113,7 @@ def test_random_chains_give_what_the_scalar_code_and_eager_stores_give(monkeypat
         lazy, scalar, eager = engines(random_chain(seed), monkeypatch)
         held += ("_vlazy8(" if seed % 2 else "_vlazy(") in lazy.program_source
         assert "_vlazy" not in eager.program_source
+        assert "_vfrom" in lazy.program_source and "_vfrom" not in scalar.program_source
         rng = random.Random(seed)
         edge = [0, 1, 0x7FFFFFFF, 0x80000000, M32]
         for _ in range(12):
