@@ -29,6 +29,8 @@ _KEEP = re.compile(r"^(\s*)F\[(\d+):(\d+)\] = (?:_vkeep\(_vmemo, 'F\[\d+:\d+\]',
 # a header extracted whole by one struct call, and a header copied into another
 _EXTRACT = re.compile(r"^(\s*)F\[(\d+):(\d+)\] = unpack_\d+\(D, pos\)$")
 _COPY = re.compile(r"^(\s*)F\[(\d+) \+ 1:\d+ \+ (\d+)\] = F\[(\d+) \+ 1:\d+ \+ \d+\]$")
+# the fields of a header made valid, zeroed (actions.zero_runs)
+_ZERO = re.compile(r"^(\s*)F\[(\d+):(\d+)\] = z_\d+$")
 # a vector read of a run of fields
 _READ = re.compile(r"_vread_kept\(_vmemo, 'F\[(\d+):(\d+)\]', \w+, \w+, F\[\d+:\d+\], \d+\)"
                    r"|_vread8\(F\[(\d+):(\d+)\], \d+\)")
@@ -77,12 +79,24 @@ def _copy(F: list, kd: int, ks: int, dlo: int, dhi: int, slo: int, shi: int) -> 
     F[kd] = v
 
 
+_ZEROS: dict = {}
+
+
+def _zeros(m: int):
+    """m zero lanes, one read-only array shared by every packet."""
+    v = _ZEROS.get(m)
+    if v is None:
+        v = _ZEROS[m] = np.zeros(m, np.int64)
+        v.flags.writeable = False
+    return v
+
+
 def _bytes(v, dtype) -> bytes:
     return v.astype(dtype).tobytes()
 
 
 HELPERS = {"_vflush": _flush, "_vlazy": _lazy, "_vlazy8": _lazy8, "_vbytes": _bytes,
-           "_vfrom": _from, "_vcopy": _copy}
+           "_vfrom": _from, "_vcopy": _copy, "_vzeros": _zeros}
 
 
 def _index_range(expr: str):
@@ -132,12 +146,15 @@ def _span(mm) -> tuple[int, int]:
 
 
 def _special(ln: str, runs: dict, whole: dict):
-    """(run written, runs read, lazy code) of a vector store, whole extract or header copy
-    of lazy runs; None for any other line."""
+    """(run written, runs read, lazy code) of a vector store, zeroing, whole extract or
+    header copy of lazy runs; None for any other line."""
     m = _KEEP.match(ln)
     if m and (r := (int(m.group(2)), int(m.group(3)))) in runs:
         fn = "_vlazy8" if m.group(4) else "_vlazy"
         return r, (), f"{m.group(1)}F[{runs[r]}] = {fn}({m.group(5)}, {m.group(6)})"
+    m = _ZERO.match(ln)
+    if m and (r := (int(m.group(2)), int(m.group(3)))) in runs:
+        return r, (), f"{m.group(1)}F[{runs[r]}] = _vzeros({r[1] - r[0]})"
     m = _EXTRACT.match(ln)
     if m and (r := (int(m.group(2)), int(m.group(3)))) in whole:
         return r, (), (f"{m.group(1)}F[{runs[r]}] = _vfrom(D, pos, {whole[r]!r}, "
