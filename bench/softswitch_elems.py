@@ -9,10 +9,13 @@ bench/softswitch_vector.py's stream: W workers' CNAT8 contributions to S slots, 
 round, results re-compressed and multicast, handed to Switch.process in process. Runs alternate
 between the engines; each prints the median CPU time per input packet and elements/s. Ratios:
 per-packet cost of each JSON against the first one (the same code), and this code against the
-baseline (the same JSON).
+baseline (the same JSON). --stages adds one more run per engine with every step of
+Switch.process timed (wall clock, so on a loaded machine it is a guide to shares, not a figure):
+parser, checksum verification, ingress and egress pipelines, replication, checksum update,
+deparser, and the rest (the packet's slots copied and freed, the switch's own code).
 
     .venv/bin/python bench/softswitch_elems.py --json p4src/build/agg.json \\
-        --json WIDE/agg.json [--baseline ../base] [--packets 800] [--runs 3]
+        --json WIDE/agg.json [--baseline ../base] [--packets 800] [--runs 3] [--stages]
 """
 
 from __future__ import annotations
@@ -26,6 +29,29 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# The steps of Switch.process --stages times: program functions, then the switch's own.
+STAGES = ("parse", "verify_checksums", "ingress", "egress", "update_checksums", "deparse")
+
+
+def timed(sw) -> dict:
+    """Wraps the steps of sw's packet path with timers; returns the dict they add to."""
+    acc = dict.fromkeys((*STAGES, "replicate"), 0.0)
+    clock = time.perf_counter
+
+    def wrap(name, fn):
+        def step(*a):
+            t = clock()
+            try:
+                return fn(*a)
+            finally:
+                acc[name] += clock() - t
+        return step
+
+    for name in STAGES:
+        setattr(sw._prog, name, wrap(name, getattr(sw._prog, name)))
+    sw._replicate = wrap("replicate", sw._replicate)
+    return acc
 
 
 def serve(tree: Path, path: Path, workers: int, slots: int, packets: int) -> None:
@@ -43,15 +69,25 @@ def serve(tree: Path, path: Path, workers: int, slots: int, packets: int) -> Non
     elems = elems_of(j)
     print(json.dumps({"elems": elems, "json_s": t_json, "load_s": t_load,
                       "softswitch": softswitch.__file__}), flush=True)
+    acc = None
     for line in sys.stdin:
-        pkts = stream(workers, slots, packets, elems, int(line), 7)
-        t = time.process_time()
+        if line.startswith("stages") and acc is None:
+            acc = timed(sw)  # from now on every run is timed step by step
+        pkts = stream(workers, slots, packets, elems, int(line.split()[-1]), 7)
+        for k in acc or ():
+            acc[k] = 0.0
+        t, w = time.process_time(), time.perf_counter()
         for p, f in pkts:
             sw.process(p, f)
         cpu = (time.process_time() - t) / len(pkts)
+        w = time.perf_counter() - w
         if sw.stats["errors"] or not sw.stats["packets_out"]:
             raise SystemExit(f"{path}: {sw.stats}")
-        print(json.dumps({"cpu": cpu}), flush=True)
+        res = {"cpu": cpu}
+        if acc is not None:
+            res["stages"] = {k: v / len(pkts) for k, v in acc.items()}
+            res["stages"]["rest"] = w / len(pkts) - sum(res["stages"].values())
+        print(json.dumps(res), flush=True)
 
 
 def main(argv=None) -> int:
@@ -62,6 +98,8 @@ def main(argv=None) -> int:
     ap.add_argument("--slots", type=int, default=64)
     ap.add_argument("--packets", type=int, default=800)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--stages", action="store_true",
+                    help="one more run per engine, each step of Switch.process timed")
     ap.add_argument("--serve", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.serve:
@@ -88,6 +126,12 @@ def main(argv=None) -> int:
             p.stdin.write(f"{run + 1}\n")
             p.stdin.flush()
             cpu[k].append(json.loads(p.stdout.readline())["cpu"])
+    stages = {}
+    if args.stages:
+        for k, p in procs.items():
+            p.stdin.write(f"stages {args.runs + 1}\n")
+            p.stdin.flush()
+            stages[k] = json.loads(p.stdout.readline())["stages"]
     for p in procs.values():
         p.stdin.close()
         p.wait()
@@ -97,6 +141,9 @@ def main(argv=None) -> int:
         print(f"{name} {jp}: {i['elems']} elements/packet: {m * 1e6:7.1f} us CPU per packet, "
               f"{1 / m:8,.0f} packets/s, {i['elems'] / m:11,.0f} elements/s; load "
               f"{i['load_s']:.1f} s (JSON parse {i['json_s']:.1f} s)")
+    for (name, jp), st in stages.items():
+        print(f"{name} {jp}: steps in us per input packet: "
+              + ", ".join(f"{k} {v * 1e6:.1f}" for k, v in st.items()))
     for name, _ in trees:
         first = med[name, jsons[0]]
         for jp in jsons[1:]:

@@ -16,6 +16,8 @@ from .actions import Env, compile_action
 from .controls import ControlCompiler
 from .deparsers import compile_calculation, compile_checksums, compile_deparser
 from .layout import Layout, bad
+from .lazy import HELPERS as LAZY_HELPERS
+from .lazy import lazify
 from .module import Module
 from .parsers import ParserCompiler
 from .runtime import HELPERS
@@ -122,6 +124,7 @@ def _compile(j: dict, lock, rng, log, drop_port, vectorize, nprng) -> Program:
     mod = Module()
     mod.globals.update(HELPERS)
     mod.globals.update(VECTOR_HELPERS)
+    mod.globals.update(LAZY_HELPERS)
     mod.globals["_rng"] = rng
     mod.globals["_log_error"] = log.error
 
@@ -212,7 +215,12 @@ def _compile(j: dict, lock, rng, log, drop_port, vectorize, nprng) -> Program:
                 slots.append(L.field(el["value"][0], el["value"][1])[2])
         field_lists[int(fl["id"])] = slots
 
-    source = mod.source()
+    excluded = {s for slots in field_lists.values() for s in slots}
+    excluded |= {v[0] for v in sm.values() if v is not None}
+    lines, lazy_runs = mod.source().split("\n"), {}
+    if vectorize:  # the scalar code stays the plain reference
+        lines, lazy_runs = lazify(lines, L, excluded)
+    source = "\n".join(lines)
     ns = mod.globals
     code = compile(source, "<softswitch program>", "exec")
     exec(code, ns)  # noqa: S102 - our own generated source
@@ -228,6 +236,8 @@ def _compile(j: dict, lock, rng, log, drop_port, vectorize, nprng) -> Program:
 
     init = L.initial_slots()
     init.extend([0] * (L.nslots - len(init)))  # scratch headers added while compiling
+    for k in lazy_runs.values():
+        init[k] = None  # the run's fields are in their slots
     return Program(
         json=j,
         layout=L,

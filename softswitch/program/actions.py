@@ -20,6 +20,7 @@ from .layout import (
     Header,
     bad,
 )
+from .lazy import FALLBACK
 from .runtime import HELPERS
 from .vector import Unsupported, VectorCompiler, find_groups
 
@@ -621,7 +622,7 @@ def with_fallback(pc: PrimitiveCompiler, vec, prims: list) -> list[str]:
     pre, guard, lines = vec
     if guard is None:
         return pre + lines
-    return pre + [f"if {guard}:"] + ["    " + x for x in lines] + ["else:"] + \
+    return pre + [f"if {guard}:"] + ["    " + x for x in lines] + ["else:" + FALLBACK] + \
         ["    " + x for x in scalar]
 
 

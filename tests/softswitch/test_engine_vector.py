@@ -382,7 +382,7 @@ def chained_program() -> dict:
 
 def test_a_vector_kept_for_a_run_of_fields_is_used_only_while_they_hold_it():
     fast, slow = pair(chained_program())
-    assert "_vread_kept" in fast.program_source and "_vkeep" in fast.program_source
+    assert "_vread_kept" in fast.program_source and "_vlazy" in fast.program_source
     rng = random.Random(11)
     for k in range(40):
         vals = [rng.getrandbits(32) for _ in range(N)]
