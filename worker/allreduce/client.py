@@ -134,7 +134,28 @@ def checked_tensor(tensor, job: JobParams, failed: str, limit: int, unit: str):
     return x, flat, rows
 
 
-class AllReduceClient:
+class SessionMixin:
+    """What the dense and the sparse client share once constructed: moving to a new session
+    and reporting their pacing. Needs job, uses, calls, next_base, failed, timer, window."""
+
+    def start_session(self, session: int) -> None:
+        """Go on in a new session (after a switch restart, restart.py): every slot starts at
+        its first use, calls count from 1 and uses are numbered from 0 again, as on every
+        other worker of the job; an interrupted call is simply called again."""
+        self.job = replace(self.job, session=session)
+        self.uses[:] = 0
+        self.calls = 0
+        self.next_base = 0
+        self.failed = ""
+
+    def pacing(self) -> dict:
+        """The retransmission timer's and the window's state (JSON-ready)."""
+        t, w = self.timer, self.window
+        return {"srtt": t.srtt, "rttvar": t.rttvar, "rto": t.rto(), "window": w.size,
+                "ssthresh": w.ssthresh, "window_cuts": w.cuts}
+
+
+class AllReduceClient(SessionMixin):
     """One worker's end of a job. Not thread-safe: one client per thread."""
 
     def __init__(self, port: Port, framer: Framer, job: JobParams, *, seed: int = 0,
@@ -246,22 +267,6 @@ class AllReduceClient:
         self.last = self.stats.since(before)
         self.chunks = self.res = None
         return out[:flat.size].reshape(x.shape)
-
-    def start_session(self, session: int) -> None:
-        """Go on in a new session (after a switch restart, restart.py): every slot starts at
-        its first use, calls count from 1 and uses are numbered from 0 again, as on every
-        other worker of the job; an interrupted call is simply called again."""
-        self.job = replace(self.job, session=session)
-        self.uses[:] = 0
-        self.calls = 0
-        self.next_base = 0
-        self.failed = ""
-
-    def pacing(self) -> dict:
-        """The retransmission timer's and the window's state (JSON-ready)."""
-        t, w = self.timer, self.window
-        return {"srtt": t.srtt, "rttvar": t.rttvar, "rto": t.rto(), "window": w.size,
-                "ssthresh": w.ssthresh, "window_cuts": w.cuts}
 
     def _run(self, used: int, start: float) -> None:
         deadline = self.deadline[:used]

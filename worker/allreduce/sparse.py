@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import heapq
 import time
-from dataclasses import replace
 
 import numpy as np
 
@@ -42,6 +41,7 @@ from worker.allreduce.client import (
     RTO_MIN,
     AllReduceError,
     JobParams,
+    SessionMixin,
     check_options,
     checked_tensor,
 )
@@ -64,7 +64,7 @@ def pads_empty(result_encoding: int, elems: int) -> bool:
     return RESULT_BYTES[result_encoding] * elems > MAX_GROWTH
 
 
-class SparseAllReduceClient:
+class SparseAllReduceClient(SessionMixin):
     """One worker's end of a sparse job. Not thread-safe: one client per thread."""
 
     def __init__(self, port: Port, framer: Framer, job: JobParams, *, seed: int = 0,
@@ -153,19 +153,6 @@ class SparseAllReduceClient:
         self.last = self.stats.since(before)
         self.rows = self.got = None
         return out.reshape(-1)[:flat.size].reshape(x.shape)
-
-    def start_session(self, session: int) -> None:
-        """Go on in a new session: slots, calls and use numbers start afresh everywhere."""
-        self.job = replace(self.job, session=session)
-        self.uses[:] = 0
-        self.calls = 0
-        self.next_base = 0
-        self.failed = ""
-
-    def pacing(self) -> dict:
-        t, w = self.timer, self.window
-        return {"srtt": t.srtt, "rttvar": t.rttvar, "rto": t.rto(), "window": w.size,
-                "ssthresh": w.ssthresh, "window_cuts": w.cuts}
 
     # ------------------------------------------------------------------ the loop
     def _chunk(self, s: int) -> int:
