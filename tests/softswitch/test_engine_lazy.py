@@ -9,7 +9,7 @@ import softswitch.program as program_mod
 from softswitch import Switch
 from tests.p4 import kit
 from tests.p4.kit import assign, expr, extract, field, hexstr, prim
-from tests.softswitch.test_engine_vector import random_expr
+from tests.softswitch.test_engine_vector import bind_lanes, random_expr
 
 M32 = 0xFFFFFFFF
 N = 24  # lanes
@@ -24,15 +24,8 @@ def vec(name: str, rng: random.Random, t: dict, out: str = "o") -> list:
     prims = []
     for i in range(N):
         names = {"a": field("h", f"a{i}"), "v": field(out, f"v{i}"), "t": t}
-
-        def bind(e, names=names):
-            if isinstance(e, dict) and e.get("type") == "field" and e["value"][0] == "LANE":
-                return names[e["value"][1]]
-            if isinstance(e, dict):
-                return {k: bind(v, names) for k, v in e.items()}
-            return e
-        prims += [assign(t, expr("&", bind(e1), hexstr(M32))),
-                  assign(names["v"], expr("&", bind(e2), hexstr(M32)))]
+        prims += [assign(t, expr("&", bind_lanes(e1, names), hexstr(M32))),
+                  assign(names["v"], expr("&", bind_lanes(e2, names), hexstr(M32)))]
     return prims
 
 

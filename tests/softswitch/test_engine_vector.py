@@ -191,6 +191,15 @@ def test_random_in_vectors_stays_in_bounds_and_varies(lo, hi):
 BINOPS = ["+", "-", "*", "&", "|", "^", "<<", ">>", "==", "<", ">=", "%", "/"]
 
 
+def bind_lanes(e, names: dict):
+    """A lane template's expression with each field("LANE", n) replaced by names[n]."""
+    if isinstance(e, dict) and e.get("type") == "field" and e["value"][0] == "LANE":
+        return names[e["value"][1]]
+    if isinstance(e, dict):
+        return {k: bind_lanes(v, names) for k, v in e.items()}
+    return e
+
+
 def random_expr(rng: random.Random, leaves: list, depth: int) -> dict:
     if depth == 0 or rng.random() < 0.25:
         if rng.random() < 0.3:
@@ -232,15 +241,8 @@ def random_program(seed: int, lanes: int = 16, stmts: tuple[int, int] = (2, 4)) 
     for i in range(lanes):
         names = {"a0": field("h", f"a0_{i}"), "a1": field("h", f"a1_{i}"), "t": t,
                  "d0": field("o", f"d0_{i}"), "d1": field("o", f"d1_{i}")}
-
-        def bind(e, names=names):
-            if isinstance(e, dict) and e.get("type") == "field" and e["value"][0] == "LANE":
-                return names[e["value"][1]]
-            if isinstance(e, dict):
-                return {k: bind(v, names) for k, v in e.items()}
-            return e
         for target, e in template:
-            prims.append(assign(names[target], bind(e)))
+            prims.append(assign(names[target], bind_lanes(e, names)))
     prims.append(assign(field("standard_metadata", "egress_spec"), hexstr(1)))
     p.action("lanes", prims)
     p.call("ingress", "lanes_t", "lanes")
