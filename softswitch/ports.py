@@ -121,16 +121,14 @@ class Port:
             self.pcap_out = PcapWriter(os.path.join(pcap_dir, f"{spec.name}_out.pcap"))
 
     def recv(self, timeout: float) -> bytes | None:
-        frame = self._recv(timeout)
-        if frame is not None:
-            self.rx += 1
-            if self.pcap_in:
-                self.pcap_in.write(frame)
-        return frame
+        return self._received(self._recv(timeout))
 
     def poll(self) -> bytes | None:
         """The next frame already queued on the port, or None; never blocks."""
-        frame = self._poll()
+        return self._received(self._poll())
+
+    def _received(self, frame: bytes | None) -> bytes | None:
+        """Counts and captures a frame that came in."""
         if frame is not None:
             self.rx += 1
             if self.pcap_in:
