@@ -76,6 +76,11 @@ def test_ordinary_traffic_is_routed_ping_and_iperf(star):
     h1, h4 = emu.host("h1"), emu.host("h4")
     server = h4.popen(["iperf", "-s", "-p", "5201"])
     try:
+        # the client must not race the server's listen() (a refused connect fails the test)
+        deadline = time.monotonic() + 20
+        while ":5201" not in h4.cmd("ss -Hltn 'sport = :5201'"):
+            assert server.poll() is None and time.monotonic() < deadline, "iperf -s not listening"
+            time.sleep(0.1)
         out = h1.cmd(f"iperf -c {topo.host('h4').ip} -p 5201 -t 2 -y C")
     finally:
         server.terminate()

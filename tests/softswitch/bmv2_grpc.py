@@ -46,6 +46,22 @@ class GrpcSwitch:
             per_port[port].append((1.0 + i * 1e-3, data))
         for p in self.ports:
             bmv2.write_pcap(self.dir / f"p{p}_in.pcap", per_port[p])
+        # free_port() only asks the kernel for a port that was free a moment ago: a switch
+        # that exits at start (its port taken meanwhile) is retried on fresh ports.
+        for _ in range(3):
+            grpc_port = self._start()
+            if self._wait_started(grpc_port):
+                break
+        else:
+            tail = (self.dir / "switch.log").read_bytes()[-2000:].decode(errors="replace")
+            self.close()
+            raise RuntimeError(f"simple_switch_grpc did not start (3 tries); log:\n{tail}")
+        self.started_at = time.monotonic()
+        self.client = Client(f"127.0.0.1:{grpc_port}")
+        assert self.client.arbitrate((0, 1)).arbitration.status.code == 0
+        return self
+
+    def _start(self) -> int:
         grpc_port = bmv2.free_port()
         cmd = ["simple_switch_grpc", "--use-files", str(self.wait), "--no-p4", "--device-id",
                "1", "--thrift-port", str(bmv2.free_port()),
@@ -53,23 +69,26 @@ class GrpcSwitch:
         for p in self.ports:
             cmd += ["-i", f"{p}@{self.dir / f'p{p}'}"]
         cmd += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}", "--cpu-port", "255"]
+        if getattr(self, "log", None):
+            self.log.close()
         self.log = open(self.dir / "switch.log", "wb")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
+        return grpc_port
+
+    def _wait_started(self, grpc_port: int) -> bool:
+        """True once gRPC accepts; False if the switch exited (it is reaped)."""
         deadline = time.monotonic() + self.start_timeout
-        while True:
+        while self.proc.poll() is None and time.monotonic() < deadline:
             try:
                 socket.create_connection(("127.0.0.1", grpc_port), timeout=0.2).close()
-                break
+                return True
             except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.close()
-                    raise RuntimeError("simple_switch_grpc did not start") from None
                 time.sleep(0.05)
-        self.started_at = time.monotonic()
-        self.client = Client(f"127.0.0.1:{grpc_port}")
-        assert self.client.arbitrate((0, 1)).arbitration.status.code == 0
-        return self
+        if self.proc.poll() is None:          # alive but silent past the timeout: give up
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        return False
 
     def settle(self, expected: int, timeout: float = 30.0) -> dict[int, list[bytes]]:
         """Waits for `expected` packets out (the configuration must be done by now)."""
