@@ -116,6 +116,19 @@ def read_kernel(topo) -> dict[tuple[str, int], tuple[int, int, int, int]]:
     return out
 
 
+def switch_cpu(emu, topo) -> dict[str, tuple[float, float]]:
+    """(CPU seconds, of them system) each switch process has used so far."""
+    tick, out = os.sysconf("SC_CLK_TCK"), {}
+    for s in topo.switches:
+        proc = getattr(emu.net.get(s.name), "proc", None)
+        try:
+            f = Path(f"/proc/{proc.pid}/stat").read_text().rpartition(")")[2].split()
+            out[s.name] = ((int(f[11]) + int(f[12])) / tick, int(f[12]) / tick)
+        except (AttributeError, OSError, ValueError, IndexError):
+            out[s.name] = (float("nan"), float("nan"))
+    return out
+
+
 # ---------------------------------------------------------------- probes
 
 
@@ -167,6 +180,7 @@ def run_probes(emu, topo_path: Path, hosts: list[str], workdir: Path, *, job: in
             time.sleep(0.05)
         sw_before = read_ports(topo)
         k_before = read_kernel(topo)        # the kernel's innermost: it is read fastest
+        cpu_before = switch_cpu(emu, topo)
         (sync / "go").touch()
         for host, _, p in procs:
             try:
@@ -174,6 +188,7 @@ def run_probes(emu, topo_path: Path, hosts: list[str], workdir: Path, *, job: in
             except subprocess.TimeoutExpired:
                 raise RuntimeError(f"probe on {host} still running after {budget:.0f} s") \
                     from None
+        cpu_after = switch_cpu(emu, topo)
         k_after = read_kernel(topo)
         sw_after = read_ports(topo)
     finally:
@@ -193,5 +208,8 @@ def run_probes(emu, topo_path: Path, hosts: list[str], workdir: Path, *, job: in
     errors = [f"{r['host']}: {r['error']}" for r in records if r["error"]]
     if errors:
         raise RuntimeError("allreduce failed: " + "; ".join(errors))
+    for r in records:          # the switches' CPU seconds over the timed calls, all reps
+        r["switch_cpu_s"] = {k: [cpu_after[k][i] - v[i] for i in (0, 1)]
+                             for k, v in cpu_before.items()}
     return (records, link_loads(topo, k_before, k_after),
             link_loads(topo, sw_before, sw_after))

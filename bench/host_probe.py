@@ -25,6 +25,7 @@ import argparse
 import hashlib
 import json
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -193,10 +194,12 @@ def main(argv=None) -> int:
             (args.sync / f"ready-{args.host}").touch()
             wait_for(args.sync / "go", args.timeout)
         for _ in range(args.reps):
-            t = time.monotonic()
+            t, c = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF)
             out = client.allreduce(x)
-            dt = time.monotonic() - t
-            record["calls"].append({"seconds": dt, **client.last.as_dict()})
+            dt, c2 = time.monotonic() - t, resource.getrusage(resource.RUSAGE_SELF)
+            record["calls"].append({"seconds": dt, "cpu_s": c2.ru_utime - c.ru_utime
+                                    + c2.ru_stime - c.ru_stime,
+                                    "sys_s": c2.ru_stime - c.ru_stime, **client.last.as_dict()})
         if args.reps:
             check(record, out, r["workers"], args.elements, r["rank"],
                   error=args.density is None)      # a sparsified tensor is not gradient()

@@ -87,7 +87,24 @@ def probe_row(name: str, topo, records, loads, counted, bw, elements, reps, load
     row["exact"] = None if tol is None or row["max_rel_err"] is None else \
         row["max_rel_err"] <= tol
     row["load"] = [load0, load_avg()]
+    # where the CPU went, per call: all workers' (their process time in the call) and the
+    # switches' (over the timed calls); absent from a baseline's probe
+    cpus = [[c.get("cpu_s") for c in r["calls"]] for r in records]
+    row["workers_cpu_s"] = None if any(None in c for c in cpus) else \
+        median(sum(col) for col in zip(*cpus, strict=True))
+    sw = records[0].get("switch_cpu_s") if records else None
+    row["switch_cpu_s"] = None if not sw else sum(v[0] for v in sw.values()) / reps
+    row["switch_sys_s"] = None if not sw else sum(v[1] for v in sw.values()) / reps
+    row["workers_sys_s"] = median(sum(c.get("sys_s", 0) for c in col)
+                                  for col in zip(*[r["calls"] for r in records], strict=True))
     return row
+
+
+def cpu_note(row: dict) -> str:
+    w, s = row.get("workers_cpu_s"), row.get("switch_cpu_s")
+    return "" if w is None or s is None else \
+        f"; CPU per call: workers {w:.3f} s ({row['workers_sys_s']:.3f} system), switch " \
+        f"{s:.3f} s ({row['switch_sys_s']:.3f} system)"
 
 
 def part_star(args, part: str, bw: float, variants, profile: str = "default") -> list[dict]:
@@ -132,7 +149,7 @@ def part_star(args, part: str, bw: float, variants, profile: str = "default") ->
             say(f"  {name}: median {row['median_s']:.3f} s = {row['eps'] / 1e6:.2f} M "
                 f"elements/s ({row['eps_min'] / 1e6:.2f}..{row['eps_max'] / 1e6:.2f}), bound "
                 f"{row['bound_s']:.3f} s, identical on every rank: {row['identical']}, "
-                f"load {row['load'][0]}")
+                f"load {row['load'][0]}{cpu_note(row)}")
     return rows
 
 
