@@ -79,6 +79,9 @@ class SlowSwitchPort(Port):
     def clock(self) -> float:
         return self.now
 
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
     def send(self, frame: bytes) -> None:
         st = self.ps.stats
         before = (st.completed, st.answered)

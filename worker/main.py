@@ -29,7 +29,13 @@ if __package__ in (None, ""):
 from controller.topology import Topology, TopologyError, ifname  # noqa: E402
 from worker import wire  # noqa: E402
 from worker.allreduce import AllReduceClient, AllReduceError, JobParams  # noqa: E402
-from worker.allreduce.client import INITIAL_WINDOW, RTO_INITIAL, RTO_MAX, RTO_MIN  # noqa: E402
+from worker.allreduce.client import (  # noqa: E402
+    COALESCE,
+    INITIAL_WINDOW,
+    RTO_INITIAL,
+    RTO_MAX,
+    RTO_MIN,
+)
 from worker.allreduce.restart import RestartFollower, SessionsView, WatchedPort  # noqa: E402
 from worker.allreduce.sparse import SparseAllReduceClient, pads_empty  # noqa: E402
 from worker.baseline import PS_PORT, parse_addr  # noqa: E402
@@ -137,6 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--initial-window", type=int, default=INITIAL_WINDOW,
                    help="slots in flight at first; grows while no timer expires, halves "
                    "when one does, up to --window (default %(default)s)")
+    g.add_argument("--coalesce", type=float, default=COALESCE,
+                   help="woken by a result with many slots in flight, wait until about this "
+                   "share of them should have completed, so one pass handles them all (saves "
+                   "CPU a software switch on the same cores needs); 0 handles each at once "
+                   "(default %(default)s)")
     g.add_argument("--fixed-window", action="store_true",
                    help="keep all --window slots in flight from the start, no adaptation")
     g.add_argument("--impair-loss", type=float, default=0.0,
@@ -196,6 +207,8 @@ def resolve(args) -> dict:
         raise UsageError(f"rank {rank} outside 0..{workers - 1}")
     if not (args.rto > 0 and args.rto_min > 0 and args.initial_window >= 1):
         raise UsageError("--rto and --rto-min must be > 0 s and --initial-window >= 1")
+    if not 0 <= args.coalesce <= 1:
+        raise UsageError(f"--coalesce must be within 0..1, got {args.coalesce}")
     if not 1 <= args.elems <= MAX_ELEMS:
         raise UsageError(f"--elems must be within 1..{MAX_ELEMS} (a CNAT8 packet in a "
                          f"1500-byte MTU), got {args.elems}")
@@ -274,8 +287,10 @@ def make_client(args, r: dict, port, framer, job: JobParams, say=None):
                   adaptive_window=not args.fixed_window, timeout=args.timeout)
     if args.sparse:
         return SparseAllReduceClient(port, framer, job, pad_empty=pad_empty(args, r), **common)
-    return AllReduceClient(port, framer, job, **common, progress=None if say is None else
-                           lambda done, total: say(f"allreduce {done}/{total} chunks"))
+    progress = None if say is None else \
+        lambda done, total: say(f"allreduce {done}/{total} chunks")
+    return AllReduceClient(port, framer, job, **common, coalesce=args.coalesce,
+                           progress=progress)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,7 @@ import pytest
 from harness.network import PsNetwork, SlowSwitchPort
 from worker import wire
 from worker.allreduce import AllReduceClient, JobParams
-from worker.allreduce.pacing import RetransmitTimer, Window
+from worker.allreduce.pacing import Coalescer, RetransmitTimer, Window
 from worker.baseline import ParameterServer
 from worker.frames import Framer
 from worker.transport import QueuePort
@@ -63,15 +63,15 @@ def test_window_slow_start_then_additive_increase_and_one_cut_per_window():
     assert fixed.limit() == 64
 
 
-def run_calls(port, calls, seed=0, **kw):
+def run_calls(port, calls, seed=0, params=PARAMS, **kw):
     client = AllReduceClient(port, Framer(), JobParams(1, 1, 1, 64, wire.ENC_CNAT8),
-                             clock=port.clock, **kw)
+                             clock=port.clock, sleep=port.sleep, **kw)
     rng = np.random.default_rng(seed)
     times = []
     for _ in range(calls):
         t0 = port.now
-        out = client.allreduce(rng.standard_normal(PARAMS).astype(np.float32))
-        assert out.shape == (PARAMS,)
+        out = client.allreduce(rng.standard_normal(params).astype(np.float32))
+        assert out.shape == (params,)
         times.append(port.now - t0)
     return client, times
 
@@ -180,3 +180,55 @@ def test_the_first_burst_is_the_initial_window():
     # Every result widened the window by one (slow start) up to the 16 slots.
     assert client.window.limit() == 16
     assert client.stats.packets_sent == 40 + 1
+
+
+def test_coalescer_sleeps_for_a_share_of_the_uses_in_flight_within_its_bounds():
+    c = Coalescer(share=0.5, floor=16, cap=0.02)
+    c.start(10.0)
+    assert c.pause(10.001, 0, 40, float("inf")) == 0      # no rate measured yet
+    assert c.pause(10.004, 4, 40, float("inf")) == pytest.approx(0.5 * 40 * 1e-3)
+    # the rate is a moving average: 2 ms per use now weighs a quarter
+    assert c.pause(10.008, 6, 8, float("inf")) == 0        # few in flight: handle at once
+    assert c.gap == pytest.approx(0.75e-3 + 0.25 * 2e-3)
+    assert c.pause(10.008, 6, 64, float("inf")) == 0.02    # the cap
+    assert c.pause(10.008, 6, 40, 10.010) == pytest.approx(0.002)  # the next timer
+    assert c.pause(10.008, 6, 40, 10.0) == 0               # a timer already due
+    off = Coalescer(share=0)
+    off.start(0.0)
+    off.pause(0.01, 10, 64, float("inf"))
+    assert off.pause(0.02, 20, 64, float("inf")) == 0
+    for bad in (dict(share=1.5), dict(share=-0.1), dict(floor=0), dict(cap=-1)):
+        with pytest.raises(ValueError):
+            Coalescer(**bad)
+
+
+class CountingSlowSwitch(SlowSwitchPort):
+    """Counts the bursts a worker sends (one per pass of its loop that released chunks)."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.bursts = 0
+
+    def send_many(self, frames):
+        self.bursts += 1
+        for f in frames:
+            self.send(f)
+
+
+def test_coalescing_batches_results_without_idling_the_switch():
+    # A softswitch-like rate: 0.1 ms per contribution of each of 4 workers, 0.1 ms to
+    # finish; 400 chunks per call, so that the window fills.
+    fast = dict(peers=4, service=0.1e-3, finish=0.1e-3)
+    runs = {}
+    for share in (0.0, 0.5):
+        port = CountingSlowSwitch(**fast)
+        client, times = run_calls(port, 4, params=400 * ELEMS, coalesce=share)
+        assert client.stats.retransmissions == 0
+        runs[share] = (port.bursts, times, client.coalescer.slept)
+    bound = 400 * (4 * fast["service"] + fast["finish"])
+    (b0, _, s0), (b1, t1, s1) = runs[0.0], runs[0.5]
+    assert s0 == 0 and s1 > 0
+    # without coalescing about one burst per result; with it several results per burst
+    assert b1 < 0.5 * b0, (b0, b1)
+    # and the switch is never starved: later calls take no longer than it needs
+    assert all(t >= bound for t in t1) and t1[-1] <= 1.05 * bound, (t1, bound)

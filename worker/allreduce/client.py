@@ -30,7 +30,7 @@ import numpy as np
 
 from worker import wire
 from worker.allreduce.coding import ChunkCoder
-from worker.allreduce.pacing import RetransmitTimer, Window
+from worker.allreduce.pacing import Coalescer, RetransmitTimer, Window
 from worker.allreduce.protocol import IN_FLIGHT, Action, Event, State, transition
 from worker.allreduce.stats import Stats
 from worker.frames import Framer
@@ -50,6 +50,9 @@ INITIAL_WINDOW = 8
 # From this many frames per burst on, Framer.build_many (numpy over the burst) is faster
 # than build() per frame (python -m worker.allreduce.bench).
 BATCH_FRAMES = 32
+# Share of the uses in flight to let complete before a woken worker handles results
+# (pacing.Coalescer); 0 handles each result at once.
+COALESCE = 0.5
 
 # Plain ints on the per-packet path (enum attribute lookups cost more than the work).
 _PRIMING, _AWAIT, _READY, _RUNNING = (int(State.PRIMING), int(State.AWAIT_PRIME),
@@ -161,10 +164,11 @@ class AllReduceClient(SessionMixin):
     def __init__(self, port: Port, framer: Framer, job: JobParams, *, seed: int = 0,
                  rto: float = RTO_INITIAL, rto_min: float = RTO_MIN, rto_max: float = RTO_MAX,
                  initial_window: int = INITIAL_WINDOW, adaptive_window: bool = True,
-                 timeout: float = 10.0,
+                 timeout: float = 10.0, coalesce: float = COALESCE,
                  progress: Callable[[int, int], None] | None = None,
                  trace: Callable[..., None] | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep):
         check_options(framer, job, rto, rto_min, rto_max, timeout)
         self.port, self.framer, self.job = port, framer, job
         self.coder = ChunkCoder(job.encoding, job.workers, np.random.default_rng(seed), job.elems,
@@ -172,7 +176,8 @@ class AllReduceClient(SessionMixin):
         self.timer = RetransmitTimer(rto, rto_min, rto_max)
         self.window = Window(initial_window, job.window, adaptive_window)
         self.timeout = timeout
-        self.progress, self.trace, self.clock = progress, trace, clock
+        self.coalescer = Coalescer(coalesce)
+        self.progress, self.trace, self.clock, self.sleep = progress, trace, clock, sleep
         self.stats = Stats()
         w = job.window
         # Per slot; `uses` outlives a call: every worker runs the same sequence of calls.
@@ -240,6 +245,7 @@ class AllReduceClient(SessionMixin):
         self.next_base = (self.first_chunk + n_chunks) & CHUNK_MASK
         before = self.stats.copy()
         start = self.clock()
+        self.coalescer.start(start)
         self.state[:] = State.IDLE
         self.deadline[:] = np.inf
         self.in_flight = 0
@@ -282,6 +288,11 @@ class AllReduceClient(SessionMixin):
                 raise AllReduceError(self._missing(used, now - last_progress))
             if frame is None:
                 frame = self.port.recv(max(0.0, min(deadline.min(), give_up) - now))
+                if frame is not None:   # woken: let more results gather (pacing.py)
+                    pause = self.coalescer.pause(self.clock(), self.done_chunks,
+                                                 self.in_flight, deadline.min())
+                    if pause > 0:
+                        self.sleep(pause)
             # What else already waits is handled in the same burst, so the chunks it
             # releases are encoded in one codec call.
             burst = 0

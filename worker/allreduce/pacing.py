@@ -67,3 +67,40 @@ class Window:
         self.size = self.ssthresh
         self.recover = last_seq
         self.cuts += 1
+
+
+class Coalescer:
+    """How long to let results gather before the receive loop handles them.
+
+    When a software switch is the bottleneck, results trickle in one by one, and a worker
+    that wakes for each pays its whole loop (and a codec call) per result: on shared cores
+    that CPU is taken from the switch. Woken while at least `floor` uses are in flight, the
+    worker sleeps until about `share` of them should have completed (at the result rate
+    seen so far), at most `cap` seconds and never past a retransmission deadline. The
+    uses still in flight keep the switch busy meanwhile. share 0: never sleep.
+    """
+
+    def __init__(self, share: float = 0.5, floor: int = 16, cap: float = 0.02):
+        if not 0 <= share <= 1 or floor < 1 or cap < 0:
+            raise ValueError("need 0 <= share <= 1, floor >= 1, cap >= 0")
+        self.share, self.floor, self.cap = share, floor, cap
+        self.gap: float | None = None      # seconds per completed use (moving average)
+        self._at, self._done = 0.0, 0
+        self.slept = 0.0
+
+    def start(self, now: float) -> None:
+        """A call begins: its completed-use count starts from 0."""
+        self._at, self._done = now, 0
+
+    def pause(self, now: float, done: int, in_flight: int, deadline: float) -> float:
+        """Seconds to sleep now; `done` uses of this call completed, `in_flight` pending."""
+        if done > self._done:
+            g = (now - self._at) / (done - self._done)
+            self.gap = g if self.gap is None else 0.75 * self.gap + 0.25 * g
+            self._at, self._done = now, done
+        if not self.share or self.gap is None or in_flight < self.floor:
+            return 0.0
+        p = min(self.share * in_flight * self.gap, self.cap, deadline - now)
+        if p > 0:
+            self.slept += p
+        return max(p, 0.0)
