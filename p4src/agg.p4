@@ -18,12 +18,14 @@ control NatIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
     counter(DROP_REASONS, CounterType.packets_and_bytes) drops;
     Forwarding() fwd;
     Aggregation() agg;
+    ChecksumError() cksum;
 
     apply {
         port_rx.count((bit<32>)sm.ingress_port);
         if (sm.checksum_error == 1) {
-            meta.drop_reason = DROP_BAD_CHECKSUM;
-        } else if (!meta.is_agg) {
+            cksum.apply(hdr, meta);     // BAD_CHECKSUM, or the UDP checksum's (aggregation)
+        }
+        if (meta.drop_reason == DROP_NONE && !meta.is_agg) {
             // A frame cut short, even inside its IPv4 header, is a length problem.
             if (sm.parser_error != error.NoError) {
                 meta.drop_reason = DROP_BAD_LENGTH;

@@ -2,22 +2,18 @@
 #define NATSWITCH_DEPARSER_P4
 
 control NatVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
+    VerifyUdpChecksum() udp;
     apply {
-        verify_checksum(hdr.ipv4.isValid(),
-            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
-              hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
-              hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
-            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+        verify_checksum(hdr.ipv4.isValid(), { IPV4_FIELDS }, hdr.ipv4.hdr_checksum,
+                        HashAlgorithm.csum16);
+        udp.apply(hdr, meta);
     }
 }
 
 control NatComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
     apply {
-        update_checksum(hdr.ipv4.isValid(),
-            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
-              hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
-              hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
-            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+        update_checksum(hdr.ipv4.isValid(), { IPV4_FIELDS }, hdr.ipv4.hdr_checksum,
+                        HashAlgorithm.csum16);
         // Every aggregation packet leaving carries its UDP checksum (docs/PROTOCOL.md
         // "Integrity"); the switch rewrites payloads, addresses and lengths.
         update_checksum(hdr.agg.isValid() && !hdr.block.isValid() && hdr.fixed.isValid(),

@@ -104,6 +104,10 @@ struct metadata_t {
     bool    prime_use;
     bit<32> blk;
     bit<32> rmin;
+    // integrity.p4: the UDP sum is checked against this never-written zero; udp_bad says
+    // the verify stage's checksum error was the UDP checksum's, not the IPv4 header's
+    bit<16> zero16;
+    bool    udp_bad;
 }
 
 error { BadEncoding }

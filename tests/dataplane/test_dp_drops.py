@@ -14,6 +14,7 @@ from tests.dataplane.packets import (
     BAD_RESULT_PORT,
     BAD_SLOT,
     BAD_TYPE,
+    BAD_UDP_CHECKSUM,
     BAD_VERSION,
     COMPLETE,
     CONTRIB,
@@ -27,6 +28,7 @@ from tests.dataplane.packets import (
     random_fixed,
     received,
     sparse,
+    with_bad_checksum,
 )
 from worker import codec, wire
 
@@ -107,6 +109,10 @@ def malformed(topo, job, session, rng):
         (BAD_TYPE, sparse(topo, "h1", job, session, 0, 0, 1, good)),
         (BAD_RESULT_PORT, bytes(pkt(msg_type=wire.MSG_RESULT))),   # the root has no parent
         (BAD_CHECKSUM, bytes(bad_sum)),
+        # one checksum-error bit for both sums: the IPv4 header's is named first, as it
+        # is checked first; a bad UDP sum alone is the UDP checksum's
+        (BAD_CHECKSUM, with_bad_checksum(bad_sum)),
+        (BAD_UDP_CHECKSUM, with_bad_checksum(pkt())),
     ]
 
 
@@ -129,6 +135,44 @@ def test_malformed_packets_are_dropped_by_reason_and_the_switch_keeps_working(fa
     finish_slot(fabric, topo, 22, session, 3, ["h1", "h2"], rng)
     delta = fabric.wait_counters(before, {("s1", "events", COMPLETE): 2}, switches=("s1",))
     assert delta.of("s1", "events") == {CONTRIB: 4, COMPLETE: 2, RESULT: 2}
+    assert delta.of("s1", "drops_in") == {}
+
+
+def summing_to_zero(p):
+    """p with its first element changed so that its UDP data sums to 0xffff (checksum 0)."""
+    c = p.copy()
+    c[UDP].chksum = None
+    want = IP(bytes(c[IP]))[UDP].chksum
+    v = int(c[wire.Fixed32].values[0]) & 0xFFFFFFFF
+    lo = (v & 0xFFFF) + want                   # adding the checksum makes the sum 0xffff
+    lo = (lo & 0xFFFF) + (lo >> 16)
+    v = (v & 0xFFFF0000) | lo
+    c[wire.Fixed32].values = [v - (1 << 32) if v >= 1 << 31 else v,
+                              *c[wire.Fixed32].values[1:]]
+    c[UDP].chksum = None
+    assert IP(bytes(c[IP]))[UDP].chksum == 0xFFFF  # RFC 768: a sum of 0 travels as 0xffff
+    return c
+
+
+def test_a_udp_checksum_of_zero_passes_as_0_or_0xffff(fabric):
+    """docs/PROTOCOL.md "Integrity": what is checked is that everything sums to 0xffff, so
+    a packet whose checksum comes out 0 passes with either form of it."""
+    topo = fabric.program([JobSpec(24, ("h1", "h2"), slots=4)])
+    session = fabric.session()
+    rng = np.random.default_rng(24)
+    parts, frames = [], []
+    for host, field in (("h1", 0xFFFF), ("h2", 0x0000)):
+        p = summing_to_zero(contrib_pkt(topo, host, 24, session, 0, random_fixed(rng, 1 << 28)))
+        p[UDP].chksum = field
+        parts.append(np.array(p[wire.Fixed32].values, np.int32))
+        frames.append((host, bytes(p)))
+    before = fabric.counters("s1")
+    for host, frame in frames:
+        fabric.send(host, frame)
+    for host in ("h1", "h2"):
+        res = received(fabric, host)
+        assert np.array_equal(res.payload, codec.aggregate(parts))
+    delta = fabric.wait_counters(before, {("s1", "events", COMPLETE): 1}, switches=("s1",))
     assert delta.of("s1", "drops_in") == {}
 
 
