@@ -23,5 +23,10 @@ def test_csum16_equals_the_word_by_word_sum():
     cases += [bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 300)))
               for _ in range(3000)]
     cases += [bytes([rng.choice([0, 0xFF])] * rng.randint(0, 9)) for _ in range(500)]
+    # payload-sized buffers (summed another way), also those folding to 0xffff or all zero
+    cases += [bytes(rng.getrandbits(8) for _ in range(rng.randint(250, 1600)))
+              for _ in range(300)]
+    cases += [bytes([v]) * n for v in (0, 0xFF) for n in (255, 256, 257, 1480, 1481)]
+    cases += [b"\xff\xfe" + b"\x00\x01" + bytes(300)]  # words adding up to 0xffff
     for c in cases:
         assert csum16(c) == rfc1071(c), c.hex()
