@@ -388,14 +388,16 @@ def measured(t: Target) -> str:
 
 def row_table(rows: list[dict]) -> tuple[list[str], list[list]]:
     header = ["part", "variant", "code", "M elem/s", "min..max", "median s", "x bound",
-              "same on all ranks", "max rel err", "load"]
+              "same on all ranks", "max rel err", "CPU s/call workers+switch", "load"]
     body = []
     for r in rows:
+        w, sw = r.get("workers_cpu_s"), r.get("switch_cpu_s")
         body.append([r["part"], r["variant"], r["code"], r["eps"] / 1e6,
                      f"{r['eps_min'] / 1e6:.3g}..{r['eps_max'] / 1e6:.3g}", r.get("median_s"),
                      r.get("x_bound"),
                      {True: "yes", False: "NO", None: "-"}[r.get("identical")],
                      None if r.get("max_rel_err") is None else f"{r['max_rel_err']:.2g}",
+                     "-" if w is None or sw is None else f"{w:.3g}+{sw:.3g}",
                      "..".join(f"{x:g}" for x in r["load"])])
     return header, body
 
