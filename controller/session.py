@@ -127,8 +127,11 @@ def listening(switches: Sequence[Switch], within: float) -> list[Switch]:
         for s in switches:
             host, _, port = s.grpc_addr.rpartition(":")
             try:
-                with socket.create_connection((host, int(port)), timeout=0.5):
-                    found.append(s)
+                with socket.create_connection((host, int(port)), timeout=0.5) as c:
+                    # A port in the ephemeral range can be connected to by a socket the
+                    # kernel bound to that very port (TCP simultaneous open): no listener.
+                    if c.getsockname() != c.getpeername():
+                        found.append(s)
             except (OSError, ValueError):
                 pass
         if found or time.monotonic() >= deadline:

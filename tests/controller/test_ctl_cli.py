@@ -130,3 +130,34 @@ def test_no_switch_running_is_one_short_error_with_a_hint(command, capsys):
     assert line.startswith("error: no switch answers")
     assert f"127.0.0.1:{base} .. 127.0.0.1:{base + 19} (20 switches)" in line
     assert "mininet/run.py --topo fat-tree --k 4 --switches-only" in line
+
+
+def test_a_socket_connected_to_itself_is_not_a_listening_switch(monkeypatch):
+    """A port in the ephemeral range can be "connected" with nothing listening: the kernel
+    may bind the connecting socket to that port (TCP simultaneous open with itself)."""
+    import socket
+    from types import SimpleNamespace
+
+    from controller import session
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    sw = SimpleNamespace(grpc_addr=f"127.0.0.1:{port}")
+
+    def self_connect(addr, timeout=None):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(addr)
+        s.settimeout(timeout)
+        s.connect(addr)         # succeeds: the socket is its own peer
+        return s
+
+    with monkeypatch.context() as m:
+        m.setattr(session.socket, "create_connection", self_connect)
+        assert session.listening([sw], 0) == []
+    with socket.socket() as server:         # and a real listener is found
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", port))
+        server.listen()
+        assert session.listening([sw], 0) == [sw]
