@@ -95,8 +95,9 @@ def probe_row(name: str, topo, records, loads, counted, bw, elements, reps, load
     sw = records[0].get("switch_cpu_s") if records else None
     row["switch_cpu_s"] = None if not sw else sum(v[0] for v in sw.values()) / reps
     row["switch_sys_s"] = None if not sw else sum(v[1] for v in sw.values()) / reps
-    row["workers_sys_s"] = median(sum(c.get("sys_s", 0) for c in col)
-                                  for col in zip(*[r["calls"] for r in records], strict=True))
+    row["workers_sys_s"] = None if row["workers_cpu_s"] is None else \
+        median(sum(c["sys_s"] for c in col)
+               for col in zip(*[r["calls"] for r in records], strict=True))
     return row
 
 
