@@ -237,7 +237,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
                 self.log.info("pipeline saved: %d tables; COMMIT to realize it",
                               len(pipeline.tables))
             else:
-                self._realize(config)
+                self._realize(config, scratch)
 
     def _verify(self, config):
         """Compile the config in a scratch engine and check the P4Info against it."""
@@ -245,18 +245,26 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             raise invalid("p4_device_config is empty: it must hold the BMv2 JSON")
         switch = self.device.live
         try:
-            scratch = type(switch)(device_id=self.device.device_id, cpu_port=switch.cpu_port,
-                                   drop_port=getattr(switch, "drop_port", 511))
+            if hasattr(switch, "scratch"):
+                scratch = switch.scratch()
+            else:
+                scratch = type(switch)(device_id=self.device.device_id, cpu_port=switch.cpu_port,
+                                       drop_port=getattr(switch, "drop_port", 511))
             scratch.load(config.p4_device_config)
         except Exception as exc:
             raise _config_error(exc) from exc
         return build(config.p4info, scratch), scratch
 
-    def _realize(self, config) -> None:
-        """Load a config into the live engine; all state starts empty."""
+    def _realize(self, config, verified=None) -> None:
+        """Load a config into the live engine; all state starts empty. verified: the
+        scratch engine _verify() compiled this config in, whose program the live engine
+        takes instead of compiling it again."""
         device = self.device
         try:
-            device.live.load(config.p4_device_config)
+            if verified is not None and hasattr(device.live, "adopt"):
+                device.live.adopt(verified)
+            else:
+                device.live.load(config.p4_device_config)
         except Exception as exc:
             raise _config_error(exc) from exc
         device.switch = device.live

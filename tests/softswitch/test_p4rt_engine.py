@@ -155,3 +155,44 @@ def test_packets_only_counter_reads_bytes_counted_by_traffic(real_device):
     [got] = dev.client.read(dev.names.counter_entry("I.probe_ops", 4))
     assert (got.counter_entry.data.packet_count, got.counter_entry.data.byte_count) == \
         (3, 3 * len(frame))
+
+
+def test_a_committed_pipeline_is_compiled_once_and_runs_on_the_live_engine(real_device,
+                                                                          monkeypatch):
+    """VERIFY_AND_COMMIT compiles in a scratch engine to check the config; the live engine
+    takes that program instead of compiling it again (a wide program takes seconds)."""
+    import softswitch.switch as engine
+
+    dev, compiled = real_device, []
+    real = engine.compile_program
+    monkeypatch.setattr(engine, "compile_program",
+                        lambda *a, **k: compiled.append(1) or real(*a, **k))
+    old = dev.switch._prog
+    dev.client.set_pipeline(dev.p4info, dev.config)
+    assert len(compiled) == 1 and dev.switch._prog is not old
+    # the adopted program serves the live engine: entries written now steer its packets,
+    # and it takes the live engine's lock, which the data plane and P4Runtime share
+    frame = eth(MAC2, MAC1, 0x0800) + bytes(46)
+    assert dev.switch.process(1, frame) == []
+    fwd(dev)
+    assert dev.switch.process(1, frame) == [(2, frame)]
+    [got] = dev.client.read(dev.names.table_entry("I.l2", {"hdr.ethernet.dst": MAC2}))
+    assert got.table_entry.action.action.params[0].value
+
+
+def test_adopt_takes_only_a_fresh_scratch_of_the_same_engine(basic_program):
+    import pytest
+
+    from softswitch import Switch
+
+    a, b = Switch(), Switch()
+    s = a.scratch()
+    with pytest.raises(ValueError, match="scratch"):
+        a.adopt(s)  # nothing loaded yet
+    s.load(basic_program.config)
+    with pytest.raises(ValueError, match="scratch"):
+        b.adopt(s)  # another engine's lock and random sources
+    a.adopt(s)
+    assert a.loaded
+    with pytest.raises(ValueError, match="scratch"):
+        a.adopt(s)  # once only: the program now is a's
