@@ -91,7 +91,7 @@ class Switch:
                                      drop_port=self.drop_port, vectorize=self.vectorize,
                                      nprng=self._nprng))
 
-    def scratch(self) -> "Switch":
+    def scratch(self) -> Switch:
         """An engine to load a candidate program into without touching this one. It shares
         this engine's lock and random sources, so the program it compiled can be moved here
         with adopt() rather than compiled again (seconds for a wide program)."""
@@ -102,7 +102,7 @@ class Switch:
         other._origin = self
         return other
 
-    def adopt(self, other: "Switch") -> None:
+    def adopt(self, other: Switch) -> None:
         """Install the program a scratch() engine of this one has just loaded (no packet or
         table write in between); all state starts empty, as with load()."""
         if getattr(other, "_origin", None) is not self or other._prog is None:
