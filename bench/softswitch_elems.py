@@ -108,6 +108,16 @@ def main(argv=None) -> int:
     jsons = args.json or [ROOT / "p4src/build/agg.json"]
     if len(set(jsons)) != len(jsons):
         ap.error("each --json once")
+    for jp in jsons:
+        if not jp.is_file():
+            ap.error(f"--json {jp}: no such file (the compiled programs are "
+                     f"p4src/build/agg.json and p4src/build/wide/agg.json)")
+    if args.baseline and not (args.baseline / "softswitch").is_dir():
+        ap.error(f"--baseline {args.baseline}: no softswitch/ there")
+    for name, v in (("--workers", args.workers), ("--slots", args.slots),
+                    ("--packets", args.packets), ("--runs", args.runs)):
+        if v < 1:
+            ap.error(f"{name} must be at least 1")
     trees = [("new", ROOT)] + ([("old", args.baseline.resolve())] if args.baseline else [])
     procs, info = {}, {}
     for name, tree in trees:
@@ -116,7 +126,11 @@ def main(argv=None) -> int:
                 [sys.executable, __file__, "--serve", str(tree), str(jp), "--workers",
                  str(args.workers), "--slots", str(args.slots), "--packets", str(args.packets)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-            info[name, jp] = json.loads(p.stdout.readline())  # one load at a time
+            line = p.stdout.readline()  # one load at a time
+            if not line:
+                raise SystemExit(f"the engine of {tree} could not load {jp} (exit status "
+                                 f"{p.wait()}; its error is above)")
+            info[name, jp] = json.loads(line)
             procs[name, jp] = p
     print(f"{args.packets} CNAT8 contributions per run, {args.workers} workers, {args.slots} "
           f"slots, {args.runs} runs; load {os.getloadavg()[0]:.2f}")

@@ -26,3 +26,25 @@ def test_softswitch_elems_prints_every_engine_and_ratio(tmp_path):
     assert all("elements/s" in ln and "load" in ln for ln in rows)
     assert proc.stdout.count("per-packet cost at") == 2
     assert proc.stdout.count("new/old per-packet cost") == 2
+
+
+@pytest.mark.parametrize("args, why", [
+    (["--json", "no-such.json"], "no such file"),
+    (["--baseline", "/nonexistent"], "no softswitch/ there"),
+    (["--packets", "0"], "--packets must be at least 1"),
+])
+def test_bad_arguments_are_usage_errors(args, why):
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "softswitch_elems.py"), *args],
+                          capture_output=True, text=True, timeout=60, cwd=str(REPO))
+    assert proc.returncode == 2 and why in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_program_the_engine_cannot_load_is_named(tmp_path):
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("{not json")
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "softswitch_elems.py"),
+                           "--json", str(garbage)],
+                          capture_output=True, text=True, timeout=60, cwd=str(REPO))
+    assert proc.returncode == 1
+    assert f"could not load {garbage}" in proc.stderr
+    assert "Expecting value" not in proc.stderr  # the parent no longer parses an empty line
