@@ -77,6 +77,7 @@ def crc_ccitt(data: bytes) -> int:
 
 
 _NUMPY_SUM = 256  # bytes from which csum16 sums the words with numpy
+_ADD = np.add.reduce  # ndarray.sum less its Python wrapper
 
 
 def csum16(data: bytes) -> int:
@@ -85,13 +86,22 @@ def csum16(data: bytes) -> int:
         data = data + b"\x00"
     # The words' sum modulo 0xffff (2**16 = 1 mod 0xffff): the folded ones' complement sum,
     # which is 0xffff rather than 0 unless every word is 0. The buffer read as one integer
-    # has the same remainder; for a payload, numpy's sum of the words is twice as fast.
+    # has the same remainder. A payload is summed with numpy as native 32-bit words: each is
+    # two byte-swapped 16-bit words (2**16 = 1 again), and swapping bytes multiplies by 256
+    # mod 0xffff, undone by swapping the remainder's bytes (RFC 1071's byte-order
+    # independence). Big-endian words numpy must convert first: 3% of a wide packet's CPU.
     if len(data) >= _NUMPY_SUM:
-        n = int(np.frombuffer(data, ">u2").sum(dtype=np.uint64))
+        q = len(data) & ~3
+        r = int(_ADD(np.frombuffer(data, "<u4", q >> 2), dtype=np.uint64))
+        nonzero = r != 0
+        r %= 0xFFFF
+        n = ((r & 0xFF) << 8 | r >> 8) + int.from_bytes(data[q:], "big")
+        nonzero = nonzero or n != 0
     else:
         n = int.from_bytes(data, "big")
+        nonzero = n != 0
     s = n % 0xFFFF
-    if s == 0 and n:
+    if s == 0 and nonzero:
         s = 0xFFFF
     return (~s) & 0xFFFF
 
