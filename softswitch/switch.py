@@ -87,7 +87,7 @@ class Switch:
 
     def load(self, config) -> None:
         """Translate and install a BMv2 JSON program; resets all runtime state."""
-        self.install(compile_program(config, lock=self._lock, rng=self._rng, log=self.log,
+        self._install(compile_program(config, lock=self._lock, rng=self._rng, log=self.log,
                                      drop_port=self.drop_port, vectorize=self.vectorize,
                                      nprng=self._nprng))
 
@@ -107,10 +107,10 @@ class Switch:
         table write in between); all state starts empty, as with load()."""
         if getattr(other, "_origin", None) is not self or other._prog is None:
             raise ValueError("adopt() takes a loaded scratch() engine of this switch")
-        self.install(other._prog)
+        self._install(other._prog)
         other._prog = None
 
-    def install(self, prog: Program) -> None:
+    def _install(self, prog: Program) -> None:
         with self._lock:
             self._prog = prog
             self.tables = prog.tables
