@@ -261,7 +261,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         takes instead of compiling it again."""
         device = self.device
         try:
-            if verified is not None and hasattr(device.live, "adopt"):
+            if verified is not None and hasattr(device.live, "scratch"):  # it made verified
                 device.live.adopt(verified)
             else:
                 device.live.load(config.p4_device_config)

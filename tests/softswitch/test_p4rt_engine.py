@@ -177,7 +177,7 @@ def test_a_committed_pipeline_is_compiled_once_and_runs_on_the_live_engine(real_
     fwd(dev)
     assert dev.switch.process(1, frame) == [(2, frame)]
     [got] = dev.client.read(dev.names.table_entry("I.l2", {"hdr.ethernet.dst": MAC2}))
-    assert got.table_entry.action.action.params[0].value
+    assert got.table_entry.action.action.params[0].value == b"\x02"  # the port written
 
 
 def test_adopt_takes_only_a_fresh_scratch_of_the_same_engine(basic_program):
