@@ -128,6 +128,24 @@ def test_dead_worker_gives_a_clear_error_naming_the_chunks():
         assert "job 7" in msg and "no result" in msg
 
 
+def test_a_worker_that_stops_between_calls_is_named_not_the_switch():
+    # The worker stops after a call it finished, before sending anything of the next: the
+    # others get no result at all in that call, as with a dead switch, but this session's
+    # earlier call was answered, so the message points at the worker.
+    n = 3
+    net = PsNetwork(n)
+    job = JobParams(7, 2, n, 4, wire.ENC_CNAT8)
+    tensors = tensors_for(n, [6 * ELEMS, 6 * ELEMS])
+    _, clients, errors = run_workers(clients_on(net, job, rto=0.01, rto_max=0.05,
+                                                timeout=0.5), [t[:1] for t in tensors])
+    assert errors == [None] * n
+    _, _, errors = run_workers(lambda r: clients[r], [t[1:] for t in tensors[:2]])
+    for e in errors:
+        assert isinstance(e, AllReduceError)
+        assert "call 2" in str(e) and "6 of 6 chunks never completed" in str(e)
+        assert "likely missing or stopped" in str(e) and "is the switch up" not in str(e)
+
+
 def test_missing_switch_gives_a_clear_error():
     port = QueuePort()                     # sends go nowhere
     client = AllReduceClient(port, Framer(), JobParams(1, 1, 2, 4, wire.ENC_FIXED32),

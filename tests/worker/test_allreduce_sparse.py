@@ -115,6 +115,21 @@ def test_a_worker_with_nothing_sends_only_empty_packets_and_ends():
     assert all(h.next == wire.NO_BLOCK for h in hdrs)
 
 
+def test_a_worker_that_stops_between_calls_is_named_not_the_switch():
+    # No result at all in call 2, as with a dead switch; but call 1 of the session was
+    # answered, so the message points at the missing worker.
+    n = 3
+    rng = np.random.default_rng(9)
+    tensors = [[sparse_tensor(rng, 20 * ELEMS, [2, 7])] for _ in range(n)]
+    _, clients, _, _ = run_job(n, wire.ENC_CNAT8, wire.ENC_CNAT8, tensors, timeout=0.5,
+                               rto=0.01, rto_max=0.05)
+    _, _, errors = run_workers(lambda r: clients[r], tensors[:2])
+    for e in errors:
+        assert isinstance(e, AllReduceError)
+        assert "call 2" in str(e)
+        assert "likely missing or stopped" in str(e) and "is the switch up" not in str(e)
+
+
 def test_only_the_blocks_held_travel():
     """The bytes: a worker holding 2 of 100 blocks sends 2 payloads and EMPTY packets."""
     n = 2

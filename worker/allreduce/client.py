@@ -137,6 +137,15 @@ def checked_tensor(tensor, job: JobParams, failed: str, limit: int, unit: str):
     return x, flat, rows
 
 
+def session_answered_hint(job) -> str:
+    """Why a call gets no result when earlier calls of its session did: the switch was up,
+    programmed and took the session, so a worker is the likely cause (or a switch restart,
+    which the restart monitor follows)."""
+    return (f"no result arrived in this call, though the switch answered this session's "
+            f"earlier calls: a worker of the {job.workers} is likely missing or stopped (or "
+            f"the switch restarted)")
+
+
 class SessionMixin:
     """What the dense and the sparse client share once constructed: moving to a new session
     and reporting their pacing. Needs job, uses, calls, next_base, failed, timer, window."""
@@ -150,6 +159,7 @@ class SessionMixin:
         self.calls = 0
         self.next_base = 0
         self.failed = ""
+        self.session_results = 0
 
     def pacing(self) -> dict:
         """The retransmission timer's and the window's state (JSON-ready)."""
@@ -200,6 +210,7 @@ class AllReduceClient(SessionMixin):
         self.first_sample = False                 # the first round trip was just measured
         self.in_flight = 0                        # slots in IN_FLIGHT states
         self.failed = ""                          # why a call failed: the client is unusable
+        self.session_results = 0                  # results of this session, earlier calls too
         self._actions = {
             Action.PRIME: self._prime,
             Action.WAIT: self._wait,
@@ -349,6 +360,7 @@ class AllReduceClient(SessionMixin):
                 or hdr.session != job.session or hdr.slot >= used):
             return None
         self.received_this_call += 1
+        self.session_results += 1
         s = hdr.slot
         state = int(self.state[s])
         if state not in _IN_FLIGHT or hdr.version != int(self.uses[s]) & 1:
@@ -603,6 +615,8 @@ class AllReduceClient(SessionMixin):
             hint = (f"the switch answered {self.other_chunk} times with results for other "
                     f"chunks: it holds state from an earlier run with session {job.session}; "
                     f"start the job with a new session id")
+        elif self.received_this_call == 0 and self.session_results:
+            hint = session_answered_hint(job)
         elif self.received_this_call == 0:
             hint = (f"no result of job {job.job_id} arrived in this call: is the switch up, "
                     f"programmed for job {job.job_id}, and are all {job.workers} workers "

@@ -44,6 +44,7 @@ from worker.allreduce.client import (
     SessionMixin,
     check_options,
     checked_tensor,
+    session_answered_hint,
 )
 from worker.allreduce.coding import ChunkCoder
 from worker.allreduce.pacing import RetransmitTimer, Window
@@ -90,6 +91,7 @@ class SparseAllReduceClient(SessionMixin):
         self.calls = 0
         self.next_base = 0
         self.failed = ""
+        self.session_results = 0                       # results of this session, all calls
         self.blocks_aggregated = 0     # data uses of the last call (blocks any worker held)
         self.result_encoding: int | None = None     # of the last result with a payload
 
@@ -302,6 +304,7 @@ class SparseAllReduceClient(SessionMixin):
             return None
         hdr, payload = parsed
         self.received_this_call += 1
+        self.session_results += 1
         s = hdr.slot
         if (self.state[s] != _RUNNING or hdr.version != self.uses[s] & 1
                 or hdr.chunk != self._chunk(s) or hdr.block != self.block[s]):
@@ -395,11 +398,15 @@ class SparseAllReduceClient(SessionMixin):
                    for s in np.flatnonzero(self.state == _RUNNING)]
         shown = "; ".join(waiting[:8]) + (f"; ... {len(waiting) - 8} more slots"
                                           if len(waiting) > 8 else "")
-        hint = (f"no result of job {job.job_id} arrived in this call: is the switch up with "
-                f"job {job.job_id} in sparse mode, all {job.workers} workers running, and "
-                f"session {job.session} new?" if self.received_this_call == 0 else
-                f"other slots completed, so the switch answers: a worker of the "
-                f"{job.workers} is likely missing or stopped")
+        if self.received_this_call:
+            hint = (f"other slots completed, so the switch answers: a worker of the "
+                    f"{job.workers} is likely missing or stopped")
+        elif self.session_results:
+            hint = session_answered_hint(job)
+        else:
+            hint = (f"no result of job {job.job_id} arrived in this call: is the switch up "
+                    f"with job {job.job_id} in sparse mode, all {job.workers} workers running, "
+                    f"and session {job.session} new?")
         return (f"sparse allreduce of job {job.job_id} (session {job.session}, call "
                 f"{self.calls}) got no result for {idle:.1f} s: {self.S - self.done} of "
                 f"{self.S} slots unfinished [{shown}]; {hint}")
