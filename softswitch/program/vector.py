@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .exprs import parse_hex
+from .fuse import fuse
 
 MIN_LANES = 8  # below this the numpy call overhead outweighs the scalar code
 MAX_PERIOD = 64  # primitives in one template
@@ -317,6 +318,7 @@ class VectorCompiler:
             self.lanes.append(leaves)
         self.template = prims[s:s + k]
         self.lines: list[str] = []
+        self.kinds: dict[str, tuple[bool, str]] = {}  # V name -> (vec, kind), for fuse()
         self.env: dict = {}  # location -> V (current value inside the group)
         self.written_inv: set[int] = set()  # lane-invariant slots written (privatised)
         self.read_inv: set[int] = set()  # lane-invariant slots read before any write
@@ -373,6 +375,7 @@ class VectorCompiler:
     def emit(self, code: str, lo: int, hi: int, kind: str = "data", vec: bool = True) -> V:
         name = self.fresh()
         self.lines.append(f"{name} = {code}")
+        self.kinds[name] = (vec, kind)
         return V(name, lo, hi, kind, vec)
 
     # -- leaves -------------------------------------------------------------------------
@@ -611,6 +614,7 @@ class VectorCompiler:
             # a later lane would read what an earlier one wrote: a loop-carried value
             raise Unsupported("a lane-invariant field is read before it is written")
         out = list(self.lines)
+        n = len(out)
         for loc, slots in self.stores.items():
             v = self.env[loc]
             if isinstance(slots, int):
@@ -627,7 +631,7 @@ class VectorCompiler:
                 else:
                     self.mod.globals.setdefault("_vmemo", {})
                     out.append(f"{tgt} = _vkeep(_vmemo, {tgt!r}, {v.code}, {self.m})")
-        return out
+        return fuse(out[:n], self.kinds, self.m, self.mod.bind, "\n".join(out[n:])) + out[n:]
 
     def guard_code(self) -> str | None:
         return " and ".join(self.guards) if self.guards else None
