@@ -258,7 +258,7 @@ def fuse(lines: list[str], kinds: dict, m: int, bind, rest: str = "") -> list[st
 
     def flush():
         nonlocal pending, run, hoisted
-        fused = _emit(run, hoisted, kinds, m, bind, lines, out, rest) if run else None
+        fused = _emit(run, hoisted, kinds, m, bind, lines, rest) if run else None
         out.extend(pending if fused is None else fused)
         pending, run, hoisted = [], [], []
 
@@ -280,7 +280,7 @@ def fuse(lines: list[str], kinds: dict, m: int, bind, rest: str = "") -> list[st
     return out
 
 
-def _emit(run, hoisted, kinds, m, bind, lines, out, rest) -> list[str] | None:
+def _emit(run, hoisted, kinds, m, bind, lines, rest) -> list[str] | None:
     if sum(r[2].ops for r in run) < MIN_OPS:
         return None
     names = {r[0] for r in run}
@@ -297,8 +297,13 @@ def _emit(run, hoisted, kinds, m, bind, lines, out, rest) -> list[str] | None:
     src = kernel_source([(r[0], r[1]) for r in run], inputs, outputs, kinds, m)
     try:
         kernel = load_kernel(src)
-        for writeable in (True, False):   # lazy runs hold read-only arrays: both kinds
-            kernel(*[_sample(x, kinds, m, writeable) for x in inputs])
+        # numba compiles once per type of the arguments, and a held run's array is
+        # read-only: compile each mix now, so that no packet waits for the compiler
+        arrays = [x for x in inputs if x.startswith("V") and kinds[x][0]]
+        mixes = range(1 << len(arrays)) if len(arrays) <= 3 else (0,)
+        for mix in mixes:
+            ro = {x for i, x in enumerate(arrays) if mix >> i & 1}
+            kernel(*[_sample(x, kinds, m, x not in ro) for x in inputs])
     except Exception:  # noqa: BLE001 - an optimisation: the numpy lines are always right
         log.debug("kernel not compiled; the numpy lines stay", exc_info=True)
         return None

@@ -122,12 +122,16 @@ def test_the_wide_program_fused_forwards_what_it_does_unfused(monkeypatch):
     monkeypatch.setenv("NATSWITCH_FUSE", "0")
     plain = engine(j, True, 4, 8)
     assert "fk_" not in plain.program_source
+    kernels = [v for k, v in fast._prog.ingress.__globals__.items() if k.startswith("fk_")]
+    compiled = [len(k.signatures) for k in kernels]
     outs = 0
     for port, frame in stream(4, 8, 96, elems_of(j), 5, 11):
         got = fast.process(port, frame)
         assert got == plain.process(port, frame)
         outs += len(got)
     assert outs == 96 and fast.stats["errors"] == 0
+    # every kernel was compiled for what packets hand it at load: none waited for numba
+    assert [len(k.signatures) for k in kernels] == compiled
 
 
 def test_kernels_are_cached_on_disk_or_compiled_in_memory(monkeypatch, tmp_path):
