@@ -66,8 +66,10 @@ def _lazy8(v, m: int):
 
 
 def _from(D: bytes, pos: int, dtype: str, m: int):
+    global _PACKED
     v = np.frombuffer(D, dtype, m, pos).astype(np.int64)
     v.flags.writeable = False
+    _PACKED = (v, dtype, D[pos:pos + m * int(dtype[-1])])
     return v
 
 
@@ -91,8 +93,20 @@ def _zeros(m: int):
     return v
 
 
+# The last array packed (or extracted) and its bytes: a packet's checksum and deparser, and
+# every multicast copy's, pack the same read-only array one after the other. One tuple,
+# replaced whole, so engines in other threads never see half of one.
+_PACKED: tuple = (None, None, b"")
+
+
 def _bytes(v, dtype) -> bytes:
-    return v.astype(dtype).tobytes()
+    global _PACKED
+    p = _PACKED
+    if p[0] is v and p[1] == dtype:
+        return p[2]
+    b = v.astype(dtype).tobytes()
+    _PACKED = (v, dtype, b)
+    return b
 
 
 HELPERS = {"_vflush": _flush, "_vlazy": _lazy, "_vlazy8": _lazy8, "_vbytes": _bytes,

@@ -217,3 +217,18 @@ def test_the_scalar_fallback_of_a_vector_group_sees_the_held_fields(monkeypatch)
     for i in range(N):
         assert [lazy.registers[f"r{i}"].read(j) for j in range(4)] == \
             [scalar.registers[f"r{i}"].read(j) for j in range(4)]
+
+
+def test_packed_bytes_are_reused_only_for_the_very_array_and_type():
+    import numpy as np
+
+    from softswitch.program import lazy
+    D = bytes(range(40)) * 4
+    v = lazy._from(D, 8, ">u4", 16)                 # extracted: its bytes are the packet's
+    assert lazy._bytes(v, ">u4") == D[8:72]
+    assert lazy._bytes(v, "|u1") == v.astype("u1").tobytes()   # another type: packed anew
+    w = lazy._lazy(np.array(v), 16)                 # equal lanes, another array
+    assert lazy._bytes(w, ">u2") == w.astype(">u2").tobytes()
+    assert lazy._bytes(v, ">u4") == v.astype(">u4").tobytes()
+    u = lazy._from(D, 1, "|u1", 16)
+    assert lazy._bytes(u, "|u1") == D[1:17] and lazy._bytes(v, "|u1") != D[1:17]
