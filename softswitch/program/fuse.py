@@ -14,6 +14,7 @@ per machine. Without numba, or with NATSWITCH_FUSE=0, the lines stay as they are
 from __future__ import annotations
 
 import ast
+import copy
 import hashlib
 import importlib.util
 import logging
@@ -182,7 +183,7 @@ def kernel_source(run: list, inputs: list, outputs: list, kinds: dict, m: int) -
     arg_of = {x: f"a{i}" for i, x in enumerate(inputs)}
 
     def cast(x: str) -> str:
-        return "np.bool_" if kinds.get(x, (False, "data"))[1] == "bool" else "np.int64"
+        return "np.bool_" if kinds[x][1] == "bool" else "np.int64"
     head, loop = [], []
     for x in inputs:
         a = arg_of[x]
@@ -194,7 +195,7 @@ def kernel_source(run: list, inputs: list, outputs: list, kinds: dict, m: int) -
             head.append(f"v{x[1:]} = {cast(x)}({a})")
     to_scalar = _Scalar(arg_of)
     for name, tree in run:
-        expr = ast.unparse(to_scalar.visit(ast.parse(ast.unparse(tree), mode="eval")).body)
+        expr = ast.unparse(to_scalar.visit(copy.deepcopy(tree)).body)
         loop.append(f"v{name[1:]} = {expr}")
     outs = [f"o{name[1:]}" for name in outputs]
     alloc = [f"o{name[1:]} = np.empty({m}, np.{'bool_' if kinds[name][1] == 'bool' else 'int64'})"
@@ -232,9 +233,13 @@ def load_kernel(src: str):
     if not path.exists():
         # several switches may start at once: each writes whole files only
         fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(src)
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(src)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
     name = f"natswitch_kernel_{h}"
     mod = sys.modules.get(name)
     if mod is None:
