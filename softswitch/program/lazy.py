@@ -69,7 +69,7 @@ def _from(D: bytes, pos: int, dtype: str, m: int):
     global _PACKED
     v = np.frombuffer(D, dtype, m, pos).astype(np.int64)
     v.flags.writeable = False
-    _PACKED = (v, dtype, D[pos:pos + m * int(dtype[-1])])
+    _PACKED = (v, dtype, D[pos:pos + m * int(dtype[-1])])   # '>u4': 4 bytes a lane
     return v
 
 
