@@ -181,25 +181,21 @@ def kernel_source(run: list, inputs: list, outputs: list, kinds: dict, m: int) -
     """A numba kernel: run = [(V name, tree)], inputs = [V name / 'F[k]' / 'pN'] in
     argument order, outputs = [V name]; kinds: V name -> (vec, kind)."""
     arg_of = {x: f"a{i}" for i, x in enumerate(inputs)}
-
-    def cast(x: str) -> str:
-        return "np.bool_" if kinds[x][1] == "bool" else "np.int64"
     head, loop = [], []
     for x in inputs:
         a = arg_of[x]
         if not x.startswith("V"):
             head.append(f"{a} = np.int64({a})")           # a scalar field or parameter
         elif kinds[x][0]:
-            loop.append(f"v{x[1:]} = {cast(x)}({a}[i])")   # a vector: one lane per pass
+            loop.append(f"v{x[1:]} = np.{_dtype(kinds, x)}({a}[i])")   # one lane per pass
         else:
-            head.append(f"v{x[1:]} = {cast(x)}({a})")
+            head.append(f"v{x[1:]} = np.{_dtype(kinds, x)}({a})")
     to_scalar = _Scalar(arg_of)
     for name, tree in run:
         expr = ast.unparse(to_scalar.visit(copy.deepcopy(tree)).body)
         loop.append(f"v{name[1:]} = {expr}")
     outs = [f"o{name[1:]}" for name in outputs]
-    alloc = [f"o{name[1:]} = np.empty({m}, np.{'bool_' if kinds[name][1] == 'bool' else 'int64'})"
-             for name in outputs]
+    alloc = [f"o{name[1:]} = np.empty({m}, np.{_dtype(kinds, name)})" for name in outputs]
     loop += [f"o{name[1:]}[i] = v{name[1:]}" for name in outputs]
     body = head + alloc + [f"for i in range({m}):"] + ["    " + x for x in loop] + \
         [f"return ({', '.join(outs)},)"]
@@ -294,8 +290,8 @@ def _emit(run, hoisted, kinds, m, bind, lines, rest) -> list[str] | None:
         for x in leaves.names + [f"F[{s}]" for s in leaves.slots]:
             if x not in names and x not in inputs:
                 inputs.append(x)
-    text = "\n".join(x for x in lines if _DEF.match(x) is None or _DEF.match(x).group(1)
-                     not in names) + "\n" + rest
+    text = "\n".join(x for x in lines if (d := _DEF.match(x)) is None
+                     or d.group(1) not in names) + "\n" + rest
     outputs = [r[0] for r in run if re.search(rf"\b{r[0]}\b", text)]
     if not outputs or any(x.startswith("V") and x not in kinds for x in inputs):
         return None
@@ -310,7 +306,7 @@ def _emit(run, hoisted, kinds, m, bind, lines, rest) -> list[str] | None:
             ro = {x for i, x in enumerate(arrays) if mix >> i & 1}
             kernel(*[_sample(x, kinds, m, x not in ro) for x in inputs])
     except Exception:  # noqa: BLE001 - an optimisation: the numpy lines are always right
-        log.debug("kernel not compiled; the numpy lines stay", exc_info=True)
+        log.warning("a vector run stays numpy: its kernel did not compile", exc_info=True)
         return None
     k = bind(kernel, "fk")
     return hoisted + [f"{', '.join(outputs)}, = {k}({', '.join(inputs)})"]
@@ -320,6 +316,11 @@ def _sample(x: str, kinds: dict, m: int, writeable: bool):
     """An argument of the type the kernel is called with, to compile it at load time."""
     if not x.startswith("V") or not kinds[x][0]:
         return 0
-    v = np.zeros(m, np.bool_ if kinds[x][1] == "bool" else np.int64)
+    v = np.zeros(m, _dtype(kinds, x))
     v.flags.writeable = writeable
     return v
+
+
+def _dtype(kinds: dict, x: str) -> str:
+    """The numpy type of V name x's lanes."""
+    return "bool_" if kinds[x][1] == "bool" else "int64"

@@ -145,3 +145,22 @@ def test_kernels_are_cached_on_disk_or_compiled_in_memory(monkeypatch, tmp_path)
     monkeypatch.setenv("NATSWITCH_CACHE", str(blocked))
     src2 = src.replace("* 3", "* 5")
     assert list(fz.load_kernel(src2)(np.arange(8))[0]) == [5 * i for i in range(8)]
+
+
+def test_a_new_process_takes_the_kernel_from_the_disk_cache(tmp_path):
+    # numba finds a cached kernel's module by name: a kernel loaded from the cache in a
+    # fresh process must run from there, not fall back to compiling (or to numpy)
+    import subprocess
+    import sys
+    code = ("import numpy as np\nfrom softswitch.program import fuse as fz\n"
+            "src = fz.kernel_source([('V2', fz._parse('((V1 * 7) ^ 3)')[0])], ['V1'], ['V2'], "
+            "{'V1': (True, 'data'), 'V2': (True, 'data')}, 8)\n"
+            "k = fz.load_kernel(src)\n"
+            "assert list(k(np.arange(8))[0]) == [(i * 7) ^ 3 for i in range(8)]\n"
+            "print(sum(k.stats.cache_hits.values()), sum(k.stats.cache_misses.values()))\n")
+    env = {**__import__("os").environ, "NATSWITCH_CACHE": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env=env, cwd=str(WIDE.parents[3]), timeout=120) for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[-1].stderr[-2000:]
+    assert runs[0].stdout.split() == ["0", "1"]     # compiled, then written to the cache
+    assert runs[1].stdout.split() == ["1", "0"]     # read back, not compiled
