@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # The steps of Switch.process --stages times: program functions, then the switch's own.
 STAGES = ("parse", "verify_checksums", "ingress", "egress", "update_checksums", "deparse")
+NATIVE_STAGES = ("ingress", "egress")  # softswitch/native/: whole passes in one call each
 
 
 def timed(sw) -> dict:
@@ -48,6 +49,12 @@ def timed(sw) -> dict:
                 acc[name] += clock() - t
         return step
 
+    nat = getattr(sw._prog, "native", None)
+    if nat is not None:  # compiled: the calls into native code, and the rest
+        acc = dict.fromkeys(NATIVE_STAGES, 0.0)
+        for name in NATIVE_STAGES:
+            setattr(nat, name, wrap(name, getattr(nat, name)))
+        return acc
     for name in STAGES:
         setattr(sw._prog, name, wrap(name, getattr(sw._prog, name)))
     sw._replicate = wrap("replicate", sw._replicate)
@@ -64,11 +71,15 @@ def serve(tree: Path, path: Path, workers: int, slots: int, packets: int) -> Non
     t = time.perf_counter()
     j = json.loads(path.read_text())
     t_json = time.perf_counter() - t
-    sw = engine(j, True, workers, slots)
+    try:  # the tier Switch picks by itself (the native one where it compiles)
+        sw = engine(j, True, workers, slots, native=None)
+    except TypeError:  # a checkout from before the native tier
+        sw = engine(j, True, workers, slots)
     t_load = time.perf_counter() - t
     elems = elems_of(j)
     print(json.dumps({"elems": elems, "json_s": t_json, "load_s": t_load,
-                      "softswitch": softswitch.__file__}), flush=True)
+                      "softswitch": softswitch.__file__,
+                      "tier": getattr(sw, "tier", "python")}), flush=True)
     acc = None
     for line in sys.stdin:
         if line.startswith("stages") and acc is None:
@@ -152,7 +163,8 @@ def main(argv=None) -> int:
     med = {k: sorted(v)[len(v) // 2] for k, v in cpu.items()}
     for (name, jp), m in med.items():
         i = info[name, jp]
-        print(f"{name} {jp}: {i['elems']} elements/packet: {m * 1e6:7.1f} us CPU per packet, "
+        print(f"{name} {jp} ({i.get('tier', 'python')} tier): {i['elems']} elements/packet: "
+              f"{m * 1e6:7.1f} us CPU per packet, "
               f"{1 / m:8,.0f} packets/s, {i['elems'] / m:11,.0f} elements/s; load "
               f"{i['load_s']:.1f} s (JSON parse {i['json_s']:.1f} s)")
     for (name, jp), st in stages.items():

@@ -42,8 +42,11 @@ def elems_of(j: dict) -> int:
     return sum(1 for f in ht["fields"] if f[0].startswith("c"))
 
 
-def engine(j: dict, vectorize: bool, workers: int, slots: int) -> Switch:
-    sw = Switch(seed=1, vectorize=vectorize)
+def engine(j: dict, vectorize: bool, workers: int, slots: int,
+           native: bool | None = False) -> Switch:
+    """One switch running the program with one job of `workers` children (Python tier by
+    default: this bench compares its vector code with its scalar code)."""
+    sw = Switch(seed=1, vectorize=vectorize, native=native)
     sw.load(j)
     sw.tables["NatIngress.agg.jobs"].insert(Entry(
         (JOB,), "NatIngress.agg.job_root", [0, slots, workers, GROUP, wire.ENC_CNAT8, 255]))

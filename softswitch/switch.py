@@ -16,9 +16,12 @@ import threading
 import time
 from collections import deque
 
+from . import native
 from .errors import SwitchError
+from .native import enabled as native_ok
 from .pre import PRE, CloneSessions
 from .program import Program, compile_program
+from .program import decode as decode_program
 from .program.layout import (
     ABORT,
     CLONE,
@@ -53,7 +56,7 @@ NB_QUEUES_PER_PORT = 1  # simple_switch's default; a higher priority is dropped
 class Switch:
     def __init__(self, device_id: int = 0, cpu_port: int | None = None, drop_port: int = 511,
                  log: logging.Logger | None = None, seed: int | None = None,
-                 vectorize: bool = True):
+                 vectorize: bool = True, native: bool | None = None):
         self.device_id = device_id
         self.cpu_port = cpu_port
         self.drop_port = drop_port
@@ -63,6 +66,8 @@ class Switch:
         # vector code draws the random extern's values from numpy (program/vector.py)
         self._nprng = RandomBatch(seed)
         self.vectorize = vectorize
+        # the packet path compiled to machine code where it can be (softswitch/native/)
+        self.native = native_ok() if native is None else bool(native) and native_ok()
         self._prog: Program | None = None
         self._t0 = time.monotonic()
         self.tables: dict = {}
@@ -87,16 +92,48 @@ class Switch:
 
     def load(self, config) -> None:
         """Translate and install a BMv2 JSON program; resets all runtime state."""
-        self._install(compile_program(config, lock=self._lock, rng=self._rng, log=self.log,
-                                     drop_port=self.drop_port, vectorize=self.vectorize,
-                                     nprng=self._nprng))
+        self._install(self._compile(config))
+
+    def _compile(self, config) -> Program:
+        """The Python tier's program and, where the native tier takes it, its compiled
+        packet path (then the Python tier needs no vector code: it only serves the
+        control plane)."""
+        kw = dict(lock=self._lock, rng=self._rng, log=self.log, drop_port=self.drop_port,
+                  nprng=self._nprng)
+        if self.native:
+            j = decode_program(config)
+            try:
+                why = native.unsupported_features(j)
+            except Exception:  # noqa: BLE001 - malformed: the Python tier says how
+                why = "a malformed program"
+            if why is None:
+                prog = compile_program(j, vectorize=False, **kw)
+                try:
+                    prog.native = native.build(prog, j, seed=self._rng.getrandbits(63),
+                                               drop_port=self.drop_port)
+                    return prog
+                except native.Unsupported as e:
+                    why = str(e)
+                except Exception:  # a bug of the native tier must not cost the program
+                    self.log.warning("native tier failed on this program; it runs on the "
+                                     "Python tier", exc_info=True)
+                    why = "it (internal error)"
+            self.log.info("program runs on the Python tier: the native tier does not "
+                          "compile %s", why)
+            config = j
+        return compile_program(config, vectorize=self.vectorize, **kw)
+
+    @property
+    def tier(self) -> str:
+        """'native' when packets run as compiled code, 'python' otherwise."""
+        return "native" if self._prog is not None and self._prog.native else "python"
 
     def scratch(self) -> Switch:
         """An engine to load a candidate program into without touching this one. It shares
         this engine's lock and random sources, so the program it compiled can be moved here
         with adopt() rather than compiled again (seconds for a wide program)."""
         other = Switch(self.device_id, self.cpu_port, self.drop_port, self.log,
-                       vectorize=self.vectorize)
+                       vectorize=self.vectorize, native=self.native)
         other._lock, other._rng, other._nprng = self._lock, self._rng, self._nprng
         other.pre, other.clones = PRE(self._lock), CloneSessions(self._lock)
         other._origin = self
@@ -183,40 +220,51 @@ class Switch:
 
     def _get(self, F: list, prog: Program, name: str) -> int:
         s = prog.sm[name]
-        return 0 if s is None else F[s[0]]
+        return 0 if s is None else int(F[s[0]])
 
     def _ingress(self, prog: Program, item, ingress_q: deque, egress_q: deque) -> None:
         data, phys_port, itype, preserved, pktlen, inlen = item
-        F = prog.init_slots[:]
+        nat = prog.native
+        F = nat.fresh() if nat else prog.init_slots[:]
         F[INLEN] = inlen
         F[PKTLEN] = pktlen
         if preserved is not None:
             for slot, v in preserved:
                 F[slot] = v
-        # a new packet gets its port and timestamp (receive_ in simple_switch.cpp)
-        prog.set_ingress_meta(F, phys_port, pktlen, itype, self._now(), preserved is None)
-        pos, err = prog.parse(F, data)
-        F[PAYLOAD] = data[pos:]
-        ck_err = prog.verify_checksums(F)
-        prog.set_parse_result(F, err, 1 if ck_err else 0)
-        prog.ingress(F)
-        F[EXIT] = 0
+        if nat:
+            self._data = data  # the payload of every copy this pass sends
+            nat.ingress(F, data, phys_port, pktlen, itype, self._now(), preserved is None)
+            self._events(nat)
+        else:
+            # a new packet gets its port and timestamp (receive_ in simple_switch.cpp)
+            prog.set_ingress_meta(F, phys_port, pktlen, itype, self._now(), preserved is None)
+            pos, err = prog.parse(F, data)
+            F[PAYLOAD] = data[pos:]
+            ck_err = prog.verify_checksums(F)
+            prog.set_parse_result(F, err, 1 if ck_err else 0)
+            prog.ingress(F)
+            F[EXIT] = 0
         if F[ABORT]:
             self.stats["dropped"] += 1
             return
         if F[CLONE]:
             # An ingress clone is the packet as it arrived, re-parsed.
-            C = prog.init_slots[:]
-            self._set(C, prog, "ingress_port", phys_port)
-            cpos, _ = prog.parse(C, data)
-            C[PAYLOAD] = data[cpos:]
+            if nat:
+                C = nat.fresh()
+                self._set(C, prog, "ingress_port", phys_port)
+                nat.parse(C, data)
+            else:
+                C = prog.init_slots[:]
+                self._set(C, prog, "ingress_port", phys_port)
+                cpos, _ = prog.parse(C, data)
+                C[PAYLOAD] = data[cpos:]
             C[PKTLEN] = pktlen
             C[INLEN] = inlen
             self._clone(prog, F, C, INSTANCE_INGRESS_CLONE, egress_q, phys_port)
         if F[DIGEST]:
-            self.digests.append((F[DIGEST], data))
+            self.digests.append((int(F[DIGEST]), data))
             F[DIGEST] = 0
-        rfl = F[RESUBMIT]
+        rfl = int(F[RESUBMIT])
         if rfl:
             keep = [(s, F[s]) for s in prog.field_lists.get(rfl, ())]
             ingress_q.append((data, phys_port, INSTANCE_RESUBMIT, keep, pktlen, inlen))
@@ -237,6 +285,11 @@ class Switch:
         self._set(F, prog, "instance_type", INSTANCE_NORMAL)
         self._enqueue(prog, es, F, egress_q, phys_port)
 
+    def _events(self, nat) -> None:
+        msg = nat.take_event()
+        if msg:
+            self.log.error(msg)
+
     def _replicate(self, prog: Program, F: list, replicas, egress_q: deque, trunc: int,
                    phys_port: int) -> None:
         """Enqueues a copy of F per replica. F is the caller's to give away: the last
@@ -244,7 +297,7 @@ class Switch:
         rid = prog.sm["egress_rid"]
         last = len(replicas) - 1
         for i, (port, r) in enumerate(replicas):
-            C = F if i == last else F[:]
+            C = F if i == last else F.copy()
             if rid is not None:
                 C[rid[0]] = r & rid[1]
             C[CLONE] = C[CLONE_FL] = C[RESUBMIT] = C[RECIRC] = C[DIGEST] = 0
@@ -264,12 +317,12 @@ class Switch:
         """Sends C, the clone F asked for, to its session's replicas; clears the request."""
         clone, fl = F[CLONE], F[CLONE_FL]
         F[CLONE] = F[CLONE_FL] = C[CLONE] = C[CLONE_FL] = 0
-        sess = self.clones.sessions.get(clone & 0x7FFF)
+        sess = self.clones.sessions.get(int(clone) & 0x7FFF)
         if sess is None:
             return
         for s in prog.metadata_slots:
             C[s] = 0
-        for s in prog.field_lists.get(fl, ()):
+        for s in prog.field_lists.get(int(fl), ()):
             C[s] = F[s]
         self._set(C, prog, "instance_type", instance_type)
         self._replicate(prog, C, sess["replicas"], egress_q,
@@ -277,28 +330,30 @@ class Switch:
 
     def _egress(self, prog: Program, item, ingress_q: deque, egress_q: deque, out: list) -> None:
         port, F, phys_port = item
-        prog.set_egress_meta(F, port, self._now(), F[PKTLEN])
-        F[EXIT] = 0
-        prog.egress(F)
-        if F[ABORT]:
-            self.stats["dropped"] += 1
-            return
-        if F[CLONE]:
-            # An egress clone is the packet as egress left it.
-            self._clone(prog, F, F[:], INSTANCE_EGRESS_CLONE, egress_q, phys_port)
-        if self._get(F, prog, "egress_spec") == self.drop_port:
-            self.stats["dropped"] += 1
-            return
-        prog.update_checksums(F)
-        data = prog.deparse(F) + F[PAYLOAD]
-        if len(data) > self._capacity:
-            self.stats["dropped"] += 1
-            self.stats["too_big"] += 1
-            self.log.error("packet of %d bytes grew to %d: more than BMv2's %d bytes of "
-                           "headroom (simple_switch would abort); dropped",
-                           self._capacity - HEADROOM, len(data), HEADROOM)
-            return
-        rfl = F[RECIRC]
+        nat = prog.native
+        if nat:
+            data = self._egress_native(prog, nat, F, port, egress_q, phys_port)
+            if data is None:
+                return
+        else:
+            prog.set_egress_meta(F, port, self._now(), F[PKTLEN])
+            F[EXIT] = 0
+            prog.egress(F)
+            if F[ABORT]:
+                self.stats["dropped"] += 1
+                return
+            if F[CLONE]:
+                # An egress clone is the packet as egress left it.
+                self._clone(prog, F, F[:], INSTANCE_EGRESS_CLONE, egress_q, phys_port)
+            if self._get(F, prog, "egress_spec") == self.drop_port:
+                self.stats["dropped"] += 1
+                return
+            prog.update_checksums(F)
+            data = prog.deparse(F) + F[PAYLOAD]
+            if len(data) > self._capacity:
+                self._too_big(len(data))
+                return
+        rfl = int(F[RECIRC])
         if rfl:
             keep = [(s, F[s]) for s in prog.field_lists.get(rfl, ())]
             ingress_q.append((data, phys_port, INSTANCE_RECIRC, keep, len(data), len(data)))
@@ -306,3 +361,29 @@ class Switch:
         if F[TRUNC] >= 0:
             data = data[: F[TRUNC]]
         out.append((port, data))
+
+    def _egress_native(self, prog, nat, F, port, egress_q, phys_port) -> bytes | None:
+        """Egress, checksums and deparser of one copy as compiled code: the frame, or None
+        when it was dropped."""
+        data = self._data
+        n = nat.egress(F, data, port, self._now(), self._capacity)
+        self._events(nat)
+        if n == -2:  # an egress clone is the packet as egress left it
+            self._clone(prog, F, F.copy(), INSTANCE_EGRESS_CLONE, egress_q, phys_port)
+            n = -3 if self._get(F, prog, "egress_spec") == self.drop_port else \
+                nat.emit(F, data, self._capacity)
+        if n == -4:
+            self._too_big(None)
+            return None
+        if n < 0:
+            self.stats["dropped"] += 1
+            return None
+        return nat.out[:n].tobytes()
+
+    def _too_big(self, length: int | None) -> None:
+        self.stats["dropped"] += 1
+        self.stats["too_big"] += 1
+        self.log.error("packet of %d bytes grew to %s: more than BMv2's %d bytes of "
+                       "headroom (simple_switch would abort); dropped",
+                       self._capacity - HEADROOM, length if length is not None else "more",
+                       HEADROOM)

@@ -98,6 +98,8 @@ class Table:
         self._next_miss = None
         self._has_hit_miss = False
         self._base_default_next = None
+        # the native tier's buffers (native/tables.py): told of changes, asked for counts
+        self.native = None
 
     # -- wiring to the compiled program -----------------------------------------
 
@@ -249,6 +251,8 @@ class Table:
 
     def get(self, key, priority: int = 0) -> Entry | None:
         with self._lock:
+            if self.native is not None:
+                self.native.sync(self)
             try:
                 k = self._check_key(key, priority)
             except SwitchError:
@@ -265,10 +269,14 @@ class Table:
             ent = self._entries.get((k, priority))
             if ent is None:
                 raise SwitchError("NOT_FOUND", f"table {self.name}: no such entry")
+            if self.native is not None:
+                self.native.sync(self)
             ent.packets, ent.bytes = packets, nbytes
 
     def entries(self) -> list[Entry]:
         with self._lock:
+            if self.native is not None:
+                self.native.sync(self)
             return list(self._entries.values())
 
     def clear(self) -> None:
@@ -278,6 +286,8 @@ class Table:
             self._entries.clear()
             self.exact.clear()
             self._dirty = True
+            if self.native is not None:
+                self.native.changed(self)
 
     def set_default(self, action: str, params: list[int]) -> None:
         with self._lock:
@@ -289,11 +299,15 @@ class Table:
                                       f"table {self.name}: the default action is const")
             self.default = (action, p)
             self._refresh_miss()
+            if self.native is not None:
+                self.native.changed(self)
 
     def reset_default(self) -> None:
         with self._lock:
             self.default = self._initial_default or ("", [])
             self._refresh_miss()
+            if self.native is not None:
+                self.native.changed(self)
 
     def load_const_entries(self, entries: list[Entry]) -> None:
         for e in entries:
@@ -301,12 +315,16 @@ class Table:
         self.has_const_entries = True
 
     def reset_counters(self) -> None:
+        if self.native is not None:
+            self.native.sync(self)
         for e in self._entries.values():
             e.packets = e.bytes = 0
 
     # -- data plane --------------------------------------------------------------------
 
     def _changed(self, ent: Entry, add: bool) -> None:
+        if self.native is not None:
+            self.native.changed(self)
         if self.exact_only:
             k = self._exact_key(ent.key)
             if add:

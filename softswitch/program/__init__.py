@@ -70,6 +70,8 @@ class Program:
     set_ingress_meta: object = None  # (F, port, pktlen, itype, now, new)
     set_parse_result: object = None  # (F, parser_error, checksum_error)
     set_egress_meta: object = None  # (F, port, now, pktlen)
+    controls: object = None  # the ControlCompiler: table action ids the native tier needs
+    native: object = None  # native.NativeProgram when the packet path is compiled
 
 
 def decode(config) -> dict:
@@ -261,6 +263,7 @@ def _compile(j: dict, lock, rng, log, drop_port, vectorize, nprng) -> Program:
         set_ingress_meta=ns[meta_names[0]],
         set_parse_result=ns[meta_names[1]],
         set_egress_meta=ns[meta_names[2]],
+        controls=cc,
     )
 
 

@@ -137,9 +137,12 @@ class Bank:
     array: np.ndarray = field(repr=False, default=None)
 
 
-def plan_banks(actions: list[dict], registers: dict) -> dict[str, tuple[Bank, int]]:
-    """register name -> (bank, column) for register arrays repeated per lane in a group."""
-    banks: dict[str, tuple[Bank, int]] = {}
+def lane_register_sets(actions: list[dict], registers: dict, max_width: int,
+                       max_cells: int | None = None):
+    """Tuples of register arrays a group's lanes use at one position, one array a lane,
+    all of one size and width <= max_width (and at most max_cells cells together), each
+    array in one tuple at most."""
+    taken: set[str] = set()
     for a in actions:
         prims = a.get("primitives", [])
         if any(p.get("op") in ("_jump", "_jump_if_zero") for p in prims):
@@ -155,21 +158,32 @@ def plan_banks(actions: list[dict], registers: dict) -> dict[str, tuple[Bank, in
                 if kind != "register_array":
                     continue
                 names = tuple(lane[pos][1] for lane in lanes)
-                if len(set(names)) != m or any(n in banks for n in names):
+                if len(set(names)) != m or any(n in taken for n in names):
                     continue
                 regs = [registers.get(n) for n in names]
                 if any(r is None for r in regs):
                     continue
                 size, bw = regs[0].size, regs[0].bitwidth
-                if bw > 62 or any(r.size != size or r.bitwidth != bw for r in regs):
+                if bw > max_width or any(r.size != size or r.bitwidth != bw for r in regs):
                     continue
-                if size * m > MAX_BANK_CELLS:
-                    continue  # too big to hold twice: these registers stay lists
-                bank = Bank(names, size, bw, np.zeros((size, m), dtype=np.int64))
-                for c, (n, r) in enumerate(zip(names, regs, strict=True)):
-                    bank.array[:, c] = r.values  # keeps what is there
-                    r.values = bank.array[:, c]
-                    banks[n] = (bank, c)
+                if max_cells is not None and size * m > max_cells:
+                    continue
+                taken.update(names)
+                yield names
+
+
+def plan_banks(actions: list[dict], registers: dict) -> dict[str, tuple[Bank, int]]:
+    """register name -> (bank, column) for register arrays repeated per lane in a group."""
+    banks: dict[str, tuple[Bank, int]] = {}
+    # a bank too big to hold twice stays lists
+    for names in lane_register_sets(actions, registers, 62, MAX_BANK_CELLS):
+        regs = [registers[n] for n in names]
+        size, bw, m = regs[0].size, regs[0].bitwidth, len(names)
+        bank = Bank(names, size, bw, np.zeros((size, m), dtype=np.int64))
+        for c, (n, r) in enumerate(zip(names, regs, strict=True)):
+            bank.array[:, c] = r.values  # keeps what is there
+            r.values = bank.array[:, c]
+            banks[n] = (bank, c)
     return banks
 
 

@@ -19,6 +19,25 @@ from softswitch.p4runtime import P4RuntimeServer, P4RuntimeService  # noqa: E402
 
 DEVICE_ID = 1
 CPU_PORT = 255
+# Engine tests run on both tiers: the compiled packet path (softswitch/native/), where the
+# program compiles, and the Python tier (its fallback, and the reference). These modules
+# test the Python tier's own code generation and pin it themselves.
+PYTHON_TIER_ONLY = {"test_engine_vector", "test_engine_lazy", "test_engine_fuse",
+                    "test_engine_codegen", "test_engine_wide", "test_engine_native"}
+
+
+def pytest_generate_tests(metafunc):
+    mod = metafunc.module.__name__.rsplit(".", 1)[-1]
+    if mod.startswith("test_engine_") and mod not in PYTHON_TIER_ONLY:
+        metafunc.fixturenames.append("tier")
+        metafunc.parametrize("tier", ["native", "python"])
+
+
+@pytest.fixture
+def tier(request, monkeypatch):
+    """The tier Switch() picks by default in this test."""
+    monkeypatch.setenv("NATSWITCH_NATIVE", "1" if request.param == "native" else "0")
+    return request.param
 BASIC = Path(__file__).resolve().parents[1] / "p4" / "build" / "p4rt_basic"
 
 

@@ -48,7 +48,7 @@ def program(n_elems: int = 4, reg_size: int = 16) -> dict:
 
 
 def test_tabulated_decode_matches_reference_for_every_code():
-    sw = Switch()
+    sw = Switch(native=False)
     sw.load(program(n_elems=4, reg_size=1))
     assert "tab_" in sw.program_source  # the decode became a table lookup
     for base in range(0, 256, 4):
@@ -59,7 +59,7 @@ def test_tabulated_decode_matches_reference_for_every_code():
 
 
 def test_register_accumulation_with_guards_hoisted_and_out_of_range():
-    sw = Switch()
+    sw = Switch(native=False)
     sw.load(program(n_elems=4, reg_size=16))
     assert "if f" in sw.program_source and "else:" in sw.program_source
     pkt = b"\x03" + bytes([1, 2, 0x81, 0])  # +1, +2, -1, 0
@@ -101,7 +101,7 @@ def test_exponential_and_deep_trees_compile_to_small_code():
         assign(field("standard_metadata", "egress_spec"), hexstr(1)),
     ])
     p.call("ingress", "big_t", "big")
-    sw = Switch()
+    sw = Switch(native=False)
     sw.load(p.json())
     assert len(sw.program_source) < 200_000
     for a in (0, 1, 0xDEADBEEF):

@@ -98,10 +98,10 @@ def test_random_templates_fused_compute_what_numpy_and_scalar_code_do(monkeypatc
     for seed in range(200, 215):
         rng = random.Random(seed)
         j, nbytes = random_program(seed, stmts=(4, 6))
-        fast = Switch(vectorize=True)
+        fast = Switch(vectorize=True, native=False)
         fast.load(j)
         monkeypatch.setenv("NATSWITCH_FUSE", "0")
-        plain, slow = Switch(vectorize=True), Switch(vectorize=False)
+        plain, slow = Switch(vectorize=True, native=False), Switch(vectorize=False, native=False)
         plain.load(j)
         slow.load(j)
         monkeypatch.delenv("NATSWITCH_FUSE")
@@ -117,10 +117,10 @@ def test_random_templates_fused_compute_what_numpy_and_scalar_code_do(monkeypatc
 def test_the_wide_program_fused_forwards_what_it_does_unfused(monkeypatch):
     from bench.softswitch_vector import elems_of, engine, stream
     j = json.loads(WIDE.read_text())
-    fast = engine(j, True, 4, 8)
+    fast = engine(j, True, 4, 8, native=False)
     assert "fk_" in fast.program_source        # its re-compression is one kernel
     monkeypatch.setenv("NATSWITCH_FUSE", "0")
-    plain = engine(j, True, 4, 8)
+    plain = engine(j, True, 4, 8, native=False)
     assert "fk_" not in plain.program_source
     kernels = [v for k, v in fast._prog.ingress.__globals__.items() if k.startswith("fk_")]
     compiled = [len(k.signatures) for k in kernels]

@@ -88,12 +88,12 @@ def random_chain(seed: int) -> dict:
 
 
 def engines(j: dict, monkeypatch) -> tuple[Switch, Switch, Switch]:
-    lazy, scalar = Switch(vectorize=True), Switch(vectorize=False)
+    lazy, scalar = Switch(vectorize=True, native=False), Switch(vectorize=False, native=False)
     lazy.load(j)
     scalar.load(j)
     with monkeypatch.context() as m:  # the same vector code, fields always written back
         m.setattr(program_mod, "lazify", lambda lines, L, excluded: (lines, {}))
-        eager = Switch(vectorize=True)
+        eager = Switch(vectorize=True, native=False)
         eager.load(j)
     for sw in (lazy, scalar, eager):
         sw.pre.create(1, [(p, 0) for p in PORTS])

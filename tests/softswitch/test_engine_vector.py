@@ -98,7 +98,7 @@ def program(reg_size: int = 16, loop_carried: bool = False) -> dict:
 
 
 def pair(j: dict) -> tuple[Switch, Switch]:
-    fast, slow = Switch(vectorize=True), Switch(vectorize=False)
+    fast, slow = Switch(vectorize=True, native=False), Switch(vectorize=False, native=False)
     fast.load(j)
     slow.load(j)
     return fast, slow
@@ -171,7 +171,7 @@ def test_random_in_vectors_stays_in_bounds_and_varies(lo, hi):
     prims.append(assign(field("standard_metadata", "egress_spec"), hexstr(1)))
     p.action("draw", prims)
     p.call("ingress", "draw_t", "draw")
-    sw = Switch(seed=5)
+    sw = Switch(seed=5, native=False)
     sw.load(p.json())
     assert "uniform" in sw.program_source
     seen = []

@@ -48,7 +48,7 @@ def expected(pkt: bytes, port: int) -> bytes:
 
 def test_byte_fields_are_emitted_and_checksummed_exactly_per_copy():
     for vectorize in (True, False):
-        sw = Switch(vectorize=vectorize)
+        sw = Switch(vectorize=vectorize, native=False)
         sw.load(program())
         sw.pre.create(1, [(p, 0) for p in PORTS])
         rng = random.Random(3)

@@ -1,0 +1,108 @@
+"""IR text -> machine code with llvmlite (LLVM's MCJIT), cached on disk.
+
+The object code of a program is kept under $NATSWITCH_CACHE (or ~/.cache/natswitch) by
+the hash of its IR, the LLVM version and the host CPU, so a second switch process, or the
+next run, loads it instead of optimizing and compiling again; a lock file makes processes
+that start together compile once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import hashlib
+import logging
+import os
+import tempfile
+import threading
+from pathlib import Path
+
+log = logging.getLogger("softswitch.native")
+_init_lock = threading.Lock()
+_ready = False
+OPT = 2
+
+
+def _llvm():
+    global _ready
+    import llvmlite.binding as llvm
+    with _init_lock:
+        if not _ready:
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            _ready = True
+    return llvm
+
+
+def cache_dir() -> Path | None:
+    base = os.environ.get("NATSWITCH_CACHE")
+    d = Path(base) if base else Path.home() / ".cache" / "natswitch"
+    d = d / "native"
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        probe = d / ".probe"
+        probe.touch()
+        return d
+    except OSError:
+        return None
+
+
+class Compiled:
+    """The functions of one compiled module, as ctypes callables; they are valid while
+    this object (which holds the engine their code lives in) is alive."""
+
+    def __init__(self, ee, fns: dict):
+        self.ee = ee
+        self.fns = fns
+
+
+def compile_module(text: str, exports: dict[str, tuple], name: str = "program") -> Compiled:
+    """exports: function name -> (restype, argtypes) of ctypes."""
+    import llvmlite
+    llvm = _llvm()
+    cpu = llvm.get_host_cpu_name()
+    feats = llvm.get_host_cpu_features().flatten()
+    key = hashlib.sha256("\0".join([text, llvmlite.__version__, cpu, feats, str(OPT)])
+                         .encode()).hexdigest()[:32]
+    d = cache_dir()
+    obj_path = d / f"{key}.o" if d else None
+    tm = llvm.Target.from_default_triple().create_target_machine(
+        cpu=cpu, features=feats, opt=OPT, reloc="default", codemodel="jitdefault")
+    lock_f = None
+    if d is not None:
+        lock_f = open(d / f"{key}.lock", "w")  # noqa: SIM115 - held until compiled
+        fcntl.flock(lock_f, fcntl.LOCK_EX)
+    try:
+        cached = obj_path.read_bytes() if obj_path and obj_path.exists() else None
+        dump = os.environ.get("NATSWITCH_NATIVE_DUMP")
+        if dump:  # for debugging the generator: the IR of the last program compiled
+            Path(dump).write_text(text)
+        mod = llvm.parse_assembly(text)
+        mod.name = name
+        mod.verify()
+        if cached is None:
+            pto = llvm.create_pipeline_tuning_options(speed_level=OPT)
+            pb = llvm.create_pass_builder(tm, pto)
+            pb.getModulePassManager().run(mod, pb)
+        ee = llvm.create_mcjit_compiler(mod, tm)
+        fresh: list[bytes] = []
+        ee.set_object_cache(lambda m, buf: fresh.append(bytes(buf)),
+                            lambda m: cached)
+        ee.finalize_object()
+        if cached is None and fresh and obj_path is not None:
+            fd, tmp = tempfile.mkstemp(dir=obj_path.parent, suffix=".tmp")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(fresh[0])
+            os.replace(tmp, obj_path)
+        log.debug("native module %s: %s", key, "from the cache" if cached else "compiled")
+    finally:
+        if lock_f is not None:
+            fcntl.flock(lock_f, fcntl.LOCK_UN)
+            lock_f.close()
+    fns = {}
+    for fname, (res, args) in exports.items():
+        addr = ee.get_function_address(fname)
+        if not addr:
+            raise RuntimeError(f"native function {fname} missing")
+        fns[fname] = ctypes.CFUNCTYPE(res, *args)(addr)
+    return Compiled(ee, fns)
