@@ -42,6 +42,7 @@ class PRE:
     def __init__(self, lock: threading.RLock):
         self.groups: dict[int, list[tuple[int, int]]] = {}
         self._lock = lock
+        self.version = 0  # bumped by every change (the native tier mirrors the groups)
 
     def create(self, gid: int, replicas) -> None:
         with self._lock:
@@ -50,6 +51,7 @@ class PRE:
             if gid in self.groups:
                 raise SwitchError("ALREADY_EXISTS", f"multicast group {gid} exists")
             self.groups[gid] = reps
+            self.version += 1
 
     def modify(self, gid: int, replicas) -> None:
         with self._lock:
@@ -58,6 +60,7 @@ class PRE:
             if gid not in self.groups:
                 raise SwitchError("NOT_FOUND", f"multicast group {gid} does not exist")
             self.groups[gid] = reps
+            self.version += 1
 
     def delete(self, gid: int) -> None:
         with self._lock:
@@ -65,10 +68,12 @@ class PRE:
             if gid not in self.groups:
                 raise SwitchError("NOT_FOUND", f"multicast group {gid} does not exist")
             del self.groups[gid]
+            self.version += 1
 
     def reset(self) -> None:
         with self._lock:
             self.groups.clear()
+            self.version += 1
 
 
 class CloneSessions:

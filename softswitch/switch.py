@@ -83,6 +83,7 @@ class Switch:
         # too_big: packets BMv2 would have aborted on (more than HEADROOM bytes added)
         self.stats = {"packets_in": 0, "packets_out": 0, "dropped": 0, "errors": 0,
                       "too_big": 0}
+        self._slow_native = False  # ns_process left a packet after ingress to _run
 
     # -- program ------------------------------------------------------------------------
 
@@ -185,6 +186,18 @@ class Switch:
             if prog is None or not isinstance(port, int) or port < 0:
                 self.stats["dropped"] += 1
                 return out
+            nat = prog.native
+            if nat is not None and nat.fast:  # the whole packet in one call, where it can be
+                try:
+                    done = self._run_native(nat, port, bytes(data))
+                except Exception:  # as below
+                    self.stats["errors"] += 1
+                    self.stats["dropped"] += 1
+                    self.log.exception("packet on port %s dropped: internal error", port)
+                    return []
+                if done is not None:
+                    self.stats["packets_out"] += len(done)
+                    return done
             try:
                 self._run(prog, port, bytes(data), out)
             except Exception:  # a bug must cost one packet, never the caller
@@ -195,14 +208,44 @@ class Switch:
             self.stats["packets_out"] += len(out)
         return out
 
+    def _run_native(self, nat, port: int, data: bytes) -> list | None:
+        """ns_process: the frames sent, or None when ingress left what the Python
+        orchestration does (then self._slow_native goes on from it)."""
+        self._capacity = len(data) + HEADROOM
+        r = nat.run(data, port, self._now(), self.pre)
+        if r is None:
+            self._slow_native = True
+            return None
+        drops, big, event, frames = r
+        if drops:
+            self.stats["dropped"] += drops
+        for _ in range(big):
+            self._too_big(None, counted=True)
+        if event:
+            self.log.error(event)
+        return frames
+
     def _run(self, prog: Program, port: int, data: bytes, out: list) -> None:
         self._capacity = len(data) + HEADROOM
         ingress_q: deque = deque()
         egress_q: deque = deque()
         # (bytes, physical port, instance type, preserved [(slot, value)], length, ingress length)
-        ingress_q.append((data, port, INSTANCE_NORMAL, None, len(data), len(data)))
+        item = (data, port, INSTANCE_NORMAL, None, len(data), len(data))
         passes = 0
-        while ingress_q:
+        if self._slow_native:  # ns_process ran ingress; the rest is done here
+            self._slow_native = False
+            nat = prog.native
+            self._events(nat)
+            self._data = data
+            self._route(prog, nat.F, item, ingress_q, egress_q)
+            passes = 1
+        else:
+            ingress_q.append(item)
+        while True:
+            while egress_q:
+                self._egress(prog, egress_q.popleft(), ingress_q, egress_q, out)
+            if not ingress_q:
+                return
             item = ingress_q.popleft()
             passes += 1
             if passes > MAX_PASSES:
@@ -210,8 +253,6 @@ class Switch:
                 self.log.warning("packet from port %s: too many resubmit/recirculate passes", port)
                 continue
             self._ingress(prog, item, ingress_q, egress_q)
-            while egress_q:
-                self._egress(prog, egress_q.popleft(), ingress_q, egress_q, out)
 
     def _set(self, F: list, prog: Program, name: str, value: int) -> None:
         s = prog.sm[name]
@@ -244,6 +285,13 @@ class Switch:
             prog.set_parse_result(F, err, 1 if ck_err else 0)
             prog.ingress(F)
             F[EXIT] = 0
+        self._route(prog, F, item, ingress_q, egress_q)
+
+    def _route(self, prog: Program, F, item, ingress_q: deque, egress_q: deque) -> None:
+        """What simple_switch does after ingress: drop, clone, digest, resubmit, multicast
+        or unicast (F as ingress left it)."""
+        data, phys_port, itype, preserved, pktlen, inlen = item
+        nat = prog.native
         if F[ABORT]:
             self.stats["dropped"] += 1
             return
@@ -380,8 +428,9 @@ class Switch:
             return None
         return nat.out[:n].tobytes()
 
-    def _too_big(self, length: int | None) -> None:
-        self.stats["dropped"] += 1
+    def _too_big(self, length: int | None, counted: bool = False) -> None:
+        if not counted:  # ns_process counted it among its drops
+            self.stats["dropped"] += 1
         self.stats["too_big"] += 1
         self.log.error("packet of %d bytes grew to %s: more than BMv2's %d bytes of "
                        "headroom (simple_switch would abort); dropped",

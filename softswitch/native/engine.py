@@ -99,6 +99,8 @@ def compile_module(text: str, exports: dict[str, tuple], name: str = "program") 
         if lock_f is not None:
             fcntl.flock(lock_f, fcntl.LOCK_UN)
             lock_f.close()
+    if os.environ.get("NATSWITCH_PERF_MAP"):
+        _perf_map(ee, text)
     fns = {}
     for fname, (res, args) in exports.items():
         addr = ee.get_function_address(fname)
@@ -106,3 +108,14 @@ def compile_module(text: str, exports: dict[str, tuple], name: str = "program") 
             raise RuntimeError(f"native function {fname} missing")
         fns[fname] = ctypes.CFUNCTYPE(res, *args)(addr)
     return Compiled(ee, fns)
+
+
+def _perf_map(ee, text: str) -> None:
+    """/tmp/perf-<pid>.map naming the functions of the module, for `perf report`."""
+    import re
+    names = re.findall(r"^define [^@]*@([\w.]+)\(", text, re.M)
+    addrs = sorted((ee.get_function_address(n), n) for n in names)
+    addrs = [(a, n) for a, n in addrs if a]
+    with open(f"/tmp/perf-{os.getpid()}.map", "a") as fh:
+        for (a, n), nxt in zip(addrs, addrs[1:] + [(addrs[-1][0] + 4096, "")], strict=True):
+            fh.write(f"{a:x} {nxt[0] - a:x} native:{n}\n")

@@ -9,6 +9,7 @@ program Unsupported (it then runs on the Python tier).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 WIDTHS = (64, 128, 256)
@@ -198,7 +199,8 @@ class Fn:
         return V(self.op(f"zext i1 {v.ref} to i64"), 64, 0, 1)
 
     def render(self) -> str:
-        link = "" if self.export else "internal "
+        # NATSWITCH_PERF_MAP: every function external, so engine.py can name them for perf
+        link = "" if self.export or os.environ.get("NATSWITCH_PERF_MAP") else "internal "
         head = f"define {link}{self.ret} @{self.name}({', '.join(self.args)}) {self.attrs} {{"
         body = list(self.body)
         if self.open:
