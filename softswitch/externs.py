@@ -11,6 +11,13 @@ import time
 
 from .errors import SwitchError
 
+M64 = (1 << 64) - 1
+
+
+def _cell(v: int) -> int:
+    """A value for a cell of 64 bits: numpy int64 cells (the native tier's) hold the bits."""
+    return v - (1 << 64) if v >> 63 else v
+
 
 def _index(name: str, size: int, i) -> int:
     if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < size:
@@ -29,7 +36,7 @@ class Register:
 
     def read(self, i: int) -> int:
         with self._lock:
-            return int(self.values[_index(self.name, self.size, i)])
+            return int(self.values[_index(self.name, self.size, i)]) & M64
 
     def write(self, i: int, v: int) -> None:
         with self._lock:
@@ -37,7 +44,7 @@ class Register:
             if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < (1 << self.bitwidth):
                 raise SwitchError("INVALID_ARGUMENT",
                                   f"{self.name}: value {v!r} does not fit {self.bitwidth} bits")
-            self.values[i] = v
+            self.values[i] = v if isinstance(self.values, list) else _cell(v)
 
     def reset(self) -> None:
         with self._lock:
@@ -59,7 +66,7 @@ class Counter:
     def read(self, i: int) -> tuple[int, int]:
         with self._lock:
             i = _index(self.name, self.size, i)
-            return self.packets[i], self.bytes[i]
+            return int(self.packets[i]) & M64, int(self.bytes[i]) & M64
 
     def write(self, i: int, packets: int, nbytes: int) -> None:
         with self._lock:
@@ -67,8 +74,9 @@ class Counter:
             for v in (packets, nbytes):
                 if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < (1 << 64):
                     raise SwitchError("INVALID_ARGUMENT", f"{self.name}: bad counter value {v!r}")
-            self.packets[i] = packets
-            self.bytes[i] = nbytes
+            cell = (lambda v: v) if isinstance(self.packets, list) else _cell
+            self.packets[i] = cell(packets)
+            self.bytes[i] = cell(nbytes)
 
     def reset(self) -> None:
         with self._lock:

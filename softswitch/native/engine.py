@@ -19,6 +19,7 @@ from pathlib import Path
 
 log = logging.getLogger("softswitch.native")
 _init_lock = threading.Lock()
+stats = {"compiled": 0, "cached": 0}  # modules compiled in this process / taken from the cache
 _ready = False
 OPT = 2
 
@@ -94,6 +95,7 @@ def compile_module(text: str, exports: dict[str, tuple], name: str = "program") 
             with os.fdopen(fd, "wb") as fh:
                 fh.write(fresh[0])
             os.replace(tmp, obj_path)
+        stats["cached" if cached else "compiled"] += 1
         log.debug("native module %s: %s", key, "from the cache" if cached else "compiled")
     finally:
         if lock_f is not None:

@@ -170,8 +170,6 @@ class Bytes:
                     f.load("%F", f.op(f"add i64 {s0}, {j}"))))
                 continue
             _, slot, w, off, sg = item
-            if acc is not None and nacc + w > 128:
-                raise Unsupported("a header field straddling more than 128 unaligned bits")
             x = f.load("%F", slot) if not isinstance(slot, V) else f.i64(slot)
             if sg and w < 64:
                 x = f.op(f"and i64 {x}, {(1 << w) - 1}")
@@ -183,13 +181,15 @@ class Bytes:
             x128 = f.op(f"zext i64 {x} to i128")
             acc = x128 if acc == "0" else f.op(f"or i128 {f.op(f'shl i128 {acc}, {w}')}, {x128}")
             nacc += w
-            while nacc >= 8 and nacc % 8 == 0:
-                for k in range(nacc // 8):
-                    b = f.op(f"lshr i128 {acc}, {nacc - 8 * (k + 1)}")
-                    b = f.op(f"trunc i128 {b} to i64")
-                    self.write_word(buf, self.add(pos, start // 8 + k), 8, b)
-                acc, nacc = None, 0
-                break
+            full = nacc // 8  # whole bytes leave at once: at most 7 bits stay pending
+            for k in range(full):
+                b = f.op(f"lshr i128 {acc}, {nacc - 8 * (k + 1)}")
+                b = f.op(f"trunc i128 {b} to i64")
+                self.write_word(buf, self.add(pos, start // 8 + k), 8, b)
+            if full:
+                start += 8 * full
+                nacc -= 8 * full
+                acc = f.op(f"and i128 {acc}, {(1 << nacc) - 1}") if nacc else None
         if acc is not None:
             raise Unsupported("a header that does not end on a byte")
 
