@@ -8,11 +8,15 @@ and sends to RHOST:RPORT, one Ethernet frame per datagram.
 import errno
 import logging
 import os
+import select
 import socket
 import struct
 import threading
 import time
 from dataclasses import dataclass
+
+from .ring import RX as RING_RX
+from .ring import RxRing
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263
@@ -108,6 +112,9 @@ class PcapWriter:
 class Port:
     """One switch port. recv() blocks at most `timeout` seconds; poll() never blocks (the
     packet loop calls it when fileno() is readable); send() never raises."""
+
+    changes = 0  # bumped whenever any port's socket is opened or lost (native/loop.py)
+    ring = None  # a raw port's receive ring, where it has one
 
     def __init__(self, spec: PortSpec, pcap_dir: str | None, log: logging.Logger):
         self.spec = spec
@@ -240,7 +247,19 @@ class UdpPort(Port):
 class RawPort(Port):
     """An interface in promiscuous mode; survives the interface vanishing and returning."""
 
+    @property
+    def rx(self) -> int:
+        """Frames received, in Python and by native code from the ring (native/rx.py)."""
+        ring = self.ring
+        return self._rx + (int(ring.rec[RING_RX]) if ring is not None else 0)
+
+    @rx.setter
+    def rx(self, value: int) -> None:
+        ring = self.ring
+        self._rx = value - (int(ring.rec[RING_RX]) if ring is not None else 0)
+
     def __init__(self, spec: PortSpec, pcap_dir: str | None, log: logging.Logger):
+        self._rx = 0
         super().__init__(spec, pcap_dir, log)
         self.sock: socket.socket | None = None
         self._lock = threading.Lock()
@@ -282,11 +301,20 @@ class RawPort(Port):
                 self.log.error("port %d: cannot attach interface %s: %s; retrying every %.0fs",
                                self.number, self.name, exc, REOPEN_INTERVAL)
             return False
+        ring = None
+        try:  # frames from a ring shared with the kernel: no system call each
+            ring = RxRing(sock, self.name, self.number)
+        except OSError as exc:
+            self.log.info("port %d: no receive ring on %s (%s): reading with recvmsg",
+                          self.number, self.name, exc)
         with self._lock:
             if self._closed:
+                if ring:
+                    ring.close()
                 sock.close()
                 return False
-            self.sock = sock
+            self.sock, self.ring = sock, ring
+            Port.changes += 1
         if not first:
             self.log.warning("port %d: interface %s is back", self.number, self.name)
         return True
@@ -296,6 +324,11 @@ class RawPort(Port):
                          self.name, exc, REOPEN_INTERVAL)
         with self._lock:
             sock, self.sock = self.sock, None
+            ring, self.ring = self.ring, None
+            Port.changes += 1
+        if ring:
+            self._rx += int(ring.rec[RING_RX])
+            ring.close()
         if sock:
             sock.close()
         self._next_open = time.monotonic() + REOPEN_INTERVAL
@@ -310,6 +343,8 @@ class RawPort(Port):
             if self._closed or not self._open():
                 return None
             sock = self.sock
+        if self.ring is not None:
+            return self._recv_ring(sock, timeout)
         sock.settimeout(timeout)
         while True:
             try:
@@ -331,10 +366,42 @@ class RawPort(Port):
             return False
         return self._open()
 
+    def _recv_ring(self, sock, timeout: float) -> bytes | None:
+        deadline = time.monotonic() + timeout
+        while True:
+            frame = self._poll()
+            if frame is not None or self.sock is None:
+                return frame
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            select.select([sock], [], [], left)
+
+    def failed(self) -> bool:
+        """The socket reports an error (its interface went away): the port is lost.
+        A receive ring never fails a read, so the packet loop asks on error events."""
+        sock = self.sock
+        if sock is None:
+            return False
+        try:
+            err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        except OSError as exc:
+            err = exc.errno or errno.EBADF
+        if not err or self._closed:
+            return False
+        self._lost(OSError(err, os.strerror(err)))
+        return True
+
     def _poll(self) -> bytes | None:
         sock = self.sock
         if sock is None:
             return None
+        ring = self.ring
+        if ring is not None:
+            frame = ring.next()
+            if frame is None:
+                self.failed()
+            return frame
         if sock.gettimeout() != 0.0:
             sock.settimeout(0.0)
         while True:
@@ -359,6 +426,10 @@ class RawPort(Port):
         with self._lock:
             self._closed = True
             sock, self.sock = self.sock, None
+            ring, self.ring = self.ring, None
+        if ring:
+            self._rx += int(ring.rec[RING_RX])
+            ring.close()
         if sock:
             sock.close()
 

@@ -4,8 +4,11 @@ server.
 One thread waits on every port's socket at once (epoll through selectors) and drains each
 readable port up to BURST frames per wake-up before it looks at the next: one wake-up and one
 lock round per burst instead of per frame, and no port threads contending for the GIL. Frames
-of one port are processed in arrival order, as before. SOFTSWITCH_PROFILE=PATH writes a
-cProfile of the packet loop to PATH.<pid> when the switch stops.
+of one port are processed in arrival order, as before. Where the program runs natively and a
+port reads a receive ring, a burst is one call into native code that also sends the outputs
+(native/loop.py; NATSWITCH_NATIVE_LOOP=0 keeps the frame-by-frame loop).
+SOFTSWITCH_PROFILE=PATH writes a cProfile of the packet loop to PATH.<pid> when the switch
+stops.
 """
 
 import logging
@@ -14,6 +17,8 @@ import selectors
 import threading
 import time
 
+from .native.loop import NativePorts, fold_tx
+from .native.loop import drain as drain_native
 from .p4runtime import P4RuntimeServer, P4RuntimeService, SslFiles
 from .ports import Port
 
@@ -39,6 +44,9 @@ class Runtime:
         self._lock = threading.Lock()
         self._resting: dict[int, float] = {}   # port number -> when to read it again
         self.stats = {"no_port": 0, "engine_errors": 0}
+        # a compiled program drains whole bursts of a ring in one call (native/loop.py)
+        self._native = NativePorts(self.ports) if os.environ.get(
+            "NATSWITCH_NATIVE_LOOP", "1") != "0" else None
 
     def start(self) -> int:
         """Start the gRPC server and the packet loops; returns the gRPC port."""
@@ -92,8 +100,13 @@ class Runtime:
                 except OSError:             # a socket closed under us: re-register and retry
                     self._stop.wait(0.01)
                     continue
-                for key, _ in ready:
-                    self._drain(key.data)
+                for key, mask in ready:
+                    port = key.data
+                    if mask & selectors.EVENT_WRITE and getattr(port, "failed", None) \
+                            and port.failed():  # an error, not a frame: the port is lost
+                        continue
+                    if self._native is None or not drain_native(self, port, self._native):
+                        self._drain(port)
         finally:
             sel.close()
 
@@ -151,6 +164,8 @@ class Runtime:
         self.server.stop(grace=0.5)
         for t in self._threads:
             t.join(timeout=2 * POLL + 1)
+        if self._native is not None:
+            fold_tx(self._native)
         for p in self.ports.values():
             p.close()
         ports = ", ".join(f"{p.number}:{p.name} rx {p.rx} tx {p.tx}"

@@ -225,6 +225,30 @@ class Switch:
             self.log.error(event)
         return frames
 
+    def native_program(self):
+        """The compiled program, where whole packets run as one call (the lock held)."""
+        prog = self._prog
+        nat = prog.native if prog is not None else None
+        return nat if nat is not None and nat.fast else None
+
+    def resume_native(self, port: int, data: bytes) -> list[tuple[int, bytes]]:
+        """The rest of a packet ns_rx ran ingress for (the lock held): its frames."""
+        out: list = []
+        self._slow_native = True
+        try:
+            self._run(self._prog, port, data, out)
+        except Exception:  # as in process()
+            self.stats["errors"] += 1
+            self.stats["dropped"] += 1
+            self.log.exception("packet on port %s dropped: internal error", port)
+            return []
+        self.stats["packets_out"] += len(out)
+        return out
+
+    def count_native_leftover(self, n: int) -> None:
+        """ns_rx left a packet's n frames for Python to send."""
+        self.stats["packets_out"] += n
+
     def _run(self, prog: Program, port: int, data: bytes, out: list) -> None:
         self._capacity = len(data) + HEADROOM
         ingress_q: deque = deque()

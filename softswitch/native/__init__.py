@@ -69,6 +69,7 @@ EXPORTS = {
     "ns_emit": (I, [P, P, ctypes.c_char_p, I, P, I]),
     "ns_process": (I, [P, P, ctypes.c_char_p, I, I, I, P, I, P, P]),
 }
+RX = ("ns_rx", (I, [P, P, P, I, P, P, P, P, P, P, P, P, I]))  # programs with the fast path
 
 
 def build(prog, j: dict, *, seed: int, drop_port: int = 511) -> NativeProgram:
@@ -94,7 +95,7 @@ def build(prog, j: dict, *, seed: int, drop_port: int = 511) -> NativeProgram:
         emit_entries(b, parse, verify, update, deparse, ingress, egress)
         b.mod.globals[:0] = packet_intrinsics() + [runtime(Storage.RNG)]
         text = b.mod.render()
-        code = compile_module(text, EXPORTS)
+        code = compile_module(text, dict(EXPORTS, **dict([RX])) if fast_path(j) else EXPORTS)
     except BaseException:
         tables.detach(prog.tables)
         raise

@@ -139,6 +139,9 @@ def emit_entries(b, parse: str, verify: str, update: str, deparse: str, ingress:
     f.retv(f.op("call i64 @ns.egress(ptr %F, ptr %C, i64 %port, i64 %now, ptr %OUT, "
                 "i64 %CAP)"))
     _process(b)
+    if fast_path(b.j):
+        from .rx import emit_rx
+        emit_rx(b)
 
 
 def _process(b) -> None:
@@ -186,9 +189,12 @@ def _process(b) -> None:
     f.store("%RES", "1", f.op(f"add i64 {f.load('%RES', '1')}, 1"))
     f.retv()
 
-    f = mod.fn("ns_process", ENTRY + ["ptr noalias %D", "i64 %LD", "i64 %port", "i64 %now",
-                                      "ptr noalias %OUT", "i64 %CAP", "ptr noalias %RES",
-                                      "ptr noalias %F2"], "i64", export=True)
+    args = ["ptr noalias %D", "i64 %LD", "i64 %port", "i64 %now", "ptr noalias %OUT",
+            "i64 %CAP", "ptr noalias %RES", "ptr noalias %F2"]
+    f = mod.fn("ns_process", ENTRY + args, "i64", export=True)
+    f.retv(f.op("call i64 @ns.process(ptr %F, ptr %C, ptr %D, i64 %LD, i64 %port, i64 %now, "
+                "ptr %OUT, i64 %CAP, ptr %RES, ptr %F2)"))
+    f = mod.fn("ns.process", ENTRY + args, "i64")
     _data(f)
     F0 = f.op(f"inttoptr i64 {f.load('%C', str(Storage.F0))} to ptr")
     f.emit(f"call void @llvm.memcpy.p0.p0.i64(ptr %F, ptr {F0}, i64 {8 * nslots}, i1 false)")

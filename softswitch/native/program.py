@@ -48,6 +48,7 @@ class NativeProgram:
         self._egress = fns["ns_egress"]
         self._emit = fns["ns_emit"]
         self._process = fns["ns_process"]
+        self._rx = fns.get("ns_rx")
 
     # -- the multicast groups, mirrored ------------------------------------------------------
 
@@ -83,11 +84,30 @@ class NativeProgram:
         n = self._process(F, C, data, len(data), port, now, OUT, len(data) + 512, RES, F2)
         if n < 0:
             return None
+        r = self.res[:RES_HEAD].tolist()
+        return r[1], r[2], (self.events[r[4]] if r[4] else None), self.frames(n)
+
+    def rx(self, ring, now: int, ports, pre, budget: int) -> int:
+        """Up to `budget` frames of a port's receive ring (native/rx.py): the number taken,
+        -1 when the last needs the Python orchestration (its frame in ports.slow), -2 when
+        its outputs are for Python to send (leftover())."""
+        if self.tables.dirty:
+            self.tables.refresh()
+        if pre.version != self.pre_version:
+            self.mirror(pre)
+        F, C, OUT, RES, F2 = self._ptrs
+        return self._rx(F, C, ring.rec_ptr, now, OUT, RES, F2, ports.slow_ptr, ports.txfd_ptr,
+                        ports.txn_ptr, ports.st_ptr, ports.send, budget)
+
+    def leftover(self) -> list[tuple[int, bytes]]:
+        """The frames of the last packet ns_rx did not send."""
+        return self.frames(int(self.res[0]))
+
+    def frames(self, n: int) -> list[tuple[int, bytes]]:
         r = self.res[:RES_HEAD + 3 * n].tolist()
         mv = self.mv
-        frames = [(r[k], bytes(mv[r[k + 1]:r[k + 1] + r[k + 2]]))
-                  for k in range(RES_HEAD, RES_HEAD + 3 * n, 3)]
-        return r[1], r[2], (self.events[r[4]] if r[4] else None), frames
+        return [(r[k], bytes(mv[r[k + 1]:r[k + 1] + r[k + 2]]))
+                for k in range(RES_HEAD, RES_HEAD + 3 * n, 3)]
 
     def fresh(self) -> np.ndarray:
         return self.F0.copy()

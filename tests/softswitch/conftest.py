@@ -26,9 +26,15 @@ PYTHON_TIER_ONLY = {"test_engine_vector", "test_engine_lazy", "test_engine_fuse"
                     "test_engine_codegen", "test_engine_wide", "test_engine_native"}
 
 
+# ... and these run no engine (BMv2, p4c or the builds alone): once is enough.
+NO_ENGINE = {"test_bmv2_conformance", "test_recompiled_build_is_identical",
+             "test_build_comes_from_source", "test_all_conformance_programs_are_present"}
+
+
 def pytest_generate_tests(metafunc):
     mod = metafunc.module.__name__.rsplit(".", 1)[-1]
-    if mod.startswith("test_engine_") and mod not in PYTHON_TIER_ONLY:
+    if mod.startswith("test_engine_") and mod not in PYTHON_TIER_ONLY and \
+            metafunc.function.__name__ not in NO_ENGINE:
         metafunc.fixturenames.append("tier")
         metafunc.parametrize("tier", ["native", "python"])
 
