@@ -47,10 +47,10 @@ PARTS = {"star-link": ("star", "link", "soft"), "star-switch": ("star", "switch"
          "fat-switch": ("fat", "switch", "soft")}
 
 
-def topo_star(bw: float):
+def topo_star(bw: float, window: int = WINDOW):
     topo = topology_mod.star(hosts=5, bw_mbit=bw)
     workers = tuple(h.name for h in topo.hosts[:4])
-    jobs = [JobSpec(1, workers, WINDOW, "cnat8"), JobSpec(2, workers, WINDOW, "fixed32")]
+    jobs = [JobSpec(1, workers, window, "cnat8"), JobSpec(2, workers, window, "fixed32")]
     return topo.with_jobs(jobs), list(workers), topo.hosts[4]
 
 

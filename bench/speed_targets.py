@@ -54,6 +54,7 @@ from common import OUT, REPO, Target, machine, markdown, median, quick, save, sa
 # were set (star switch-bound C_nat INA 0.96 M elements/s, fat-tree 16 workers 1.17 M/s).
 BASELINE_REV = "fabbb15dac764af3137725d063a3c911b5274282"
 PARTS = ("star", "link", "fat", "pps")
+LINK_WINDOW = 128  # slots of the link part's jobs (the others': allreduce.WINDOW)
 MININET_PARTS = ("star", "link", "fat")
 STAR_VARIANTS = (("C_nat INA", 1, "cnat8"), ("int32 INA", 2, "fixed32"),
                  ("parameter server", 9, "float32"), ("Gloo ring", 0, "float32"))
@@ -115,13 +116,16 @@ def part_star(args, part: str, bw: float, variants, profile: str = "default") ->
     import allreduce
     import emu
 
-    topo, workers, ps_host = allreduce.topo_star(bw)
+    # At 50 Mbit/s a worker's slots in flight must cover a round trip's worth of the link
+    # (its queue in both directions and the switch): 64 slots of 1456 elements do not.
+    window = LINK_WINDOW if part == "link" else allreduce.WINDOW
+    topo, workers, ps_host = allreduce.topo_star(bw, window)
     extra, opts, tag = (), {}, ""
     if profile != "default":
         from controller.profiles import PROFILES
         from controller.topology import JobSpec
         elems = PROFILES[profile].elems
-        topo = topo.with_jobs([JobSpec(1, tuple(workers), allreduce.WINDOW, "cnat8")])
+        topo = topo.with_jobs([JobSpec(1, tuple(workers), window, "cnat8")])
         extra, opts = ("--elems", str(elems)), {"profile": profile}
         tag, part_dir = f", {profile} ({elems}/packet)", f"{part}-{profile}"
     workdir = args.workdir / (part if not tag else part_dir)

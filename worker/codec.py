@@ -34,6 +34,11 @@ import numpy as np
 
 from worker.compression.natural import random_r7, random_u16, tie_carry
 
+try:  # compiled loops for calls of a few chunks (the numpy passes stay the reference)
+    from worker import codec_kernels as _kernels
+except ImportError:  # no numba
+    _kernels = None
+
 ELEMS = 168
 FIXED32 = 0
 CNAT8 = 1
@@ -43,6 +48,8 @@ INT32_MAX = 2**31 - 1
 INT32_MIN = -(2**31)
 
 _BLOCK = 1 << 19  # elements per block: amortises per-call overhead, stays in L3
+_SMALL = 1 << 16  # elements from which encode_cnat8's numpy passes beat its loops
+_NO_DRAWS = np.zeros(0, np.uint16)
 
 
 # ---------------------------------------------------------------- scaling
@@ -242,6 +249,9 @@ def encode_cnat8(chunks, exps, n: int, rng: np.random.Generator) -> np.ndarray:
     b_all = e - 30 + h  # a rounded biased exponent e' is code m = e' - B
     bits = c.view(np.uint32).reshape(-1)
     codes = np.empty(rows * elems, np.uint8)
+    if _kernels is not None and rows * elems <= _SMALL:
+        _encode_compiled(c, bits, e, b_all, h, rng, codes.reshape(rows, elems))
+        return codes.reshape(rows, elems)
     step = max(1, _BLOCK // max(elems, 1))
     size = min(rows, step) * elems
     hi = np.empty(size, np.uint16)
@@ -303,6 +313,36 @@ def encode_cnat8(chunks, exps, n: int, rng: np.random.Generator) -> np.ndarray:
             neg = (blk_bits.reshape(r1 - r0, elems)[neg_b] >> 24).astype(np.uint8) & 0x80
             view[neg_b] = np.where(nz, (part - blk_b[neg_b, None]) | neg, 0).astype(np.uint8)
     return codes.reshape(rows, elems)
+
+
+def _encode_compiled(c, bits, e, b_all, h, rng, out):
+    """encode_cnat8 of one block by codec_kernels' loops: the same codes for the same
+    generator as the numpy passes (the same draws, in the same order)."""
+    rows, elems = out.shape
+    k = rows * elems
+    flat = out.reshape(-1)
+    t = np.empty(k, np.uint8)
+    idx = np.empty(k, np.int64)
+    r7 = random_r7(rng, k)
+    nties = _kernels.carries(bits, r7, t, idx)
+    draws = random_u16(rng, nties) if nties else _NO_DRAWS
+    d = np.empty(k, np.int64)
+    nsub, bad = _kernels.codes(bits, t, idx, nties, draws, b_all, elems, 30 - h, flat, idx, d)
+    if bad >= 0:
+        _raise_above(c, e, 0, rows)
+    neg_b = np.flatnonzero(b_all < 0)
+    if neg_b.size and (((c[neg_b].view(np.uint32) >> 23) & 0xFF) > e[neg_b, None]).any():
+        _raise_above(c, e, 0, rows)
+    if nsub:
+        sub = idx[:nsub]
+        up = _bernoulli_pow2(rng, d[:nsub])
+        neg = (np.take(bits, sub) >> 24).astype(np.uint8) & 0x80
+        flat[sub] = up | (neg & (0 - up))
+    if neg_b.size:  # rows with B < 0 (tiny or zero): every nonzero e' is >= 1 unit
+        part = out[neg_b] & 0x7F
+        nz = part > 0
+        neg = (c[neg_b].view(np.uint32) >> 24).astype(np.uint8) & 0x80
+        out[neg_b] = np.where(nz, (part - b_all[neg_b, None]) | neg, 0).astype(np.uint8)
 
 
 def _raise_above(c, e, r0, r1):

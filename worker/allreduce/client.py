@@ -51,8 +51,10 @@ INITIAL_WINDOW = 8
 # than build() per frame (python -m worker.allreduce.bench).
 BATCH_FRAMES = 32
 # Share of the uses in flight to let complete before a woken worker handles results
-# (pacing.Coalescer); 0 handles each result at once.
-COALESCE = 0.5
+# (pacing.Coalescer); 0 handles each result at once. Off: it saves CPU only where the
+# switch is far slower than the workers (BMv2, softswitch's Python tier); with the compiled
+# softswitch it delays the next sends more than it saves (docs/WORKER.md).
+COALESCE = 0.0
 
 # Plain ints on the per-packet path (enum attribute lookups cost more than the work).
 _PRIMING, _AWAIT, _READY, _RUNNING = (int(State.PRIMING), int(State.AWAIT_PRIME),
@@ -306,12 +308,12 @@ class AllReduceClient(SessionMixin):
                         self.sleep(pause)
             # What else already waits is handled in the same burst, so the chunks it
             # releases are encoded in one codec call.
-            burst = 0
-            while frame is not None and burst < burst_limit:
-                if self._receive(frame, used):
-                    last_progress = self.clock()
-                burst += 1
+            batch = []
+            while frame is not None and len(batch) < burst_limit:
+                batch.append(frame)
                 frame = self.port.recv(0.0)
+            if batch and self._receive_many(batch, used):
+                last_progress = self.clock()
             if self.first_sample:
                 self._rearm_initial(used)
             if self.oldest_done is not None:
@@ -333,6 +335,81 @@ class AllReduceClient(SessionMixin):
                 reported = True
         if reported:                    # a long call also reports its end
             self.progress(self.done_chunks, self.n_chunks)
+
+    def _receive_many(self, frames: list[bytes], used: int) -> bool:
+        """Handles a burst of frames in order; True if one completed a use of a slot.
+
+        The usual burst is results for distinct slots, each the awaited one of a chunk
+        with another after it: that is handled for all of them at once, with what
+        _receive -> _dispatch -> _accept_next does per frame, in the same order where order
+        matters (round-trip samples, the window). Anything else, frame by frame."""
+        if len(frames) > 1 and self.trace is None and self._accept_many(frames, used):
+            return True
+        done = False
+        for f in frames:
+            done = self._receive(f, used) or done
+        return done
+
+    def _accept_many(self, frames: list[bytes], used: int) -> bool:
+        got = self.framer.parse_many(frames)
+        if got is None:
+            return False
+        hdr, pay = got
+        job, n = self.job, len(frames)
+        s = hdr["slot"].astype(np.int64)
+        if not ((hdr["msg_type"] == wire.MSG_RESULT).all() and (hdr["job_id"] == job.job_id).all()
+                and (hdr["session"] == job.session).all() and int(s.max()) < used
+                and np.unique(s).size == n):
+            return False
+        enc = int(hdr["encoding"][0])
+        cur = self.cur[s]
+        if not ((self.state[s] == _RUNNING).all()
+                and (hdr["version"] == (self.uses[s] & 1)).all()
+                and (hdr["chunk"] == ((self.first_chunk + cur) & CHUNK_MASK)).all()
+                and (hdr["count"] == job.workers).all()
+                and (hdr["exp"] >= self.sent_exp[s]).all()
+                and self.coder.accepts(enc)
+                and int(cur.max()) + job.window < self.n_chunks):
+            return False
+        # every frame is an ACCEPT_NEXT (RUNNING -> READY): _receive, _store, _accept_next
+        st = self.stats
+        st.packets_received += n
+        st.bytes_received += n * len(frames[0])
+        self.received_this_call += n
+        self.session_results += n
+        tries, sent_at = self.tries[s].tolist(), self.sent_at[s].tolist()
+        timer, window = self.timer, self.window
+        for i in range(n):
+            if not tries[i]:  # _rtt_sample (Karn)
+                r = float(self.clock() - sent_at[i])
+                self.first_sample = self.first_sample or timer.srtt is None
+                timer.sample(r)
+                st.rtt_samples += 1
+                st.rtt_seconds += r
+            window.on_result()
+        q = int(self.seq[s].min())
+        if self.oldest_done is None or q < self.oldest_done:
+            self.oldest_done = q
+        rows = self.res.get(enc)
+        if rows is None:
+            rows = self.res[enc] = np.empty((self.n_chunks, job.elems),
+                                            self.coder.result_dtype(enc))
+        rows[cur] = pay
+        self.res_enc[cur] = enc
+        self.res_exp[cur] = self.exp[s]
+        self.done_chunks += n
+        while self.lowest < self.n_chunks and self.res_enc[self.lowest] >= 0:
+            self.lowest += 1
+        self.uses[s] += 1
+        nxt = cur + job.window
+        self.cur[s] = nxt
+        self.exp[s] = hdr["exp"]
+        self.state[s] = _READY
+        self.in_flight -= n
+        self.deadline[s] = np.inf
+        for c, slot in zip(nxt.tolist(), s.tolist(), strict=True):
+            heapq.heappush(self.ready, (c, slot))
+        return True
 
     def _receive(self, frame: bytes, used: int) -> bool:
         """Handles one frame; True if it completed a use of a slot."""
@@ -420,11 +497,9 @@ class AllReduceClient(SessionMixin):
         it. A switch works through its queue in order, so while the uses ahead of ours are
         being answered, ours is queued, not lost: a slow switch draining a burst causes no
         retransmission, and a lost use still times out one RTO after the use before it."""
-        later = np.flatnonzero((self.seq[:used] > seq) & np.isfinite(self.deadline[:used]))
-        if later.size:
-            d = self.deadline[later]
-            np.maximum(d, self.clock() + self.rto[later], out=d)
-            self.deadline[later] = d
+        # (a use with no timer keeps its infinite deadline: max(inf, t) is inf)
+        d = self.deadline[:used]
+        np.maximum(d, self.clock() + self.rto[:used], out=d, where=self.seq[:used] > seq)
 
     def _schedule(self) -> None:
         """Sends READY chunks, lowest first, while the window has room. The lowest chunk

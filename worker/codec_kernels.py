@@ -1,0 +1,84 @@
+"""Compiled loops of codec.encode_cnat8 (numba), for the calls of a few chunks.
+
+A worker woken by one result encodes one chunk: numpy's two dozen passes then cost their
+call overhead, not their work (about 0.1 ms a chunk, most of a link-bound worker's CPU).
+These loops do each block's element-wise part in one pass each; the random numbers are
+drawn by the caller exactly as the numpy path draws them (7 bits an element, then 16 for
+each tie, then the Bernoulli draws of values below one unit, in element order), so both
+paths give the same codes for the same generator. Cached on disk beside this file (or in
+NUMBA_CACHE_DIR); without numba, codec.py keeps its numpy passes.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True, nogil=True)
+def carries(bits, r7, t, ties):
+    """t = (top 7 mantissa bits + r7) per element; the ties (t == 127) into `ties`.
+    Returns the number of ties."""
+    n = 0
+    for i in range(bits.shape[0]):
+        v = ((bits[i] >> np.uint32(16)) & np.uint32(0x7F)) + np.uint32(r7[i])
+        t[i] = np.uint8(v)
+        if v == 127:
+            ties[n] = i
+            n += 1
+    return n
+
+
+@numba.njit(cache=True, nogil=True)
+def codes(bits, t, ties, nties, draws, b_rows, elems, top, out, sub, d):
+    """The codes of one block (codec.encode_cnat8's passes in one loop) into `out`.
+
+    b_rows: B per row (e - 30 + h, may be negative); top: 30 - h. Ties take their carry
+    from the low 16 mantissa bits and `draws`. Elements below one unit go to `sub`, with
+    d = B - (e' - 1) for the Bernoulli draw. Returns (entries in sub, -1), or (0, row) of
+    the first row holding a value above its exponent (the caller raises)."""
+    for k in range(nties):
+        i = ties[k]
+        lo = (bits[i] & np.uint32(0xFFFF)) + np.uint32(draws[k])
+        t[i] = np.uint8(127 + (lo >> np.uint32(16)))
+    ns = 0
+    for r in range(bits.shape[0] // elems):
+        braw = b_rows[r]
+        b = np.uint8(braw if braw > 0 else 0)
+        bad, ns = _row(bits, t, r * elems, (r + 1) * elems, b, top, out, sub, d, ns)
+        if bad:
+            return 0, r
+    return ns, -1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _row(bits, t, lo, hi, b, top, out, sub, d, ns):
+    """codes() for the elements lo..hi of one row (B clipped at 0 is b): (above, ns)."""
+    for i in range(lo, hi):
+        carry = t[i] >> np.uint8(7)
+        h16 = np.uint16(bits[i] >> np.uint32(16))
+        sg = h16 >= np.uint16(0x8080)
+        e = np.uint8((h16 >> np.uint16(7)) & np.uint16(0xFF))
+        m = (e if e > b else b) - b
+        if m > top:
+            return True, ns
+        m = np.uint8(m + carry)
+        e1 = np.uint8(np.uint8(e + carry) - np.uint8(1))  # uint8 arithmetic, as numpy's
+        if sg:
+            m = m | np.uint8(0x80)
+        out[i] = m
+        if e1 < b:
+            sub[ns] = i
+            d[ns] = np.int64(b) - np.int64(e1)
+            ns += 1
+    return False, ns
+
+
+def warm() -> None:
+    """Compiles (or loads) both loops, so the first chunk of a call does not wait."""
+    bits = np.zeros(1, np.uint32)
+    t = np.zeros(1, np.uint8)
+    idx = np.zeros(1, np.int64)
+    carries(bits, np.zeros(1, np.uint8), t, idx)
+    codes(bits, t, idx, 0, np.zeros(1, np.uint16), np.zeros(1, np.int64), 1, 28,
+          np.zeros(1, np.uint8), idx, np.zeros(1, np.int64))
