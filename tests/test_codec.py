@@ -334,3 +334,40 @@ def test_compiled_cnat8_encoder_gives_the_numpy_codes_and_draws():
         if got[0] != got[1]:
             mismatched.append(trial)
     assert mismatched == []
+
+
+def _numpy_decode(*args, **kw):
+    kernels, codec._kernels = codec._kernels, None
+    try:
+        return codec.decode_cnat8(*args, **kw)
+    finally:
+        codec._kernels = kernels
+
+
+@pytest.mark.skipif(codec._kernels is None, reason="numba is not installed")
+def test_compiled_cnat8_decoder_gives_the_numpy_values_bit_for_bit():
+    """decode_cnat8 runs codec_kernels.decode: the same float32 bits as the numpy passes
+    (-0.0 for a negative zero code, infinity and subnormals in rows whose unit lies outside
+    the float32 exponents, means by any worker count), and the same error for a code
+    above 32."""
+    g = rng(21)
+    for trial in range(1500):
+        rows, elems = int(g.integers(1, 5)), int(g.choice([1, 7, 168, 1456]))
+        c = g.integers(0, 256, (rows, elems)).astype(np.uint8)
+        c[(c & 0x7F) > 32] &= 0x9F                   # valid codes: 0..31 with either sign
+        c[0, 0] = 0x80 if trial % 3 == 0 else c[0, 0]
+        e = g.integers(0, 255, rows)
+        if trial % 4 == 1:
+            e = g.integers(0, 30, rows)              # B < 0: values below 2^-126 or 0
+        elif trial % 4 == 2:
+            e = g.integers(226, 255, rows)           # B + 32 > 254: overflow to infinity
+        n = int(g.choice([1, 2, 3, 4, 7, 16, 100, 255]))
+        for mean in (False, True):
+            want = _numpy_decode(c, e, n, mean=mean)
+            got = codec.decode_cnat8(c, e, n, mean=mean)
+            assert got.tobytes() == want.tobytes(), (trial, mean)
+    assert np.isinf(codec.decode_cnat8(np.array([[31]], np.uint8), [254], 1)).all()
+    bad = np.array([[1, 33]], np.uint8)
+    for fn in (_numpy_decode, codec.decode_cnat8):
+        with pytest.raises(ValueError, match="above 32"):
+            fn(bad, [100], 4)

@@ -1,15 +1,20 @@
-"""Compiled loops of codec.encode_cnat8 (numba), for the calls of a few chunks.
+"""Compiled loops of the CNAT8 codec (numba): encode_cnat8 for the calls of a few chunks,
+decode_cnat8 for every call.
 
 A worker woken by one result encodes one chunk: numpy's two dozen passes then cost their
 call overhead, not their work (about 0.1 ms a chunk, most of a link-bound worker's CPU).
 These loops do each block's element-wise part in one pass each; the random numbers are
 drawn by the caller exactly as the numpy path draws them (7 bits an element, then 16 for
 each tie, then the Bernoulli draws of values below one unit, in element order), so both
-paths give the same codes for the same generator. Cached on disk beside this file (or in
-NUMBA_CACHE_DIR); without numba, codec.py keeps its numpy passes.
+paths give the same codes for the same generator. The decoder reads each code from a table
+of its row's 2 x 33 values, built as the numpy passes compute them, so both give the same
+bits. Cached on disk beside this file (or in NUMBA_CACHE_DIR); without numba, codec.py
+keeps its numpy passes.
 """
 
 from __future__ import annotations
+
+import math
 
 import numba
 import numpy as np
@@ -72,6 +77,44 @@ def _row(bits, t, lo, hi, b, top, out, sub, d, ns):
             d[ns] = np.int64(b) - np.int64(e1)
             ns += 1
     return False, ns
+
+
+@numba.njit(cache=True, nogil=True)
+def decode(codes, b_all, u_all, n, mean, out):
+    """float32 of CNAT8 codes (rows, elems) into `out`: codec.decode_cnat8's values.
+
+    b_all: B per row: where 0 <= B and B + 32 <= 254 the float32 exponent of code m is
+    m + B, otherwise the row's values are +-2^(m - 1 + u) rounded to float32 (u_all:
+    the unit exponents). Divided by n where `mean`. Returns the first row holding a
+    code above 32, or -1."""
+    bits = np.zeros(256, np.uint32)   # by code; codes above 32 fail the check below
+    val = bits.view(np.float32)
+    nf = np.float32(n)
+    for r in range(codes.shape[0]):
+        b = b_all[r]
+        if b >= 0 and b + 32 <= 254:
+            for m in range(33):
+                # sign << 31 | (m + B) << 23; code 0 keeps its sign (-0.0 for 0x80)
+                e = np.uint32(m + b) << np.uint32(23) if m else np.uint32(0)
+                bits[m] = e
+                bits[0x80 | m] = e | np.uint32(0x80000000)
+        else:
+            val[0] = val[0x80] = np.float32(0.0)
+            for m in range(1, 33):
+                val[m] = np.float32(math.ldexp(1.0, m - 1 + u_all[r]))
+                val[0x80 | m] = -val[m]
+        if mean:
+            for m in range(33):
+                val[m] = val[m] / nf
+                val[0x80 | m] = val[0x80 | m] / nf
+        row = codes[r]
+        above = 0
+        for i in range(row.shape[0]):
+            above |= (row[i] & np.uint8(0x7F)) > np.uint8(32)
+            out[r, i] = val[row[i]]
+        if above:
+            return r
+    return -1
 
 
 def warm() -> None:

@@ -23,11 +23,20 @@ import numpy as np
 
 from worker import wire
 
+try:  # compiled loops for the checks and checksums of a burst (numpy stays the reference)
+    from worker import frames_kernels as _kernels
+except ImportError:  # no numba
+    _kernels = None
+
 HEADER = struct.Struct("!" + "".join(f.fmt.lstrip("!") for f in wire.Agg.fields_desc))
 # The same header as a numpy record, for building many frames at once (Framer.build_many).
 HEADER_DTYPE = np.dtype([(f.name, np.dtype(f.fmt.replace("!", ">"))) for f in
                          wire.Agg.fields_desc])
 assert HEADER_DTYPE.itemsize == HEADER.size
+# Where each field lies, for the compiled loops (frames_kernels.fill).
+_FIELD_AT = np.array([HEADER_DTYPE.fields[f][1] for f in HEADER_DTYPE.names], np.int64)
+_FIELD_WIDTH = np.array([HEADER_DTYPE[f].itemsize for f in HEADER_DTYPE.names], np.int64)
+_ENC_AT = HEADER_DTYPE.fields["encoding"][1]
 AggHeader = namedtuple("AggHeader", [f.name for f in wire.Agg.fields_desc])
 # Sparse packets: AGG then BLOCK (docs/PROTOCOL.md "Sparse jobs"), one struct for both.
 BLOCK_HEADER = struct.Struct("!" + "".join(f.fmt.lstrip("!") for f in wire.Block.fields_desc))
@@ -270,9 +279,9 @@ class Framer:
         """Frames for many uses at once, equal byte for byte to build() of each row.
 
         slots, versions, exps, chunks: one value per frame; payloads: (frames, elems)
-        values in any dtype. The headers go into one array through a structured view, the
-        UDP checksums are summed per row with numpy: the per-frame Python work is one
-        tobytes() of a row."""
+        values in any dtype. The frames are written into one array, header fields and UDP
+        checksums by frames_kernels.fill (or numpy: a structured view, checksums summed per
+        row): the per-frame Python work is one tobytes() of a row."""
         try:
             prefix = self.prefixes[encoding]
         except KeyError:
@@ -283,9 +292,15 @@ class Framer:
         n = pay.shape[0]
         cols = {"slot": slots, "version": versions, "exp": exps, "chunk": chunks}
         for name, value in cols.items():
+            if np.shape(value) != (n,):
+                raise FrameError(f"{name}: need one value per frame ({n}), got shape "
+                                 f"{np.shape(value)}")
+        if _kernels is not None:
+            return self._fill(prefix, encoding, pay, dict(
+                msg_type=msg_type, encoding=encoding, job_id=job_id, session=session,
+                count=count, flags=flags, **cols))
+        for name, value in cols.items():
             a = np.asarray(value)
-            if a.shape != (n,):
-                raise FrameError(f"{name}: need one value per frame ({n}), got shape {a.shape}")
             top = (1 << (8 * HEADER_DTYPE[name].itemsize)) - 1
             if n and (a.min() < 0 or a.max() > top):
                 raise FrameError(f"header field out of range: {name} outside 0..{top}")
@@ -318,6 +333,30 @@ class Framer:
             buf[:, off - 2:off].view(">u2")[:, 0] = csum
         return [row.tobytes() for row in buf[:, :end]]
 
+    def _fill(self, prefix: bytes, encoding: int, pay: np.ndarray, given: dict) -> list[bytes]:
+        """build_many by frames_kernels.fill: every field's value from `given` (one value,
+        or one per frame), checked against its width there."""
+        n = pay.shape[0]
+        if not n:
+            return []
+        values = np.empty((n, len(HEADER_DTYPE.names)), np.int64)
+        for j, name in enumerate(HEADER_DTYPE.names):
+            try:
+                values[:, j] = given[name]
+            except OverflowError:
+                top = (1 << (8 * HEADER_DTYPE[name].itemsize)) - 1
+                raise FrameError(f"header field out of range: {name} outside 0..{top}") \
+                    from None
+        body = np.ascontiguousarray(pay, dtype=DTYPES[encoding]).view(np.uint8).reshape(n, -1)
+        buf = np.empty((n, self.lengths[encoding]), np.uint8)
+        bad = _kernels.fill(buf, np.frombuffer(prefix, np.uint8), len(prefix), values,
+                            _FIELD_AT, _FIELD_WIDTH, body, self.fixed_sums.get(encoding, 0))
+        if bad >= 0:
+            name = HEADER_DTYPE.names[bad]
+            top = (1 << (8 * HEADER_DTYPE[name].itemsize)) - 1
+            raise FrameError(f"header field out of range: {name} outside 0..{top}")
+        return [row.tobytes() for row in buf]
+
     def checksum_ok(self, frame: bytes, udp_len: int) -> bool:
         return udp_checksum_ok(frame, udp_len)
 
@@ -344,6 +383,17 @@ class Framer:
         if size < off + HEADER.size or any(len(f) != size for f in frames):
             return None
         buf = np.frombuffer(b"".join(frames), np.uint8).reshape(n, size)
+        if off and _kernels is not None:
+            enc = int(buf[0, off + _ENC_AT])
+            dtype = DTYPES.get(enc)
+            if dtype is None:
+                return None
+            need = off + HEADER.size + dtype.itemsize * self.elems
+            if size != need or not _kernels.check(buf, off + _ENC_AT, enc, self.dport,
+                                                  need - ETH_LEN - IPV4_LEN):
+                return None
+            hdr = np.ascontiguousarray(buf[:, off:off + HEADER.size]).view(HEADER_DTYPE)
+            return hdr.reshape(n), buf[:, off + HEADER.size:need].view(dtype)
         if off:
             b = buf.astype(np.uint16)
             if not ((b[:, 12] == 0x08) & (b[:, 13] == 0) & (b[:, 14] == 0x45)

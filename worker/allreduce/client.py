@@ -49,7 +49,7 @@ RTO_INITIAL, RTO_MIN, RTO_MAX = 0.5, 0.05, 1.0
 INITIAL_WINDOW = 8
 # From this many frames per burst on, Framer.build_many (numpy over the burst) is faster
 # than build() per frame (python -m worker.allreduce.bench).
-BATCH_FRAMES = 32
+BATCH_FRAMES = 8
 # Share of the uses in flight to let complete before a woken worker handles results
 # (pacing.Coalescer); 0 handles each result at once. Off: it saves CPU only where the
 # switch is far slower than the workers (BMv2, softswitch's Python tier); with the compiled
@@ -604,28 +604,32 @@ class AllReduceClient(SessionMixin):
                     wire.MSG_CONTRIB, job.encoding, job.job_id, job.session, s,
                     int(self.uses[s] & 1), e, 1, (self.first_chunk + c) & CHUNK_MASK,
                     payloads[i]))
-        for i, s in enumerate(slots):
-            self._record_new(s, frames[i], payloads[i])
+        self._record_many(slots, frames, payloads)
         self.port.send_many(frames)
 
     def _send_new(self, s: int, frame: bytes, payload) -> None:
-        self._record_new(s, frame, payload)
+        self._record_many([s], [frame], [payload])
         self.port.send(frame)
 
-    def _record_new(self, s: int, frame: bytes, payload) -> None:
-        """The bookkeeping of a new use's frame, sent right after."""
-        self.frames[s] = frame
+    def _record_many(self, slots: list[int], frames: list[bytes], payloads) -> None:
+        """The bookkeeping of new uses' frames, sent right after (one timestamp: they leave
+        in one burst)."""
+        for s, frame in zip(slots, frames, strict=True):
+            self.frames[s] = frame
         if self.trace is not None:
-            self.payloads[s] = payload
-        self.stats.packets_sent += 1
-        self.stats.bytes_sent += len(frame)
+            for s, payload in zip(slots, payloads, strict=True):
+                self.payloads[s] = payload
+        m = len(slots)
+        self.stats.packets_sent += m
+        self.stats.bytes_sent += sum(map(len, frames))
         now = self.clock()
-        self.sends += 1
-        self.seq[s] = self.sends
-        self.sent_at[s] = now
-        self.tries[s] = 0
-        self.rto[s] = self.timer.rto()
-        self.deadline[s] = now + self.rto[s]
+        rto = self.timer.rto()
+        self.seq[slots] = np.arange(self.sends + 1, self.sends + m + 1)
+        self.sends += m
+        self.sent_at[slots] = now
+        self.tries[slots] = 0
+        self.rto[slots] = rto
+        self.deadline[slots] = now + rto
 
     def _store(self, s: int, msg) -> None:
         hdr, payload = msg
