@@ -50,33 +50,47 @@ def codes(bits, t, ties, nties, draws, b_rows, elems, top, out, sub, d):
     for r in range(bits.shape[0] // elems):
         braw = b_rows[r]
         b = np.uint8(braw if braw > 0 else 0)
-        bad, ns = _row(bits, t, r * elems, (r + 1) * elems, b, top, out, sub, d, ns)
-        if bad:
+        lo, hi = r * elems, (r + 1) * elems
+        # slices, so that the loops index from 0 and vectorise (no negative-index checks)
+        most, below = _row(bits[lo:hi], t[lo:hi], b, out[lo:hi])
+        if most > top:
             return 0, r
+        if below:
+            ns = _below(bits[lo:hi], t[lo:hi], b, lo, sub, d, ns)
     return ns, -1
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _row(bits, t, lo, hi, b, top, out, sub, d, ns):
-    """codes() for the elements lo..hi of one row (B clipped at 0 is b): (above, ns)."""
-    for i in range(lo, hi):
+@numba.njit(cache=True, nogil=True)
+def _row(bits, t, b, out):
+    """codes() for one row (B clipped at 0 is b) in one branch-free pass: (the largest
+    code before rounding, 1 if an element lies below one unit)."""
+    most = np.uint8(0)
+    below = np.uint8(0)
+    for i in range(bits.shape[0]):
         carry = t[i] >> np.uint8(7)
         h16 = np.uint16(bits[i] >> np.uint32(16))
-        sg = h16 >= np.uint16(0x8080)
         e = np.uint8((h16 >> np.uint16(7)) & np.uint16(0xFF))
         m = (e if e > b else b) - b
-        if m > top:
-            return True, ns
-        m = np.uint8(m + carry)
+        most = m if m > most else most
+        sign = np.uint8(0x80) if h16 >= np.uint16(0x8080) else np.uint8(0)
+        out[i] = np.uint8(m + carry) | sign
         e1 = np.uint8(np.uint8(e + carry) - np.uint8(1))  # uint8 arithmetic, as numpy's
-        if sg:
-            m = m | np.uint8(0x80)
-        out[i] = m
+        below |= np.uint8(e1 < b)
+    return most, below
+
+
+@numba.njit(cache=True, nogil=True)
+def _below(bits, t, b, base, sub, d, ns):
+    """Appends the row's elements below one unit (index base + i) to sub, in order, with
+    d = B - (e' - 1); returns the new count."""
+    for i in range(bits.shape[0]):
+        e = np.uint8((bits[i] >> np.uint32(23)) & np.uint32(0xFF))
+        e1 = np.uint8(np.uint8(e + (t[i] >> np.uint8(7))) - np.uint8(1))
         if e1 < b:
-            sub[ns] = i
+            sub[ns] = base + i
             d[ns] = np.int64(b) - np.int64(e1)
             ns += 1
-    return False, ns
+    return ns
 
 
 @numba.njit(cache=True, nogil=True)
