@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 from worker import wire
-from worker.allreduce.client import AllReduceClient, JobParams
+from worker.allreduce import client as client_mod
+from worker.allreduce.client import CHUNK_MASK, AllReduceClient, JobParams
+from worker.allreduce.protocol import State
 from worker.frames import L2_LEN, Framer
 from worker.transport import Port
 
@@ -64,8 +66,19 @@ def run(port, accept_many: bool, monkeypatch, calls: int = 3):
     return outs, stats, taken
 
 
+@pytest.fixture(params=["compiled", "numpy"])
+def checks(request, monkeypatch):
+    """A burst checked by burst_kernels' loop, or by the numpy checks it replaces."""
+    if request.param == "compiled":
+        if client_mod._bursts is None:
+            pytest.skip("numba is not installed")
+    else:
+        monkeypatch.setattr(client_mod, "_bursts", None)
+    return request.param
+
+
 @pytest.mark.parametrize("port", [ReflectPort, DuplicatingPort])
-def test_bursts_accepted_at_once_give_what_frame_by_frame_does(port, monkeypatch):
+def test_bursts_accepted_at_once_give_what_frame_by_frame_does(port, monkeypatch, checks):
     fast, fast_stats, taken = run(port(), True, monkeypatch)
     slow, slow_stats, _ = run(port(), False, monkeypatch)
     for a, b in zip(fast, slow, strict=True):
@@ -90,3 +103,68 @@ def test_a_corrupted_frame_sends_its_burst_frame_by_frame_and_is_counted():
     assert f.parse_many(frames[:2] + [bytes(bad)] + frames[3:]) is None
     assert f.parse(bytes(bad)) is None and f.bad_checksums == 1
     assert f.parse_many(frames[:3] + [frames[3] + b"\0\0"]) is None  # padded: one by one
+
+
+def test_the_compiled_burst_check_equals_the_numpy_one_for_any_flawed_result():
+    """A burst with one result off in any header field (type, job, session, count, slot,
+    version, chunk, a lower exponent), a slot twice, a slot not running or beyond the call's
+    slots: the compiled check refuses it as the numpy check does (the burst then goes frame
+    by frame, which names the error); a good burst gives both the same slots, last-chunk
+    flags and exponents."""
+    if client_mod._bursts is None:
+        pytest.skip("numba is not installed")
+    rng = np.random.default_rng(8)
+    framer = Framer(SRC, DST, elems=ELEMS)
+    c = AllReduceClient(ReflectPort(), framer, JobParams(3, 7, 4, 16, wire.ENC_CNAT8, ELEMS))
+    used, c.n_chunks, c.first_chunk = 16, 40, CHUNK_MASK - 5   # chunk numbers wrap around
+    c.state[:] = int(State.RUNNING)
+    c.uses[:] = rng.integers(0, 9, used)
+    c.cur[:] = rng.permutation(40)[:used]
+    c.sent_exp[:] = rng.integers(0, 200, used)
+    pay = np.zeros(ELEMS, np.uint8)
+
+    def burst(slots=(3, 7, 9, 12), **change):
+        rows = [dict(msg_type=wire.MSG_RESULT, job_id=3, session=7, slot=s,
+                     version=int(c.uses[s] & 1), exp=int(c.sent_exp[s]) + 1, count=4,
+                     chunk=int((c.first_chunk + c.cur[s]) & CHUNK_MASK)) for s in slots]
+        for name, (i, value) in change.items():
+            rows[i][name] = value
+        frames = [framer.build(r["msg_type"], wire.ENC_CNAT8, r["job_id"], r["session"],
+                               r["slot"], r["version"], r["exp"], r["count"], r["chunk"], pay)
+                  for r in rows]
+        return framer.parse_many(frames)[0]
+
+    def both(hdr):
+        got = c._awaited(hdr, used)
+        kernels, client_mod._bursts = client_mod._bursts, None
+        try:
+            want = c._awaited(hdr, used)
+        finally:
+            client_mod._bursts = kernels
+        assert (got is None) == (want is None)
+        if got is not None:
+            for a, b in zip(got, want, strict=True):
+                assert np.array_equal(a, b)
+        return got
+
+    ok = both(burst())
+    assert ok is not None and list(ok[0]) == [3, 7, 9, 12]
+    assert list(ok[1]) == list(c.cur[[3, 7, 9, 12]] + 16 >= 40)
+    slots = [3, 7, 9, 12]
+    for trial in range(200):
+        i = int(rng.integers(0, 4))
+        s = slots[i]
+        name = ["msg_type", "job_id", "session", "count", "version", "chunk", "exp",
+                "slot"][trial % 8]
+        value = {"msg_type": wire.MSG_CONTRIB, "job_id": 4, "session": 6, "count": 3,
+                 "version": int(c.uses[s] + 1) & 1,
+                 "chunk": int(c.first_chunk + c.cur[s] + 16) & CHUNK_MASK,
+                 "exp": int(c.sent_exp[s]) - 1,
+                 "slot": int(rng.choice([3, 7, 9, 12, 16, 200]))}[name]
+        if value < 0 or value == s:
+            continue
+        assert both(burst(**{name: (i, value)})) is None, (name, value)
+    c.state[9] = int(State.READY)
+    assert both(burst()) is None
+    c.state[9] = int(State.RUNNING)
+    assert both(burst(slots=[3, 3, 9, 12])) is None

@@ -36,6 +36,11 @@ from worker.allreduce.stats import Stats
 from worker.frames import Framer
 from worker.transport import Port
 
+try:  # a burst's checks as one compiled loop (the numpy checks stay the reference)
+    from worker.allreduce import burst_kernels as _bursts
+except ImportError:  # no numba
+    _bursts = None
+
 # Chunk numbers are compared in serial-number order (docs/PROTOCOL.md): a call may number
 # fewer than 2^31 uses.
 MAX_CHUNKS = 1 << 30
@@ -57,8 +62,9 @@ BATCH_FRAMES = 8
 COALESCE = 0.0
 
 # Plain ints on the per-packet path (enum attribute lookups cost more than the work).
-_PRIMING, _AWAIT, _READY, _RUNNING = (int(State.PRIMING), int(State.AWAIT_PRIME),
-                                      int(State.READY), int(State.RUNNING))
+_PRIMING, _AWAIT, _READY, _RUNNING, _DONE = (
+    int(State.PRIMING), int(State.AWAIT_PRIME), int(State.READY), int(State.RUNNING),
+    int(State.DONE))
 _IN_FLIGHT = frozenset(int(x) for x in IN_FLIGHT)
 _PRIMED, _SEND, _MORE, _LAST, _STALE, _TIMEOUT = (
     int(Event.PRIMED), int(Event.SEND), int(Event.RESULT_MORE), int(Event.RESULT_LAST),
@@ -355,23 +361,14 @@ class AllReduceClient(SessionMixin):
         if got is None:
             return False
         hdr, pay = got
-        job, n = self.job, len(frames)
-        s = hdr["slot"].astype(np.int64)
-        if not ((hdr["msg_type"] == wire.MSG_RESULT).all() and (hdr["job_id"] == job.job_id).all()
-                and (hdr["session"] == job.session).all() and int(s.max()) < used
-                and np.unique(s).size == n):
-            return False
         enc = int(hdr["encoding"][0])
-        cur = self.cur[s]
-        if not ((self.state[s] == _RUNNING).all()
-                and (hdr["version"] == (self.uses[s] & 1)).all()
-                and (hdr["chunk"] == ((self.first_chunk + cur) & CHUNK_MASK)).all()
-                and (hdr["count"] == job.workers).all()
-                and (hdr["exp"] >= self.sent_exp[s]).all()
-                and self.coder.accepts(enc)
-                and int(cur.max()) + job.window < self.n_chunks):
+        found = self._awaited(hdr, used) if self.coder.accepts(enc) else None
+        if found is None:
             return False
-        # every frame is an ACCEPT_NEXT (RUNNING -> READY): _receive, _store, _accept_next
+        # every frame is an ACCEPT_NEXT (RUNNING -> READY) or, for a slot's last chunk, an
+        # ACCEPT_LAST (RUNNING -> DONE): _receive, _store and _accept_next or _accept_last
+        s, last, exps = found
+        job, n = self.job, len(frames)
         st = self.stats
         st.packets_received += n
         st.bytes_received += n * len(frames[0])
@@ -379,9 +376,10 @@ class AllReduceClient(SessionMixin):
         self.session_results += n
         tries, sent_at = self.tries[s].tolist(), self.sent_at[s].tolist()
         timer, window = self.timer, self.window
+        now = self.clock()
         for i in range(n):
             if not tries[i]:  # _rtt_sample (Karn)
-                r = float(self.clock() - sent_at[i])
+                r = float(now - sent_at[i])
                 self.first_sample = self.first_sample or timer.srtt is None
                 timer.sample(r)
                 st.rtt_samples += 1
@@ -394,6 +392,7 @@ class AllReduceClient(SessionMixin):
         if rows is None:
             rows = self.res[enc] = np.empty((self.n_chunks, job.elems),
                                             self.coder.result_dtype(enc))
+        cur = self.cur[s]
         rows[cur] = pay
         self.res_enc[cur] = enc
         self.res_exp[cur] = self.exp[s]
@@ -401,15 +400,48 @@ class AllReduceClient(SessionMixin):
         while self.lowest < self.n_chunks and self.res_enc[self.lowest] >= 0:
             self.lowest += 1
         self.uses[s] += 1
-        nxt = cur + job.window
-        self.cur[s] = nxt
-        self.exp[s] = hdr["exp"]
-        self.state[s] = _READY
         self.in_flight -= n
         self.deadline[s] = np.inf
+        if last.any():
+            self.state[s[last]] = _DONE
+            more = ~last
+            s, exps = s[more], exps[more]
+        nxt = self.cur[s] + job.window
+        self.cur[s] = nxt
+        self.exp[s] = exps
+        self.state[s] = _READY
         for c, slot in zip(nxt.tolist(), s.tolist(), strict=True):
             heapq.heappush(self.ready, (c, slot))
         return True
+
+    def _awaited(self, hdr, used: int):
+        """(slots, last, exponents) when every header is the awaited result of a distinct
+        running slot (last: that chunk is the slot's last of the call), else None."""
+        job, n = self.job, hdr.shape[0]
+        if _bursts is not None:
+            s, exps = np.empty(n, np.int64), np.empty(n, np.int64)
+            last = np.empty(n, np.bool_)
+            if not _bursts.awaited(hdr.view(np.uint8).reshape(n, -1), _bursts.AT, _bursts.WIDTH,
+                                   np.array([wire.MSG_RESULT, job.job_id, job.session,
+                                             job.workers], np.int64),
+                                   self.state, self.uses, self.cur, self.sent_exp, _RUNNING,
+                                   self.first_chunk, CHUNK_MASK, used, self.n_chunks,
+                                   job.window, s, last, exps):
+                return None
+            return s, last, exps
+        s = hdr["slot"].astype(np.int64)
+        if not ((hdr["msg_type"] == wire.MSG_RESULT).all() and (hdr["job_id"] == job.job_id).all()
+                and (hdr["session"] == job.session).all() and int(s.max()) < used
+                and np.unique(s).size == n):
+            return None
+        cur = self.cur[s]
+        if not ((self.state[s] == _RUNNING).all()
+                and (hdr["version"] == (self.uses[s] & 1)).all()
+                and (hdr["chunk"] == ((self.first_chunk + cur) & CHUNK_MASK)).all()
+                and (hdr["count"] == job.workers).all()
+                and (hdr["exp"] >= self.sent_exp[s]).all()):
+            return None
+        return s, cur + job.window >= self.n_chunks, hdr["exp"].astype(np.int64)
 
     def _receive(self, frame: bytes, used: int) -> bool:
         """Handles one frame; True if it completed a use of a slot."""
