@@ -371,3 +371,34 @@ def test_compiled_cnat8_decoder_gives_the_numpy_values_bit_for_bit():
     for fn in (_numpy_decode, codec.decode_cnat8):
         with pytest.raises(ValueError, match="above 32"):
             fn(bad, [100], 4)
+
+
+@pytest.mark.skipif(codec._kernels is None, reason="numba is not installed")
+def test_compiled_exponents_equal_the_numpy_passes():
+    """chunk_exponents and max_exponent by codec_kernels.exponents: the numpy passes' values
+    over signs, zeros, subnormals, the largest finite values, inf and NaN (chunk_exponents
+    then refuses the row holding it)."""
+    g = rng(22)
+    specials = np.array([0.0, -0.0, 1e-45, -1e-40, 3.4e38, -3.4e38, np.inf, -np.inf, np.nan],
+                        np.float32)
+    for trial in range(400):
+        rows, elems = int(g.integers(1, 6)), int(g.choice([1, 7, 168, 1456]))
+        x = (g.standard_normal((rows, elems)) * 10.0 ** g.integers(-45, 38)).astype(np.float32)
+        if trial % 3 == 0:
+            x.reshape(-1)[g.integers(0, x.size, 3)] = g.choice(specials, 3)
+        kernels, codec._kernels = codec._kernels, None
+        try:
+            want_max = codec.max_exponent(x)
+            try:
+                want = codec.chunk_exponents(x).tolist()
+            except ValueError as e:
+                want = str(e)
+        finally:
+            codec._kernels = kernels
+        assert codec.max_exponent(x) == want_max
+        try:
+            got = codec.chunk_exponents(x).tolist()
+        except ValueError as e:
+            got = str(e)
+        assert got == want
+    assert codec.max_exponent(np.zeros(0, np.float32)) == 0

@@ -124,6 +124,10 @@ def chunk_exponents(chunks) -> np.ndarray:
     c = np.ascontiguousarray(_rows(chunks), dtype=np.float32)
     rows, elems = c.shape
     bits = c.view(np.uint32)
+    if _kernels is not None:  # one pass, no temporaries
+        exps = np.empty(rows, np.uint8)
+        _kernels.exponents(bits, exps)
+        return _finite(exps)
     out = np.empty(rows, np.uint32)
     step = max(1, _BLOCK // max(elems, 1))
     tmp = np.empty((min(rows, step), elems), np.uint32)
@@ -132,11 +136,27 @@ def chunk_exponents(chunks) -> np.ndarray:
         t = tmp[: e - s]
         np.left_shift(bits[s:e], 1, out=t)  # drop the sign
         np.max(t, axis=1, out=out[s:e]) if elems else out[s:e].fill(0)
-    exps = (out >> 24).astype(np.uint8)
+    return _finite((out >> 24).astype(np.uint8))
+
+
+def _finite(exps: np.ndarray) -> np.ndarray:
     bad = np.flatnonzero(exps == 255)
     if bad.size:
         raise ValueError(f"chunk {int(bad[0])} holds inf or NaN: it cannot be encoded")
     return exps
+
+
+def max_exponent(x) -> int:
+    """The largest biased float32 exponent in x (0 for zeros and subnormals, 255 where
+    it holds inf or NaN)."""
+    flat = np.ascontiguousarray(x, dtype=np.float32).reshape(1, -1)
+    if _kernels is not None:
+        out = np.empty(1, np.uint8)
+        _kernels.exponents(flat.view(np.uint32), out)
+        return int(out[0])
+    if not flat.size:
+        return 0
+    return int((np.left_shift(flat.view(np.uint32), 1).max()) >> 24)
 
 
 # ---------------------------------------------------------------- FIXED32

@@ -1,5 +1,5 @@
-"""Compiled loops of the CNAT8 codec (numba): encode_cnat8 for the calls of a few chunks,
-decode_cnat8 for every call.
+"""Compiled loops of the codec (numba): encode_cnat8 for the calls of a few chunks,
+decode_cnat8 and chunk_exponents for every call.
 
 A worker woken by one result encodes one chunk: numpy's two dozen passes then cost their
 call overhead, not their work (about 0.1 ms a chunk, most of a link-bound worker's CPU).
@@ -91,6 +91,18 @@ def _below(bits, t, b, base, sub, d, ns):
             d[ns] = np.int64(b) - np.int64(e1)
             ns += 1
     return ns
+
+
+@numba.njit(cache=True, nogil=True)
+def exponents(bits, out):
+    """Per row of bits (float32 as uint32), the largest biased exponent (255: inf or NaN)."""
+    for r in range(bits.shape[0]):
+        row = bits[r]
+        most = np.uint32(0)
+        for i in range(row.shape[0]):
+            v = row[i] & np.uint32(0x7FFFFFFF)  # |x| orders as its bits do
+            most = v if v > most else most
+        out[r] = np.uint8(most >> np.uint32(23))
 
 
 @numba.njit(cache=True, nogil=True)

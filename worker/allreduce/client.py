@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from worker import wire
+from worker import codec, wire
 from worker.allreduce.coding import ChunkCoder
 from worker.allreduce.pacing import Coalescer, RetransmitTimer, Window
 from worker.allreduce.protocol import IN_FLIGHT, Action, Event, State, transition
@@ -131,14 +131,15 @@ def checked_tensor(tensor, job: JobParams, failed: str, limit: int, unit: str):
     flat = x.reshape(-1)
     if flat.size == 0:
         return x, flat, 0
-    if not np.isfinite(flat).all():
+    top = codec.max_exponent(flat)  # one pass for both checks
+    if top == 255:
         raise AllReduceError("the tensor holds NaN or infinity: nothing to aggregate")
     rows = -(-flat.size // job.elems)
     if rows >= limit:
         raise AllReduceError(f"tensor of {flat.size} elements needs {rows} {unit}, "
                              f"at most {limit - 1}")
-    big = float(np.abs(flat).max())
-    if big and np.frexp(np.float32(big))[1] + 126 > job.max_exp:
+    if top > job.max_exp:
+        big = float(np.abs(flat).max())
         raise AllReduceError(f"the tensor holds {big:g}: job {job.job_id} allows exponents "
                              f"up to {job.max_exp} (values below 2^{job.max_exp - 126}); "
                              "the switch would drop it")
