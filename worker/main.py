@@ -35,6 +35,7 @@ from worker.allreduce.client import (  # noqa: E402
     RTO_INITIAL,
     RTO_MAX,
     RTO_MIN,
+    UPLINK_SHARE,
 )
 from worker.allreduce.restart import RestartFollower, SessionsView, WatchedPort  # noqa: E402
 from worker.allreduce.sparse import SparseAllReduceClient, pads_empty  # noqa: E402
@@ -148,6 +149,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "share of them should have completed, so one pass handles them all (saves "
                    "CPU a software switch on the same cores needs); 0 handles each at once "
                    "(default %(default)s)")
+    g.add_argument("--uplink-share", type=float, default=UPLINK_SHARE,
+                   help="woken by a result while frames it sent still queue on its own link, "
+                   "wait until about this share of them has left, so one pass handles the "
+                   "results that arrive meanwhile (a link-bound worker then leaves the CPU to "
+                   "the others); 0 handles each at once (default %(default)s)")
     g.add_argument("--fixed-window", action="store_true",
                    help="keep all --window slots in flight from the start, no adaptation")
     g.add_argument("--impair-loss", type=float, default=0.0,
@@ -209,6 +215,8 @@ def resolve(args) -> dict:
         raise UsageError("--rto and --rto-min must be > 0 s and --initial-window >= 1")
     if not 0 <= args.coalesce <= 1:
         raise UsageError(f"--coalesce must be within 0..1, got {args.coalesce}")
+    if not 0 <= args.uplink_share <= 1:
+        raise UsageError(f"--uplink-share must be within 0..1, got {args.uplink_share}")
     if not 1 <= args.elems <= MAX_ELEMS:
         raise UsageError(f"--elems must be within 1..{MAX_ELEMS} (a CNAT8 packet in a "
                          f"1500-byte MTU), got {args.elems}")
@@ -290,7 +298,7 @@ def make_client(args, r: dict, port, framer, job: JobParams, say=None):
     progress = None if say is None else \
         lambda done, total: say(f"allreduce {done}/{total} chunks")
     return AllReduceClient(port, framer, job, **common, coalesce=args.coalesce,
-                           progress=progress)
+                           uplink_share=args.uplink_share, progress=progress)
 
 
 def main(argv: list[str] | None = None) -> int:

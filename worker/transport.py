@@ -11,8 +11,10 @@
 
 from __future__ import annotations
 
+import array
 import ctypes
 import errno
+import fcntl
 import os
 import queue
 import select
@@ -32,6 +34,7 @@ PACKET_IGNORE_OUTGOING = 23      # Linux >= 4.20
 PACKET_OUTGOING = 4
 SO_ATTACH_FILTER = 26
 MAX_FRAME = 65535
+SIOCOUTQ = 0x5411  # = TIOCOUTQ
 
 
 class PortError(OSError):
@@ -55,6 +58,11 @@ class Port:
     def recv(self, timeout: float | None) -> bytes | None:
         """The next frame, waiting at most `timeout` seconds (None: forever); None if none."""
         raise NotImplementedError
+
+    def backlog(self) -> int | None:
+        """How much of what was sent still waits to leave (the kernel's units), or None
+        where the port cannot tell."""
+        return None
 
     def close(self) -> None:
         self.closed = True
@@ -203,6 +211,7 @@ class RawPort(Port):
             self.ring: RxRing | None = RxRing(self.sock, ifname)
         except OSError:
             self.ring = None  # recvfrom, frame by frame
+        self._outq = array.array("i", [0])
         self.quiet = None
         if quiet_ip is not None:
             self.quiet = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -224,6 +233,15 @@ class RawPort(Port):
 
     def send_many(self, frames: list[bytes]) -> None:
         sendmmsg(self.sock, frames)
+
+    def backlog(self) -> int | None:
+        # SIOCOUTQ: the socket's frames not yet sent by the interface (their buffers'
+        # sizes, so a shaped link's queue shows here until the frames leave it)
+        try:
+            fcntl.ioctl(self.sock.fileno(), SIOCOUTQ, self._outq)
+        except OSError:
+            return None
+        return self._outq[0]
 
     def recv(self, timeout: float | None) -> bytes | None:
         if self.ring is not None:

@@ -1,8 +1,10 @@
-"""The retransmission timer and the window (worker/allreduce/pacing.py), and the client
-against a slow switch modelled in virtual time (harness/network.py SlowSwitchPort): a burst
-the switch needs hundreds of milliseconds to work through causes no retransmission, a
-lost contribution is resent one timeout after the use before it was answered, and the
-window starts small and grows."""
+"""The retransmission timer, the window and the two ways of handling results in bursts
+(worker/allreduce/pacing.py), and the client against a slow switch or a slow link modelled
+in virtual time (harness/network.py SlowSwitchPort, SlowLinkPort below): a burst the
+switch needs hundreds of milliseconds to work through causes no retransmission, a lost
+contribution is resent one timeout after the use before it was answered, the window
+starts small and grows, and a link-bound worker handles its results in bursts without
+letting its link idle."""
 
 import numpy as np
 import pytest
@@ -10,7 +12,7 @@ import pytest
 from harness.network import PsNetwork, SlowSwitchPort
 from worker import wire
 from worker.allreduce import AllReduceClient, JobParams
-from worker.allreduce.pacing import Coalescer, RetransmitTimer, Window
+from worker.allreduce.pacing import Coalescer, RetransmitTimer, UplinkPacer, Window
 from worker.baseline import ParameterServer
 from worker.frames import Framer
 from worker.transport import QueuePort
@@ -232,3 +234,68 @@ def test_coalescing_batches_results_without_idling_the_switch():
     assert b1 < 0.5 * b0, (b0, b1)
     # and the switch is never starved: later calls take no longer than it needs
     assert all(t >= bound for t in t1) and t1[-1] <= 1.05 * bound, (t1, bound)
+
+
+def test_uplink_pacer_sleeps_for_a_share_of_the_backlog_at_the_rate_it_drains():
+    p = UplinkPacer(share=0.5, minimum=3e-4, cap=0.02)
+    assert p.pause(1.0, 90_000, float("inf")) == 0          # no rate measured yet
+    p.passed(1.0, 100_000)
+    # 100 kB left at 1.000, 90 kB at 1.010: 1 MB/s; half of 90 kB is 45 ms, capped at 20
+    assert p.pause(1.010, 90_000, float("inf")) == 0.02
+    assert p.rate == pytest.approx(1e6)
+    p.passed(1.030, 30_000)
+    # 10 kB drained in 5 ms (2 MB/s) weighs a quarter: 1.25 MB/s; 10 kB of it is 4 ms
+    assert p.pause(1.035, 20_000, float("inf")) == pytest.approx(0.5 * 20_000 / 1.25e6)
+    assert p.pause(1.035, 20_000, 1.036) == pytest.approx(0.001)  # the next timer
+    assert p.pause(1.035, 20_000, 1.0) == 0                      # a timer already due
+    assert p.pause(1.035, 200, float("inf")) == 0                # below the minimum
+    assert p.pause(1.035, 0, float("inf")) == 0                  # an empty uplink
+    assert p.pause(1.035, None, float("inf")) == 0               # a port that cannot tell
+    p.passed(1.040, 50_000)
+    assert p.pause(1.050, 60_000, float("inf")) > 0              # sent in between: no sample
+    assert p.rate == pytest.approx(1.25e6)
+    off = UplinkPacer(share=0)
+    off.passed(0.0, 10_000)
+    assert off.pause(0.01, 5_000, float("inf")) == 0
+    for bad in (dict(share=1.5), dict(share=-0.1), dict(minimum=-1), dict(cap=-1)):
+        with pytest.raises(ValueError):
+            UplinkPacer(**bad)
+
+
+class SlowLinkPort(CountingSlowSwitch):
+    """A worker behind a slow uplink, in virtual time: its frames leave one per `per_frame`
+    seconds in order, the switch answers at once (the job's other workers keep pace), and
+    backlog() is the bytes not yet sent, as a shaped link's queue shows it."""
+
+    def __init__(self, per_frame: float):
+        super().__init__(peers=1, service=0.0, finish=0.0, latency=1e-4)
+        self.per_frame = per_frame
+        self.departures: list[tuple[float, int]] = []
+        self.link_free = 0.0
+
+    def send(self, frame: bytes) -> None:
+        self.link_free = max(self.now, self.link_free) + self.per_frame
+        self.departures.append((self.link_free, len(frame)))
+        now, self.now = self.now, self.link_free     # the switch sees it when it has left
+        super().send(frame)
+        self.now = now
+
+    def backlog(self) -> int:
+        return sum(n for t, n in self.departures if t > self.now)
+
+
+def test_a_link_bound_worker_handles_results_in_bursts_and_keeps_its_link_busy():
+    # 250 us per frame (a 1.5 kB frame at 50 Mbit/s); 400 chunks per call fill the window.
+    runs = {}
+    for share in (0.0, 0.5):
+        port = SlowLinkPort(per_frame=250e-6)
+        client, times = run_calls(port, 4, params=400 * ELEMS, uplink_share=share)
+        assert client.stats.retransmissions == 0
+        runs[share] = (port.bursts, times, client.pacer.slept)
+    bound = 401 * 250e-6                       # the chunks and the priming round, back to back
+    (b0, t0, s0), (b1, t1, s1) = runs[0.0], runs[0.5]
+    assert s0 == 0 and s1 > 0
+    # handled as they come: about one burst per result; paced: several results per burst
+    assert b0 > 4 * 300 and b1 < 0.25 * b0, (b0, b1)
+    # and the link never waits for the worker: no call takes longer than unpaced ones
+    assert all(t >= bound for t in t1) and max(t1) <= 1.02 * max(t0), (t0, t1, bound)

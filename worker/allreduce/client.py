@@ -30,7 +30,7 @@ import numpy as np
 
 from worker import codec, wire
 from worker.allreduce.coding import ChunkCoder
-from worker.allreduce.pacing import Coalescer, RetransmitTimer, Window
+from worker.allreduce.pacing import Coalescer, RetransmitTimer, UplinkPacer, Window
 from worker.allreduce.protocol import IN_FLIGHT, Action, Event, State, transition
 from worker.allreduce.stats import Stats
 from worker.frames import Framer
@@ -60,6 +60,9 @@ BATCH_FRAMES = 8
 # switch is far slower than the workers (BMv2, softswitch's Python tier); with the compiled
 # softswitch it delays the next sends more than it saves (docs/WORKER.md).
 COALESCE = 0.0
+# Share of the worker's own uplink backlog to let drain before a woken worker handles
+# results (pacing.UplinkPacer): only a worker whose link holds the job back sleeps.
+UPLINK_SHARE = 0.5
 
 # Plain ints on the per-packet path (enum attribute lookups cost more than the work).
 _PRIMING, _AWAIT, _READY, _RUNNING, _DONE = (
@@ -184,6 +187,7 @@ class AllReduceClient(SessionMixin):
                  rto: float = RTO_INITIAL, rto_min: float = RTO_MIN, rto_max: float = RTO_MAX,
                  initial_window: int = INITIAL_WINDOW, adaptive_window: bool = True,
                  timeout: float = 10.0, coalesce: float = COALESCE,
+                 uplink_share: float = UPLINK_SHARE,
                  progress: Callable[[int, int], None] | None = None,
                  trace: Callable[..., None] | None = None,
                  clock: Callable[[], float] = time.monotonic,
@@ -196,6 +200,7 @@ class AllReduceClient(SessionMixin):
         self.window = Window(initial_window, job.window, adaptive_window)
         self.timeout = timeout
         self.coalescer = Coalescer(coalesce)
+        self.pacer = UplinkPacer(uplink_share)
         self.progress, self.trace, self.clock, self.sleep = progress, trace, clock, sleep
         self.stats = Stats()
         w = job.window
@@ -309,8 +314,10 @@ class AllReduceClient(SessionMixin):
             if frame is None:
                 frame = self.port.recv(max(0.0, min(deadline.min(), give_up) - now))
                 if frame is not None:   # woken: let more results gather (pacing.py)
-                    pause = self.coalescer.pause(self.clock(), self.done_chunks,
-                                                 self.in_flight, deadline.min())
+                    now = self.clock()
+                    pause = max(self.coalescer.pause(now, self.done_chunks, self.in_flight,
+                                                     deadline.min()),
+                                self.pacer.pause(now, self.port.backlog(), deadline.min()))
                     if pause > 0:
                         self.sleep(pause)
             # What else already waits is handled in the same burst, so the chunks it
@@ -335,6 +342,7 @@ class AllReduceClient(SessionMixin):
                 now = self.clock()
                 for s in np.flatnonzero(deadline <= now):
                     self._dispatch(int(s), _TIMEOUT, None)
+                self.pacer.passed(self.clock(), self.port.backlog())
             if (self.progress is not None and last_progress >= next_report
                     and self.done_chunks < self.n_chunks):
                 next_report = last_progress + PROGRESS_EVERY

@@ -1,5 +1,5 @@
-"""When to resend and how much to keep in flight: RFC 6298's retransmission timer and an
-AIMD window of slots.
+"""When to resend, how much to keep in flight and when to let results gather: RFC 6298's
+retransmission timer, an AIMD window of slots, and two ways to handle results in bursts.
 
 A round trip here is not the network's alone: a slot completes when the slowest worker's
 contribution has arrived and a (software) switch has worked through everything queued
@@ -104,3 +104,47 @@ class Coalescer:
         if p > 0:
             self.slept += p
         return max(p, 0.0)
+
+
+class UplinkPacer:
+    """How long to let results gather while this worker's own uplink is still busy.
+
+    Where the worker's link is the bottleneck, results trickle in at the link's rate and a
+    worker woken by each pays its whole loop per result: on shared cores that CPU is taken
+    from the other workers and the switch. While frames it sent still queue on its uplink
+    (Port.backlog), a chunk sent now would only wait behind them, so the worker sleeps
+    until about `share` of that backlog has left, at the drain rate it measures between
+    its passes (no frame is sent in between), at most `cap` seconds and never past a
+    retransmission deadline. Without a backlog -- a switch or the other workers hold the
+    job back, or the port cannot tell -- it never sleeps. share 0: never sleep.
+    """
+
+    def __init__(self, share: float = 0.5, minimum: float = 0.0003, cap: float = 0.02):
+        if not 0 <= share <= 1 or minimum < 0 or cap < 0:
+            raise ValueError("need 0 <= share <= 1, minimum >= 0, cap >= 0")
+        self.share, self.minimum, self.cap = share, minimum, cap
+        self.rate: float | None = None    # backlog units drained per second (moving average)
+        self._at: float | None = None     # when the last pass ended, and its backlog
+        self._left = 0
+        self.slept = 0.0
+
+    def passed(self, now: float, backlog: int | None) -> None:
+        """A pass of the receive loop ended (its frames sent): the backlog it leaves."""
+        self._at, self._left = (now, backlog) if backlog else (None, 0)
+
+    def pause(self, now: float, backlog: int | None, deadline: float) -> float:
+        """Seconds to sleep, woken by a result at `now` with `backlog` still queued."""
+        if not self.share or not backlog:
+            self._at = None
+            return 0.0
+        if self._at is not None and now > self._at and self._left > backlog:
+            r = (self._left - backlog) / (now - self._at)
+            self.rate = r if self.rate is None else 0.75 * self.rate + 0.25 * r
+        self._at = None
+        if self.rate is None:
+            return 0.0
+        p = min(self.share * backlog / self.rate, self.cap, deadline - now)
+        if p < self.minimum:
+            return 0.0
+        self.slept += p
+        return p
