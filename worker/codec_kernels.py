@@ -141,13 +141,3 @@ def decode(codes, b_all, u_all, n, mean, out):
         if above:
             return r
     return -1
-
-
-def warm() -> None:
-    """Compiles (or loads) both loops, so the first chunk of a call does not wait."""
-    bits = np.zeros(1, np.uint32)
-    t = np.zeros(1, np.uint8)
-    idx = np.zeros(1, np.int64)
-    carries(bits, np.zeros(1, np.uint8), t, idx)
-    codes(bits, t, idx, 0, np.zeros(1, np.uint16), np.zeros(1, np.int64), 1, 28,
-          np.zeros(1, np.uint8), idx, np.zeros(1, np.int64))
