@@ -76,10 +76,12 @@ def run_chaos(make_port, topo, job_id: int, session: int, seed: int, chaos: Chao
         ports[rank] = ChaosPort(make_port(spec.workers[rank]), chaos, seed * 100 + rank,
                                 session)
         # The long run keeps the whole window in flight: an adaptive window halves on
-        # every loss, and at 30% loss it would crawl.
+        # every loss, and at 30% loss it would crawl. Backoff stops at 0.3 s: up to half the
+        # round trips are lost, and at the default 1 s the calls mostly waited (more resends,
+        # so more duplicates at the switch, not fewer).
         client = AllReduceClient(ports[rank], topo_framer(topo, spec.workers[rank]), job,
                                  seed=seed * 100 + rank, trace=traces[rank], timeout=30,
-                                 rto=0.3, rto_min=0.05, adaptive_window=not LONG,
+                                 rto=0.3, rto_min=0.05, rto_max=0.3, adaptive_window=not LONG,
                                  initial_window=spec.slots if LONG else 8)
         return Caller(client, ports[rank])
     tensors = tensors_for(n, calls, chunks, spec.max_exp, rng)

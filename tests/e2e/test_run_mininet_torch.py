@@ -23,16 +23,16 @@ RUN = [sys.executable, str(REPO / "mininet" / "run.py")]
 def test_torch_job_trains_in_lockstep_and_reports(tmp_path, aggregation):
     out = tmp_path / "run"
     r = subprocess.run([*RUN, "--switch", os.environ.get("NATSWITCH_SWITCH", "auto"),
-                        "--framework", "torch", "--aggregation", aggregation, "--steps", "6",
-                        "--eval-every", "3", "--out", str(out)],
+                        "--framework", "torch", "--aggregation", aggregation, "--steps", "4",
+                        "--eval-every", "2", "--out", str(out)],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())
     assert report["framework"] == "torch"
     (job,) = report["jobs"]
-    assert job["ok"] and job["workers"] == 4 and job["steps"] == 6, job
+    assert job["ok"] and job["workers"] == 4 and job["steps"] == 4, job
     assert job["identical_models"]                   # DDP's broadcast, then equal means
-    assert [s for s, _ in job["accuracy_curve"]] == [3, 6]
+    assert [s for s, _ in job["accuracy_curve"]] == [2, 4]
     # From the broadcast model at time 0 to the two evaluations.
     assert len(job["accuracy_time"]) == 3 and job["accuracy_time"][1][0] > 0
     for plot in ("accuracy.png", "accuracy_time.png"):

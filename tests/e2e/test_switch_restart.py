@@ -28,7 +28,7 @@ from controller.topology import JobSpec  # noqa: E402
 from controller.watch import Watcher  # noqa: E402
 
 RUNS = int(os.environ.get("NATSWITCH_RESTART_RUNS", "2"))
-STEPS = 80
+STEPS = 40              # the workers stall while the switch is down: no run ends early
 KILL_AT_STEP = 15
 
 
