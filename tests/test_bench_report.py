@@ -1,0 +1,40 @@
+"""bench/report.py's sentences about the allreduce table follow its figures."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+from report import observations  # noqa: E402
+
+
+def row(part, variant, median_s, switch="soft"):
+    return {"part": part, "variant": variant, "regime": "switch", "switch": switch,
+            "bw_mbit": 1000.0, "workers": 4, "median_s": median_s, "bound_s": 0.01,
+            "x_bound": median_s / 0.01, "lost_before_switch": 0}
+
+
+def switch_bound_sentence(rows) -> str:
+    (line,) = [x for x in observations(rows, 2) if x.startswith("- **Switch-bound**")]
+    return line
+
+
+def test_a_faster_cnat_row_is_not_explained_as_the_slower():
+    line = switch_bound_sentence([row("star-switch", "C_nat INA", 0.3),
+                                  row("star-switch", "int32 INA", 0.4),
+                                  row("star-switch", "parameter server", 0.6),
+                                  row("star-switch", "Gloo ring", 0.45)])
+    assert "C_nat INA took 0.75x the time of int32 INA, 0.50x the parameter server's and " \
+           "0.67x Gloo's" in line
+    assert "turns" not in line and "per-packet" not in line
+
+
+def test_a_slower_cnat_row_on_any_target_is_explained():
+    line = switch_bound_sentence([row("star-switch", "C_nat INA", 0.3),
+                                  row("star-switch", "int32 INA", 0.4),
+                                  row("star-switch", "parameter server", 0.6),
+                                  row("star-switch-bmv2", "C_nat INA", 37, "bmv2"),
+                                  row("star-switch-bmv2", "int32 INA", 18, "bmv2"),
+                                  row("star-switch-bmv2", "parameter server", 4.5, "bmv2")])
+    assert "on bmv2 (star-switch-bmv2) C_nat INA took 2.06x the time of int32 INA" in line
+    assert "per-packet work decides" in line
