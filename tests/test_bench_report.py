@@ -1,11 +1,16 @@
 """bench/report.py's sentences about the allreduce table follow its figures."""
 
+import importlib.util
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
-from report import observations  # noqa: E402
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+sys.path.insert(0, str(BENCH))
+# Under its own name: mininet/report.py is the `report` other tests import.
+_spec = importlib.util.spec_from_file_location("bench_report", BENCH / "report.py")
+_report = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_report)
+observations = _report.observations
 
 
 def row(part, variant, median_s, switch="soft"):
