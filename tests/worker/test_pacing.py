@@ -272,6 +272,7 @@ class SlowLinkPort(CountingSlowSwitch):
         self.per_frame = per_frame
         self.departures: list[tuple[float, int]] = []
         self.link_free = 0.0
+        self.asked = 0
 
     def send(self, frame: bytes) -> None:
         self.link_free = max(self.now, self.link_free) + self.per_frame
@@ -281,6 +282,7 @@ class SlowLinkPort(CountingSlowSwitch):
         self.now = now
 
     def backlog(self) -> int:
+        self.asked += 1
         return sum(n for t, n in self.departures if t > self.now)
 
 
@@ -292,6 +294,7 @@ def test_a_link_bound_worker_handles_results_in_bursts_and_keeps_its_link_busy()
         client, times = run_calls(port, 4, params=400 * ELEMS, uplink_share=share)
         assert client.stats.retransmissions == 0
         runs[share] = (port.bursts, times, client.pacer.slept)
+        assert (port.asked > 0) == (share > 0)     # off, the port is never asked (a syscall)
     bound = 401 * 250e-6                       # the chunks and the priming round, back to back
     (b0, t0, s0), (b1, t1, s1) = runs[0.0], runs[0.5]
     assert s0 == 0 and s1 > 0

@@ -315,10 +315,10 @@ class AllReduceClient(SessionMixin):
             if frame is None:
                 frame = self.port.recv(max(0.0, min(deadline.min(), give_up) - now))
                 if frame is not None:   # woken: let more results gather (pacing.py)
-                    now = self.clock()
-                    pause = max(self.coalescer.pause(now, self.done_chunks, self.in_flight,
-                                                     deadline.min()),
-                                self.pacer.pause(now, self.port.backlog(), deadline.min()))
+                    now, soonest = self.clock(), deadline.min()
+                    pause = self.coalescer.pause(now, self.done_chunks, self.in_flight, soonest)
+                    if self.pacer.share:    # off: no syscall for the backlog
+                        pause = max(pause, self.pacer.pause(now, self.port.backlog(), soonest))
                     if pause > 0:
                         self.sleep(pause)
             # What else already waits is handled in the same burst, so the chunks it
@@ -343,7 +343,8 @@ class AllReduceClient(SessionMixin):
                 now = self.clock()
                 for s in np.flatnonzero(deadline <= now):
                     self._dispatch(int(s), _TIMEOUT, None)
-                self.pacer.passed(self.clock(), self.port.backlog())
+                if self.pacer.share:
+                    self.pacer.passed(self.clock(), self.port.backlog())
             if (self.progress is not None and last_progress >= next_report
                     and self.done_chunks < self.n_chunks):
                 next_report = last_progress + PROGRESS_EVERY
