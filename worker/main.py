@@ -144,16 +144,17 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--initial-window", type=int, default=INITIAL_WINDOW,
                    help="slots in flight at first; grows while no timer expires, halves "
                    "when one does, up to --window (default %(default)s)")
-    g.add_argument("--coalesce", type=float, default=COALESCE,
+    g.add_argument("--coalesce", type=float, default=None,
                    help="woken by a result with many slots in flight, wait until about this "
                    "share of them should have completed, so one pass handles them all (saves "
                    "CPU a software switch on the same cores needs); 0 handles each at once "
-                   "(default %(default)s)")
-    g.add_argument("--uplink-share", type=float, default=UPLINK_SHARE,
+                   f"(default {COALESCE}; dense jobs)")
+    g.add_argument("--uplink-share", type=float, default=None,
                    help="woken by a result while frames it sent still queue on its own link, "
                    "wait until about this share of them has left, so one pass handles the "
                    "results that arrive meanwhile (a link-bound worker then leaves the CPU to "
-                   "the others); 0 handles each at once (default %(default)s)")
+                   "the others); 0 handles each at once (default "
+                   f"{UPLINK_SHARE}; dense jobs)")
     g.add_argument("--fixed-window", action="store_true",
                    help="keep all --window slots in flight from the start, no adaptation")
     g.add_argument("--impair-loss", type=float, default=0.0,
@@ -213,10 +214,10 @@ def resolve(args) -> dict:
         raise UsageError(f"rank {rank} outside 0..{workers - 1}")
     if not (args.rto > 0 and args.rto_min > 0 and args.initial_window >= 1):
         raise UsageError("--rto and --rto-min must be > 0 s and --initial-window >= 1")
-    if not 0 <= args.coalesce <= 1:
-        raise UsageError(f"--coalesce must be within 0..1, got {args.coalesce}")
-    if not 0 <= args.uplink_share <= 1:
-        raise UsageError(f"--uplink-share must be within 0..1, got {args.uplink_share}")
+    pacing = {"--coalesce": args.coalesce, "--uplink-share": args.uplink_share}
+    for option, value in pacing.items():
+        if value is not None and not 0 <= value <= 1:
+            raise UsageError(f"{option} must be within 0..1, got {value}")
     if not 1 <= args.elems <= MAX_ELEMS:
         raise UsageError(f"--elems must be within 1..{MAX_ELEMS} (a CNAT8 packet in a "
                          f"1500-byte MTU), got {args.elems}")
@@ -235,6 +236,12 @@ def resolve(args) -> dict:
     window = args.window if args.window is not None else job.slots
     if getattr(job, "mode", "dense") == "sparse":
         args.sparse = True          # the switch holds the job in sparse mode
+    given = [option for option, value in pacing.items() if value is not None]
+    if args.sparse and given:
+        raise UsageError(f"{' and '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to "
+                         "dense jobs: a sparse job's client handles each result as it comes")
+    args.coalesce = COALESCE if args.coalesce is None else args.coalesce
+    args.uplink_share = UPLINK_SHARE if args.uplink_share is None else args.uplink_share
     sparse_bytes = IP_UDP_AGG + SPARSE_HDR + (4 if encoding == "fixed32" else 1) * args.elems
     if args.sparse and not args.baseline_ps and sparse_bytes > MTU:
         raise UsageError(f"--sparse with --elems {args.elems}: a sparse {encoding} packet is "

@@ -129,6 +129,10 @@ def test_missing_worker_ends_with_a_clear_error(topo_file, ps_addr, tmp_path):
     (["--host", "h1", "--initial-window", "0"], "--initial-window >= 1"),
     (["--host", "h1", "--coalesce", "1.5"], "--coalesce must be within 0..1"),
     (["--host", "h1", "--uplink-share", "-0.5"], "--uplink-share must be within 0..1"),
+    (["--host", "h1", "--sparse", "--uplink-share", "0.2"],
+     "--uplink-share applies to dense jobs"),
+    (["--host", "h1", "--sparse", "--coalesce", "0.5", "--uplink-share", "0"],
+     "--coalesce and --uplink-share apply to dense jobs"),
 ])
 def test_usage_errors(topo_file, capsys, args, message):
     assert worker_main.main(["--topology", str(topo_file), *args]) == 2
