@@ -49,17 +49,17 @@ def through_switch(encoding: str, seed: int, args) -> tuple[list[int], list[floa
     topo = star(hosts=WORKERS)
     hosts = [h.name for h in topo.hosts]
     topo = topo.with_jobs([JobSpec(1, tuple(hosts), 64, encoding)])
-    net = inproc.network(topo)
+    net = inproc.network(topo, session=1 + seed)
     cfg = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, hidden=args.hidden,
                       seed=seed, eval_every=args.eval_every)
     results: list = [None] * WORKERS
 
     def work(rank: int) -> None:
         from worker import wire
-        from worker.allreduce import AllReduceClient, JobParams
+        from worker.allreduce import AllReduceClient
 
         framer = net.framer(hosts[rank])
-        job = JobParams(1, 1 + seed, WORKERS, 64, wire.ENCODING_BY_NAME[encoding], framer.elems)
+        job = net.job_params(1, wire.ENCODING_BY_NAME[encoding])
         client = AllReduceClient(net.ports[hosts[rank]], framer, job, seed=seed * 1000 + rank,
                                  timeout=30.0)
         try:

@@ -47,7 +47,6 @@ def started(topo, kind: str, workdir: Path, shape: bool = True, poll: float = 30
     from mininet.log import setLogLevel
 
     from controller.p4info import Pipeline
-    from controller.program import program
 
     setLogLevel("critical")     # tc warns that the HTB quantum is big at high rates; harmless
     try:
@@ -79,12 +78,29 @@ def started(topo, kind: str, workdir: Path, shape: bool = True, poll: float = 30
         say(f"waiting {poll:.0f} s: {'; '.join(busy)}")
         time.sleep(poll)
     try:
-        failed = [f"{s.name}: {r}" for s, r in program(topo, pipeline) if isinstance(r, Exception)]
-        if failed:
-            raise RuntimeError("programming failed: " + "; ".join(failed))
+        emu.natswitch_pipeline = pipeline
+        install(emu, topo, 1)
         yield emu
     finally:
         emu.stop()
+
+
+def install(emu, topo, session: int) -> None:
+    """Programs the switches with every job of `topo` in `session` (the controller chooses a
+    job's session and the switches drop every other; a checkout from before that, which
+    bench/speed_targets.py also runs, takes none)."""
+    import inspect
+
+    from controller.program import program
+
+    pipeline = emu.natswitch_pipeline
+    if "sessions" in inspect.signature(program).parameters:
+        results = program(topo, pipeline, {j.id: session for j in topo.jobs})
+    else:
+        results = program(topo, pipeline)
+    failed = [f"{s.name}: {r}" for s, r in results if isinstance(r, Exception)]
+    if failed:
+        raise RuntimeError("programming failed: " + "; ".join(failed))
 
 
 # ---------------------------------------------------------------- counters
@@ -143,6 +159,8 @@ def run_probes(emu, topo_path: Path, hosts: list[str], workdir: Path, *, job: in
     for Gloo's allreduce among the hosts instead; extra: more arguments for every probe.
     Returns (records by rank, link loads of the timed calls from the kernel's counters,
     the same from the switches' counters)."""
+    if ps is None and gloo is None:
+        install(emu, topo, session)
     sync = workdir / f"sync-{job}-{session}"
     shutil.rmtree(sync, ignore_errors=True)
     sync.mkdir(parents=True)

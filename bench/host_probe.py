@@ -167,7 +167,10 @@ def main(argv=None) -> int:
     wargs = worker_main.build_parser().parse_args(wargv)
     r = worker_main.resolve(wargs)
     port, framer, encoding, what = worker_main.open_transport(wargs, r)
-    job = worker_main.job_params(wargs, r, encoding, framer)
+    # worker/main.py's one construction of the job (named job_params in older checkouts,
+    # which bench/speed_targets.py also runs this probe on)
+    make_job = getattr(worker_main, "worker_job", None) or worker_main.job_params
+    job = make_job(wargs, r, encoding, framer)
     # The worker's defaults (worker/main.py): the client as a training job runs it.
     if args.sparse:
         # imported here: bench/speed_targets.py runs this probe on checkouts without it

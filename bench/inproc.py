@@ -22,15 +22,15 @@ from controller.stats import PORT_RX, PORT_TX
 from harness.network import SwitchNetwork, softswitch_missing, to_softswitch_entry
 from harness.workers import run_workers
 from worker import wire
-from worker.allreduce import AllReduceClient, JobParams
+from worker.allreduce import AllReduceClient, job_params
 from worker.baseline import PS_PORT, ParameterServer
 from worker.frames import L2_LEN, Framer, l2_prefix, with_udp_checksum
 
 __all__ = ["Capture", "PsHost", "network", "read_ports", "run", "softswitch_missing"]
 
 
-def network(topo) -> SwitchNetwork:
-    net = SwitchNetwork(topo)
+def network(topo, session: int = 1) -> SwitchNetwork:
+    net = SwitchNetwork(topo, session=session)
     for name, entries in forwarding.entries(topo).items():
         sw = net.switches[name]
         for e in entries:
@@ -128,11 +128,16 @@ def run(net: SwitchNetwork, hosts: list[str], tensors: list[list], *, job: int, 
     """Allreduce calls of tensors[rank][call] from `hosts`, one thread each; returns the
     outputs and the clients."""
     enc = wire.ENCODING_BY_NAME[encoding]
+    if job in net.sessions:         # a switch job: the switches take its session first
+        net.set_session(job, session)
+        params = net.job_params(job, enc, window)
+    else:                           # the parameter server's (framers)
+        params = job_params(net.topo, job, session, enc, net.elems, window=window,
+                            workers=len(hosts), host_aggregator=True)
 
     def make(rank: int) -> AllReduceClient:
         host = hosts[rank]
         framer = framers(host) if framers else net.framer(host)
-        params = JobParams(job, session, len(hosts), window, enc, framer.elems)
         return AllReduceClient(net.ports[host], framer, params, seed=rank, timeout=timeout)
 
     outputs, clients, errors = run_workers(make, tensors, calls=len(tensors[0]))

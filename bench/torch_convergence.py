@@ -49,17 +49,16 @@ def run(how: str, what: str | None, seed: int, args, data) -> dict:
 
         from controller.topology import JobSpec, star
         from worker import wire
-        from worker.allreduce import AllReduceClient, JobParams
+        from worker.allreduce import AllReduceClient
 
         topo = star(hosts=WORKERS)
         hosts = [h.name for h in topo.hosts]
         topo = topo.with_jobs([JobSpec(1, tuple(hosts), 64, what)])
-        net = inproc.network(topo)
+        net = inproc.network(topo, session=1 + seed)
 
         def make_client(rank):
             framer = net.framer(hosts[rank])
-            job = JobParams(1, 1 + seed, WORKERS, 64, wire.ENCODING_BY_NAME[what],
-                            framer.elems)
+            job = net.job_params(1, wire.ENCODING_BY_NAME[what])
             return AllReduceClient(net.ports[hosts[rank]], framer, job,
                                    seed=seed * 1000 + rank, timeout=60.0)
 

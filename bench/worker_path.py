@@ -197,9 +197,9 @@ def softswitch(elements: int, repeat: int) -> list[tuple]:
         load = time.perf_counter() - t0
         best_dt = None
         for _ in range(repeat):
-            net = SwitchNetwork(topo, prof.bmv2_json)
             session += 1
-            job = JobParams(1, session, n, 64, wire.ENC_CNAT8, net.elems)
+            net = SwitchNetwork(topo, prof.bmv2_json, session=session)
+            job = net.job_params(1, wire.ENC_CNAT8)
 
             def make(rank, net=net, job=job):
                 return AllReduceClient(net.ports[hosts[rank]], net.framer(hosts[rank]), job,

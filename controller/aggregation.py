@@ -2,16 +2,19 @@
 
 On every switch of a job's tree: the job entry (job_root at the root, with the result encoding;
 job_sparse_root instead for a sparse job, whose tree is that one switch; job_child elsewhere,
-with the port towards the parent; all with the job's exponent bound), one children entry per
+with the port towards the parent; all with the job's exponent bound and its session, which
+only the control plane moves: docs/PROTOCOL.md "Sessions"), one children entry per
 child ((job, ingress port) -> bit and weight), and the job's multicast group (id = job id)
 replicating to the child ports. Regions come from controller.jobs.allocate_regions.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from controller.entities import Entity, MulticastGroupEntry, TableEntry
 from controller.jobs import Region, allocate_regions
-from controller.topology import Topology
+from controller.topology import Topology, TopologyError
 from controller.tree import JobTree
 
 JOBS = "NatIngress.agg.jobs"
@@ -30,7 +33,7 @@ def group_id(job_id: int) -> int:
     return job_id
 
 
-def switch_entries(tree: JobTree, switch: str, region: Region) -> list[Entity]:
+def switch_entries(tree: JobTree, switch: str, region: Region, session: int) -> list[Entity]:
     node = tree.nodes[switch]
     job = tree.job
     params = {"base": region.base, "num_slots": region.num_slots,
@@ -39,13 +42,13 @@ def switch_entries(tree: JobTree, switch: str, region: Region) -> list[Entity]:
         action = JOB_SPARSE_ROOT if job.mode == "sparse" else JOB_ROOT
         job_entry = TableEntry.make(JOBS, {JOB_ID: job.id}, action,
                                     {**params, "result_enc": RESULT_ENCODING[job.encoding],
-                                     "max_exp": job.max_exp})
+                                     "max_exp": job.max_exp, "session": session})
     else:
         assert job.mode == "dense", "build_tree refuses sparse jobs over several switches"
         job_entry = TableEntry.make(JOBS, {JOB_ID: job.id}, JOB_CHILD,
                                     {**params, "parent_port": node.parent_port,
                                      "partial_enc": RESULT_ENCODING[job.partials],
-                                     "max_exp": job.max_exp})
+                                     "max_exp": job.max_exp, "session": session})
     rows: list[Entity] = [MulticastGroupEntry.make(group_id(job.id),
                                                    [c.port for c in node.children])]
     rows.append(job_entry)
@@ -57,10 +60,25 @@ def switch_entries(tree: JobTree, switch: str, region: Region) -> list[Entity]:
     return rows
 
 
-def entries(topo: Topology, trees: list[JobTree]) -> dict[str, list[Entity]]:
+def entries(topo: Topology, trees: list[JobTree],
+            sessions: Mapping[int, int]) -> dict[str, list[Entity]]:
+    """Every switch's aggregation entries; `sessions` maps each job id to its session."""
     regions = allocate_regions(trees)
     out: dict[str, list[Entity]] = {s.name: [] for s in topo.switches}
     for tree in trees:
+        session = job_session(sessions, tree.job.id)
         for switch in tree.nodes:
-            out[switch].extend(switch_entries(tree, switch, regions[switch, tree.job.id]))
+            out[switch].extend(switch_entries(tree, switch, regions[switch, tree.job.id],
+                                              session))
     return out
+
+
+def job_session(sessions: Mapping[int, int], job_id: int) -> int:
+    """The job's session, checked: 1..65535 (0 is what a slot no session touched holds)."""
+    try:
+        session = sessions[job_id]
+    except KeyError:
+        raise TopologyError(f"job {job_id} has no session") from None
+    if not isinstance(session, int) or not 1 <= session <= 0xFFFF:
+        raise TopologyError(f"job {job_id}: session must be within 1..65535, got {session!r}")
+    return session

@@ -21,6 +21,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(_here))
 
 from controller import shell as shell_cmd  # noqa: E402
+from controller.job_sessions import SessionsFile  # noqa: E402
 from controller.jobs import make_jobs  # noqa: E402
 from controller.p4info import P4InfoError, Pipeline  # noqa: E402
 from controller.profiles import PROFILES, Profile, check_jobs, elems_of, profile  # noqa: E402
@@ -45,6 +46,10 @@ DESCRIPTION = """\
 Program the switches of a topology over P4Runtime: routes for every host, the aggregation
 trees of the jobs (job, children and multicast entries), host addressing and per-port loss.
 Switches are read first and only differences are written; a second run writes nothing.
+Each job runs in a session the controller chooses and installs; it writes them to a
+sessions file (sessions.json beside the topology file, or --sessions) for the workers. A job
+keeps its session until --new-session (a new run of the job) or, in --watch mode, a restart
+of a switch of its tree moves it.
 
 commands:
   program    (the default) push p4src/build to every switch and install the entries
@@ -60,6 +65,7 @@ examples:
   python controller/main.py topology --topo leaf-spine --leaves 4 --spines 2 -o topo.json
   python controller/main.py --topology topo.json --jobs h1-h8:slots=128 h9-h16:enc=cnat8
   python controller/main.py stats --topology topo.json --switches s1 s2
+  python controller/main.py --topology topo.json --new-session
   python controller/main.py --topology topo.json --reset
 """
 
@@ -135,8 +141,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "switch that went away and came back, and move the jobs on it to a new "
                    "session (written to --sessions for the workers); stops on Ctrl-C")
     p.add_argument("--sessions", metavar="FILE",
-                   help="with --watch: the jobs' sessions file the workers follow (default: "
-                   "sessions.json beside the --topology file, else in the current folder)")
+                   help="the jobs' sessions file, written for the workers (default: "
+                   "sessions.json beside the --topology file, else in the current folder); a "
+                   "job it holds keeps its session")
+    p.add_argument("--new-session", action="store_true",
+                   help="move every job to its next session (a new run of the jobs: the "
+                   "switches may hold the last run's uses of the old one)")
 
     p = sub.add_parser("topology", parents=[topo], help="write the topology JSON",
                        description="Write the topology (with its jobs) as JSON.")
@@ -203,17 +213,17 @@ def _election_id(text: str) -> tuple[int, int]:
     return hi, lo
 
 
-def _print_plan(topo: Topology) -> None:
+def _print_plan(topo: Topology, sessions: dict[int, int]) -> None:
     for job in topo.jobs:
         tree = build_tree(topo, job)
         print(f"job {job.id}: {len(job.workers)} workers, {job.slots} slots, {job.encoding} "
-              f"results, {job.mode}, root {tree.root}")
+              f"results, {job.mode}, session {sessions[job.id]}, root {tree.root}")
         for name in sorted(tree.nodes, key=lambda n: topo.switch(n).device_id):
             node = tree.nodes[name]
             up = f"parent {node.parent} via port {node.parent_port}" if node.parent else "root"
             kids = ", ".join(f"{c.bit}:{c.node}@{c.port}" for c in node.children)
             print(f"  {name}: {up}; children {kids}")
-    for switch, rows in desired_state(topo).items():
+    for switch, rows in desired_state(topo, sessions).items():
         print(f"{switch}: {len(rows)} entries")
         for e in rows:
             print(f"  {e!r}")
@@ -246,14 +256,20 @@ def cmd_program(args) -> int:
     topo = load_topology(args)
     for name in args.switches or []:
         topo.switch(name)
+    if args.reset and args.new_session:
+        raise ControllerError("--reset removes the jobs: it takes no --new-session")
+    sessions = SessionsFile(sessions_path(args), topo, renew=args.new_session)
     if args.dry_run:
-        _print_plan(topo)
+        _print_plan(topo, sessions.sessions())
         return 0
     if args.watch:
         return cmd_watch(args, topo)
     pipeline = None if args.reset else _load_pipeline(args, topo)
     _require_a_switch(topo, args.switches, args.timeout)
-    results = program(topo, pipeline, args.switches, args.timeout, _election_id(args.election_id))
+    results = program(topo, pipeline, sessions.sessions(), args.switches, args.timeout,
+                      _election_id(args.election_id))
+    if not args.reset:
+        sessions.write()
     total, failed = SyncResult(switch=None), []
     width = max(len(s.name) for s, _ in results)
     for switch, r in results:
@@ -298,7 +314,7 @@ def cmd_watch(args, topo: Topology) -> int:
 
     path = sessions_path(args)
     watcher = Watcher(topo, _load_pipeline(args, topo), path, _election_id(args.election_id),
-                      log=log)
+                      log=log, renew=args.new_session)
     for switch, r in watcher.start(args.timeout):
         if isinstance(r, ControllerError):
             log(f"{switch.name}: not programmed yet ({r}); retrying until it answers")

@@ -7,7 +7,7 @@ nothing: it deletes every entry of those tables and every multicast group.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -22,12 +22,13 @@ MANAGED_TABLES = forwarding.TABLES + aggregation.TABLES + addressing.TABLES + im
 MAX_THREADS = 16
 
 
-def desired_state(topo: Topology) -> dict[str, list[Entity]]:
-    """switch name -> every entry and multicast group the switch should hold."""
+def desired_state(topo: Topology, sessions: Mapping[int, int]) -> dict[str, list[Entity]]:
+    """switch name -> every entry and multicast group the switch should hold, the jobs in
+    the sessions given (job id -> session)."""
     trees = plan_trees(topo)
     out: dict[str, list[Entity]] = {s.name: [] for s in topo.switches}
     for part in (forwarding.entries(topo), addressing.entries(topo), impairment.entries(topo),
-                 aggregation.entries(topo, trees)):
+                 aggregation.entries(topo, trees, sessions)):
         for switch, rows in part.items():
             out[switch].extend(rows)
     return out
@@ -141,12 +142,13 @@ def for_each_switch(topo: Topology, names: list[str] | None,
     return list(zip(switches, results, strict=True))
 
 
-def program(topo: Topology, pipeline: Pipeline | None, names: list[str] | None = None,
-            connect_timeout: float = 10.0,
+def program(topo: Topology, pipeline: Pipeline | None, sessions: Mapping[int, int],
+            names: list[str] | None = None, connect_timeout: float = 10.0,
             election_id: tuple[int, int] = (0, 1)) -> list[tuple[Switch, object]]:
-    """Program (or, with pipeline None, reset) the switches; SyncResult or error per switch."""
-    state = (canonical_state(desired_state(topo), pipeline.p4info) if pipeline is not None
-             else {})
+    """Program the switches with the jobs in these sessions (job id -> session), or, with
+    pipeline None, reset them; SyncResult or error per switch."""
+    state = (canonical_state(desired_state(topo, sessions), pipeline.p4info)
+             if pipeline is not None else {})
 
     def work(switch: Switch) -> SyncResult:
         with Session(switch, election_id, connect_timeout) as session:

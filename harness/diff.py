@@ -150,6 +150,10 @@ class DiffFabric(Fabric):
         self.soft.session()
         return self.bmv2.session()
 
+    def set_sessions(self, sessions: dict[int, int]) -> None:
+        self.soft.set_sessions(sessions)
+        self.bmv2.set_sessions(sessions)
+
     # ---- data plane ----
     def send(self, host: str, frame: bytes) -> None:
         """Sends to both and returns once BMv2 has taken into ingress every frame this one

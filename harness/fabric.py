@@ -79,7 +79,8 @@ class Fabric:
         self.topo: Topology = self.base
         # build: the compiled profile pushed (controller/profiles.py), p4src/build/ by default
         self.pipeline = Pipeline.load(str(build / "agg.p4info.txt"), str(build / "agg.json"))
-        self._sessions = itertools.count(1)
+        self._sessions = itertools.count(2)
+        self.current = 1            # the session every job is programmed in (session())
         self._nonce = itertools.count(1)
         self.p4rt: dict[str, Session] = {}
         # What the fabric's own barrier frames added to the counters; counters() leaves it out.
@@ -100,23 +101,35 @@ class Fabric:
     # ---- control plane: the controller's code ----
     def program(self, jobs: list[JobSpec] = (), loss: float = 0.0) -> Topology:
         """Brings every switch to the controller's desired state for these jobs (what
-        `controller/main.py program` does); the previous test's entries are deleted by the
-        controller's diff, the pipeline is pushed only the first time."""
+        `controller/main.py program` does), all in the current session; the previous
+        test's entries are deleted by the controller's diff, the pipeline is pushed only the
+        first time."""
         topo = self.base.with_jobs(list(jobs))
         if loss:
             topo = topo.with_loss(loss)
-        state = canonical_state(desired_state(topo), self.pipeline.p4info)
+        self._sync(topo, {j.id: self.current for j in topo.jobs})
+        self.topo = topo
+        return topo
+
+    def _sync(self, topo: Topology, sessions: dict[int, int]) -> None:
+        state = canonical_state(desired_state(topo, sessions), self.pipeline.p4info)
         for s in topo.switches:
             try:
                 sync(self.p4rt[s.name], state[s.name], self.pipeline)
             except ControllerError as e:
                 raise AssertionError(f"programming {s.name} failed: {e}") from None
-        self.topo = topo
-        return topo
 
     def session(self) -> int:
-        """A session id no test has used on this fabric: slots it touches start clean."""
-        return next(self._sessions)
+        """Moves every programmed job to a session no test has used on this fabric (the
+        controller's part: the switches drop every other), so the slots it touches start
+        clean; returns it."""
+        self.current = next(self._sessions)
+        self.set_sessions({j.id: self.current for j in self.topo.jobs})
+        return self.current
+
+    def set_sessions(self, sessions: dict[int, int]) -> None:
+        """Installs these sessions (job id -> session) for the programmed jobs."""
+        self._sync(self.topo, {j.id: sessions.get(j.id, self.current) for j in self.topo.jobs})
 
     def counters(self, *switches: str) -> Counters:
         """The switches' counters (all switches by default) as `controller/main.py stats`

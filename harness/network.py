@@ -226,12 +226,13 @@ _POOL = _Pool()
 
 
 class SwitchNetwork:
-    """The topology's switches as softswitch.Switch objects, hosts as queue ports."""
+    """The topology's switches as softswitch.Switch objects, hosts as queue ports; every job
+    in `session` (the controller's choice: the switches drop every other) until
+    set_session() moves one."""
 
-    def __init__(self, topo, program: Path = PROGRAM):
-        from controller import addressing, aggregation, impairment
+    def __init__(self, topo, program: Path = PROGRAM, session: int = 1):
+        from controller import addressing, impairment
         from controller.entities import MulticastGroupEntry
-        from controller.jobs import plan_trees
         from controller.profiles import elems_in
 
         self.topo = topo
@@ -240,9 +241,9 @@ class SwitchNetwork:
         self.elems = elems_in(pooled[0].program_json) or wire.ELEMS
         self.generation = _POOL.generation
         self.switches = {s.name: sw for s, sw in zip(topo.switches, pooled, strict=True)}
+        self.sessions = {j.id: session for j in topo.jobs}
         rows: dict[str, list] = {s.name: [] for s in topo.switches}
-        for part in (aggregation.entries(topo, plan_trees(topo)), addressing.entries(topo),
-                     impairment.entries(topo)):
+        for part in (self._aggregation(), addressing.entries(topo), impairment.entries(topo)):
             for name, entities in part.items():
                 rows[name].extend(entities)
         for name, entities in rows.items():
@@ -255,6 +256,33 @@ class SwitchNetwork:
                     table.insert(entry)
         self.ports = {h.name: QueuePort(self._deliverer(h.name)) for h in topo.hosts}
         self.unrouted = 0       # frames sent out of a switch port with nothing attached
+
+    def _aggregation(self) -> dict[str, list]:
+        from controller import aggregation
+        from controller.jobs import plan_trees
+
+        return aggregation.entries(self.topo, plan_trees(self.topo), self.sessions)
+
+    def set_session(self, job_id: int, session: int) -> None:
+        """Moves a job to another session, as the controller does: its jobs entries change
+        on every switch of its tree."""
+        from controller.aggregation import JOBS
+        from controller.entities import TableEntry
+
+        self.sessions[job_id] = session
+        for name, entities in self._aggregation().items():
+            for e in entities:
+                if isinstance(e, TableEntry) and e.table == JOBS:
+                    table, entry = to_softswitch_entry(self.switches[name], e)
+                    table.modify(entry)
+
+    def job_params(self, job_id: int, encoding: int, window: int | None = None):
+        """The JobParams of a worker of `job_id` (worker.allreduce.job_params: the one
+        construction every entry point uses), in the job's session on these switches."""
+        from worker.allreduce import job_params
+
+        return job_params(self.topo, job_id, self.sessions[job_id], encoding, self.elems,
+                          window=window)
 
     def _deliverer(self, host: str):
         att = self.topo.attachment(host)

@@ -256,7 +256,7 @@ def make_plan(args) -> Plan:
         check_jobs(prof, topo)
         # The switches' entries, computed as the controller will: a job that does not fit
         # the tree or the switches' slots is refused here.
-        canonical_state(desired_state(topo), pipeline.p4info)
+        canonical_state(desired_state(topo, {j.id: 1 for j in topo.jobs}), pipeline.p4info)
     except (TopologyError, ControllerError, P4InfoError, ValueError) as e:
         raise UsageError(str(e)) from None
     if ps_host and args.sparse:       # the block aggregator sums integers

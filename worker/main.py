@@ -7,11 +7,11 @@ result encoding) come from the topology JSON that controller.topology writes. Th
 worker sends its contributions through a raw socket on the host's interface
 (<host>-eth0, root) or through a softswitch UDP tunnel (--port udp:LOCAL>PEER), or,
 with --baseline-ps, to the host-based parameter server over kernel UDP instead.
-Every worker of a job must be given the same --session (by default derived from the
-topology file's modification time, so the workers of one run agree and a rerun after
-the file is rewritten starts on clean slots), unless the controller in watch mode writes
-the job's session to a sessions file, which the worker then follows across switch
-restarts (--sessions). Writes a JSON result (--result).
+The job's session is the controller's: it installs it on the switches, which drop every
+other, and writes it to a sessions file (sessions.json beside the topology file, or
+--sessions), which the worker reads and follows across switch restarts; --session N
+overrides it (it must be the one the switches hold). Workers of the host parameter server
+agree on one from the topology file's modification time. Writes a JSON result (--result).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ if __package__ in (None, ""):
 
 from controller.topology import Topology, TopologyError, ifname  # noqa: E402
 from worker import wire  # noqa: E402
-from worker.allreduce import AllReduceClient, AllReduceError, JobParams  # noqa: E402
+from worker.allreduce import AllReduceClient, AllReduceError, JobParams, job_params  # noqa: E402
 from worker.allreduce.client import (  # noqa: E402
     COALESCE,
     INITIAL_WINDOW,
@@ -59,19 +59,17 @@ class UsageError(Exception):
 
 
 def session_from_file(path: str) -> int:
-    """1..65535 from the file's modification time: equal for all workers of one run."""
+    """1..65535 from the file's modification time: equal for all workers of one run (the
+    host parameter server's jobs, which no controller installs)."""
     return int(os.stat(path).st_mtime_ns // 1_000_000) % 65535 + 1
 
 
-def job_params(args, r: dict, encoding: int, framer) -> JobParams:
-    """The client's view of the job: with the headroom and the exponent bound the
-    controller programs (Topology.headroom, the job's max_exp); the baseline's parameter
-    server aggregates on one host (headroom ceil(log2 n), no bound of its own)."""
-    spec = r["job"]
-    limits = ({} if spec is None or args.baseline_ps else
-              {"headroom": r["topo"].headroom(spec.id), "max_exp": spec.max_exp})
-    return JobParams(args.job, r["session"], r["workers"], r["window"], encoding, framer.elems,
-                     **limits)
+def worker_job(args, r: dict, encoding: int, framer) -> JobParams:
+    """The client's view of the job (allreduce/job.py, the one construction every entry
+    point uses)."""
+    return job_params(r["topo"], args.job, r["session"], encoding, framer.elems,
+                      window=r["window"], workers=r["workers"],
+                      host_aggregator=bool(args.baseline_ps))
 
 
 def growth_problem(topo: Topology, job, elems: int | None = None) -> str | None:
@@ -104,13 +102,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "the job's worker list)")
     g.add_argument("--workers", type=int, help="workers in the job (default: the job's list "
                    "in the topology; must match the switch's job)")
-    g.add_argument("--session", type=int, help="session id 1..65535, the same for all workers "
-                   "of a run (default: from the topology file's modification time)")
+    g.add_argument("--session", type=int, help="session id 1..65535: the one the controller "
+                   "installed for the job (default: the sessions file's; with --baseline-ps, "
+                   "from the topology file's modification time)")
     g.add_argument("--window", type=int, help="slots in flight (default: the job's slots)")
     g.add_argument("--sessions", metavar="FILE",
-                   help="follow the job's session in this file, which the controller in watch "
-                   "mode rewrites when a switch restarts (default: sessions.json beside the "
-                   "topology file, if it exists and --session is not given)")
+                   help="the controller's sessions file: the job's session, followed when the "
+                   "controller moves it (a switch restart in watch mode) (default: "
+                   "sessions.json beside the topology file, unless --session is given)")
     g = ap.add_argument_group("network")
     g.add_argument("--port", help="raw:IFNAME (default raw:<host>-eth0, needs root) or "
                    "udp:LHOST:LPORT>RHOST:RPORT, the far end of a softswitch tunnel port")
@@ -248,8 +247,17 @@ def resolve(args) -> dict:
                          f"{sparse_bytes} bytes of IPv4 (its block header adds {SPARSE_HDR}), "
                          f"beyond a {MTU}-byte MTU; sparse jobs take the default profile")
     view = sessions_view(args)
-    session = (view.session if view is not None else args.session if args.session is not None
-               else session_from_file(args.topology))
+    if view is not None:
+        session = view.session
+    elif args.session is not None:
+        session = args.session
+    elif args.baseline_ps:
+        session = session_from_file(args.topology)
+    else:
+        raise UsageError(f"no session for job {args.job}: the controller writes the jobs' "
+                         f"sessions to sessions.json beside the topology file when it programs "
+                         f"the switches (controller/main.py program --topology "
+                         f"{args.topology}); give --sessions FILE or --session N")
     if not 1 <= session <= 0xFFFF:
         raise UsageError(f"--session must be within 1..65535, got {session}")
     return {"topo": topo, "host": host, "job": job, "rank": rank, "workers": workers,
@@ -264,6 +272,9 @@ def sessions_view(args) -> SessionsView | None:
         path = beside if os.path.exists(beside) else None
     if path is None:
         return None
+    if not os.path.exists(path):
+        raise UsageError(f"no sessions file {path}: the controller writes it when it programs "
+                         f"the switches")
     try:
         return SessionsView(path, args.job)
     except ValueError as e:
@@ -331,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.impair_loss or args.impair_dup or args.impair_reorder:
         port = ImpairedPort(port, args.impair_loss, args.impair_dup, args.impair_reorder,
                             seed=args.impair_seed * 1000 + r["rank"])
-    job = job_params(args, r, encoding, framer)
+    job = worker_job(args, r, encoding, framer)
     client = make_client(args, r, port, framer, job, say)
     allreduce, follower = client.allreduce, None
     if view is not None:

@@ -40,6 +40,17 @@ FLAG_PRIME = 0x01   # the first use of a slot in a call: announces the sender's 
 FLAG_EMPTY = 0x02   # no payload: a worker without the use's block (counts as zero)
 NO_BLOCK = 0xFFFFFFFF  # "none": no further non-zero block
 
+CHUNK_MASK = 0xFFFFFFFF
+
+
+def use_chunk(use, slot, slots):
+    """The chunk field of use `use` (counted from 0 in the session) of `slot`, in a job of
+    `slots` slots: use * slots + slot, modulo 2^32 (docs/PROTOCOL.md "Uses"). The switch takes
+    a slot's next use only with exactly this number, so no stray packet can move it ahead.
+    Works on numpy arrays too."""
+    return (use * slots + slot) & CHUNK_MASK
+
+
 ENC_FIXED32 = 0
 ENC_CNAT8 = 1
 # Host-to-host only (worker/baseline.py's parameter server); a switch drops it (BAD_ENCODING).

@@ -30,8 +30,11 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
 
     action unknown_job() { meta.drop_reason = DROP_UNKNOWN_JOB; }
     // max_exp: the largest exponent a contribution of the job may carry (docs/PROTOCOL.md).
+    // session: the job's current session, set by the control plane (docs/PROTOCOL.md
+    // "Sessions"); a packet of any other session is dropped.
     action job_root(bit<16> base, bit<16> num_slots, bit<8> num_children,
-                    bit<16> mcast_grp, bit<8> result_enc, bit<8> max_exp) {
+                    bit<16> mcast_grp, bit<8> result_enc, bit<8> max_exp, bit<16> session) {
+        meta.session = session;
         meta.is_root = true;
         meta.sparse = false;
         meta.base = base;
@@ -45,7 +48,8 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
     // CNAT8 (one byte per element on every link, unbiased but no longer exact).
     action job_child(bit<16> base, bit<16> num_slots, bit<8> num_children,
                      bit<16> mcast_grp, bit<9> parent_port, bit<8> partial_enc,
-                     bit<8> max_exp) {
+                     bit<8> max_exp, bit<16> session) {
+        meta.session = session;
         meta.is_root = false;
         meta.sparse = false;
         meta.base = base;
@@ -58,7 +62,9 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
     }
     // A sparse (block) job: one switch, the root, so no partial sums.
     action job_sparse_root(bit<16> base, bit<16> num_slots, bit<8> num_children,
-                           bit<16> mcast_grp, bit<8> result_enc, bit<8> max_exp) {
+                           bit<16> mcast_grp, bit<8> result_enc, bit<8> max_exp,
+                           bit<16> session) {
+        meta.session = session;
         meta.is_root = true;
         meta.sparse = true;
         meta.base = base;
@@ -95,18 +101,37 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         meta.ridx_other = meta.ridx ^ 1;
     }
 
-    // Sessions and uses are ordered by serial-number arithmetic (RFC 1982): x is newer
-    // than y when 0 < x - y < half the space. A newer session resets the slot (both
-    // versions); an older one is STALE. Per version, the chunk index of the use it holds:
-    // a newer chunk starts the next use of the version (its bitmap and count restart), an
-    // older one is a replay, STALE. A version never used in the session takes any chunk.
+    // Which use of the slot a packet names (docs/PROTOCOL.md "Uses"). In a session, use u of
+    // slot s carries the chunk number u * num_slots + s, in version u % 2. The packet names
+    // the current use of its version, or the slot's next use: the one after the use the
+    // other version holds, once that one is complete (a slot new to the session starts at
+    // use 0, version 0). Anything else is older than the slot's newest use (STALE) or a use
+    // no correct sender can have sent yet (EARLY): dropped, nothing changes.
+    action classify_use(in bit<32> bv, in bit<32> uv, in bit<32> bo, in bit<32> uo,
+                        in bit<8> co, out bool current, out bool next_use) {
+        current = bv != 0 && hdr.agg.chunk == uv;
+        if (bo != 0) {
+            next_use = !current && co == meta.children
+                       && hdr.agg.chunk == uo + (bit<32>)meta.num_slots;
+        } else {
+            next_use = bv == 0 && hdr.agg.version == 0
+                       && hdr.agg.chunk == (bit<32>)hdr.agg.slot;
+        }
+        bit<32> newest = uv;
+        if (bv == 0 || (bo != 0 && uo - uv < 0x80000000)) { newest = uo; }
+        bit<32> d = hdr.agg.chunk - newest;
+        bool older = (bv != 0 || bo != 0) && (d == 0 || d >= 0x80000000);
+        meta.stale = !current && !next_use && older;
+        meta.early = !current && !next_use && !older;
+    }
+
+    // The slot's registers for one contribution. The session was checked against the job's
+    // (the control plane's); a slot last touched in another session starts afresh.
     action update_slot() {
         bit<16> last;
         session.read(last, meta.region);
-        bit<16> ds = hdr.agg.session - last;
-        bool new_session = last == 0 || (ds != 0 && ds < 0x8000);
-        bool stale_session = !new_session && ds != 0;
         bit<32> bv0; bit<32> bo0; bit<8> cv0; bit<8> co0; bit<8> ev0; bit<8> wv0; bit<32> uv0;
+        bit<32> uo;
         bitmap.read(bv0, meta.ridx);
         bitmap.read(bo0, meta.ridx_other);
         count.read(cv0, meta.ridx);
@@ -114,14 +139,13 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         max_exp.read(ev0, meta.ridx);
         workers.read(wv0, meta.ridx);
         use.read(uv0, meta.ridx);
+        use.read(uo, meta.ridx_other);
         bit<32> bv = bv0; bit<32> bo = bo0; bit<8> cv = cv0; bit<8> co = co0; bit<8> ev = ev0; bit<8> wv = wv0; bit<32> uv = uv0;
         bit<16> sv = last;
-        if (new_session) { bv = 0; bo = 0; cv = 0; co = 0; sv = hdr.agg.session; }
-        bit<32> du = hdr.agg.chunk - uv;
-        bool next_use = bv == 0 || (du != 0 && du < 0x80000000);
-        bool stale_use = !next_use && du != 0;
+        if (last != hdr.agg.session) { bv = 0; bo = 0; cv = 0; co = 0; sv = hdr.agg.session; }
+        bool current; bool next_use;
+        classify_use(bv, uv, bo, uo, co, current, next_use);
         if (next_use) { bv = 0; cv = 0; uv = hdr.agg.chunk; }
-        meta.stale = stale_session || stale_use;
         meta.seen = (bv & meta.child_bit) != 0;
         meta.first = !meta.seen && cv == 0;
         bit<8> cn = cv + 1;
@@ -135,7 +159,7 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
             wv = wv + meta.weight;
         }
         bv = bv | meta.child_bit;
-        if (meta.stale) {
+        if (meta.stale || meta.early) {
             // Nothing changes: every register is written back as read.
             bv = bv0; bo = bo0; cn = cv0; co = co0; ev = ev0; wv = wv0; uv = uv0; sv = last;
         }
@@ -159,11 +183,8 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
     action update_sparse() {
         bit<16> last;
         session.read(last, meta.region);
-        bit<16> ds = hdr.agg.session - last;
-        bool new_session = last == 0 || (ds != 0 && ds < 0x8000);
-        bool stale_session = !new_session && ds != 0;
         bit<32> bv0; bit<32> bo0; bit<8> cv0; bit<8> co0; bit<8> ev0; bit<8> wv0; bit<32> uv0;
-        bit<32> kv0; bit<32> nv0; bit<32> mv0; bit<32> no; bit<32> mo;
+        bit<32> kv0; bit<32> nv0; bit<32> mv0; bit<32> no; bit<32> mo; bit<32> uo;
         bitmap.read(bv0, meta.ridx);
         bitmap.read(bo0, meta.ridx_other);
         count.read(cv0, meta.ridx);
@@ -171,6 +192,7 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         max_exp.read(ev0, meta.ridx);
         workers.read(wv0, meta.ridx);
         use.read(uv0, meta.ridx);
+        use.read(uo, meta.ridx_other);
         blk.read(kv0, meta.ridx);
         bound.read(nv0, meta.ridx);
         rmin.read(mv0, meta.ridx);
@@ -179,12 +201,10 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         bit<32> bv = bv0; bit<32> bo = bo0; bit<8> cv = cv0; bit<8> co = co0; bit<8> ev = ev0; bit<8> wv = wv0; bit<32> uv = uv0;
         bit<32> kv = kv0; bit<32> nv = nv0; bit<32> mv = mv0;
         bit<16> sv = last;
-        if (new_session) { bv = 0; bo = 0; cv = 0; co = 0; sv = hdr.agg.session; }
-        bit<32> du = hdr.agg.chunk - uv;
-        bool next_use = bv == 0 || (du != 0 && du < 0x80000000);
-        bool stale_use = !next_use && du != 0;
+        if (last != hdr.agg.session) { bv = 0; bo = 0; cv = 0; co = 0; sv = hdr.agg.session; }
+        bool current; bool next_use;
+        classify_use(bv, uv, bo, uo, co, current, next_use);
         if (next_use) { bv = 0; cv = 0; uv = hdr.agg.chunk; }
-        meta.stale = stale_session || stale_use;
         meta.seen = (bv & meta.child_bit) != 0;
         meta.first = !meta.seen && cv == 0;
         bit<8> cn = cv + 1;
@@ -208,7 +228,9 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         bool bad = false;
         if (!meta.seen) {
             if (prime) {
-                bad = !empty || hdr.pad.isValid() || !prime_use || hdr.block.block != nv;
+                // A call's prime opens a slot whose stream is done (or new to the session).
+                bad = !empty || hdr.pad.isValid() || !prime_use || hdr.block.block != nv
+                      || (meta.first && bo != 0 && mo != NO_BLOCK);
             } else {
                 bad = prime_use || hdr.block.block != kv || hdr.block.next <= kv
                       || (meta.first && (bo == 0 || co != meta.children));
@@ -229,8 +251,9 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
             wv = wv + meta.weight;
         }
         bv = bv | meta.child_bit;
-        meta.bad_block = !meta.stale && bad;
-        if (meta.stale || bad) {
+        bool dropped = meta.stale || meta.early;
+        meta.bad_block = !dropped && bad;
+        if (dropped || bad) {
             // Nothing changes: every register is written back as read.
             bv = bv0; bo = bo0; cn = cv0; co = co0; ev = ev0; wv = wv0; uv = uv0; sv = last;
             kv = kv0; nv = nv0; mv = mv0;
@@ -323,8 +346,11 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         }
 
         if (hdr.agg.msg_type == MSG_RESULT || hdr.agg.msg_type == MSG_SPARSE_RESULT) {
-            // A result comes down from the parent only.
-            if (!meta.is_root && sm.ingress_port == meta.parent_port) {
+            // A result comes down from the parent only, in the job's session.
+            if (!meta.is_root && sm.ingress_port == meta.parent_port
+                    && hdr.agg.session != meta.session) {
+                meta.drop_reason = DROP_WRONG_SESSION;
+            } else if (!meta.is_root && sm.ingress_port == meta.parent_port) {
                 sm.mcast_grp = meta.grp;
                 events.count(EV_RESULT_DOWN);
             } else {
@@ -338,6 +364,11 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         }
         children.apply();
         if (meta.drop_reason != DROP_NONE) { return; }
+        // Only the control plane moves a job to another session.
+        if (hdr.agg.session != meta.session) {
+            meta.drop_reason = DROP_WRONG_SESSION;
+            return;
+        }
         if (hdr.agg.exp > meta.max_exp) {
             meta.drop_reason = DROP_BAD_EXP;
             return;
@@ -383,6 +414,10 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         }
         if (meta.stale) {
             meta.drop_reason = DROP_STALE;
+            return;
+        }
+        if (meta.early) {
+            meta.drop_reason = DROP_EARLY;
             return;
         }
         if (meta.bad_block) {

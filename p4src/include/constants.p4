@@ -53,12 +53,14 @@ const bit<8> DROP_NOT_IPV4 = 10;
 const bit<8> DROP_BAD_RESULT_PORT = 11;
 const bit<8> DROP_BAD_TYPE = 12;
 const bit<8> DROP_BAD_CHECKSUM = 13;
-const bit<8> DROP_STALE = 14;            // an older session, or an older use of the version
+const bit<8> DROP_STALE = 14;            // a use of the slot that is over (a replay)
 const bit<8> DROP_BAD_UDP_CHECKSUM = 15; // the UDP checksum over the payload does not add up
 const bit<8> DROP_BAD_EXP = 16;          // an exponent above the job's bound
 const bit<8> DROP_BAD_BLOCK = 17;        // a sparse packet's block, next or flags do not fit the use
 const bit<8> DROP_TOO_WIDE = 18;         // the wide profile: a result or partial sum would grow
                                          // the packet beyond MAX_GROWTH (FIXED32 out of CNAT8)
+const bit<8> DROP_WRONG_SESSION = 19;    // not the session the control plane set for the job
+const bit<8> DROP_EARLY = 20;            // a use no correct sender can have sent yet
 // Size of the drops counters: the largest drop reason + 1, rounded up.
 #define DROP_REASONS 32
 

@@ -84,6 +84,7 @@ struct metadata_t {
     bit<8>  result_enc;
     bit<8>  max_exp;
     bool    sparse;
+    bit<16> session;
     // from the children table
     bit<32> child_bit;
     bit<8>  weight;
@@ -93,6 +94,7 @@ struct metadata_t {
     bit<32> ridx_other;
     // slot state after this contribution
     bool    stale;
+    bool    early;
     bool    seen;
     bool    first;
     bool    complete;

@@ -6,7 +6,7 @@ from __future__ import annotations
 from controller.topology import JobSpec, star
 from harness.network import SwitchNetwork, softswitch_missing
 from worker import wire
-from worker.allreduce import AllReduceClient, JobParams
+from worker.allreduce import AllReduceClient
 
 __all__ = ["switch_clients", "softswitch_missing"]
 
@@ -18,12 +18,11 @@ def switch_clients(workers: int, encoding: str, window: int = 64, session: int =
     topo = star(hosts=workers)
     hosts = [h.name for h in topo.hosts]
     topo = topo.with_jobs([JobSpec(1, tuple(hosts), window, encoding)])
-    net = SwitchNetwork(topo)
+    net = SwitchNetwork(topo, session=session)
+    job = net.job_params(1, wire.ENCODING_BY_NAME[encoding])
 
     def make(rank: int) -> AllReduceClient:
         framer = net.framer(hosts[rank])
-        job = JobParams(1, session, workers, window, wire.ENCODING_BY_NAME[encoding],
-                        framer.elems)
         return AllReduceClient(net.ports[hosts[rank]], framer, job, seed=rank, timeout=timeout)
 
     return net, make

@@ -30,12 +30,13 @@ def _field(row, at, width):
 
 
 @numba.njit(cache=True, nogil=True)
-def awaited(hdr, at, width, want, state, uses, cur, sent_exp, running, first_chunk, mask,
-            used, n_chunks, window, slots, last, exps):
+def awaited(hdr, at, width, want, state, uses, cur, sent_exp, running, job_slots, used,
+            n_chunks, window, slots, last, exps):
     """True if every row of hdr (AGG headers, bytes) is the awaited result of a distinct
     slot in state `running`: the first four FIELDS equal `want`, the slot is below `used`,
-    the version and chunk are its current use's, the exponent is at least the one it sent.
-    Fills slots, last (1 where that chunk is the slot's last of the call) and exps."""
+    the version and chunk are its current use's (wire.use_chunk with `job_slots`), the
+    exponent is at least the one it sent. Fills slots, last (1 where that chunk is the
+    slot's last of the call) and exps."""
     n = hdr.shape[0]
     seen = np.zeros(used, np.bool_)
     for i in range(n):
@@ -50,7 +51,7 @@ def awaited(hdr, at, width, want, state, uses, cur, sent_exp, running, first_chu
         c = cur[s]
         e = _field(row, at[7], width[7])
         if (_field(row, at[5], width[5]) != uses[s] & 1
-                or _field(row, at[6], width[6]) != (first_chunk + c) & mask
+                or _field(row, at[6], width[6]) != (uses[s] * job_slots + s) & 0xFFFFFFFF
                 or e < sent_exp[s]):
             return False
         slots[i] = s

@@ -5,9 +5,10 @@ slot runs the table in protocol.py. A call starts with one priming round on slot
 agrees on the exponent of every slot's first chunk; its result releases all slots at
 once, and from then on each contribution piggybacks the exponent of its slot's next
 chunk. Chunks go out lowest first as far as the congestion window allows (pacing.py).
-The chunk field numbers the uses of all slots across the client's calls (a call's priming
-round, then its chunks; see `chunk_base`), so a use is named unambiguously: results are
-matched by (slot, version, chunk number); anything else is counted and ignored. A
+The chunk field names the use: the slot's use number in the session (its priming rounds
+and chunks, across calls) times the job's slot count, plus the slot (wire.use_chunk), so a
+use is named unambiguously and the switch knows the one number a slot's next use may carry:
+results are matched by (slot, version, chunk number); anything else is counted and ignored. A
 use whose result does not come back is retransmitted with exponential backoff; when no
 result at all arrives for `timeout` seconds the call fails, naming the chunks that never
 completed.
@@ -41,10 +42,8 @@ try:  # a burst's checks as one compiled loop (the numpy checks stay the referen
 except ImportError:  # no numba
     _bursts = None
 
-# Chunk numbers are compared in serial-number order (docs/PROTOCOL.md): a call may number
-# fewer than 2^31 uses.
+# A call's chunks (a bound on one call's memory and work, far above any tensor's).
 MAX_CHUNKS = 1 << 30
-CHUNK_MASK = 0xFFFFFFFF
 PRIME_SLOT = 0              # the slot that carries each call's priming round
 PROGRESS_EVERY = 0.5        # seconds between progress callbacks
 
@@ -79,6 +78,15 @@ class AllReduceError(RuntimeError):
     """The allreduce cannot complete; the message says what is missing or wrong."""
 
 
+class AboveBound(AllReduceError):
+    """A tensor holds a value the job's exponent bound refuses (the switch would drop it):
+    `value` at flat `index`; `reason` states the bound. Raised before anything is sent."""
+
+    def __init__(self, value: float, index: int, reason: str):
+        super().__init__(f"the tensor holds {value:g} (element {index}): {reason}")
+        self.value, self.index, self.reason = value, index, reason
+
+
 @dataclass(frozen=True)
 class JobParams:
     """What every worker of the job must agree on (docs/WORKER.md)."""
@@ -93,15 +101,24 @@ class JobParams:
     # right for a job aggregated exactly (no cnat8 partial sums below the root).
     headroom: int | None = None
     max_exp: int = 254
+    # The job's slots on the switches (its region): the stride of the chunk numbers
+    # (wire.use_chunk); None: the window. The window may use fewer.
+    slots: int | None = None
 
     def __post_init__(self) -> None:
+        if self.slots is None:
+            object.__setattr__(self, "slots", self.window)
         for name, value, lo, hi in (("job id", self.job_id, 0, 0xFFFF),
                                     ("session", self.session, 0, 0xFFFF),
                                     ("workers", self.workers, 1, 0xFF),
                                     ("window", self.window, 1, 0xFFFF),
+                                    ("slots", self.slots, 1, 0xFFFF),
                                     ("elements per packet", self.elems, 1, 0xFFFF)):
             if not isinstance(value, int) or not lo <= value <= hi:
                 raise ValueError(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
+        if self.window > self.slots:
+            raise ValueError(f"a window of {self.window} needs that many slots; the job has "
+                             f"{self.slots}")
         if self.session == 0:
             raise ValueError("session 0 is reserved (a switch's slot that no session touched)")
         if self.headroom is not None and not 0 <= self.headroom <= 30:
@@ -143,11 +160,24 @@ def checked_tensor(tensor, job: JobParams, failed: str, limit: int, unit: str):
         raise AllReduceError(f"tensor of {flat.size} elements needs {rows} {unit}, "
                              f"at most {limit - 1}")
     if top > job.max_exp:
-        big = float(np.abs(flat).max())
-        raise AllReduceError(f"the tensor holds {big:g}: job {job.job_id} allows exponents "
-                             f"up to {job.max_exp} (values below 2^{job.max_exp - 126}); "
-                             "the switch would drop it")
+        index = int(np.argmax(np.abs(flat)))
+        raise AboveBound(float(flat[index]), index, bound_text(job))
     return x, flat, rows
+
+
+def used_session_hint(job) -> str:
+    """What to do when the switch holds state of this session that this worker did not make:
+    the session was used before (an earlier run of the job). Only the control plane moves a
+    job to another session (docs/PROTOCOL.md "Sessions")."""
+    return (f"the switch holds later uses of session {job.session} than this worker's (an "
+            f"earlier run of job {job.job_id} used it): move the job to a new session "
+            f"(controller/main.py program --new-session) and start the workers again")
+
+
+def bound_text(job) -> str:
+    """The job's exponent bound, as errors state it."""
+    return (f"job {job.job_id} allows exponents up to max_exp={job.max_exp} (values below "
+            f"2^{job.max_exp - 126}); the switch would drop it, so nothing was sent")
 
 
 def session_answered_hint(job) -> str:
@@ -161,7 +191,7 @@ def session_answered_hint(job) -> str:
 
 class SessionMixin:
     """What the dense and the sparse client share once constructed: moving to a new session
-    and reporting their pacing. Needs job, uses, calls, next_base, failed, timer, window."""
+    and reporting their pacing. Needs job, uses, calls, failed, timer, window."""
 
     def start_session(self, session: int) -> None:
         """Go on in a new session (after a switch restart, restart.py): every slot starts at
@@ -170,7 +200,6 @@ class SessionMixin:
         self.job = replace(self.job, session=session)
         self.uses[:] = 0
         self.calls = 0
-        self.next_base = 0
         self.failed = ""
         self.session_results = 0
 
@@ -206,7 +235,8 @@ class AllReduceClient(SessionMixin):
         self.stats = Stats()
         w = job.window
         # Per slot; `uses` outlives a call: every worker runs the same sequence of calls.
-        self.uses = np.zeros(w, np.int64)
+        self.uses = np.zeros(w, np.int64)         # uses completed in the session
+        self.slot_ids = np.arange(w, dtype=np.int64)
         self.state = np.zeros(w, np.int8)
         self.cur = np.zeros(w, np.int64)          # the chunk the slot works on next
         self.exp = np.zeros(w, np.int16)          # negotiated exponent of that chunk
@@ -219,8 +249,6 @@ class AllReduceClient(SessionMixin):
         self.frames: list[bytes | None] = [None] * w
         self.payloads: list[np.ndarray | None] = [None] * w   # kept for `trace` only
         self.calls = 0
-        self.chunk_base = 0                       # chunk number of this call's first use
-        self.next_base = 0                        # and of the next call's
         self.sends = 0                            # new uses sent (the sequence counter)
         self.first_sample = False                 # the first round trip was just measured
         self.in_flight = 0                        # slots in IN_FLIGHT states
@@ -265,10 +293,6 @@ class AllReduceClient(SessionMixin):
         self.other_chunk = 0
         used = self.used = min(window, n_chunks)
         self.calls += 1
-        # The call's uses: its priming round (integer encodings), then its chunks.
-        self.chunk_base = self.next_base
-        self.first_chunk = self.chunk_base + (1 if self.coder.primed else 0)
-        self.next_base = (self.first_chunk + n_chunks) & CHUNK_MASK
         before = self.stats.copy()
         start = self.clock()
         self.coalescer.start(start)
@@ -436,8 +460,7 @@ class AllReduceClient(SessionMixin):
                                    np.array([wire.MSG_RESULT, job.job_id, job.session,
                                              job.workers], np.int64),
                                    self.state, self.uses, self.cur, self.sent_exp, _RUNNING,
-                                   self.first_chunk, CHUNK_MASK, used, self.n_chunks,
-                                   job.window, s, last, exps):
+                                   job.slots, used, self.n_chunks, job.window, s, last, exps):
                 return None
             return s, last, exps
         s = hdr["slot"].astype(np.int64)
@@ -448,7 +471,7 @@ class AllReduceClient(SessionMixin):
         cur = self.cur[s]
         if not ((self.state[s] == _RUNNING).all()
                 and (hdr["version"] == (self.uses[s] & 1)).all()
-                and (hdr["chunk"] == ((self.first_chunk + cur) & CHUNK_MASK)).all()
+                and (hdr["chunk"] == wire.use_chunk(self.uses[s], s, job.slots)).all()
                 and (hdr["count"] == job.workers).all()
                 and (hdr["exp"] >= self.sent_exp[s]).all()):
             return None
@@ -485,11 +508,8 @@ class AllReduceClient(SessionMixin):
         state = int(self.state[s])
         if state not in _IN_FLIGHT or hdr.version != int(self.uses[s]) & 1:
             return s, _STALE, None
-        # _chunk_field(s), inlined: this runs once per packet
         cur = int(self.cur[s])
-        want = (self.chunk_base if state == _PRIMING
-                else (self.first_chunk + cur) & CHUNK_MASK)
-        if hdr.chunk != want:
+        if hdr.chunk != wire.use_chunk(int(self.uses[s]), s, job.slots):
             self.other_chunk += 1       # the awaited version, someone else's chunk
             return s, _STALE, None
         if hdr.count != job.workers:
@@ -499,8 +519,7 @@ class AllReduceClient(SessionMixin):
         if hdr.exp < self.sent_exp[s]:
             raise AllReduceError(
                 f"slot {s}: the result's exponent {hdr.exp} is below this worker's "
-                f"{self.sent_exp[s]}: the switch holds a result from an earlier run with "
-                f"session {job.session}; start the job with a new session id")
+                f"{self.sent_exp[s]}: {used_session_hint(job)}")
         if not self.coder.accepts(hdr.encoding):
             raise AllReduceError(f"slot {s}: a result encoded as "
                                  f"{wire.ENCODINGS.get(hdr.encoding, hdr.encoding)} cannot "
@@ -555,16 +574,13 @@ class AllReduceClient(SessionMixin):
 
     # ------------------------------------------------------------------ actions
     def _chunk_field(self, s: int) -> int:
-        """The chunk number of the slot's current use: unique across the client's calls."""
-        if self.state[s] == _PRIMING:
-            return self.chunk_base
-        return (self.first_chunk + int(self.cur[s])) & CHUNK_MASK
+        """The chunk number of the slot's current use (wire.use_chunk)."""
+        return wire.use_chunk(int(self.uses[s]), s, self.job.slots)
 
     def _prime(self, s: int, _msg) -> None:
         # One exponent for the first chunk of every slot: the max over them.
         e = int(self.exps[:self.used].max())
         self.sent_exp[s] = e
-        self.state[s] = State.PRIMING          # so _chunk_field sees the priming round
         frame = self.framer.build(wire.MSG_CONTRIB, self.job.encoding, self.job.job_id,
                                   self.job.session, s, int(self.uses[s] & 1), e,
                                   1, self._chunk_field(s), self.coder.zeros)
@@ -633,9 +649,11 @@ class AllReduceClient(SessionMixin):
             has_next = nxt < n_chunks
             nxt_exp = np.where(has_next, self.exps[np.where(has_next, nxt, 0)], 0)
             self.sent_exp[slots] = nxt_exp
+            uses = self.uses[slots]
             frames = self.framer.build_many(wire.MSG_CONTRIB, job.encoding, job.job_id,
-                                            job.session, slots, self.uses[slots] & 1, nxt_exp,
-                                            1, (self.first_chunk + cs) & CHUNK_MASK, payloads)
+                                            job.session, slots, uses & 1, nxt_exp, 1,
+                                            wire.use_chunk(uses, self.slot_ids[slots],
+                                                           job.slots), payloads)
         else:
             frames = []
             for i, s in enumerate(slots):
@@ -645,8 +663,7 @@ class AllReduceClient(SessionMixin):
                 self.sent_exp[s] = e
                 frames.append(self.framer.build(
                     wire.MSG_CONTRIB, job.encoding, job.job_id, job.session, s,
-                    int(self.uses[s] & 1), e, 1, (self.first_chunk + c) & CHUNK_MASK,
-                    payloads[i]))
+                    int(self.uses[s] & 1), e, 1, self._chunk_field(s), payloads[i]))
         self._record_many(slots, frames, payloads)
         self.port.send_many(frames)
 
@@ -735,16 +752,14 @@ class AllReduceClient(SessionMixin):
             shown += f"; {held} slots wait for the priming result"
         if self.other_chunk:
             hint = (f"the switch answered {self.other_chunk} times with results for other "
-                    f"chunks: it holds state from an earlier run with session {job.session}; "
-                    f"start the job with a new session id")
+                    f"uses: {used_session_hint(job)}")
         elif self.received_this_call == 0 and self.session_results:
             hint = session_answered_hint(job)
         elif self.received_this_call == 0:
             hint = (f"no result of job {job.job_id} arrived in this call: is the switch up, "
                     f"programmed for job {job.job_id}, and are all {job.workers} workers "
-                    f"running? Or session {job.session} was used before: the switch drops "
-                    f"packets older than the uses it holds (STALE); start the job with a new "
-                    f"session id")
+                    f"running, in session {job.session} on the switch too? Or "
+                    f"{used_session_hint(job)}")
         else:
             hint = (f"other slots completed, so the switch answers: a worker of the "
                     f"{job.workers} is likely missing or stopped")

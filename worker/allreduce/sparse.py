@@ -13,9 +13,9 @@ carrying the blocks b with b % S == s in increasing order (its stream). Each slo
   next block it holds; one not holding it sends an EMPTY packet with its pending next block.
 
 Every worker sends in every use, so the dense protocol's slot machinery (versions per use,
-bitmaps, stored results answering retransmissions) and its worst case hold unchanged. Use
-k of slot s has chunk number base + k*S + s; the next call starts at base + (K+1)*S, K the
-last k of any slot (every worker sees every result, so all agree). A use whose result does
+bitmaps, stored results answering retransmissions) and its worst case hold unchanged. A
+use's chunk number is the slot's use number in the session as in dense jobs
+(wire.use_chunk; every worker sees every result, so all agree). A use whose result does
 not come back is resent with exponential backoff; uses in flight are bounded by the same
 congestion window as the dense client (pacing.py), the lowest-numbered incomplete use
 always going out so that workers with different windows never wait on each other. Primes
@@ -33,7 +33,6 @@ import numpy as np
 
 from worker import wire
 from worker.allreduce.client import (
-    CHUNK_MASK,
     INITIAL_WINDOW,
     MAX_CHUNKS,
     RTO_INITIAL,
@@ -45,6 +44,7 @@ from worker.allreduce.client import (
     check_options,
     checked_tensor,
     session_answered_hint,
+    used_session_hint,
 )
 from worker.allreduce.coding import ChunkCoder
 from worker.allreduce.pacing import RetransmitTimer, Window
@@ -89,7 +89,6 @@ class SparseAllReduceClient(SessionMixin):
         self.last = Stats()
         self.uses = np.zeros(job.window, np.int64)     # per slot, across calls
         self.calls = 0
-        self.next_base = 0
         self.failed = ""
         self.session_results = 0                       # results of this session, all calls
         self.blocks_aggregated = 0     # data uses of the last call (blocks any worker held)
@@ -127,8 +126,6 @@ class SparseAllReduceClient(SessionMixin):
         self.rto = np.zeros(S)
         self.frames: list[bytes | None] = [None] * S
         self.sent: list[np.ndarray | None] = [None] * S       # kept for `trace` only
-        self.base = self.next_base
-        self.max_k = 0
         self.done = 0
         self.sends = 0
         self.in_flight = 0
@@ -145,7 +142,6 @@ class SparseAllReduceClient(SessionMixin):
         except AllReduceError as e:
             self.failed = str(e).split(":")[0]
             raise
-        self.next_base = (self.base + (self.max_k + 1) * S) & CHUNK_MASK
         out = self._decode()
         self.blocks_aggregated = len(self.got)
         self.stats.calls += 1
@@ -158,10 +154,10 @@ class SparseAllReduceClient(SessionMixin):
 
     # ------------------------------------------------------------------ the loop
     def _chunk(self, s: int) -> int:
-        return (self.base + self._order(s)) & CHUNK_MASK
+        return wire.use_chunk(int(self.uses[s]), s, self.job.slots)
 
     def _order(self, s: int) -> int:
-        """The use's place in the call (its chunk number less the call's base)."""
+        """The use's place in the call: uses go out lowest first."""
         return int(self.k[s]) * self.S + s
 
     def _pending(self, s: int) -> int:
@@ -338,7 +334,6 @@ class SparseAllReduceClient(SessionMixin):
             self.block[s] = hdr.next
             self.scale[s] = hdr.exp
             self.k[s] += 1
-            self.max_k = max(self.max_k, int(self.k[s]))
             self.state[s] = _READY
             heapq.heappush(self.ready, (self._order(s), s))
         return seq
@@ -368,14 +363,11 @@ class SparseAllReduceClient(SessionMixin):
             raise AllReduceError(
                 f"{where}: the result's next block {nxt} cannot follow (this worker's next is "
                 f"{mine if mine != NO_BLOCK else 'none'}, {self.nb} blocks on {self.S} "
-                f"slots): the switch holds state from an earlier run with session "
-                f"{job.session}, or the workers' tensors differ in size; start the job with "
-                f"a new session id")
+                f"slots): the workers' tensors differ in size, or {used_session_hint(job)}")
         if nxt == mine and hdr.exp < self.bexp[mine]:
             raise AllReduceError(
                 f"{where}: the result's exponent {hdr.exp} is below this worker's "
-                f"{self.bexp[mine]} for block {mine}: the switch holds a result from an "
-                f"earlier run with session {job.session}; start the job with a new session id")
+                f"{self.bexp[mine]} for block {mine}: {used_session_hint(job)}")
 
     def _decode(self) -> np.ndarray:
         out = np.zeros((self.nb, self.job.elems), np.float32)
@@ -405,8 +397,8 @@ class SparseAllReduceClient(SessionMixin):
             hint = session_answered_hint(job)
         else:
             hint = (f"no result of job {job.job_id} arrived in this call: is the switch up "
-                    f"with job {job.job_id} in sparse mode, all {job.workers} workers running, "
-                    f"and session {job.session} new?")
+                    f"with job {job.job_id} in sparse mode and session {job.session}, and all "
+                    f"{job.workers} workers running? Or {used_session_hint(job)}")
         return (f"sparse allreduce of job {job.job_id} (session {job.session}, call "
                 f"{self.calls}) got no result for {idle:.1f} s: {self.S - self.done} of "
                 f"{self.S} slots unfinished [{shown}]; {hint}")

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from worker.allreduce.client import AboveBound, AllReduceError
 from worker.compression.base import Compressed, Compressor, Identity
 from worker.compression.compose import Compose
 from worker.compression.dithering import RandomDithering, TernGrad
@@ -82,6 +83,7 @@ class HookState:
     compressor: str = "none"
     seed: int = 0
     counters: StepCounters = field(default_factory=StepCounters)
+    error: AllReduceError | None = None     # what stopped a reduction
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -92,6 +94,8 @@ class HookState:
         self.world = self.group.size() if self.group is not None else 1
         params = list(self.model.parameters())
         self.index = {id(p): i for i, p in enumerate(params)}
+        names = {id(p): n for n, p in self.model.named_parameters()}
+        self.names = [names.get(id(p), f"parameter {i}") for i, p in enumerate(params)]
         self.sizes = [p.numel() for p in params]
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
         self.compressors: dict[int, Compressor] = {}
@@ -122,14 +126,28 @@ class HookState:
         return c
 
     # ------------------------------------------------------------------ reductions
-    def _reduce_dense(self, vec: np.ndarray) -> np.ndarray:
+    def _reduce_dense(self, vec: np.ndarray, layout: list[tuple[int, int, int]]) -> np.ndarray:
         self.counters.calls += 1
         if self.allreduce is not None:
-            return self.allreduce(vec)
+            try:
+                return self.allreduce(vec)
+            except AboveBound as e:
+                raise AllReduceError(f"the gradient of {self._name_at(e.index, layout)} "
+                                     f"holds {e.value:g}: {e.reason}") from None
         t = torch.from_numpy(vec)
         dist.all_reduce(t, group=self.group)
         t /= self.world
         return vec
+
+    def _name_at(self, index: int, layout: list[tuple[int, int, int]]) -> str:
+        """The parameter whose gradient holds element `index` of a reduced vector (layout:
+        (parameter index, a, b) per piece in layer mode; the whole model in model mode)."""
+        if self.mode == "layer":
+            for k, a, b in layout:
+                if a <= index < b:
+                    return self.names[k]
+        i = int(np.searchsorted(self.offsets, index, side="right")) - 1
+        return self.names[min(max(i, 0), len(self.names) - 1)]
 
     def _gather_mean(self, parts: list[Compressed], decompress) -> np.ndarray:
         """Every rank's payloads, decompressed and averaged in rank order."""
@@ -158,7 +176,7 @@ class HookState:
         belong to one compressor), after compression."""
         self.counters.elements += vec.size
         if self.factory is None:
-            return self._reduce_dense(vec)
+            return self._reduce_dense(vec, layout)
         comps = [(self._compressor(k), a, b) for k, a, b in layout]
         if self.dense:
             out = np.empty_like(vec)
@@ -166,7 +184,7 @@ class HookState:
                 part = c.compress(vec[a:b])
                 self.counters.compressor_bits += c.bits(part)
                 out[a:b] = c.decompress(part).reshape(-1)
-            return self._reduce_dense(out)
+            return self._reduce_dense(out, layout)
         parts = []
         for c, a, b in comps:
             parts.append(c.compress(vec[a:b]))
@@ -193,6 +211,9 @@ class HookState:
             if self.mode == "layer":
                 return self._layer(bucket)
             return self._model(bucket)
+        except AllReduceError as e:
+            self.error = e          # backward() re-raises it as a RuntimeError
+            raise
         finally:
             self.counters.seconds += time.perf_counter() - t0
 

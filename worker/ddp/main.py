@@ -29,10 +29,10 @@ if __package__ in (None, ""):
 
 from controller.topology import TopologyError  # noqa: E402
 from worker import wire  # noqa: E402
-from worker.allreduce import AllReduceClient, AllReduceError, JobParams  # noqa: E402
+from worker.allreduce import AllReduceClient, AllReduceError  # noqa: E402
 from worker.allreduce.client import RTO_MAX  # noqa: E402
 from worker.impair import ImpairedPort  # noqa: E402
-from worker.main import UsageError, open_transport, resolve  # noqa: E402
+from worker.main import UsageError, open_transport, resolve, worker_job  # noqa: E402
 from worker.main import build_parser as worker_parser  # noqa: E402
 from worker.transport import PortError  # noqa: E402
 
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.impair_loss or args.impair_dup or args.impair_reorder:
             port = ImpairedPort(port, args.impair_loss, args.impair_dup, args.impair_reorder,
                                 seed=args.impair_seed * 1000 + rank)
-        job = JobParams(args.job, r["session"], workers, r["window"], encoding, framer.elems)
+        job = worker_job(args, r, encoding, framer)
         client = AllReduceClient(
             port, framer, job, seed=args.seed * 1000 + rank, rto=args.rto,
             rto_min=args.rto_min, rto_max=max(args.rto, args.rto_min, RTO_MAX),

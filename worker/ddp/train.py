@@ -83,7 +83,13 @@ def train(group: dist.ProcessGroup, cfg: DDPConfig,
         opt.zero_grad(set_to_none=False)
         out = ddp(torch.from_numpy(xb))
         batch_loss = torch.nn.functional.cross_entropy(out, torch.from_numpy(yb))
-        batch_loss.backward()            # the hook (or Gloo) runs in here
+        try:
+            batch_loss.backward()        # the hook (or Gloo) runs in here
+        except RuntimeError:
+            # autograd wraps what the hook raised; the switch client's own error says more
+            if state is not None and state.error is not None:
+                raise state.error from None
+            raise
         t1 = time.perf_counter()
         opt.step()
         acc = None

@@ -1,0 +1,42 @@
+"""What every worker of a job must agree on, built in one place (DESIGN contract 8).
+
+Every entry point (worker/main.py, a DDP rank, the benches, the test harness) gets its
+JobParams here, from the topology the controller programs the switches from and the
+session the controller installed: the tree's headroom (cnat8 partial sums need more than
+ceil(log2 n)), the job's exponent bound and its slot count (the stride of the chunk
+numbers) are the switches' own, so a hand-built copy cannot drift from them.
+"""
+
+from __future__ import annotations
+
+from controller.topology import DEFAULT_MAX_EXP, Topology, TopologyError
+from worker import wire
+from worker.allreduce.client import JobParams
+
+
+def job_params(topo: Topology, job_id: int, session: int, encoding: int,
+               elems: int = wire.ELEMS, *, window: int | None = None,
+               workers: int | None = None, host_aggregator: bool = False) -> JobParams:
+    """The client's view of job `job_id` of `topo` in `session`, contributing `encoding`
+    with `elems` elements per packet. `window`: slots in flight (default: the job's slots).
+    A job the topology does not hold (its switches programmed from elsewhere) needs
+    `workers` and `window`; it gets the single-switch headroom and the controller's default
+    exponent bound. A host aggregator (worker/baseline.py, block_aggregator.py) sums on one
+    host: headroom ceil(log2 n), no bound of its own."""
+    try:
+        spec = topo.job(job_id)
+    except TopologyError:
+        spec = None
+    if spec is None:
+        if workers is None or window is None:
+            raise ValueError(f"job {job_id} is not in the topology: give its workers and "
+                             f"window")
+        limits = {} if host_aggregator else {"max_exp": DEFAULT_MAX_EXP}
+        return JobParams(job_id, session, workers, window, encoding, elems, **limits)
+    if workers is not None and workers != len(spec.workers):
+        raise ValueError(f"{workers} workers, but job {job_id} in the topology has "
+                         f"{len(spec.workers)} ({', '.join(spec.workers)})")
+    limits = {} if host_aggregator else {"headroom": topo.headroom(job_id),
+                                         "max_exp": spec.max_exp, "slots": spec.slots}
+    return JobParams(job_id, session, len(spec.workers),
+                     spec.slots if window is None else window, encoding, elems, **limits)
