@@ -84,7 +84,13 @@ def serve(tree: Path, path: Path, workers: int, slots: int, packets: int) -> Non
     for line in sys.stdin:
         if line.startswith("stages") and acc is None:
             acc = timed(sw)  # from now on every run is timed step by step
-        pkts = stream(workers, slots, packets, elems, int(line.split()[-1]), 7)
+        session = int(line.split()[-1])
+        try:  # the job moves to the stream's session (a checkout from before sessions: any)
+            from bench.softswitch_vector import set_session  # noqa: PLC0415
+            set_session(sw, workers, slots, session)
+        except ImportError:
+            pass
+        pkts = stream(workers, slots, packets, elems, session, 7)
         for k in acc or ():
             acc[k] = 0.0
         t, w = time.process_time(), time.perf_counter()

@@ -118,6 +118,51 @@ def assert_sum(got, exact, enc: int, what: str) -> None:
         f"{what}: a CNAT8 code is not a rounding of the exact sum"
 
 
+def round_bounds(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where the switch's CNAT8 re-compression can take any sum between lo and hi: a sum is
+    rounded to one of the two powers of two around it (with its sign), and both roundings are
+    non-decreasing in the sum, so from the lower one of lo to the upper one of hi."""
+    def pow2(v, up):
+        mag = np.abs(v).astype(np.float64)
+        e = np.frexp(np.where(mag > 0, mag, 1.0))[1] - 1          # floor(log2 |v|)
+        exact = np.ldexp(1.0, e) == mag
+        grow = (v > 0) == up                                      # away from zero
+        e = np.where(grow & ~exact, e + 1, e)
+        return np.where(v == 0, 0, np.sign(v) * (np.int64(1) << e.astype(np.int64)))
+    return pow2(lo, up=False), pow2(hi, up=True)
+
+
+def assert_tree_sum(got, enc: int, sent: dict, tree, what: str) -> None:
+    """A result of a job whose switches below the root re-compress their partial sums
+    (partials: cnat8), against the integer reference of its tree: every partial sum is one of
+    the two power-of-two roundings of its children's sum, so the result lies between the
+    sums that round every partial sum down and every one up (and the root's CNAT8 rounding
+    of those, for CNAT8 results), with the workers' own sign where they agree, and never
+    beyond 2^30. `sent` maps each worker host to its contribution as integers."""
+    def bounds(name):
+        lo = hi = 0
+        for c in tree.nodes[name].children:
+            a, b = bounds(c.node) if c.node in tree.nodes else (sent[c.node], sent[c.node])
+            lo, hi = lo + a, hi + b
+        if tree.nodes[name].parent is not None and tree.job.partials == "cnat8":
+            lo, hi = round_bounds(lo, hi)
+        return lo, hi
+
+    lo, hi = bounds(tree.root)
+    if enc == wire.ENC_CNAT8:
+        lo, hi = round_bounds(lo, hi)
+        m = got.astype(np.int64) & 0x7F
+        value = np.where(m == 0, 0, np.int64(1) << np.maximum(m - 1, 0))
+        value = np.where(got >> 7 == 1, -value, value)
+    else:
+        value = got.astype(np.int64)
+    bad = (value < lo) | (value > hi)
+    assert not bad.any(), (f"{what}: {int(bad.sum())} elements outside the tree's roundings, "
+                           f"e.g. {value[bad][:4].tolist()} not within "
+                           f"{list(zip(lo[bad][:4].tolist(), hi[bad][:4].tolist(), strict=True))}")
+    assert np.abs(value).max(initial=0) <= 1 << 30, f"{what}: a sum beyond 2^30"
+
+
 def check_sparse(traces, tensors, outputs, workers: int, elems: int = wire.ELEMS) -> int:
     """The sparse protocol's exactness (docs/PROTOCOL.md "Sparse jobs"): per call, exactly
     the blocks some worker holds non-zero are aggregated, each once; every worker saw the same

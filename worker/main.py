@@ -187,8 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def resolve(args) -> dict:
-    """Everything the run needs from the command line and the topology, checked."""
+def resolve(args, aggregating: bool = True) -> dict:
+    """Everything the run needs from the command line and the topology, checked; a worker
+    that does not aggregate through the switch or a host aggregator (a DDP rank on Gloo)
+    needs no session."""
     topo = Topology.load(args.topology)
     host = topo.host(args.host)
     try:
@@ -246,8 +248,10 @@ def resolve(args) -> dict:
         raise UsageError(f"--sparse with --elems {args.elems}: a sparse {encoding} packet is "
                          f"{sparse_bytes} bytes of IPv4 (its block header adds {SPARSE_HDR}), "
                          f"beyond a {MTU}-byte MTU; sparse jobs take the default profile")
-    view = sessions_view(args)
-    if view is not None:
+    view = sessions_view(args) if aggregating else None
+    if not aggregating:
+        session = None
+    elif view is not None:
         session = view.session
     elif args.session is not None:
         session = args.session
@@ -258,7 +262,7 @@ def resolve(args) -> dict:
                          f"sessions to sessions.json beside the topology file when it programs "
                          f"the switches (controller/main.py program --topology "
                          f"{args.topology}); give --sessions FILE or --session N")
-    if not 1 <= session <= 0xFFFF:
+    if session is not None and not 1 <= session <= 0xFFFF:
         raise UsageError(f"--session must be within 1..65535, got {session}")
     return {"topo": topo, "host": host, "job": job, "rank": rank, "workers": workers,
             "window": window, "session": session, "encoding": encoding, "sessions": view}

@@ -15,7 +15,7 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
     register<bit<8>>(SLOT_REGS) max_exp;     // max exponent piggybacked
     register<bit<8>>(SLOT_REGS) workers;     // workers summed (the children's weights)
     register<bit<32>>(SLOT_REGS) use;        // chunk index of the use the version holds
-    register<bit<16>>(POOL_SIZE) session;    // newest session that touched the slot; 0: never
+    register<bit<16>>(POOL_SIZE) slot_session;   // the session that last took the slot; 0: none
     // Sparse jobs, per (slot, version): the use's block, the tensor's block count (the
     // bound) and the running min of the contributions' next blocks; max_exp then holds
     // the exponent of that min (docs/PROTOCOL.md "Sparse jobs").
@@ -129,7 +129,7 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
     // (the control plane's); a slot last touched in another session starts afresh.
     action update_slot() {
         bit<16> last;
-        session.read(last, meta.region);
+        slot_session.read(last, meta.region);
         bit<32> bv0; bit<32> bo0; bit<8> cv0; bit<8> co0; bit<8> ev0; bit<8> wv0; bit<32> uv0;
         bit<32> uo;
         bitmap.read(bv0, meta.ridx);
@@ -163,7 +163,7 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
             // Nothing changes: every register is written back as read.
             bv = bv0; bo = bo0; cn = cv0; co = co0; ev = ev0; wv = wv0; uv = uv0; sv = last;
         }
-        session.write(meta.region, sv);
+        slot_session.write(meta.region, sv);
         bitmap.write(meta.ridx, bv);
         bitmap.write(meta.ridx_other, bo);
         count.write(meta.ridx, cn);
@@ -182,7 +182,7 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
     // and the running min of next with its exponent (the max over the ties).
     action update_sparse() {
         bit<16> last;
-        session.read(last, meta.region);
+        slot_session.read(last, meta.region);
         bit<32> bv0; bit<32> bo0; bit<8> cv0; bit<8> co0; bit<8> ev0; bit<8> wv0; bit<32> uv0;
         bit<32> kv0; bit<32> nv0; bit<32> mv0; bit<32> no; bit<32> mo; bit<32> uo;
         bitmap.read(bv0, meta.ridx);
@@ -258,7 +258,7 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
             bv = bv0; bo = bo0; cn = cv0; co = co0; ev = ev0; wv = wv0; uv = uv0; sv = last;
             kv = kv0; nv = nv0; mv = mv0;
         }
-        session.write(meta.region, sv);
+        slot_session.write(meta.region, sv);
         bitmap.write(meta.ridx, bv);
         bitmap.write(meta.ridx_other, bo);
         count.write(meta.ridx, cn);

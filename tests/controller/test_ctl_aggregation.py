@@ -190,7 +190,7 @@ def test_entries_aggregate_every_worker_and_return_one_result_each(name):
     topo = TOPOS[name]()
     jobs = random_jobs(topo, 6, seed=3)
     trees = [build_tree(topo, j) for j in jobs]
-    tables = tables_of(A.entries(topo, trees))
+    tables = tables_of(A.entries(topo, trees, {j.id: 5 for j in jobs}))
     for job, tree in zip(jobs, trees, strict=True):
         received, completed = simulate(topo, tables, job)
         assert received == {w: 1 for w in job.workers}

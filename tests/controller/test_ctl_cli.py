@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -59,12 +60,18 @@ def test_topology_command_writes_jobs_and_loss(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["jobs"] == data["jobs"]
 
 
-def test_dry_run_prints_trees_and_entries(capsys):
-    assert main(["--topo", "fat-tree", "--dry-run", "--jobs", "h1,h5:id=4"]) == 0
+def test_dry_run_prints_trees_and_entries(capsys, tmp_path):
+    sessions = tmp_path / "sessions.json"
+    assert main(["--topo", "fat-tree", "--dry-run", "--jobs", "h1,h5:id=4", "--sessions",
+                 str(sessions)]) == 0
     out = capsys.readouterr().out
-    assert "job 4: 2 workers, 64 slots, fixed32 results, dense, root s4" in out
-    assert "NatIngress.agg.job_root(base=0, num_slots=64, num_children=2, mcast_grp=4" in out
+    m = re.search(r"job 4: 2 workers, 64 slots, fixed32 results, dense, session (\d+), "
+                  r"root s4", out)
+    assert m, out[:300]
+    assert ("NatIngress.agg.job_root(base=0, num_slots=64, num_children=2, mcast_grp=4, "
+            f"result_enc=0, max_exp=158, session={m.group(1)})") in out
     assert out.count("NatIngress.fwd.routes[") == 20 * 16
+    assert not sessions.exists()        # a dry run writes nothing
 
 
 @pytest.mark.parametrize("argv,message", [

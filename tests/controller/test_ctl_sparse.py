@@ -21,7 +21,7 @@ REAL = os.path.join(REPO, "p4src", "build", "agg.p4info.txt")
 
 
 def job_entries(topo, switch):
-    return [e for e in desired_state(topo)[switch]
+    return [e for e in desired_state(topo, {j.id: 40 + j.id for j in topo.jobs})[switch]
             if getattr(e, "table", None) == A.JOBS]
 
 
@@ -33,10 +33,11 @@ def test_sparse_job_gets_the_sparse_root_action_with_job_roots_parameters():
     sparse, dense = rows[3], rows[4]
     assert sparse.action == A.JOB_SPARSE_ROOT and dense.action == A.JOB_ROOT
     assert dict(sparse.params) == {"base": 0, "num_slots": 16, "num_children": 3,
-                                   "mcast_grp": 3, "result_enc": 1, "max_exp": 158}
+                                   "mcast_grp": 3, "result_enc": 1, "max_exp": 158,
+                                   "session": 43}
     assert [k for k, _ in sparse.params] == [k for k, _ in dense.params]
     # the compiled program has the action with these parameters
-    state = canonical_state(desired_state(topo), P4Info.load(REAL))
+    state = canonical_state(desired_state(topo, {3: 1, 4: 2}), P4Info.load(REAL))
     assert any(getattr(e, "action", None) == A.JOB_SPARSE_ROOT for e in state["s1"])
 
 
@@ -46,7 +47,7 @@ def test_sparse_job_over_several_switches_is_refused_clearly():
     with pytest.raises(TreeError, match="job 7: a sparse job runs on one switch"):
         build_tree(topo, job)
     with pytest.raises(TreeError, match="one switch"):
-        desired_state(topo.with_jobs([job]))
+        desired_state(topo.with_jobs([job]), {7: 1})
     # the same workers as a dense job are fine, and so is a sparse job on one leaf
     assert len(build_tree(topo, JobSpec(7, ("h1", "h3"))).nodes) == 3
     assert build_tree(topo, JobSpec(8, ("h1", "h2"), mode="sparse")).root == "s1"
@@ -73,12 +74,13 @@ def test_mode_in_cli_job_specs():
         make_jobs(["h1,h2:mode=omni"], topo)
 
 
-def test_cli_lists_the_mode_and_refuses_a_spanning_sparse_job(capsys):
+def test_cli_lists_the_mode_and_refuses_a_spanning_sparse_job(capsys, tmp_path):
     assert main(["--topo", "star", "--hosts", "3", "--dry-run", "--jobs",
-                 "h1-h3:id=5:mode=sparse"]) == 0
+                 "h1-h3:id=5:mode=sparse", "--sessions", str(tmp_path / "s.json")]) == 0
     out = capsys.readouterr().out
-    assert "job 5: 3 workers, 64 slots, fixed32 results, sparse, root s1" in out
+    assert "job 5: 3 workers, 64 slots, fixed32 results, sparse, session " in out
     assert "NatIngress.agg.job_sparse_root(base=0, num_slots=64, num_children=3" in out
     assert main(["--topo", "leaf-spine", "--leaves", "2", "--spines", "1", "--hosts", "2",
-                 "--dry-run", "--jobs", "h1,h3:mode=sparse"]) != 0
+                 "--dry-run", "--jobs", "h1,h3:mode=sparse", "--sessions",
+                 str(tmp_path / "s.json")]) != 0
     assert "a sparse job runs on one switch" in capsys.readouterr().err

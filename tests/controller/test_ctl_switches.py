@@ -3,6 +3,7 @@ softswitch, and BMv2's simple_switch_grpc where it is installed. They run the fi
 tests/controller/p4/ctl_tables.p4, which has the real program's P4Runtime names
 (test_ctl_names.py) and loads in a moment."""
 
+import json
 import os
 import shutil
 import socket
@@ -13,6 +14,7 @@ from dataclasses import replace
 import pytest
 
 from controller import topology as T
+from controller.job_sessions import next_session
 from controller.main import main
 from controller.p4info import Pipeline
 from controller.program import canonical_state, desired_state, program, read_state
@@ -24,6 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 P4INFO = os.path.join(HERE, "p4", "build", "ctl_tables.p4info.txt")
 BMV2_JSON = os.path.join(HERE, "p4", "build", "ctl_tables.json")
+SESSIONS = {1: 9, 2: 10}    # the jobs' sessions the tests program
 
 
 def _softswitch_missing() -> str | None:
@@ -119,40 +122,40 @@ def results_by_name(results):
 
 def test_program_reads_back_and_second_run_writes_nothing(switches, pipeline):
     topo = switches
-    want = canonical_state(desired_state(topo), pipeline.p4info)
-    first = results_by_name(program(topo, pipeline, connect_timeout=30))
+    want = canonical_state(desired_state(topo, SESSIONS), pipeline.p4info)
+    first = results_by_name(program(topo, pipeline, SESSIONS, connect_timeout=30))
     for name, r in first.items():
         assert r.inserted + r.kept == len(want[name])
     for s in topo.switches:
         with Session(s, connect_timeout=30) as session:
             assert session.use_running_pipeline()
             assert set(read_state(session)) == set(want[s.name])
-    second = results_by_name(program(topo, pipeline, connect_timeout=30))
+    second = results_by_name(program(topo, pipeline, SESSIONS, connect_timeout=30))
     for name, r in second.items():
         assert (r.pushed, r.written, r.kept) == (False, 0, len(want[name]))
 
 
 def test_changed_jobs_modify_and_delete(switches, pipeline):
     topo = switches
-    results_by_name(program(topo, pipeline, connect_timeout=30))
+    results_by_name(program(topo, pipeline, SESSIONS, connect_timeout=30))
     smaller = topo.with_jobs([T.JobSpec(1, ("h1", "h2", "h3", "h4"), 32, "fixed32")])
-    changed = results_by_name(program(smaller, pipeline, connect_timeout=30))
+    changed = results_by_name(program(smaller, pipeline, SESSIONS, connect_timeout=30))
     spine = [s.name for s in topo.switches if s.role == "spine"][0]
     assert changed[spine].modified == 1                  # job 1's result encoding
     assert sum(r.deleted for r in changed.values()) > 0   # job 2's entries and groups
-    want = canonical_state(desired_state(smaller), pipeline.p4info)
+    want = canonical_state(desired_state(smaller, SESSIONS), pipeline.p4info)
     for s in topo.switches:
         with Session(s, connect_timeout=30) as session:
             session.use_running_pipeline()
             assert set(read_state(session)) == set(want[s.name])
-    results_by_name(program(topo, pipeline, connect_timeout=30))
+    results_by_name(program(topo, pipeline, SESSIONS, connect_timeout=30))
 
 
 def test_rejected_write_names_switch_entity_and_reason(switches, pipeline):
     topo = switches
-    results_by_name(program(topo, pipeline, connect_timeout=30))
+    results_by_name(program(topo, pipeline, SESSIONS, connect_timeout=30))
     s = topo.switches[0]
-    route = canonical_state(desired_state(topo), pipeline.p4info)[s.name][0]
+    route = canonical_state(desired_state(topo, SESSIONS), pipeline.p4info)[s.name][0]
     with Session(s, connect_timeout=30) as session:
         session.use_running_pipeline()
         with pytest.raises(WriteRejected) as err:
@@ -165,7 +168,7 @@ def test_rejected_write_names_switch_entity_and_reason(switches, pipeline):
 
 def test_dead_switch_is_named(switches, pipeline):
     dead = with_addresses(T.star(2), free_ports(1))
-    (switch, r), = program(dead, pipeline, connect_timeout=1.0)
+    (switch, r), = program(dead, pipeline, SESSIONS, connect_timeout=1.0)
     assert isinstance(r, SwitchUnreachable)
     assert f"s1 (device 1 at {switch.grpc_addr}): unreachable" in str(r)
 
@@ -193,8 +196,48 @@ def test_cli_program_twice_stats_and_reset(switches, tmp_path, capsys):
     assert main(prog) == 0     # and back
 
 
+def job_sessions_on(topo, election_id=(0, 1)) -> dict[str, dict[int, int]]:
+    """switch -> {job id: the session its jobs entry holds}, read back over P4Runtime."""
+    out = {}
+    for s in topo.switches:
+        with Session(s, election_id=election_id, connect_timeout=30) as session:
+            session.use_running_pipeline()
+            out[s.name] = {dict(e.match)["hdr.agg.job_id"].value: dict(e.params)["session"]
+                           for e in session.read_table("NatIngress.agg.jobs")}
+    return out
+
+
+def test_cli_installs_the_sessions_it_writes_and_moves_them_on_request(switches, tmp_path,
+                                                                        capsys):
+    path = tmp_path / "topo.json"
+    switches.save(str(path))
+    prog = ["--topology", str(path), "--timeout", "30", "--p4info", P4INFO, "--bmv2-json",
+            BMV2_JSON]
+    assert main(prog) == 0
+    first = json.loads((tmp_path / "sessions.json").read_text())["jobs"]
+    sessions = {int(j): v["session"] for j, v in first.items()}
+    assert sorted(sessions) == [1, 2] and all(v["epoch"] == 0 for v in first.values())
+    held = job_sessions_on(switches)
+    assert all(jobs == {j: sessions[j] for j in jobs} for jobs in held.values())
+    assert sum(len(jobs) for jobs in held.values()) == 6       # both span the 3 switches
+    # programming again keeps them; --new-session moves every job on every switch of it
+    assert main(prog) == 0
+    assert json.loads((tmp_path / "sessions.json").read_text())["jobs"] == first
+    capsys.readouterr()
+    assert main(prog + ["--new-session"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith(
+        "3 of 3 switches programmed: 6 written (0 inserted, 6 modified")
+    moved = json.loads((tmp_path / "sessions.json").read_text())["jobs"]
+    for j, v in moved.items():
+        assert (v["session"], v["epoch"]) == (next_session(first[j]["session"]), 1)
+    held = job_sessions_on(switches)
+    assert all(s == moved[str(j)]["session"] for jobs in held.values() for j, s in jobs.items())
+    assert main(prog + ["--reset", "--new-session"]) == 2
+    assert "it takes no --new-session" in capsys.readouterr().err
+
+
 def test_shell_pushes_only_a_program_the_switch_does_not_run(switches, pipeline):
-    results_by_name(program(switches, pipeline, connect_timeout=30))
+    results_by_name(program(switches, pipeline, SESSIONS, connect_timeout=30))
     s = switches.switches[0]
     argv = shell_argv(s, pipeline, 30, (0, 1))
     assert argv[1:] == ["-m", "p4runtime_sh", "--grpc-addr", s.grpc_addr, "--device-id",

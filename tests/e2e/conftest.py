@@ -50,7 +50,6 @@ def running(topo, workdir: Path):
     from p4switch import resolve_kind
 
     from controller.p4info import Pipeline
-    from controller.program import program
 
     kind = resolve_kind(os.environ.get("NATSWITCH_SWITCH", "auto"))
     topo_path = workdir / "topology.json"
@@ -58,20 +57,33 @@ def running(topo, workdir: Path):
     pipeline = Pipeline.load(str(REPO / "p4src/build/agg.p4info.txt"),
                              str(REPO / "p4src/build/agg.json"))
     with Emulation(topo, kind, workdir / "logs") as emu:
-        errors = [f"{s.name}: {r}" for s, r in program(topo, pipeline) if isinstance(r, Exception)]
-        assert not errors, "programming failed: " + "; ".join(errors)
         emu.pipeline = pipeline
+        emu.sessions = {j.id: next(_sessions) for j in topo.jobs}
+        reprogram(emu, topo)
         yield emu, topo_path
 
 
-# Each run of probes is a new run of its job: a newer session than the last (a switch drops
-# an older session's packets, and a reused one's restarted use numbers, as STALE).
+def reprogram(emu, topo) -> None:
+    """Programs the switches with `topo` (its loss, say), the jobs in their sessions."""
+    from controller.program import program
+
+    errors = [f"{s.name}: {r}" for s, r in program(topo, emu.pipeline, emu.sessions)
+              if isinstance(r, Exception)]
+    assert not errors, "programming failed: " + "; ".join(errors)
+    emu.programmed = topo
+
+
+# Each run of probes is a new run of its job: the controller moves the job to a new session
+# first (the switches hold the last run's uses of the old one, and drop every other session).
 _sessions = itertools.count(1)
 
 
 def start_probes(emu, topo_path: Path, job, workdir: Path, *extra: str) -> list:
-    """One probe per worker of the job; returns [(host, Popen, result path)]."""
-    session = str(next(_sessions))
+    """One probe per worker of the job, in a session moved to for them; returns [(host,
+    Popen, result path)]."""
+    emu.sessions[job.id] = next(_sessions)
+    reprogram(emu, emu.programmed)
+    session = str(emu.sessions[job.id])
     procs = []
     for host in job.workers:
         out = workdir / f"probe-j{job.id}-{host}.pkl"

@@ -48,7 +48,7 @@ def main() -> int:
     r = worker_main.resolve(wargs)
     port, framer, encoding, _ = worker_main.open_transport(wargs, r)
     trace = Trace()
-    job = worker_main.job_params(wargs, r, encoding, framer)
+    job = worker_main.worker_job(wargs, r, encoding, framer)
     client = AllReduceClient(port, framer, job, seed=r["rank"], timeout=args.timeout,
                              rto=0.5, rto_max=1.0, trace=trace)
     xs = tensors(r["rank"], args.calls, args.size)

@@ -5,10 +5,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import assert_exact, finish_probes, running, start_probes
+from conftest import assert_exact, finish_probes, reprogram, running, start_probes
 
 from controller import topology
-from controller.program import program
 from controller.topology import JobSpec
 
 
@@ -43,14 +42,14 @@ def test_two_jobs_at_once_stay_apart_and_exact(star):
 def test_allreduce_stays_exact_under_20_percent_loss(star):
     emu, topo, path, workdir = star
     lossy = topo.with_loss(0.2)
-    assert not [r for _, r in program(lossy, emu.pipeline) if isinstance(r, Exception)]
+    reprogram(emu, lossy)
     try:
         records = finish_probes(start_probes(emu, path, topo.job(1), workdir, "--calls", "1"),
                                 180)
         assert assert_exact(records) == 18
         assert sum(r["stats"]["retransmissions"] for r in records) > 0, "no loss happened"
     finally:
-        assert not [r for _, r in program(topo, emu.pipeline) if isinstance(r, Exception)]
+        reprogram(emu, topo)
 
 
 def test_a_killed_worker_ends_the_others_with_a_clear_error(star):

@@ -117,10 +117,10 @@ def test_random_templates_fused_compute_what_numpy_and_scalar_code_do(monkeypatc
 def test_the_wide_program_fused_forwards_what_it_does_unfused(monkeypatch):
     from bench.softswitch_vector import elems_of, engine, stream
     j = json.loads(WIDE.read_text())
-    fast = engine(j, True, 4, 8, native=False)
+    fast = engine(j, True, 4, 8, native=False, session=5)
     assert "fk_" in fast.program_source        # its re-compression is one kernel
     monkeypatch.setenv("NATSWITCH_FUSE", "0")
-    plain = engine(j, True, 4, 8, native=False)
+    plain = engine(j, True, 4, 8, native=False, session=5)
     assert "fk_" not in plain.program_source
     kernels = [v for k, v in fast._prog.ingress.__globals__.items() if k.startswith("fk_")]
     compiled = [len(k.signatures) for k in kernels]

@@ -66,7 +66,7 @@ def frames(draw) -> bytes:
 
 def drops(sw) -> int:
     return sum(sw.counters[name].read(i)[0] for name in ("NatIngress.drops", "NatEgress.drops")
-               for i in range(16))
+               for i in range(32))      # DROP_REASONS (p4src/include/constants.p4)
 
 
 def accepted(sw) -> int:

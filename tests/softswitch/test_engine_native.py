@@ -170,12 +170,16 @@ def test_a_lane_that_reads_the_next_lanes_field_sees_it_unchanged():
 
 # -- the aggregation program ---------------------------------------------------------------------
 
+def job_entry(enc: int, workers: int, session: int) -> Entry:
+    return Entry((1,), "NatIngress.agg.job_root", [0, 64, workers, 1, enc, 255, session])
+
+
 def agg_switch(j: dict, native: bool, enc: int, workers: int = 4) -> Switch:
+    """One job in session 1."""
     sw = Switch(seed=1, native=native, vectorize=False)
     sw.load(j)
     assert sw.tier == ("native" if native else "python")
-    sw.tables["NatIngress.agg.jobs"].insert(Entry(
-        (1,), "NatIngress.agg.job_root", [0, 64, workers, 1, enc, 255]))
+    sw.tables["NatIngress.agg.jobs"].insert(job_entry(enc, workers, 1))
     for w in range(workers):
         sw.tables["NatIngress.agg.children"].insert(Entry(
             (1, w + 1), "NatIngress.agg.set_child", [w, 1]))
@@ -188,11 +192,15 @@ def test_the_aggregation_program_equals_the_python_tier(enc):
     j = json.loads(open(AGG).read())
     nat, py = agg_switch(j, True, enc), agg_switch(j, False, enc)
     elems = elems_of(j)
-    pkts = stream(4, 64, 600, elems, 1, 7) + stream(4, 64, 200, elems, 2, 8)
+    first, second = stream(4, 64, 600, elems, 1, 7), stream(4, 64, 200, elems, 2, 8)
     rng = random.Random(3)
-    pkts += [(p, f) for p, f in rng.sample(pkts, 100)]  # replays: dropped as stale by both
+    # replays: of the old session (WRONG_SESSION) and of the new one (STALE), by both
+    pkts = first + second + [(p, f) for p, f in rng.sample(first + second, 100)]
     results = rounded = 0
-    for port, frame in pkts:
+    for k, (port, frame) in enumerate(pkts):
+        if k == len(first):     # the control plane moves the job to session 2
+            for sw in (nat, py):
+                sw.tables["NatIngress.agg.jobs"].modify(job_entry(enc, 4, 2))
         a, b = nat.process(port, frame), py.process(port, frame)
         assert [p for p, _ in a] == [p for p, _ in b]
         for (_, fa), (_, fb) in zip(a, b, strict=True):

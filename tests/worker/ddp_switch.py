@@ -12,17 +12,21 @@ __all__ = ["switch_clients", "softswitch_missing"]
 
 
 def switch_clients(workers: int, encoding: str, window: int = 64, session: int = 1,
-                   timeout: float = 30.0):
-    """A star of `workers` hosts on in-process softswitch with one job in `encoding`, and
-    make(rank) -> that rank's AllReduceClient (call it in the rank's thread)."""
-    topo = star(hosts=workers)
-    hosts = [h.name for h in topo.hosts]
-    topo = topo.with_jobs([JobSpec(1, tuple(hosts), window, encoding)])
+                   timeout: float = 30.0, topo=None, traces=None):
+    """A star of `workers` hosts (or `topo`, whose job 1 is used as it is) on in-process
+    softswitch with one job in `encoding`, and make(rank) -> that rank's AllReduceClient
+    (call it in the rank's thread), tracing into traces[rank] if given."""
+    if topo is None:
+        topo = star(hosts=workers)
+        topo = topo.with_jobs([JobSpec(1, tuple(h.name for h in topo.hosts), window,
+                                       encoding)])
+    hosts = list(topo.job(1).workers)
     net = SwitchNetwork(topo, session=session)
     job = net.job_params(1, wire.ENCODING_BY_NAME[encoding])
 
     def make(rank: int) -> AllReduceClient:
         framer = net.framer(hosts[rank])
-        return AllReduceClient(net.ports[hosts[rank]], framer, job, seed=rank, timeout=timeout)
+        return AllReduceClient(net.ports[hosts[rank]], framer, job, seed=rank, timeout=timeout,
+                               trace=None if traces is None else traces[rank])
 
     return net, make

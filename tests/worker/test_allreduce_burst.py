@@ -8,7 +8,7 @@ import pytest
 
 from worker import wire
 from worker.allreduce import client as client_mod
-from worker.allreduce.client import CHUNK_MASK, AllReduceClient, JobParams
+from worker.allreduce.client import AllReduceClient, JobParams
 from worker.allreduce.protocol import State
 from worker.frames import L2_LEN, Framer
 from worker.transport import Port
@@ -116,9 +116,9 @@ def test_the_compiled_burst_check_equals_the_numpy_one_for_any_flawed_result():
     rng = np.random.default_rng(8)
     framer = Framer(SRC, DST, elems=ELEMS)
     c = AllReduceClient(ReflectPort(), framer, JobParams(3, 7, 4, 16, wire.ENC_CNAT8, ELEMS))
-    used, c.n_chunks, c.first_chunk = 16, 40, CHUNK_MASK - 5   # chunk numbers wrap around
+    used, c.n_chunks = 16, 40
     c.state[:] = int(State.RUNNING)
-    c.uses[:] = rng.integers(0, 9, used)
+    c.uses[:] = rng.integers((1 << 28) - 4, (1 << 28) + 4, used)  # use * 16 + slot wraps
     c.cur[:] = rng.permutation(40)[:used]
     c.sent_exp[:] = rng.integers(0, 200, used)
     pay = np.zeros(ELEMS, np.uint8)
@@ -126,7 +126,7 @@ def test_the_compiled_burst_check_equals_the_numpy_one_for_any_flawed_result():
     def burst(slots=(3, 7, 9, 12), **change):
         rows = [dict(msg_type=wire.MSG_RESULT, job_id=3, session=7, slot=s,
                      version=int(c.uses[s] & 1), exp=int(c.sent_exp[s]) + 1, count=4,
-                     chunk=int((c.first_chunk + c.cur[s]) & CHUNK_MASK)) for s in slots]
+                     chunk=int(wire.use_chunk(c.uses[s], s, 16))) for s in slots]
         for name, (i, value) in change.items():
             rows[i][name] = value
         frames = [framer.build(r["msg_type"], wire.ENC_CNAT8, r["job_id"], r["session"],
@@ -158,7 +158,7 @@ def test_the_compiled_burst_check_equals_the_numpy_one_for_any_flawed_result():
                 "slot"][trial % 8]
         value = {"msg_type": wire.MSG_CONTRIB, "job_id": 4, "session": 6, "count": 3,
                  "version": int(c.uses[s] + 1) & 1,
-                 "chunk": int(c.first_chunk + c.cur[s] + 16) & CHUNK_MASK,
+                 "chunk": int(wire.use_chunk(c.uses[s] + 1, s, 16)),
                  "exp": int(c.sent_exp[s]) - 1,
                  "slot": int(rng.choice([3, 7, 9, 12, 16, 200]))}[name]
         if value < 0 or value == s:

@@ -23,7 +23,7 @@ def test_exact_sums_under_chaos_on_a_three_level_tree(seed):
     result = "cnat8" if seed % 2 else "fixed32"
     slots = 32 if LONG else 4
     topo = fat_tree(4).with_jobs([JobSpec(1, WORKERS, slots=slots, encoding=result)])
-    net = SwitchNetwork(topo)
+    net = SwitchNetwork(topo, session=1000 + seed)
     tree_switches = {topo.attachment(w).node for w in WORKERS}
     assert len(tree_switches) == 3
     contrib = wire.ENC_CNAT8 if seed % 3 else wire.ENC_FIXED32
@@ -45,7 +45,7 @@ def test_exact_sums_under_chaos_at_the_largest_job_the_controller_allows():
     topo = leaf_spine(leaves=9, spines=1, hosts=29)
     workers = tuple(h.name for h in topo.hosts[:255])
     topo = topo.with_jobs([JobSpec(1, workers, slots=4, encoding="cnat8")])
-    net = SwitchNetwork(topo)
+    net = SwitchNetwork(topo, session=2000)
     elements, ports = run_chaos(lambda h: net.ports[h], topo, 1, 2000, 7,
                                 Chaos(loss=0.05, dup=0.05, delay=0.05, replay=0.02,
                                       old_session=0.02, corrupt=0.01, stale_result=0.02),

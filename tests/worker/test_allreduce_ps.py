@@ -178,7 +178,7 @@ def test_reused_session_is_detected():
     # A new run with the same session finds the old run's completed results.
     big = tensors_for(n, [4 * ELEMS], scale=1e3)
     _, _, errors = run_workers(clients_on(net, job, timeout=1, rto=0.05, rto_max=0.1), big)
-    assert all(isinstance(e, AllReduceError) and "new session id" in str(e) for e in errors)
+    assert all(isinstance(e, AllReduceError) and "to a new session" in str(e) for e in errors)
     # With a new session the same run goes through.
     job2 = JobParams(1, 43, n, 4, wire.ENC_FIXED32)
     _, _, errors = run_workers(clients_on(net, job2), big)
@@ -301,13 +301,19 @@ def test_a_call_primes_once_on_slot_0(encoding):
                                            calls=3)
     assert errors == [None] * n
     assert check_exact(traces, tensors, outputs, n) == 3 + 8 + 25
-    # Chunk numbers run across the calls: each call's priming round, then its chunks.
-    bases = [0, 1 + 3, 1 + 3 + 1 + 8]
+    # A use's chunk number is the slot's use number in the session times the slots, plus
+    # the slot: slot 0 primes each call (its uses 0, 2 and 4: one chunk of each of the
+    # first two calls follows the prime on it).
+    bases = [wire.use_chunk(u, 0, window) for u in (0, 2, 4)]
+    uses = clients[0].uses
     for rank, rec in recorders.items():
         sent = [h for what, h in rec.log if what == "sent"]
         primes = [h for h in sent if h.chunk in bases]
         assert [(h.slot, h.chunk) for h in primes] == [(0, b) for b in bases]
-        assert sorted({h.chunk for h in sent}) == list(range(1 + 3 + 1 + 8 + 1 + 25))
+        assert sorted(h.chunk for h in sent) == sorted(
+            wire.use_chunk(u, s, window) for s in range(window) for u in range(uses[s]))
+        assert all(h.chunk % window == h.slot and h.version == (h.chunk // window) % 2
+                   for h in sent)
         assert len(sent) == 3 + 8 + 25 + 3
         # The priming exponent is this worker's max over the call's first chunks.
         for k, h in enumerate(primes):

@@ -1,7 +1,7 @@
 """Workers that follow the sessions file across a switch restart (worker/allreduce/restart.py),
 through the compiled program on softswitch in process. A restart is the switch's registers
-reset while nothing gets through, then the job's next session written by the controller's
-own writer (controller/watch.py)."""
+reset while nothing gets through, then the job moved to its next session as the controller
+does it (controller/job_sessions.py): on the switch first, then in the sessions file."""
 
 import threading
 import time
@@ -9,11 +9,11 @@ import time
 import numpy as np
 import pytest
 
+from controller.job_sessions import SessionsFile
 from controller.topology import JobSpec, star
-from controller.watch import Restart, SessionsFile
 from harness.network import SwitchNetwork, softswitch_missing
 from worker import wire
-from worker.allreduce import AllReduceClient, AllReduceError, JobParams
+from worker.allreduce import AllReduceClient, AllReduceError
 from worker.allreduce.restart import RestartFollower, SessionsView, WatchedPort
 from worker.transport import Port
 
@@ -29,8 +29,9 @@ class Fabric:
 
     def __init__(self, tmp_path):
         topo = star(N).with_jobs([JobSpec(1, tuple(HOSTS), slots=4, encoding="fixed32")])
-        self.net = SwitchNetwork(topo)
+        self.net = SwitchNetwork(topo, session=7)
         self.sessions = SessionsFile(str(tmp_path / "sessions.json"), topo, first=7)
+        self.sessions.write()
         self.lock = threading.Lock()
         self.down = False
         inject = self.net.inject
@@ -50,15 +51,17 @@ class Fabric:
 
     def come_back(self) -> None:
         now = time.time()
+        moved = self.sessions.move("s1")
+        self.net.set_session(1, moved[1][1])
         with self.lock:
             self.down = False
-        self.sessions.restarted(Restart("s1", now, now, now, 0))
+        self.sessions.restarted("s1", now, now, moved)
 
     def follower(self, rank, port: Port | None = None, logs=None):
         view = SessionsView(self.sessions.path, 1)
         inner = port or self.net.ports[HOSTS[rank]]
         client = AllReduceClient(WatchedPort(inner, view), self.net.framer(HOSTS[rank]),
-                                 JobParams(1, view.session, N, 4, wire.ENC_FIXED32),
+                                 self.net.job_params(1, wire.ENC_FIXED32),
                                  seed=rank, timeout=10, rto=0.2, rto_max=0.5)
         log = None if logs is None else logs[rank].append
         return RestartFollower(client, view, rank, wait=20, log=log)

@@ -11,7 +11,7 @@ from controller.topology import JobSpec, leaf_spine, star
 from harness.network import SwitchNetwork, softswitch_missing
 from harness.workers import Trace, check_exact, run_workers
 from worker import wire
-from worker.allreduce import AllReduceClient, AllReduceError, JobParams
+from worker.allreduce import AllReduceClient, AllReduceError
 from worker.impair import ImpairedPort
 from worker.train import TrainConfig, train
 
@@ -53,7 +53,7 @@ def clients(net, job_hosts, job, traces=None, wrap=None, **kw):
 def test_exact_sums_through_the_compiled_program(n, contrib, result):
     hosts = [f"h{i + 1}" for i in range(n)]
     net = network(star(n), hosts, slots=4, encoding=result)
-    job = JobParams(1, 7, n, 4, contrib)
+    job = net.job_params(1, contrib)
     traces = [Trace() for _ in range(n)]
     # Two calls: fewer chunks than slots, then more (a slot is reused within the call).
     tensors = tensors_for(n, [2 * ELEMS - 3, 6 * ELEMS + 1], seed=n)
@@ -69,7 +69,7 @@ def test_exact_under_loss_duplication_and_reordering():
     n = 4
     hosts = [f"h{i + 1}" for i in range(n)]
     net = network(star(n), hosts, slots=4, encoding="cnat8")
-    job = JobParams(1, 9, n, 4, wire.ENC_CNAT8)
+    job = net.job_params(1, wire.ENC_CNAT8)
     traces = [Trace() for _ in range(n)]
     impaired = []
 
@@ -96,7 +96,7 @@ def test_two_level_tree_sums_exactly(contrib):
     topo = leaf_spine(leaves=2, spines=1, hosts=2)
     hosts = ["h1", "h2", "h3", "h4"]
     net = network(topo, hosts, slots=4)
-    job = JobParams(1, 3, 4, 4, contrib)
+    job = net.job_params(1, contrib)
     traces = [Trace() for _ in range(4)]
     tensors = tensors_for(4, [5 * ELEMS], seed=2)
     outputs, _, errors = run_workers(clients(net, hosts, job, traces, timeout=3), tensors)
@@ -109,7 +109,7 @@ def test_two_level_tree_sums_exactly(contrib):
 def test_dead_worker_gives_a_clear_error():
     hosts = ["h1", "h2", "h3"]
     net = network(star(3), hosts, slots=4, encoding="cnat8")
-    job = JobParams(1, 5, 3, 4, wire.ENC_CNAT8)
+    job = net.job_params(1, wire.ENC_CNAT8)
     tensors = tensors_for(2, [3 * ELEMS])          # h3 never runs
     _, _, errors = run_workers(clients(net, hosts, job, timeout=1.0, rto=0.05, rto_max=0.2),
                                tensors, join_timeout=60)
@@ -124,7 +124,7 @@ def test_training_steps_through_the_switch():
     n = 2
     hosts = ["h1", "h2"]
     net = network(star(n), hosts, slots=16, encoding="cnat8")
-    job = JobParams(1, 11, n, 16, wire.ENC_CNAT8)
+    job = net.job_params(1, wire.ENC_CNAT8)
     cfg = TrainConfig(steps=3, hidden=(16,), eval_every=3)
     results = [None] * n
 

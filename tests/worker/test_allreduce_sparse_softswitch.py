@@ -13,7 +13,7 @@ from harness.workers import Trace, check_sparse, run_workers
 from tests.dataplane.chaos import Chaos, ChaosPort
 from tests.worker.test_allreduce_sparse import patterns, sparse_tensor
 from worker import wire
-from worker.allreduce import AllReduceClient, JobParams
+from worker.allreduce import AllReduceClient
 from worker.allreduce.sparse import SparseAllReduceClient
 
 pytestmark = pytest.mark.skipif(softswitch_missing() is not None,
@@ -29,8 +29,8 @@ def network(result: str, slots: int = 8, mode: str = "sparse"):
 
 def run_sparse(topo, net, enc, tensors, session, wrap=None, **kw):
     spec = topo.job(1)
-    job = JobParams(1, session, len(HOSTS), spec.slots, enc, headroom=topo.headroom(1),
-                    max_exp=spec.max_exp)
+    net.set_session(1, session)         # the controller's part
+    job = net.job_params(1, enc)
     traces = [Trace() for _ in HOSTS]
 
     def make(rank):
@@ -108,7 +108,7 @@ def test_sparse_bytes_follow_the_union_of_blocks():
     assert checked == 10
     topo_d, net_d = network("cnat8", slots=16, mode="dense")
     spec = topo_d.job(1)
-    job = JobParams(1, 22, 4, 16, wire.ENC_CNAT8, headroom=topo_d.headroom(1))
+    job = net_d.job_params(1, wire.ENC_CNAT8)
     _, dense_clients, errors = run_workers(
         lambda r: AllReduceClient(net_d.ports[HOSTS[r]], net_d.framer(HOSTS[r]), job, seed=r),
         tensors)

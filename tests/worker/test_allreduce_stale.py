@@ -91,7 +91,7 @@ def test_a_result_whose_checksum_does_not_add_up_is_ignored(encoding):
     hosts = [f"h{i + 1}" for i in range(n)]
     net = SwitchNetwork(star(n).with_jobs([JobSpec(1, tuple(hosts), slots=4,
                                                    encoding=encoding)]))
-    job = JobParams(1, 9, n, 4, wire.ENC_CNAT8)
+    job = net.job_params(1, wire.ENC_CNAT8)
     traces = [Trace() for _ in range(n)]
     ports = {}
 

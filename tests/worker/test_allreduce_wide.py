@@ -13,7 +13,7 @@ from controller.topology import JobSpec, leaf_spine, star
 from harness.network import SwitchNetwork, softswitch_missing
 from harness.workers import Trace, check_exact, check_sparse, run_workers
 from worker import wire
-from worker.allreduce import AllReduceClient, JobParams
+from worker.allreduce import AllReduceClient
 from worker.allreduce.sparse import SparseAllReduceClient, pads_empty
 
 WIDE = PROFILES["wide"]
@@ -42,7 +42,7 @@ def wide_net():
 def test_wide_packets_sum_exactly_through_the_program(wide_net, n):
     net, hosts = wide_net(n)
     assert net.elems == WIDE.elems == 1456
-    job = JobParams(1, 11 + n, n, 8, wire.ENC_CNAT8, net.elems)
+    job = net.job_params(1, wire.ENC_CNAT8)
     traces = [Trace() for _ in range(n)]
     rng = np.random.default_rng(n)
     # Two calls: a partial last chunk, then more chunks than slots (slots reused).
@@ -67,7 +67,7 @@ def test_the_wide_program_drops_cnat8_it_would_have_to_grow(wide_net):
     given) gets no result: each CNAT8 contribution is dropped and counted as TOO_WIDE."""
     net, hosts = wide_net(2, encoding="fixed32")
     before = net.counter("s1", DROPS, TOO_WIDE)
-    frames = {h: net.framer(h).build(wire.MSG_CONTRIB, wire.ENC_CNAT8, 1, 5, 0, 0, 130, 1, 0,
+    frames = {h: net.framer(h).build(wire.MSG_CONTRIB, wire.ENC_CNAT8, 1, 1, 0, 0, 130, 1, 0,
                                      np.ones(net.elems, np.uint8)) for h in hosts}
     assert {len(f) for f in frames.values()} == {1514}     # a full 1500-byte MTU
     for h in hosts:
@@ -83,9 +83,7 @@ def test_a_sparse_cnat8_job_sums_exactly_on_the_wide_program(wide_net):
     n, slots = 3, 4
     net, hosts = wide_net(n, slots=slots, mode="sparse")
     assert pads_empty(wire.ENC_CNAT8, net.elems) and not pads_empty(wire.ENC_CNAT8, wire.ELEMS)
-    spec = net.topo.job(1)
-    job = JobParams(1, 41, n, slots, wire.ENC_CNAT8, net.elems,
-                    headroom=net.topo.headroom(1), max_exp=spec.max_exp)
+    job = net.job_params(1, wire.ENC_CNAT8)
     rng = np.random.default_rng(7)
     nb = 11                                 # blocks of 1456; block 3 nobody holds
     held = [sorted({0, 5} | set(rng.choice([1, 2, 4, 6, 7, 8, 9, 10], 3, replace=False)))
@@ -112,7 +110,7 @@ def test_a_sparse_cnat8_job_sums_exactly_on_the_wide_program(wide_net):
 
 
 def sparse_frame(net, host, *, block, nxt, payload=None, flags=0, pad=False, chunk=0,
-                 version=0, session=51, encoding=wire.ENC_CNAT8):
+                 version=0, session=1, encoding=wire.ENC_CNAT8):
     return net.framer(host).build_sparse(wire.MSG_SPARSE_CONTRIB, encoding, 1, session, 0,
                                          version, 130, 1, chunk, block, nxt, payload,
                                          flags=flags, pad=pad)
@@ -152,11 +150,11 @@ def test_the_wide_program_drops_a_padded_empty_packet_of_fixed32_results(wide_ne
     h1, _ = hosts
     for h in hosts:
         net.ports[h].send(sparse_frame(net, h, block=2, nxt=0, flags=wire.FLAG_PRIME,
-                                       encoding=wire.ENC_FIXED32, session=52))
+                                       encoding=wire.ENC_FIXED32))
     assert all(net.ports[h].recv(0) is not None for h in hosts)
     before = net.counter("s1", DROPS, TOO_WIDE)
     net.ports[h1].send(sparse_frame(net, h1, block=0, nxt=wire.NO_BLOCK, chunk=1, version=1,
-                                    pad=True, encoding=wire.ENC_FIXED32, session=52))
+                                    pad=True, encoding=wire.ENC_FIXED32))
     assert net.counter("s1", DROPS, TOO_WIDE) - before == 1
 
 
@@ -215,7 +213,7 @@ def test_the_worker_refuses_fixed32_packets_beyond_the_mtu(tmp_path, capsys):
 
     path = tmp_path / "topo.json"
     star(3).with_jobs([JobSpec(1, ("h1", "h2"), encoding="cnat8")]).save(str(path))
-    base = ["--topology", str(path), "--host", "h1", "--elems", "1456"]
+    base = ["--topology", str(path), "--host", "h1", "--session", "3", "--elems", "1456"]
     assert worker_main.main([*base, "--encoding", "fixed32"]) == 2
     assert "do not fit a 1500-byte MTU" in capsys.readouterr().err
     assert worker_main.main([*base[:-1], "1457"]) == 2

@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("mnist1d")
 
+from controller.job_sessions import SessionsFile  # noqa: E402
 from controller.topology import JobSpec, star  # noqa: E402
 from worker.baseline import ParameterServer  # noqa: E402
 from worker.ddp import main as ddp_main  # noqa: E402
@@ -26,8 +27,11 @@ HOSTS = ("h1", "h2", "h3")
 
 @pytest.fixture
 def topo_file(tmp_path):
+    """The topology file and, beside it, the sessions file the controller writes."""
     path = tmp_path / "topo.json"
-    star(4).with_jobs([JobSpec(1, HOSTS, slots=64)]).save(str(path))
+    topo = star(4).with_jobs([JobSpec(1, HOSTS, slots=64)])
+    topo.save(str(path))
+    SessionsFile(str(tmp_path / "sessions.json"), topo).write()
     return path
 
 

@@ -119,8 +119,8 @@ def test_a_lost_contribution_is_resent_one_timeout_after_the_use_before_it():
     port = LosingSlowSwitch(drop={6}, **SLOW)
     client, times = run_calls(port, 2)
     assert client.stats.retransmissions == 1
-    # chunk 4 has chunk number 5: the call's priming round is number 0
-    sent4 = [t for t, c in port.log if c == 5 and t < times[0]]
+    # chunk 4 is slot 4's first use: chunk number 4 (wire.use_chunk)
+    sent4 = [t for t, c in port.log if c == wire.use_chunk(0, 4, 64) and t < times[0]]
     # The priming round and chunks 0-3 are answered after 5 x 14 ms. The first answered
     # chunk replaced the initial 0.5 s timeout by the measured one, so chunk 4 is resent
     # that long after chunk 3's answer, not 0.5 s after it was sent.
@@ -177,8 +177,9 @@ def test_the_first_burst_is_the_initial_window():
     # The priming round, its result, then three chunks before any chunk's result is read.
     assert log[0][0] == "sent" and log[1][0] == "got"
     first_got = next(i for i, (what, _) in enumerate(log) if i > 1 and what == "got")
-    # (chunk numbers: the priming round is 0, chunks 0, 1, 2 are 1, 2, 3)
-    assert [c for _, c in log[2:first_got]] == [1, 2, 3]
+    # (chunk numbers: the priming round is slot 0's use 0, chunk 0 its use 1, chunks 1 and 2
+    # the first uses of slots 1 and 2)
+    assert [c for _, c in log[2:first_got]] == [wire.use_chunk(1, 0, 16), 1, 2]
     # Every result widened the window by one (slow start) up to the 16 slots.
     assert client.window.limit() == 16
     assert client.stats.packets_sent == 40 + 1

@@ -16,10 +16,14 @@ pytestmark = pytest.mark.skipif(softswitch_missing() is not None,
 
 def network(encoding):
     topo = star(3).with_jobs([JobSpec(5, ("h1", "h2"), slots=8, encoding=encoding)])
-    return SwitchNetwork(topo)
+    return SwitchNetwork(topo, session=9)
 
 
-def contribution(net, host, encoding, values, exp, chunk, slot=3, version=1, session=9):
+# Slot 3's first use in the session: version 0, chunk number 3 (wire.use_chunk).
+CHUNK = wire.use_chunk(0, 3, 8)
+
+
+def contribution(net, host, encoding, values, exp, chunk, slot=3, version=0, session=9):
     h = net.topo.host(host)
     payload = (wire.Cnat8(codes=values.tolist()) if encoding == wire.ENC_CNAT8
                else wire.Fixed32(values=values.tolist()))
@@ -49,7 +53,7 @@ def results(net, hosts):
         assert IP(bytes(fresh)).chksum == pkt[IP].chksum
         agg = pkt[wire.Agg]
         assert (agg.msg_type, agg.job_id, agg.session, agg.slot, agg.version, agg.exp,
-                agg.count, agg.chunk) == (wire.MSG_RESULT, 5, 9, 3, 1, 131, 2, 77)
+                agg.count, agg.chunk) == (wire.MSG_RESULT, 5, 9, 3, 0, 131, 2, CHUNK)
         out.append(pkt)
     return out
 
@@ -58,9 +62,9 @@ def test_fixed32_contributions_sum_exactly():
     net = network("fixed32")
     rng = np.random.default_rng(0)
     a, b = (rng.integers(-(2**29), 2**29, wire.ELEMS).astype(np.int32) for _ in range(2))
-    net.ports["h1"].send(bytes(contribution(net, "h1", wire.ENC_FIXED32, a, 120, 77)))
+    net.ports["h1"].send(bytes(contribution(net, "h1", wire.ENC_FIXED32, a, 120, CHUNK)))
     assert net.ports["h1"].recv(0.0) is None            # absorbed until h2 contributes
-    net.ports["h2"].send(bytes(contribution(net, "h2", wire.ENC_FIXED32, b, 131, 77)))
+    net.ports["h2"].send(bytes(contribution(net, "h2", wire.ENC_FIXED32, b, 131, CHUNK)))
     for pkt in results(net, ["h1", "h2"]):
         assert pkt[wire.Agg].encoding == wire.ENC_FIXED32
         assert pkt[wire.Fixed32].values == codec.aggregate([a, b]).tolist()
@@ -73,8 +77,8 @@ def test_cnat8_contributions_come_back_recompressed():
     a = rng.integers(0, 20, wire.ELEMS).astype(np.uint8) | (
         rng.integers(0, 2, wire.ELEMS).astype(np.uint8) << 7)
     b = rng.integers(0, 20, wire.ELEMS).astype(np.uint8)
-    net.ports["h1"].send(bytes(contribution(net, "h1", wire.ENC_CNAT8, a, 120, 77)))
-    net.ports["h2"].send(bytes(contribution(net, "h2", wire.ENC_CNAT8, b, 131, 77)))
+    net.ports["h1"].send(bytes(contribution(net, "h1", wire.ENC_CNAT8, a, 120, CHUNK)))
+    net.ports["h2"].send(bytes(contribution(net, "h2", wire.ENC_CNAT8, b, 131, CHUNK)))
     exact = codec.aggregate([a, b], codec.CNAT8).astype(np.int64)
     got = [np.array(p[wire.Cnat8].codes) for p in results(net, ["h1", "h2"])]
     assert np.array_equal(got[0], got[1])               # one multicast, the same codes

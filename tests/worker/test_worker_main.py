@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.topology import JobSpec, star
+from controller.job_sessions import SessionsFile
+from controller.topology import JobSpec, Topology, star
 from worker import main as worker_main
 from worker import wire
 from worker.baseline import ParameterServer
@@ -20,8 +21,11 @@ MAIN = Path(__file__).resolve().parents[2] / "worker" / "main.py"
 
 @pytest.fixture
 def topo_file(tmp_path):
+    """The topology file and, beside it, the sessions file the controller writes."""
     path = tmp_path / "topo.json"
-    star(4).with_jobs([JobSpec(1, ("h1", "h2", "h3"), slots=16)]).save(str(path))
+    topo = star(4).with_jobs([JobSpec(1, ("h1", "h2", "h3"), slots=16)])
+    topo.save(str(path))
+    SessionsFile(str(tmp_path / "sessions.json"), topo, first=300).write()
     return path
 
 
@@ -139,6 +143,34 @@ def test_usage_errors(topo_file, capsys, args, message):
     assert message in capsys.readouterr().err
 
 
+def test_the_session_is_the_controllers(topo_file, tmp_path, capsys):
+    """The session comes from the sessions file the controller wrote beside the topology
+    (it installed that one on the switches), or --session; without either the worker says
+    where it comes from instead of guessing one the switches would drop."""
+    from worker.main import build_parser, resolve
+
+    def session(*extra):
+        return resolve(build_parser().parse_args(["--topology", str(topo_file), "--host",
+                                                  "h1", *extra]))["session"]
+
+    assert session() == 300
+    assert session("--session", "77") == 77
+    other = tmp_path / "other.json"
+    SessionsFile(str(other), Topology.load(str(topo_file)), first=12).write()
+    assert session("--sessions", str(other)) == 12
+    (tmp_path / "sessions.json").unlink()
+    assert worker_main.main(["--topology", str(topo_file), "--host", "h1"]) == 2
+    err = capsys.readouterr().err
+    assert "no session for job 1" in err and "controller/main.py program" in err
+    assert worker_main.main(["--topology", str(topo_file), "--host", "h1", "--sessions",
+                             str(tmp_path / "none.json")]) == 2
+    assert "no sessions file" in capsys.readouterr().err
+    SessionsFile(str(other), Topology.load(str(topo_file)).with_jobs([])).write()
+    assert worker_main.main(["--topology", str(topo_file), "--host", "h1", "--sessions",
+                             str(other)]) == 2
+    assert "job 1 is not in the sessions file" in capsys.readouterr().err
+
+
 def test_encoding_auto_picks_what_the_switches_can_answer(tmp_path, monkeypatch):
     from controller.topology import leaf_spine
     from worker.main import UsageError, build_parser, resolve
@@ -146,7 +178,8 @@ def test_encoding_auto_picks_what_the_switches_can_answer(tmp_path, monkeypatch)
     def chosen(topo, *extra):
         path = tmp_path / "t.json"
         topo.save(str(path))
-        args = build_parser().parse_args(["--topology", str(path), "--host", "h1", *extra])
+        args = build_parser().parse_args(["--topology", str(path), "--host", "h1",
+                                          "--session", "5", *extra])
         return resolve(args)["encoding"]
 
     workers = ("h1", "h2", "h3")

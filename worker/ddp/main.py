@@ -86,7 +86,7 @@ def iface_bytes(ifname: str | None) -> tuple[int, int] | None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        r = resolve(args)
+        r = resolve(args, aggregating=args.aggregation == "switch")
         from worker.ddp.train import DDPConfig
         cfg = DDPConfig(steps=args.steps, batch=args.batch, lr=args.lr, momentum=args.momentum,
                         seed=args.seed, compressor=args.compressor, mode=args.mode,

@@ -44,21 +44,22 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
     counter(16, CounterType.packets) events;
     action unknown_job() { meta.drop_reason = 1; }
     action job_root(bit<16> base, bit<16> num_slots, bit<8> num_children,
-                    bit<16> mcast_grp, bit<8> result_enc, bit<8> max_exp) {
+                    bit<16> mcast_grp, bit<8> result_enc, bit<8> max_exp, bit<16> session) {
         meta.grp = mcast_grp + base + num_slots + (bit<16>)num_children + (bit<16>)result_enc
-                   + (bit<16>)max_exp;
+                   + (bit<16>)max_exp + session;
     }
     action job_child(bit<16> base, bit<16> num_slots, bit<8> num_children,
                      bit<16> mcast_grp, bit<9> parent_port, bit<8> partial_enc,
-                     bit<8> max_exp) {
+                     bit<8> max_exp, bit<16> session) {
         meta.grp = mcast_grp + base + num_slots + (bit<16>)num_children + (bit<16>)partial_enc
-                   + (bit<16>)max_exp;
+                   + (bit<16>)max_exp + session;
         meta.parent_port = parent_port;
     }
     action job_sparse_root(bit<16> base, bit<16> num_slots, bit<8> num_children,
-                           bit<16> mcast_grp, bit<8> result_enc, bit<8> max_exp) {
+                           bit<16> mcast_grp, bit<8> result_enc, bit<8> max_exp,
+                           bit<16> session) {
         meta.grp = mcast_grp + base + num_slots + (bit<16>)num_children + (bit<16>)result_enc
-                   + (bit<16>)max_exp + 1;
+                   + (bit<16>)max_exp + session + 1;
     }
     table jobs {
         key = { hdr.agg.job_id: exact; }
