@@ -392,6 +392,8 @@ def cnat8_valid(codes) -> bool:
     sends another, so a result holding one was corrupted on the way (decode_cnat8 refuses
     it)."""
     c = np.asarray(codes, dtype=np.uint8)
+    if _kernels is not None:
+        return _kernels.codes_valid(c.reshape(-1))
     return not c.size or int(np.bitwise_and(c, 0x7F).max()) <= MAX_CODE
 
 
