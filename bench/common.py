@@ -71,6 +71,109 @@ def markdown(header: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------- CPU time
+
+# A difference of two readings of a clock is good to one step of it either way: a figure
+# is given only from this many steps on (then at most 10% off), below that only a bound.
+MIN_STEPS = 10
+
+
+@dataclass(frozen=True)
+class Reading:
+    """An amount read off a clock (CPU seconds, or a figure made of them by dividing by a
+    count or a time): `value`, good to `step` (the clock's resolution, scaled as the value
+    was). Under MIN_STEPS steps it is no figure, only a bound (below value + step): a switch
+    process's CPU time over a short run, read in clock ticks, is often 0 and is not 0.
+    Divide by one only through `ratio()`, which says why when it cannot."""
+
+    value: float
+    step: float
+
+    @property
+    def known(self) -> bool:
+        return self.value == self.value and self.step == self.step    # not NaN: it was read
+
+    @property
+    def measured(self) -> bool:
+        return self.known and self.value > 0 and self.value >= MIN_STEPS * self.step
+
+    def __add__(self, other: Reading) -> Reading:
+        return Reading(self.value + other.value, self.step + other.step)
+
+    def __sub__(self, other: Reading) -> Reading:
+        """The amount between an earlier reading `other` and this one, of the same clock."""
+        return Reading(self.value - other.value, max(self.step, other.step))
+
+    def __truediv__(self, n: float) -> Reading:
+        """Per unit of a count or a time measured far finer than the clock's steps."""
+        return Reading(self.value / n, self.step / n)
+
+    def text(self, spec: str = ".3g", unit: str = "", scale: float = 1.0) -> str:
+        """The figure, or "< bound" when it is below what the clock can measure."""
+        if not self.known:
+            return "not read"
+        if self.measured:
+            return f"{self.value * scale:{spec}}{unit}"
+        return f"< {(self.value + self.step) * scale:{spec}}{unit}"
+
+
+UNREAD = Reading(float("nan"), float("nan"))     # nothing to read: the process is gone
+
+
+def ratio(num: Reading, den: Reading, names: tuple[str, str] = ("numerator", "denominator"),
+          spec: str = ".2f") -> str:
+    """num / den as "1.23x", or, where either is not a figure, why the ratio is left out."""
+    bad = [n for n, r in zip(names, (num, den), strict=True) if not r.measured]
+    if bad:
+        return (f"not given: {' and '.join(bad)} below what "
+                f"{'its clock' if len(bad) == 1 else 'their clocks'} can measure")
+    return f"{num.value / den.value:{spec}}x"
+
+
+def cpu_self() -> Reading:
+    """CPU seconds this process (all its threads) has used so far."""
+    return Reading(time.process_time(), time.get_clock_info("process_time").resolution)
+
+
+_libc = None
+
+
+def _cpu_clock(pid: int) -> int | None:
+    """The kernel's CPU-time clock of process `pid` (clock_getcpuclockid(3)), or None."""
+    global _libc
+    try:
+        import ctypes
+        if _libc is None:
+            _libc = ctypes.CDLL(None, use_errno=True)
+        clock = ctypes.c_int()
+        return clock.value if _libc.clock_getcpuclockid(pid, ctypes.byref(clock)) == 0 \
+            else None
+    except (OSError, AttributeError):
+        return None
+
+
+def cpu_of(pid: int) -> tuple[Reading, Reading]:
+    """(CPU seconds process `pid` has used so far, all its threads, user and system; of them
+    system), NaN when it is gone. The total comes from the process's CPU-time clock
+    (nanoseconds, what the scheduler counts); the system part only from /proc/PID/stat in
+    clock ticks (10 ms), as the total where that clock cannot be read."""
+    tick = 1 / os.sysconf("SC_CLK_TCK")
+    try:
+        f = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        user, system = int(f[11]) * tick, int(f[12]) * tick
+    except (OSError, ValueError, IndexError):
+        return UNREAD, UNREAD
+    # utime and stime are each cut down to a whole tick: their sum is short by up to two
+    total = Reading(user + system, 2 * tick)
+    clock = _cpu_clock(pid)
+    if clock is not None:
+        try:
+            total = Reading(time.clock_gettime(clock), time.clock_getres(clock))
+        except OSError:
+            pass
+    return total, Reading(system, tick)
+
+
 @dataclass
 class Target:
     """A target of the issue, checked against a figure measured in the same run."""

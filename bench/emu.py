@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import REPO, link_loads, say
+from common import REPO, UNREAD, Reading, cpu_of, link_loads, say
 
 sys.path.insert(0, str(REPO / "mininet"))
 
@@ -132,16 +132,13 @@ def read_kernel(topo) -> dict[tuple[str, int], tuple[int, int, int, int]]:
     return out
 
 
-def switch_cpu(emu, topo) -> dict[str, tuple[float, float]]:
-    """(CPU seconds, of them system) each switch process has used so far."""
-    tick, out = os.sysconf("SC_CLK_TCK"), {}
+def switch_cpu(emu, topo) -> dict[str, tuple[Reading, Reading]]:
+    """(CPU seconds, of them system) each switch process has used so far (common.cpu_of: NaN
+    where there is no process)."""
+    out = {}
     for s in topo.switches:
         proc = getattr(emu.net.get(s.name), "proc", None)
-        try:
-            f = Path(f"/proc/{proc.pid}/stat").read_text().rpartition(")")[2].split()
-            out[s.name] = ((int(f[11]) + int(f[12])) / tick, int(f[12]) / tick)
-        except (AttributeError, OSError, ValueError, IndexError):
-            out[s.name] = (float("nan"), float("nan"))
+        out[s.name] = cpu_of(proc.pid) if proc is not None else (UNREAD, UNREAD)
     return out
 
 
@@ -226,8 +223,10 @@ def run_probes(emu, topo_path: Path, hosts: list[str], workdir: Path, *, job: in
     errors = [f"{r['host']}: {r['error']}" for r in records if r["error"]]
     if errors:
         raise RuntimeError("allreduce failed: " + "; ".join(errors))
-    for r in records:          # the switches' CPU seconds over the timed calls, all reps
-        r["switch_cpu_s"] = {k: [cpu_after[k][i] - v[i] for i in (0, 1)]
-                             for k, v in cpu_before.items()}
+    for r in records:          # the switches' CPU seconds over the timed calls, all reps,
+        # and the steps of the clocks they were read with (speed_targets.cpu_note)
+        spans = {k: [cpu_after[k][i] - v[i] for i in (0, 1)] for k, v in cpu_before.items()}
+        r["switch_cpu_s"] = {k: [x.value for x in v] for k, v in spans.items()}
+        r["switch_cpu_step_s"] = {k: [x.step for x in v] for k, v in spans.items()}
     return (records, link_loads(topo, k_before, k_after),
             link_loads(topo, sw_before, sw_after))

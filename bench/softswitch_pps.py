@@ -36,7 +36,7 @@ import threading
 import time
 
 import numpy as np
-from common import median
+from common import Reading, cpu_of, cpu_self, median, ratio
 
 from controller.topology import JobSpec, star
 from harness.diff import CODES, same_frame
@@ -64,25 +64,17 @@ def stream(topo, hosts: list[str], slots: int, rounds: int, session: int, seed: 
     return out
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (/proc/PID/stat), 0 if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rpartition(")")[2].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def cpu_now(fab) -> tuple[float, float]:
+def cpu_now(fab) -> tuple[Reading, Reading]:
     """(this process's CPU seconds: the bench's sender and receiver, the switches')."""
-    t = os.times()
-    return t.user + t.system, sum(cpu_seconds(p.pid) for p in fab.procs)
+    switch = Reading(0.0, 0.0)
+    for p in fab.procs:
+        switch += cpu_of(p.pid)[0]
+    return cpu_self(), switch
 
 
 def run(fab, hosts: list[str], rounds_of, window: int, timeout: float):
     """Sends the rounds with at most `window` in flight; (packets/s, results/s, outputs per
-    host in arrival order, (bench, switch) CPU share of the run's wall time)."""
+    host in arrival order, (bench, switch) CPU seconds of the run, its wall time)."""
     rounds = rounds_of(fab.session())
     socks = {fab.socks[h].fileno(): h for h in hosts}
     got = {h: [] for h in hosts}
@@ -128,8 +120,8 @@ def run(fab, hosts: list[str], rounds_of, window: int, timeout: float):
                          f"{timeout:.0f} s; {errors[:3]}")
     dt = last[0] - t0
     wall = time.perf_counter() - t0
-    share = tuple((b - a) / wall for a, b in zip(cpu0, cpu1, strict=True))
-    return len(rounds) * len(hosts) / dt, n / dt, got, share
+    cpu = tuple(b - a for a, b in zip(cpu0, cpu1, strict=True))
+    return len(rounds) * len(hosts) / dt, n / dt, got, cpu, wall
 
 
 def compare(a: dict, b: dict) -> tuple[int, int]:
@@ -268,7 +260,8 @@ def main(argv=None) -> int:
     fabs = {}
     rates: dict[str, list[float]] = {"bmv2": [], "soft": []}
     outs: dict[str, list[dict]] = {"bmv2": [], "soft": []}
-    cost: dict[str, list[float]] = {"bmv2": [], "soft": []}
+    cpu: dict[str, list[Reading]] = {"bmv2": [], "soft": []}
+    packets = rounds * args.workers
     with tempfile.TemporaryDirectory(prefix="natswitch-pps-") as tmp:
         try:
             for target in ("bmv2", "soft"):
@@ -278,32 +271,57 @@ def main(argv=None) -> int:
                 fabs[target].program([job])
             for i in range(args.runs):
                 for target in ("bmv2", "soft"):
-                    pps, rps, got, (bench, switch) = run(fabs[target], hosts, lambda s: stream(
-                        topo, hosts, args.slots, rounds, s, args.seed, elems),
+                    pps, rps, got, (bench, switch), wall = run(
+                        fabs[target], hosts, lambda s: stream(
+                            topo, hosts, args.slots, rounds, s, args.seed, elems),
                         args.window, args.timeout)
                     rates[target].append(pps)
                     outs[target].append(got)
-                    # CPU over wall time: a process near 1.0 on one core is what bounds
-                    # and the switch's CPU time per packet, which other load does not change
-                    cost[target].append(switch / pps * 1e6)
-                    print(f"run {i + 1} {'BMv2' if target == 'bmv2' else 'softswitch'}: "
-                          f"{pps:,.0f} packets/s, {rps:,.0f} results/s; CPU: switch "
-                          f"{switch:.2f}, bench sender+receiver {bench:.2f} (of "
-                          f"{os.cpu_count()} cores); switch CPU {cost[target][-1]:.0f} us "
-                          "per packet", flush=True)
+                    cpu[target].append(switch)
+                    print(run_line(i, target, pps, rps, bench, switch, wall, packets),
+                          flush=True)
         finally:
             for fab in fabs.values():
                 fab.close()
     print(f"load average after: {load()}")
+    return report(args, elems, packets, rates, cpu, outs)
+
+
+NAMES = {"bmv2": "BMv2", "soft": "softswitch"}
+
+
+def run_line(i: int, target: str, pps: float, rps: float, bench: Reading, switch: Reading,
+             wall: float, packets: int) -> str:
+    """One run: its rates; CPU over wall time (a process near 1.0 on one core is what
+    bounds), and the switch's CPU time per packet, which other load does not change."""
+    return (f"run {i + 1} {NAMES[target]}: {pps:,.0f} packets/s, {rps:,.0f} results/s; CPU: "
+            f"switch {(switch / wall).text('.2f')}, bench sender+receiver "
+            f"{(bench / wall).text('.2f')} (of {os.cpu_count()} cores); switch CPU "
+            f"{(switch / packets).text('.3g', ' us', 1e6)} per packet")
+
+
+def report(args, elems: int, packets: int, rates: dict[str, list[float]],
+           cpu: dict[str, list[Reading]], outs: dict[str, list[dict]]) -> int:
+    """The medians, the ratios and the comparison of the outputs; the exit code. The switch's
+    CPU per packet is taken over all runs together (the runs' CPU times summed, so their
+    clock's steps too, over all their packets): a figure, or a bound where even that is
+    below what the clock can measure, and then no ratio."""
     soft, bmv2 = median(rates["soft"]), median(rates["bmv2"])
     print(f"softswitch: {soft:,.0f} packets/s, {soft * elems:,.0f} elements/s "
           f"(median of {args.runs})")
     print(f"BMv2 simple_switch_grpc: {bmv2:,.0f} packets/s, {bmv2 * elems:,.0f} "
           f"elements/s (median of {args.runs})")
     print(f"ratio softswitch/BMv2: {soft / bmv2:.2f}x")
-    print(f"switch CPU per packet (median): softswitch {median(cost['soft']):.0f} us, BMv2 "
-          f"{median(cost['bmv2']):.0f} us; ratio BMv2/softswitch "
-          f"{median(cost['bmv2']) / median(cost['soft']):.2f}x")
+    per = {}
+    for target, readings in cpu.items():
+        total = Reading(0.0, 0.0)
+        for r in readings:
+            total += r
+        per[target] = total / (packets * len(readings))
+    print(f"switch CPU per packet (all {args.runs} runs together): softswitch "
+          f"{per['soft'].text('.3g', ' us', 1e6)}, BMv2 {per['bmv2'].text('.3g', ' us', 1e6)}"
+          f"; ratio BMv2/softswitch "
+          f"{ratio(per['bmv2'], per['soft'], ('BMv2', 'softswitch'))}")
     if args.no_check:
         print("outputs not compared (--no-check)")
         return 0

@@ -48,7 +48,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import OUT, REPO, Target, machine, markdown, median, quick, save, say, table
+from common import OUT, REPO, Reading, Target, machine, markdown, median, quick, save, say, table
 
 # The code the targets of the data-plane speed work are measured against: main when they
 # were set (star switch-bound C_nat INA 0.96 M elements/s, fat-tree 16 workers 1.17 M/s).
@@ -96,17 +96,30 @@ def probe_row(name: str, topo, records, loads, counted, bw, elements, reps, load
     sw = records[0].get("switch_cpu_s") if records else None
     row["switch_cpu_s"] = None if not sw else sum(v[0] for v in sw.values()) / reps
     row["switch_sys_s"] = None if not sw else sum(v[1] for v in sw.values()) / reps
+    # the steps of the clocks read (the system part's are 10 ms ticks): less is no figure
+    steps = records[0].get("switch_cpu_step_s") or {} if records else {}
+    for i, key in enumerate(("switch_cpu_step_s", "switch_sys_step_s")):
+        row[key] = None if not sw else sum(v[i] for v in steps.values()) / reps
     row["workers_sys_s"] = None if row["workers_cpu_s"] is None else \
         median(sum(c["sys_s"] for c in col)
                for col in zip(*[r["calls"] for r in records], strict=True))
     return row
 
 
+def switch_cpu(row: dict) -> tuple[Reading, Reading]:
+    """The switches' CPU seconds per call and their system part, each with its clock's step
+    (0 in rows from before the steps were kept)."""
+    return tuple(Reading(row[k], row.get(f"{k[:-2]}_step_s") or 0.0)
+                 for k in ("switch_cpu_s", "switch_sys_s"))
+
+
 def cpu_note(row: dict) -> str:
     w, s = row.get("workers_cpu_s"), row.get("switch_cpu_s")
-    return "" if w is None or s is None else \
-        f"; CPU per call: workers {w:.3f} s ({row['workers_sys_s']:.3f} system), switch " \
-        f"{s:.3f} s ({row['switch_sys_s']:.3f} system)"
+    if w is None or s is None:
+        return ""
+    total, system = switch_cpu(row)
+    return f"; CPU per call: workers {w:.3f} s ({row['workers_sys_s']:.3f} system), switch " \
+        f"{total.text('.3f', ' s')} ({system.text('.3f')} system)"
 
 
 def part_star(args, part: str, bw: float, variants, profile: str = "default") -> list[dict]:
@@ -402,7 +415,7 @@ def row_table(rows: list[dict]) -> tuple[list[str], list[list]]:
                      r.get("x_bound"),
                      {True: "yes", False: "NO", None: "-"}[r.get("identical")],
                      None if r.get("max_rel_err") is None else f"{r['max_rel_err']:.2g}",
-                     "-" if w is None or sw is None else f"{w:.3g}+{sw:.3g}",
+                     "-" if w is None or sw is None else f"{w:.3g}+{switch_cpu(r)[0].text()}",
                      "..".join(f"{x:g}" for x in r["load"])])
     return header, body
 

@@ -97,6 +97,14 @@ class JobSpec:
     max_exp: int = DEFAULT_MAX_EXP
     mode: str = "dense"
 
+    def __post_init__(self) -> None:
+        # Refused here, not only where files and the command line are parsed: a job built
+        # in memory with more workers would have its count wrap (256 workers -> 0).
+        if len(self.workers) > MAX_JOB_WORKERS:
+            raise TopologyError(f"job {self.id}: {len(self.workers)} workers, at most "
+                                f"{MAX_JOB_WORKERS} (the header's count and the switch's "
+                                f"worker total are 8 bits)")
+
     def to_dict(self) -> dict:
         d = {"id": self.id, "workers": list(self.workers), "slots": self.slots,
              "encoding": self.encoding, "partials": self.partials, "max_exp": self.max_exp}

@@ -402,3 +402,27 @@ def test_compiled_exponents_equal_the_numpy_passes():
             got = str(e)
         assert got == want
     assert codec.max_exponent(np.zeros(0, np.float32)) == 0
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
+def test_cnat8_valid_refuses_exactly_the_codes_decode_refuses(compiled, monkeypatch):
+    """A code is part of CNAT8 when its magnitude is 0..32 (either sign): cnat8_valid says so
+    for every byte value, alone, at any place of a row and in rows of a burst, as
+    decode_cnat8 (which refuses the others) does."""
+    if compiled and codec._kernels is None:
+        pytest.skip("numba is not installed")
+    if not compiled:
+        monkeypatch.setattr(codec, "_kernels", None)
+    good = np.tile(np.array([0, 1, 32, 0x80, 0x81, 0x80 | 32], np.uint8), 28)   # 168
+    assert codec.cnat8_valid(good) and codec.cnat8_valid(good[:0])
+    for v in range(256):
+        ok = (v & 0x7F) <= codec.MAX_CODE
+        rows = np.tile(good, (4, 1))
+        rows[2, v % 168] = v
+        assert codec.cnat8_valid(rows) is ok and codec.cnat8_valid(rows[2]) is ok, v
+        decoded = True
+        try:
+            codec.decode_cnat8(rows, np.full(4, 120), 4)
+        except ValueError:
+            decoded = False
+        assert decoded is ok

@@ -387,6 +387,16 @@ def _bernoulli_pow2(rng: np.random.Generator, d: np.ndarray) -> np.ndarray:
         rem[act] -= step.astype(np.int64)
 
 
+def cnat8_valid(codes) -> bool:
+    """True if every CNAT8 code is part of the encoding (magnitude 0..32): a switch never
+    sends another, so a result holding one was corrupted on the way (decode_cnat8 refuses
+    it)."""
+    c = np.asarray(codes, dtype=np.uint8)
+    if _kernels is not None:
+        return _kernels.codes_valid(c.reshape(-1))
+    return not c.size or int(np.bitwise_and(c, 0x7F).max()) <= MAX_CODE
+
+
 def decode_cnat8(codes, exps, n: int, mean: bool = False) -> np.ndarray:
     """float32 of CNAT8 codes at each row's unit: +-2^(m-1) units; /n if mean.
 

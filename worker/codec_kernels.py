@@ -106,6 +106,16 @@ def exponents(bits, out):
 
 
 @numba.njit(cache=True, nogil=True)
+def codes_valid(codes):
+    """True if no code of the flat uint8 array is above 32 (its sign bit aside):
+    codec.cnat8_valid, one pass (a received result's payload, or a burst's)."""
+    acc = np.uint8(0)
+    for i in range(codes.shape[0]):  # m + 95 (at most 222) has bit 7 set iff m > 32
+        acc |= (codes[i] & np.uint8(0x7F)) + np.uint8(95)
+    return (acc & np.uint8(0x80)) == 0
+
+
+@numba.njit(cache=True, nogil=True)
 def decode(codes, b_all, u_all, n, mean, out):
     """float32 of CNAT8 codes (rows, elems) into `out`: codec.decode_cnat8's values.
 

@@ -20,6 +20,7 @@ import queue
 import select
 import socket
 import struct
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -121,21 +122,24 @@ class _Batch:
         self.size = ctypes.sizeof(_MMsgHdr)
 
 
-_BATCH: _Batch | None = None
+# One batch per thread: the arrays are filled with the addresses of a burst and read by the
+# kernel while sendmmsg runs (the GIL released), so a batch shared by threads sent one
+# thread's frames on another's socket.
+_BATCHES = threading.local()
 
 
 def sendmmsg(sock: socket.socket, frames: list[bytes]) -> None:
     """Every frame as one datagram of the connected (or bound packet) socket, in order, in
-    as few system calls as the kernel takes; plain send() where libc has no sendmmsg."""
-    global _BATCH
+    as few system calls as the kernel takes; plain send() where libc has no sendmmsg.
+    Safe from any number of threads, on their own sockets or the same one."""
     n = len(frames)
     if _SENDMMSG is None or n < 2:
         for f in frames:
             sock.send(f)
         return
-    if _BATCH is None:
-        _BATCH = _Batch()
-    b = _BATCH
+    b = getattr(_BATCHES, "batch", None)
+    if b is None:
+        b = _BATCHES.batch = _Batch()
     fd = sock.fileno()
     for k in range(0, n, b.CAP):
         part = frames[k:k + b.CAP]

@@ -6,7 +6,9 @@ import json
 import pytest
 
 from controller import topology as T
+from controller.jobs import plan_trees
 from controller.topology import Topology, TopologyError
+from controller.tree import build_tree
 
 
 @pytest.mark.parametrize("k", [2, 4, 6, 8])
@@ -197,3 +199,14 @@ def test_a_job_of_more_workers_than_the_count_field_holds_is_refused():
                      "encoding": "fixed32"}]
     with pytest.raises(TopologyError, match="at most 255"):
         Topology.from_dict(data)
+
+
+def test_the_model_refuses_a_job_whose_worker_count_would_wrap():
+    """Built in memory, not parsed: a 256-worker job would have its count wrap to 0 on the
+    switch and in the header; the largest, 255, plans."""
+    topo = T.fat_tree(k=12)
+    names = [h.name for h in topo.hosts]
+    tree = build_tree(topo, T.JobSpec(1, tuple(names[:255]), 8))
+    assert tree.nodes[tree.root].workers == 255
+    with pytest.raises(TopologyError, match="256 workers, at most 255"):
+        plan_trees(topo.with_jobs([T.JobSpec(1, tuple(names[:256]), 8)]))

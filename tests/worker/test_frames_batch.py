@@ -3,6 +3,9 @@ for byte, their UDP checksums verify, bad input is refused, and a burst sent wit
 system call (sendmmsg) arrives whole and in order."""
 
 import socket
+import struct
+import sys
+import threading
 
 import numpy as np
 import pytest
@@ -197,3 +200,51 @@ def test_sparse_frames_parse_as_built_and_bad_ones_are_refused(l2):
         wrong_port = bytearray(data)
         wrong_port[37] ^= 1
         assert f.parse_sparse(bytes(wrong_port)) is None and f.bad_checksums == 1
+
+
+def test_threads_sending_bursts_on_their_own_ports_each_reach_only_their_own_peer():
+    """sendmmsg's arrays are not shared between callers: 4 threads, each sending bursts on
+    its own port, get every datagram of theirs on their own socket, whole and in order,
+    and none of another thread's."""
+    threads, bursts, size = 4, 75, 32            # 9,600 datagrams
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)                   # threads switch as often as they can
+    rxs, ports = [], []
+    try:
+        for _ in range(threads):
+            rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+            rx.bind(("127.0.0.1", 0))
+            rx.settimeout(5)
+            rxs.append(rx)
+            ports.append(DatagramPort(("127.0.0.1", 0), rx.getsockname()))
+        go = threading.Barrier(threads)
+        wrong = [[] for _ in range(threads)]
+
+        def sender(t: int) -> None:
+            go.wait()
+            for b in range(bursts):
+                burst = [struct.pack("!HHH", t, b, i) * (8 + i % 40) for i in range(size)]
+                ports[t].send_many(burst)
+                for want in burst:     # read the burst back before the next: nothing drops
+                    try:
+                        got = rxs[t].recv(4096)
+                    except TimeoutError:
+                        wrong[t].append(("missing", want[:6].hex()))
+                        return
+                    if got != want:
+                        wrong[t].append((got[:6].hex(), want[:6].hex()))
+
+        workers = [threading.Thread(target=sender, args=(t,)) for t in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(60)
+        assert not any(w.is_alive() for w in workers)
+        assert [len(w) for w in wrong] == [0] * threads, [w[:3] for w in wrong]
+    finally:
+        sys.setswitchinterval(old)
+        for p in ports:
+            p.close()
+        for rx in rxs:
+            rx.close()

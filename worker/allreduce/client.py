@@ -398,7 +398,7 @@ class AllReduceClient(SessionMixin):
         hdr, pay = got
         enc = int(hdr["encoding"][0])
         found = self._awaited(hdr, used) if self.coder.accepts(enc) else None
-        if found is None:
+        if found is None or not self.coder.valid(enc, pay):   # (frame by frame: counted)
             return False
         # every frame is an ACCEPT_NEXT (RUNNING -> READY) or, for a slot's last chunk, an
         # ACCEPT_LAST (RUNNING -> DONE): _receive, _store and _accept_next or _accept_last
@@ -490,6 +490,10 @@ class AllReduceClient(SessionMixin):
                 self.stats.foreign_ignored += 1
             return False
         s, event, msg = got
+        if msg is not None and not self.coder.valid(msg[0].encoding, msg[1]):
+            # checksum good, payload not one a switch sends: corrupt, as a bad checksum
+            self.stats.corrupt_ignored += 1
+            return False
         self._dispatch(s, event, msg)
         return event == _MORE or event == _LAST
 

@@ -43,6 +43,12 @@ class ChunkCoder:
             return codec.encode_fixed32(chunks, exps, self.scale_n, self.rng)
         return chunks
 
+    def valid(self, encoding: int, payload: np.ndarray) -> bool:
+        """True if a result's payload can be decoded: every CNAT8 code is one a switch
+        sends (codec.cnat8_valid); one that is not was corrupted on the way, like a frame
+        whose checksum does not add up (the client ignores it, the use is retransmitted)."""
+        return encoding != wire.ENC_CNAT8 or codec.cnat8_valid(payload)
+
     def result_dtype(self, encoding: int) -> np.dtype:
         """How result payloads of `encoding` are kept until decoded."""
         return {wire.ENC_FIXED32: np.dtype(np.int32), wire.ENC_CNAT8: np.dtype(np.uint8),

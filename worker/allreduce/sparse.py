@@ -307,6 +307,9 @@ class SparseAllReduceClient(SessionMixin):
             st.duplicates_ignored += 1
             return None
         self._check(s, hdr, payload)
+        if payload is not None and not self.coder.valid(hdr.encoding, payload):
+            st.corrupt_ignored += 1     # checksum good, a code no switch sends: corrupt
+            return None
         if self.k[s] > 0:
             self.result_encoding = hdr.encoding
             self.got.append((int(hdr.block), hdr.encoding, int(self.scale[s]), payload.copy()))
