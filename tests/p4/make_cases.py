@@ -198,6 +198,32 @@ def varcopy_inputs():
     ]
 
 
+def hashsel_inputs():
+    def pkt(proto, src, dst, ttl=64, ident=1000, ports=None, etype=0x0800):
+        """Ethernet, IPv4 (checksum 0: the program neither checks nor updates it), TCP
+        when ports are given, else 8 bytes of UDP."""
+        ip = struct.pack(">BBHHHBBHII", 0x45, 0, 40, ident, 0, ttl, proto, 0, src, dst)
+        l4 = struct.pack(">HHIIBBHHH", *ports, 1, 0, 0x50, 0x10, 512, 0, 0) if ports else \
+            struct.pack(">HHHH", 53, 53, 8, 0)
+        return eth(etype) + ip + l4 + b"payload"
+
+    a, b = 0x0A000101, 0x0A000001
+    rows = [  # without TCP first: BMv2 then reads the invalid TCP header's fields as 0
+        ("UDP: TCP ports of an invalid header", 1, pkt(17, a, b)),
+        ("ICMP from another source, id 0: max 0 taken as 1", 1, pkt(1, 0x0A000202, b, ident=0)),
+        ("UDP, ttl 0: random in [0, 0]", 1, pkt(17, 0xC0A80001, 0x0A000003, ttl=0, ident=7)),
+        ("not IPv4: dropped", 1, eth(0x86DD) + bytes(40)),
+    ]
+    for i, (sport, dport) in enumerate([(1234, 80), (1235, 80), (1236, 80), (40000, 443),
+                                        (65535, 1), (0, 0), (5555, 22), (80, 1234)]):
+        rows.append((f"TCP {sport} -> {dport}", 1,
+                     pkt(6, a + i, b, ttl=1 + 31 * i, ident=(65535, 3, 1)[i % 3],
+                         ports=(sport, dport))))
+    rows.append(("TCP, the largest 64-bit max", 1,
+                 pkt(6, 0xFFFFFFFF, 0xFFFFFFFF, ttl=255, ports=(1, 2))))
+    return rows
+
+
 PROGRAMS = {
     "parse": (parse_inputs, {}),
     "stacks": (stacks_inputs, {}),
@@ -207,6 +233,7 @@ PROGRAMS = {
     "exprs": (exprs_inputs, {}),
     "tables": (tables_inputs, {}),
     "externs": (externs_inputs, {}),
+    "hashsel": (hashsel_inputs, {"table_defaults": {"I.pick": ["I.set_select", [5, 3]]}}),
     "replication": (replication_inputs,
                     {"multicast_groups": {"1": [[1, 10], [2, 20], [3, 30]], "2": [[4, 5]]},
                      "clone_sessions": {"5": [[6, 7]], "6": [[2, 0], [3, 1]]}}),

@@ -14,7 +14,7 @@ from tests.p4 import bmv2, conformance
 
 PROGRAMS = conformance.programs()
 SOURCES = conformance.sources()
-EXPECTED = {"parse", "stacks", "exprs", "tables", "externs", "replication", "samename",
+EXPECTED = {"parse", "stacks", "exprs", "tables", "externs", "replication", "samename", "hashsel",
             "varlen", "varcopy"}
 
 
