@@ -137,16 +137,20 @@ class ParserCompiler:
         ]
 
     def extract_varbit(self, h, nbits: Ex) -> list[str]:
-        """BMv2's extract_VL: the varbit field takes `nbits` bits (HeaderTooShort past its
-        maximum); the header is read as one integer, field by field from the top."""
+        """BMv2's extract_VL: the varbit field takes `nbits` bits; the header is read as one
+        integer, field by field from the top. Its checks, in BMv2's order: a length that is
+        not whole bytes is ParserInvalidArgument, a header past the packet's end
+        PacketTooShort, a length past the field's maximum HeaderTooShort."""
         ht = h.htype
         vb = ht.fields[ht.varbit]
         out = [f"vl_ = {nbits.code}",
-               f"if vl_ > {vb.width}:",
-               f"    raise ParserError({self.err['HeaderTooShort']}, pos)",
+               "if vl_ % 8:",
+               f"    raise ParserError({self.err['ParserInvalidArgument']}, pos)",
                f"nb_ = ({ht.nbits} + vl_ + 7) >> 3",
                "if pos + nb_ > LD:",
                "    " + self.too_short(),
+               f"if vl_ > {vb.width}:",
+               f"    raise ParserError({self.err['HeaderTooShort']}, pos)",
                "v_ = int.from_bytes(D[pos:pos + nb_], 'big')",
                "r_ = nb_ * 8"]
         for i, f in enumerate(ht.wire_fields):

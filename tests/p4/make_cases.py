@@ -224,12 +224,31 @@ def hashsel_inputs():
     return rows
 
 
+def vlbits_inputs():
+    def pkt(bits: int, body: bytes) -> bytes:
+        return bytes([bits, 0xEE]) + body
+
+    return [
+        ("0 bits", 1, pkt(0, b"\x01" + b"TTpay")),
+        ("8 bits", 1, pkt(8, b"\x01a" + b"TTpay")),
+        ("24 bits, the maximum", 1, pkt(24, b"\x01abc" + b"TTpay")),
+        ("1 bit: ParserInvalidArgument", 1, pkt(1, b"\x01a" + b"TTpay")),
+        ("12 bits: ParserInvalidArgument", 1, pkt(12, b"\x01ab" + b"TTpay")),
+        ("7 bits past the end: ParserInvalidArgument first", 1, pkt(7, b"")),
+        ("32 bits: HeaderTooShort", 1, pkt(32, b"\x01abcd" + b"TTpay")),
+        ("32 bits past the end: PacketTooShort first", 1, pkt(32, b"\x01ab")),
+        ("16 bits past the end: PacketTooShort", 1, pkt(16, b"\x01a")),
+        ("the next header past the end: PacketTooShort", 1, pkt(8, b"\x01aT")),
+    ]
+
+
 PROGRAMS = {
     "parse": (parse_inputs, {}),
     "stacks": (stacks_inputs, {}),
     "samename": (samename_inputs, {}),
     "varlen": (varlen_inputs, {}),
     "varcopy": (varcopy_inputs, {}),
+    "vlbits": (vlbits_inputs, {}),
     "exprs": (exprs_inputs, {}),
     "tables": (tables_inputs, {}),
     "externs": (externs_inputs, {}),
