@@ -242,6 +242,41 @@ def vlbits_inputs():
     ]
 
 
+def vlstack_inputs():
+    def pkt(n0, n1, n2, count, op, *parts: bytes) -> bytes:
+        return bytes([n0, n1, n2, count, op]) + b"".join(parts) + b"PAY"
+
+    def opt(kind: int, v: bytes) -> bytes:
+        return bytes([kind]) + v
+
+    a, b = opt(1, b"\x23\x45"), opt(2, b"\xcd\xef")
+    return [
+        ("h only", 1, pkt(2, 0, 0, 0, 0, a)),
+        ("h, a[0] equal", 1, pkt(2, 2, 0, 1, 0, a, a)),
+        ("h, a[0] differ", 1, pkt(2, 2, 0, 1, 0, a, b)),
+        ("the same varbit value at another length", 1,
+         pkt(2, 1, 0, 1, 0, opt(1, b"\x00\x45"), opt(1, b"\x45"))),
+        ("h, a[0] == h, a[1] == a[0]: stacks equal", 1, pkt(4, 4, 4, 2, 0,
+                                                            opt(9, b"abcd"), opt(9, b"abcd"),
+                                                            opt(9, b"abcd"))),
+        ("empty varbits", 1, pkt(0, 0, 0, 2, 0, opt(5, b""), opt(5, b""), opt(5, b""))),
+        ("a third element: StackOutOfBounds", 1, pkt(1, 1, 1, 3, 0, opt(1, b"x"), opt(1, b"x"),
+                                                     opt(1, b"x"), opt(1, b""))),
+        ("a[0] past its maximum: HeaderTooShort", 1, pkt(1, 5, 0, 1, 0, opt(1, b"x"),
+                                                         opt(1, b"12345"))),
+        ("push_front(1) then a[0] = h", 1, pkt(1, 2, 3, 2, 1, opt(1, b"x"), opt(2, b"yy"),
+                                               opt(3, b"zzz"))),
+        ("pop_front(1)", 1, pkt(1, 2, 3, 2, 2, opt(1, b"x"), opt(2, b"yy"), opt(3, b"zzz"))),
+        ("a[1] = tmp[0], h invalid", 1, pkt(3, 1, 0, 1, 3, opt(7, b"abc"), opt(8, b"d"))),
+        ("union stack: varbit member, short member", 1,
+         pkt(1, 1, 2, 4, 0, opt(1, b"x"), opt(1, b"x"), opt(3, b"pq"), opt(4, b"rs"),
+             bytes([1, 0x77]), b"\x00")),
+        ("union stack: two varbit members", 1,
+         pkt(1, 1, 1, 4, 0, opt(1, b"x"), opt(1, b"y"), opt(3, b"p"), opt(4, b"r"),
+             opt(5, b"s"), b"\x00")),
+    ]
+
+
 PROGRAMS = {
     "parse": (parse_inputs, {}),
     "stacks": (stacks_inputs, {}),
@@ -249,6 +284,7 @@ PROGRAMS = {
     "varlen": (varlen_inputs, {}),
     "varcopy": (varcopy_inputs, {}),
     "vlbits": (vlbits_inputs, {}),
+    "vlstack": (vlstack_inputs, {}),
     "exprs": (exprs_inputs, {}),
     "tables": (tables_inputs, {}),
     "externs": (externs_inputs, {}),

@@ -29,7 +29,7 @@ AGG = "p4src/build/agg.json"
 WIDE = "p4src/build/wide/agg.json"
 NATIVE = {"exprs", "externs", "hashsel", "parse", "samename", "tables", "p4rt_basic"}
 PYTHON = {"replication": "log_msg", "stacks": "header stacks", "varcopy": "varbit",
-          "varlen": "header stacks", "vlbits": "varbit"}
+          "varlen": "header stacks", "vlbits": "varbit", "vlstack": "header stacks"}
 
 
 def both(j: dict, seed: int = 1) -> tuple[Switch, Switch]:
