@@ -277,6 +277,11 @@ def vlstack_inputs():
     ]
 
 
+def deadtable_inputs():
+    return [(f"op {op}", 1, bytes([op, 0, 0x12, 0x34]) + b"tail") for op in (0, 1, 7)] + \
+        [("header only", 1, bytes([2, 9, 0, 0]))]
+
+
 PROGRAMS = {
     "parse": (parse_inputs, {}),
     "stacks": (stacks_inputs, {}),
@@ -285,6 +290,7 @@ PROGRAMS = {
     "varcopy": (varcopy_inputs, {}),
     "vlbits": (vlbits_inputs, {}),
     "vlstack": (vlstack_inputs, {}),
+    "deadtable": (deadtable_inputs, {"table_defaults": {"I.live": ["I.set_out", [0x42]]}}),
     "exprs": (exprs_inputs, {}),
     "tables": (tables_inputs, {}),
     "externs": (externs_inputs, {}),

@@ -27,7 +27,7 @@ from worker import wire
 
 AGG = "p4src/build/agg.json"
 WIDE = "p4src/build/wide/agg.json"
-NATIVE = {"exprs", "externs", "hashsel", "parse", "samename", "tables", "p4rt_basic"}
+NATIVE = {"deadtable", "exprs", "externs", "hashsel", "parse", "samename", "tables", "p4rt_basic"}
 PYTHON = {"replication": "log_msg", "stacks": "header stacks", "varcopy": "varbit",
           "varlen": "header stacks", "vlbits": "varbit", "vlstack": "header stacks"}
 
