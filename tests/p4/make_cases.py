@@ -282,6 +282,11 @@ def deadtable_inputs():
         [("header only", 1, bytes([2, 9, 0, 0]))]
 
 
+def hashwide_inputs():
+    return [(f"a = {a:#x}", 1, a.to_bytes(4, "big") + bytes(27))
+            for a in (0, 1, 5, 0xFFFF, 0x80000000, 0xFFFFFFFF)]
+
+
 PROGRAMS = {
     "parse": (parse_inputs, {}),
     "stacks": (stacks_inputs, {}),
@@ -294,6 +299,7 @@ PROGRAMS = {
     "exprs": (exprs_inputs, {}),
     "tables": (tables_inputs, {}),
     "externs": (externs_inputs, {}),
+    "hashwide": (hashwide_inputs, {}),
     "hashsel": (hashsel_inputs, {"table_defaults": {"I.pick": ["I.set_select", [5, 3]]}}),
     "replication": (replication_inputs,
                     {"multicast_groups": {"1": [[1, 10], [2, 20], [3, 30]], "2": [[4, 5]]},
