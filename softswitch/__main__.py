@@ -10,6 +10,7 @@ switch class can start either binary with the same arguments.
 """
 
 import argparse
+import faulthandler
 import logging
 import os
 import signal
@@ -119,9 +120,36 @@ def setup_logging(args) -> logging.Logger:
     return log
 
 
+def report_crashes(log: logging.Logger, failed: threading.Event, stop: threading.Event) -> None:
+    """A crash anywhere must leave its trace in the switch's log and end the process with
+    a non-zero status. A fatal signal in native code (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+    SIGABRT) is written there by faulthandler, every thread's Python stack with it, and
+    the process then dies of that signal. An exception that ends any thread (the packet
+    loop reports its own through Runtime.on_failure) is logged as an error and stops the
+    switch, which then exits 1: serving P4Runtime without a packet path would be silent."""
+    stream = next((h.stream for h in log.handlers if getattr(h, "stream", None)), sys.stderr)
+    try:
+        faulthandler.enable(file=stream, all_threads=True)
+    except (AttributeError, ValueError, OSError):  # a stream without a file descriptor
+        faulthandler.enable(all_threads=True)
+
+    def on_thread_error(args) -> None:
+        if args.exc_type is SystemExit:
+            return
+        name = args.thread.name if args.thread is not None else "?"
+        log.error("thread %s failed", name,
+                  exc_info=(args.exc_type, args.exc_value, args.exc_traceback))
+        failed.set()
+        stop.set()
+
+    threading.excepthook = on_thread_error
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     log = setup_logging(args)
+    stop, failed = threading.Event(), threading.Event()
+    report_crashes(log, failed, stop)
     from . import Switch  # the engine; imported late so --help works without it
     from .p4runtime import SslFiles
     from .runtime import Runtime
@@ -149,9 +177,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.grpc_server_ssl:
         ssl = SslFiles(args.grpc_server_cert, args.grpc_server_key, args.grpc_server_cacert,
                        args.grpc_server_with_client_auth)
+
+    def on_failure(_exc: BaseException) -> None:
+        failed.set()
+        stop.set()
+
     runtime = Runtime(switch, ports, device_id=args.device_id, grpc_addr=args.grpc_server_addr,
-                      ssl=ssl, log=log)
-    stop = threading.Event()
+                      ssl=ssl, log=log, on_failure=on_failure)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     try:
@@ -168,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
         pass
     log.info("shutting down")
     runtime.stop()
+    if failed.is_set():
+        log.error("stopped after a failure (above): exit status 1")
+        return 1
     return 0
 
 

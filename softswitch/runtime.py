@@ -16,6 +16,7 @@ import os
 import selectors
 import threading
 import time
+from collections.abc import Callable
 
 from .native.loop import NativePorts, fold_tx
 from .native.loop import drain as drain_native
@@ -28,8 +29,14 @@ BURST = 64  # frames read from one port per wake-up before the next ready port's
 
 class Runtime:
     def __init__(self, switch, ports: list[Port], *, device_id: int, grpc_addr: str,
-                 ssl: SslFiles | None = None, log: logging.Logger | None = None):
+                 ssl: SslFiles | None = None, log: logging.Logger | None = None,
+                 on_failure: Callable[[BaseException], None] | None = None):
         self.switch = switch
+        # an exception that ends the packet loop is logged, kept here and handed to
+        # on_failure (python -m softswitch then exits non-zero): the switch must not go on
+        # serving P4Runtime without forwarding
+        self.on_failure = on_failure
+        self.failure: BaseException | None = None
         self.log = log or logging.getLogger("softswitch")
         self.ports = {p.number: p for p in ports}
         if len(self.ports) != len(ports):
@@ -72,6 +79,15 @@ class Runtime:
             port.send(frame)
 
     def _serve(self) -> None:
+        try:
+            self._profiled()
+        except Exception as exc:  # a bug of the loop (per-packet engine errors are caught)
+            self.failure = exc
+            self.log.error("packet loop failed: the switch no longer forwards", exc_info=True)
+            if self.on_failure is not None:
+                self.on_failure(exc)
+
+    def _profiled(self) -> None:
         path = os.environ.get("SOFTSWITCH_PROFILE")
         if not path:
             self._loop()

@@ -155,7 +155,9 @@ done:
   ret i64 %r
 }}"""
 
-# splitmix64: the state is the first cell of the context's RNG array
+# splitmix64: the state is the first cell of the context's RNG array. ns.below(n), 1 <= n <=
+# 2^64: uniform in [0, n) by rejection of the last 2^64 mod n draws, divided as i64 (an i128
+# division would call the compiler's runtime, which the JIT cannot resolve here)
 _RNG = """define internal i64 @ns.rng(ptr noalias %C) {{
 entry:
   %sp = getelementptr inbounds i64, ptr %C, i64 {slot}
@@ -177,17 +179,28 @@ entry:
 
 define internal i128 @ns.below(ptr noalias %C, i128 %n) {{
 entry:
-  %m = urem i128 18446744073709551616, %n
-  %lim = sub i128 18446744073709551616, %m
+  %full = icmp ugt i128 %n, 18446744073709551615
+  br i1 %full, label %any, label %part
+any:
+  %a = call i64 @ns.rng(ptr %C)
+  %az = zext i64 %a to i128
+  ret i128 %az
+part:
+  %n64 = trunc i128 %n to i64
+  %neg = sub i64 0, %n64
+  %m = urem i64 %neg, %n64
+  %lim = sub i64 0, %m
+  %all = icmp eq i64 %m, 0
   br label %draw
 draw:
   %r = call i64 @ns.rng(ptr %C)
-  %rz = zext i64 %r to i128
-  %ok = icmp ult i128 %rz, %lim
+  %lt = icmp ult i64 %r, %lim
+  %ok = or i1 %all, %lt
   br i1 %ok, label %done, label %draw
 done:
-  %v = urem i128 %rz, %n
-  ret i128 %v
+  %v = urem i64 %r, %n64
+  %vz = zext i64 %v to i128
+  ret i128 %vz
 }}
 
 define internal i64 @ns.peek(ptr noalias %D, i64 %LD, i64 %bit, i64 %w) {{

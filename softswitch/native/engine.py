@@ -13,15 +13,23 @@ import fcntl
 import hashlib
 import logging
 import os
+import struct
 import tempfile
 import threading
 from pathlib import Path
+
+from .ir import Unsupported
 
 log = logging.getLogger("softswitch.native")
 _init_lock = threading.Lock()
 stats = {"compiled": 0, "cached": 0}  # modules compiled in this process / taken from the cache
 _ready = False
 OPT = 2
+
+
+# What LLVM calls for an i128 division on x86-64: libgcc has them, but not where the JIT
+# looks (the process's global symbols), so they are named to it.
+RUNTIME_HELPERS = ("__udivti3", "__umodti3", "__divti3", "__modti3")
 
 
 def _llvm():
@@ -31,8 +39,20 @@ def _llvm():
         if not _ready:
             llvm.initialize_native_target()
             llvm.initialize_native_asmprinter()
+            _add_runtime_helpers(llvm)
             _ready = True
     return llvm
+
+
+def _add_runtime_helpers(llvm) -> None:
+    try:
+        lib = ctypes.CDLL("libgcc_s.so.1")
+    except OSError:
+        return  # a module that calls them is refused (_check_resolved)
+    for name in RUNTIME_HELPERS:
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
 
 
 def cache_dir() -> Path | None:
@@ -95,6 +115,7 @@ def compile_module(text: str, exports: dict[str, tuple], name: str = "program") 
             with os.fdopen(fd, "wb") as fh:
                 fh.write(fresh[0])
             os.replace(tmp, obj_path)
+        _check_resolved(llvm, cached if cached is not None else (fresh[0] if fresh else None))
         stats["cached" if cached else "compiled"] += 1
         log.debug("native module %s: %s", key, "from the cache" if cached else "compiled")
     finally:
@@ -110,6 +131,42 @@ def compile_module(text: str, exports: dict[str, tuple], name: str = "program") 
             raise RuntimeError(f"native function {fname} missing")
         fns[fname] = ctypes.CFUNCTYPE(res, *args)(addr)
     return Compiled(ee, fns)
+
+
+def _check_resolved(llvm, obj: bytes | None) -> None:
+    """Unsupported unless every symbol the object code calls outside itself resolves in
+    this process. MCJIT leaves a call to a symbol it cannot find, and every other
+    external call of the object with it, jumping to address 0: the first packet would
+    kill the process."""
+    names = undefined_symbols(obj) if obj else None
+    if not names:
+        return
+    missing = sorted(n for n in names if not llvm.address_of_symbol(n))
+    if missing:
+        raise Unsupported(f"machine code that calls {', '.join(missing)}, which this process "
+                          f"does not provide")
+
+
+def undefined_symbols(obj: bytes) -> list[str] | None:
+    """The global symbols an ELF64 little-endian object refers to but does not define
+    (None for another format)."""
+    if obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
+        return None
+    shoff, = struct.unpack_from("<Q", obj, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", obj, shoff + i * shentsize)
+                for i in range(shnum)]
+    out = []
+    for _, kind, _, _, off, size, link, _, _, entsize in sections:
+        if kind != 2:  # SHT_SYMTAB
+            continue
+        stroff = sections[link][4]
+        for at in range(off, off + size, entsize or 24):
+            name, info, _, shndx, _, _ = struct.unpack_from("<IBBHQQ", obj, at)
+            if shndx == 0 and name and info >> 4 in (1, 2):  # undefined, global or weak
+                end = obj.index(b"\0", stroff + name)
+                out.append(obj[stroff + name:end].decode())
+    return out
 
 
 def _perf_map(ee, text: str) -> None:

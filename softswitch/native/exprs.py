@@ -553,7 +553,9 @@ class Ctx:
         return V(r, w, min(a.lo, 0), max(a.hi, 0))
 
     def divmod(self, op: str, a: V, b: V) -> V:
-        """Python's floor division and modulo; a divisor <= 0 gives 0 (runtime._div)."""
+        """Python's floor division and modulo; a divisor <= 0 gives 0 (runtime._div).
+        Operands that fit unsigned 64 bits divide as i64: at 128 bits LLVM calls the
+        compiler's runtime (__udivti3 ..., engine.py resolves them from libgcc)."""
         f = self.fn
         if b.const is not None and b.const <= 0:
             return const(0)
@@ -565,6 +567,8 @@ class Ctx:
             lo, hi = min(a.lo, 0), max(a.hi, 0)
             if b.const is not None:
                 lo, hi = a.lo // b.const, a.hi // b.const
+        if a.lo >= 0 and a.hi <= U64 and b.hi <= U64:
+            return self._udivmod64(op, a, b, lo, hi)
         w = max(need(a.lo, a.hi), need(b.lo, b.hi), need(lo, hi))
         x, y = f.ext(a, w), f.ext(b, w)
         pos = None
@@ -586,6 +590,27 @@ class Ctx:
         if pos is not None:
             r = f.op(f"select i1 {pos}, i{w} {r}, i{w} 0")
         return V(r, w, lo, hi)
+
+    def _udivmod64(self, op: str, a: V, b: V, lo: int, hi: int) -> V:
+        """divmod of a in [0, 2^64) by b < 2^64 as i64 unsigned (b <= 0 gives 0)."""
+        f = self.fn
+        x = f.i64(a)
+        pos = None
+        if b.const is not None:
+            y = f.i64(b)
+        elif b.lo > 0:
+            y = f.i64(b)
+        else:  # b's sign matters: test it at its own width
+            wb = need(b.lo, b.hi)
+            pos = f.op(f"icmp sgt i{wb} {f.ext(b, wb)}, 0")
+            y = f.op(f"select i1 {pos}, i64 {f.i64(b)}, i64 1")
+        r = f.op(f"{'udiv' if op == '/' else 'urem'} i64 {x}, {y}")
+        if pos is not None:
+            r = f.op(f"select i1 {pos}, i64 {r}, i64 0")
+        wr = need(lo, hi)
+        if wr > 64:  # a quotient of 2^63 or more: its i64 bits, unsigned
+            r = f.op(f"zext i64 {r} to i{wr}")
+        return V(r, wr, lo, hi)
 
     # -- registers ------------------------------------------------------------------------
 

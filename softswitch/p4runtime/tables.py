@@ -231,6 +231,8 @@ def read(device: Device, te: p4runtime_pb2.TableEntry, out: ReadSink) -> None:
     if te.table_id == 0:
         for table in pipeline.tables.values():
             _read_table(device, table, te, out)
+    elif te.table_id in pipeline.absent_tables:
+        return  # compiled away: no entries (BMv2 fails the read, a wildcard read too)
     else:
         _read_table(device, pipeline.table(te.table_id), te, out)
 

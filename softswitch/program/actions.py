@@ -399,12 +399,13 @@ class PrimitiveCompiler:
         fn = self.env.calcs[calc["value"]]
         b, sz = self.val(base), self.val(size)
         out = []
+        # BMv2 adds in uint64: the sum wraps at 2^64 before a wider field takes it
         if sz.const is not None:
             szc = (sz.const & U64) or 1
-            e = Ex(f"(({fn}(F) % {szc}) + (({b.code}) & {U64}))", "data")
+            e = Ex(f"((({fn}(F) % {szc}) + (({b.code}) & {U64})) & {U64})", "data")
         else:
             out.append(f"sz_ = (({sz.code}) & {U64}) or 1")
-            e = Ex(f"(({fn}(F) % sz_) + (({b.code}) & {U64}))", "data")
+            e = Ex(f"((({fn}(F) % sz_) + (({b.code}) & {U64})) & {U64})", "data")
         return out + self.store(dst, e)
 
     def p_execute_meter(self, marr, idx, dst):

@@ -111,16 +111,20 @@ class ParserCompiler:
             out.append(f"pos += {nb}")
         return out
 
-    def extract_union_stack(self, stack: str, member: str) -> list[str]:
-        """extract(stack.next.member): the member of the next element; the element's
-        other members become invalid, as for any union."""
+    def extract_union_stack(self, stack: str, member: str, nbits: Ex | None = None) -> list[str]:
+        """extract(stack.next.member), or extract_VL(stack.next.member, nbits) of a member
+        with a varbit field: the member of the next element; the element's other members
+        become invalid, as for any union."""
         us = self.L.union_stacks.get(stack)
         if us is None:
             raise bad(f"parser: unknown header union stack {stack!r}")
         heads = [us.member(i, member) for i in range(us.size)]
         ht = heads[0].htype
-        if any(h.htype is not ht for h in heads) or ht.varbit is not None:
+        if any(h.htype is not ht for h in heads):
             raise bad(f"parser: union stack {stack!r} member {member!r} has mixed types")
+        if (ht.varbit is None) != (nbits is None):
+            raise bad(f"parser: union stack {stack!r} member {member!r}: extract_VL takes "
+                      f"headers with a varbit field, extract those without")
         bases = self.mod.const(tuple(h.base for h in heads), "ub")
         others = self.mod.const(tuple(tuple(o.base for o in us.unions[i].headers
                                             if o is not heads[i]) for i in range(us.size)),
@@ -130,35 +134,61 @@ class ParserCompiler:
             f"if n_ >= {us.size}:",
             f"    raise ParserError({self.err['StackOutOfBounds']}, pos)",
             f"b_ = {bases}[n_]",
-        ] + self.extract_into("b_", ht) + [
+        ] + (self.extract_into("b_", ht) if nbits is None else
+             self.extract_varbit("b_", ht, nbits)) + [
             f"for o_ in {others}[n_]:",
             "    F[o_] = 0",
             f"F[{us.next_slot}] = n_ + 1",
         ]
 
-    def extract_varbit(self, h, nbits: Ex) -> list[str]:
-        """BMv2's extract_VL: the varbit field takes `nbits` bits (HeaderTooShort past its
-        maximum); the header is read as one integer, field by field from the top."""
-        ht = h.htype
+    def extract_varbit(self, base: str, ht: HeaderType, nbits: Ex, header=None) -> list[str]:
+        """BMv2's extract_VL into the header at slot `base` (a number, or a name bound by
+        the code before): the varbit field takes `nbits` bits; the header is read as one
+        integer, field by field from the top. Its checks, in BMv2's order: a length that is
+        not whole bytes is ParserInvalidArgument, a header past the packet's end
+        PacketTooShort, a length past the field's maximum HeaderTooShort."""
         vb = ht.fields[ht.varbit]
+
+        def slot(i: int) -> str:
+            return str(int(base) + 1 + i) if base.isdigit() else f"{base} + {1 + i}"
+
         out = [f"vl_ = {nbits.code}",
-               f"if vl_ > {vb.width}:",
-               f"    raise ParserError({self.err['HeaderTooShort']}, pos)",
+               "if vl_ % 8:",
+               f"    raise ParserError({self.err['ParserInvalidArgument']}, pos)",
                f"nb_ = ({ht.nbits} + vl_ + 7) >> 3",
                "if pos + nb_ > LD:",
                "    " + self.too_short(),
+               f"if vl_ > {vb.width}:",
+               f"    raise ParserError({self.err['HeaderTooShort']}, pos)",
                "v_ = int.from_bytes(D[pos:pos + nb_], 'big')",
                "r_ = nb_ * 8"]
         for i, f in enumerate(ht.wire_fields):
             w = "vl_" if i == ht.varbit else str(f.width)
-            out += [f"r_ -= {w}", f"F[{h.base + 1 + i}] = (v_ >> r_) & ((1 << {w}) - 1)"]
+            out += [f"r_ -= {w}", f"F[{slot(i)}] = (v_ >> r_) & ((1 << {w}) - 1)"]
             if f.signed:
                 hb = 1 << (f.width - 1)
-                out.append(f"F[{h.base + 1 + i}] = (F[{h.base + 1 + i}] ^ {hb}) - {hb}")
-        out.append(f"F[{h.slot(VLEN)}] = vl_")
-        out += self.pc.set_valid(Ex(str(h.base), "header", header=h, htype=ht))
+                out.append(f"F[{slot(i)}] = (F[{slot(i)}] ^ {hb}) - {hb}")
+        out.append(f"F[{slot(ht.offsets[VLEN])}] = vl_")
+        out += self.pc.set_valid(Ex(base, "header", header=header, htype=ht))
         out.append("pos += nb_")
         return out
+
+    def extract_to_stack(self, p: dict, nbits: Ex | None) -> list[str]:
+        """extract(stack.next), or extract_VL(stack.next, nbits) of a stack of headers
+        with a varbit field."""
+        st = self.L.stack(p["value"])
+        if (st.htype.varbit is None) != (nbits is None):
+            raise bad(f"parser: stack {st.name!r}: extract_VL takes headers with a varbit "
+                      f"field, extract those without")
+        hb = self.x.stack_bases(st)
+        into = self.extract_into("b_", st.htype) if nbits is None else \
+            self.extract_varbit("b_", st.htype, nbits)
+        return [
+            f"n_ = F[{st.next_slot}]",
+            f"if n_ >= {st.size}:",
+            f"    raise ParserError({self.err['StackOutOfBounds']}, pos)",
+            f"b_ = {hb}[n_]",
+        ] + into + [f"F[{st.next_slot}] = n_ + 1"]
 
     def parser_op(self, op: dict) -> list[str]:
         kind = op.get("op")
@@ -169,30 +199,25 @@ class ParserCompiler:
             if t == "regular":
                 h = self.L.header(p["value"])
                 if h.htype.varbit is not None:  # one-argument extract: an empty varbit
-                    return self.extract_varbit(h, Ex("0", "data", 0))
+                    return self.extract_varbit(str(h.base), h.htype, Ex("0", "data", 0), h)
                 return self.extract_into(str(h.base), h.htype, h)
             if t == "stack":
-                st = self.L.stack(p["value"])
-                if st.htype.varbit is not None:
-                    raise bad(f"parser: stack {st.name!r} of headers with a varbit field")
-                hb = self.x.stack_bases(st)
-                return [
-                    f"n_ = F[{st.next_slot}]",
-                    f"if n_ >= {st.size}:",
-                    f"    raise ParserError({self.err['StackOutOfBounds']}, pos)",
-                    f"b_ = {hb}[n_]",
-                ] + self.extract_into("b_", st.htype) + [f"F[{st.next_slot}] = n_ + 1"]
+                return self.extract_to_stack(p, None)
             if t == "union_stack":
                 return self.extract_union_stack(*p["value"])
             raise bad(f"parser: unsupported extract type {t!r}")
         if kind == "extract_VL":
             p = ps[0]
+            if p.get("type") == "stack":
+                return self.extract_to_stack(p, self.x.data(ps[1]))
+            if p.get("type") == "union_stack":
+                return self.extract_union_stack(*p["value"], self.x.data(ps[1]))
             if p.get("type") != "regular":
-                raise bad("parser: extract_VL needs a header")
+                raise bad(f"parser: extract_VL into a {p.get('type')!r} is not supported")
             h = self.L.header(p["value"])
             if h.htype.varbit is None:
                 raise bad(f"parser: extract_VL of {h.name!r}, which has no varbit field")
-            return self.extract_varbit(h, self.x.data(ps[1]))
+            return self.extract_varbit(str(h.base), h.htype, self.x.data(ps[1]), h)
         if kind == "set":
             dst, src = ps
             if dst.get("type") != "field":

@@ -4,7 +4,8 @@ Each program X has X.p4, build/X.json, build/X.p4info.txt, build/X.sha256
 (the sha256 of X.p4 the build came from) and X.cases.json:
 
     {"setup": {"multicast_groups": {gid: [[port, rid], ...]},
-               "clone_sessions": {sid: [[port, rid], ...]}},
+               "clone_sessions": {sid: [[port, rid], ...]},
+               "table_defaults": {table: [action, [param, ...]]}},
      "cases": [{"note": str, "port": int, "in": hex, "out": [[port, hex], ...]}, ...]}
 
 Cases run in order on one switch (registers carry over). BMv2 interleaves
@@ -65,6 +66,8 @@ def engine_switch(name: str, setup: dict) -> Switch:
         sw.pre.create(int(gid), [tuple(r) for r in reps])
     for sid, reps in setup.get("clone_sessions", {}).items():
         sw.clones.set(int(sid), [tuple(r) for r in reps])
+    for table, (action, params) in setup.get("table_defaults", {}).items():
+        sw.tables[table].set_default(action, list(params))
     return sw
 
 
@@ -91,6 +94,8 @@ def cli_setup(setup: dict) -> list[str]:
             node += 1
     for s in sessions:
         cmds.append(f"mirroring_add_mc {s} {0x8000 + s}")
+    for table, (action, params) in setup.get("table_defaults", {}).items():
+        cmds.append(" ".join(["table_set_default", table, action] + [str(p) for p in params]))
     return cmds
 
 

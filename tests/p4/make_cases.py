@@ -198,15 +198,109 @@ def varcopy_inputs():
     ]
 
 
+def hashsel_inputs():
+    def pkt(proto, src, dst, ttl=64, ident=1000, ports=None, etype=0x0800):
+        """Ethernet, IPv4 (checksum 0: the program neither checks nor updates it), TCP
+        when ports are given, else 8 bytes of UDP."""
+        ip = struct.pack(">BBHHHBBHII", 0x45, 0, 40, ident, 0, ttl, proto, 0, src, dst)
+        l4 = struct.pack(">HHIIBBHHH", *ports, 1, 0, 0x50, 0x10, 512, 0, 0) if ports else \
+            struct.pack(">HHHH", 53, 53, 8, 0)
+        return eth(etype) + ip + l4 + b"payload"
+
+    a, b = 0x0A000101, 0x0A000001
+    rows = [  # without TCP first: BMv2 then reads the invalid TCP header's fields as 0
+        ("UDP: TCP ports of an invalid header", 1, pkt(17, a, b)),
+        ("ICMP from another source, id 0: max 0 taken as 1", 1, pkt(1, 0x0A000202, b, ident=0)),
+        ("UDP, ttl 0: random in [0, 0]", 1, pkt(17, 0xC0A80001, 0x0A000003, ttl=0, ident=7)),
+        ("not IPv4: dropped", 1, eth(0x86DD) + bytes(40)),
+    ]
+    for i, (sport, dport) in enumerate([(1234, 80), (1235, 80), (1236, 80), (40000, 443),
+                                        (65535, 1), (0, 0), (5555, 22), (80, 1234)]):
+        rows.append((f"TCP {sport} -> {dport}", 1,
+                     pkt(6, a + i, b, ttl=1 + 31 * i, ident=(65535, 3, 1)[i % 3],
+                         ports=(sport, dport))))
+    rows.append(("TCP, the largest 64-bit max", 1,
+                 pkt(6, 0xFFFFFFFF, 0xFFFFFFFF, ttl=255, ports=(1, 2))))
+    return rows
+
+
+def vlbits_inputs():
+    def pkt(bits: int, body: bytes) -> bytes:
+        return bytes([bits, 0xEE]) + body
+
+    return [
+        ("0 bits", 1, pkt(0, b"\x01" + b"TTpay")),
+        ("8 bits", 1, pkt(8, b"\x01a" + b"TTpay")),
+        ("24 bits, the maximum", 1, pkt(24, b"\x01abc" + b"TTpay")),
+        ("1 bit: ParserInvalidArgument", 1, pkt(1, b"\x01a" + b"TTpay")),
+        ("12 bits: ParserInvalidArgument", 1, pkt(12, b"\x01ab" + b"TTpay")),
+        ("7 bits past the end: ParserInvalidArgument first", 1, pkt(7, b"")),
+        ("32 bits: HeaderTooShort", 1, pkt(32, b"\x01abcd" + b"TTpay")),
+        ("32 bits past the end: PacketTooShort first", 1, pkt(32, b"\x01ab")),
+        ("16 bits past the end: PacketTooShort", 1, pkt(16, b"\x01a")),
+        ("the next header past the end: PacketTooShort", 1, pkt(8, b"\x01aT")),
+    ]
+
+
+def vlstack_inputs():
+    def pkt(n0, n1, n2, count, op, *parts: bytes) -> bytes:
+        return bytes([n0, n1, n2, count, op]) + b"".join(parts) + b"PAY"
+
+    def opt(kind: int, v: bytes) -> bytes:
+        return bytes([kind]) + v
+
+    a, b = opt(1, b"\x23\x45"), opt(2, b"\xcd\xef")
+    return [
+        ("h only", 1, pkt(2, 0, 0, 0, 0, a)),
+        ("h, a[0] equal", 1, pkt(2, 2, 0, 1, 0, a, a)),
+        ("h, a[0] differ", 1, pkt(2, 2, 0, 1, 0, a, b)),
+        ("the same varbit value at another length", 1,
+         pkt(2, 1, 0, 1, 0, opt(1, b"\x00\x45"), opt(1, b"\x45"))),
+        ("h, a[0] == h, a[1] == a[0]: stacks equal", 1, pkt(4, 4, 4, 2, 0,
+                                                            opt(9, b"abcd"), opt(9, b"abcd"),
+                                                            opt(9, b"abcd"))),
+        ("empty varbits", 1, pkt(0, 0, 0, 2, 0, opt(5, b""), opt(5, b""), opt(5, b""))),
+        ("a third element: StackOutOfBounds", 1, pkt(1, 1, 1, 3, 0, opt(1, b"x"), opt(1, b"x"),
+                                                     opt(1, b"x"), opt(1, b""))),
+        ("a[0] past its maximum: HeaderTooShort", 1, pkt(1, 5, 0, 1, 0, opt(1, b"x"),
+                                                         opt(1, b"12345"))),
+        ("push_front(1) then a[0] = h", 1, pkt(1, 2, 3, 2, 1, opt(1, b"x"), opt(2, b"yy"),
+                                               opt(3, b"zzz"))),
+        ("pop_front(1)", 1, pkt(1, 2, 3, 2, 2, opt(1, b"x"), opt(2, b"yy"), opt(3, b"zzz"))),
+        ("a[1] = tmp[0], h invalid", 1, pkt(3, 1, 0, 1, 3, opt(7, b"abc"), opt(8, b"d"))),
+        ("union stack: varbit member, short member", 1,
+         pkt(1, 1, 2, 4, 0, opt(1, b"x"), opt(1, b"x"), opt(3, b"pq"), opt(4, b"rs"),
+             bytes([1, 0x77]), b"\x00")),
+        ("union stack: two varbit members", 1,
+         pkt(1, 1, 1, 4, 0, opt(1, b"x"), opt(1, b"y"), opt(3, b"p"), opt(4, b"r"),
+             opt(5, b"s"), b"\x00")),
+    ]
+
+
+def deadtable_inputs():
+    return [(f"op {op}", 1, bytes([op, 0, 0x12, 0x34]) + b"tail") for op in (0, 1, 7)] + \
+        [("header only", 1, bytes([2, 9, 0, 0]))]
+
+
+def hashwide_inputs():
+    return [(f"a = {a:#x}", 1, a.to_bytes(4, "big") + bytes(27))
+            for a in (0, 1, 5, 0xFFFF, 0x80000000, 0xFFFFFFFF)]
+
+
 PROGRAMS = {
     "parse": (parse_inputs, {}),
     "stacks": (stacks_inputs, {}),
     "samename": (samename_inputs, {}),
     "varlen": (varlen_inputs, {}),
     "varcopy": (varcopy_inputs, {}),
+    "vlbits": (vlbits_inputs, {}),
+    "vlstack": (vlstack_inputs, {}),
+    "deadtable": (deadtable_inputs, {"table_defaults": {"I.live": ["I.set_out", [0x42]]}}),
     "exprs": (exprs_inputs, {}),
     "tables": (tables_inputs, {}),
     "externs": (externs_inputs, {}),
+    "hashwide": (hashwide_inputs, {}),
+    "hashsel": (hashsel_inputs, {"table_defaults": {"I.pick": ["I.set_select", [5, 3]]}}),
     "replication": (replication_inputs,
                     {"multicast_groups": {"1": [[1, 10], [2, 20], [3, 30]], "2": [[4, 5]]},
                      "clone_sessions": {"5": [[6, 7]], "6": [[2, 0], [3, 1]]}}),

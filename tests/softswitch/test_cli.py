@@ -149,6 +149,43 @@ def test_log_file_records_startup(tmp_path):
     assert "device 0" in text and "shutting down" in text
 
 
+@pytest.mark.parametrize("fault", ["raise", "segfault"])
+def test_a_crash_in_the_packet_path_is_logged_and_exits_non_zero(fault, tmp_path):
+    """The switch started as `python -m softswitch` is (faulty_switch.py), a fault injected
+    where it handles the first frame: it must not go on serving P4Runtime without
+    forwarding, nor die without a word. It exits by itself, non-zero, and its log says
+    why (an exception: an error with the traceback; a fatal signal: faulthandler's report
+    with the packet loop's stack)."""
+    udp = free_udp_ports(2)
+    log = tmp_path / "switch.log"
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "tests" / "softswitch" / "faulty_switch.py"), fault,
+         "--no-p4", "-i", f"1@udp:127.0.0.1:{udp[0]}>127.0.0.1:{udp[1]}",
+         "--grpc-server-addr", "127.0.0.1:0", "--log-file", str(log)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    host = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        assert proc.stdout.readline().startswith("Server listening on ")
+        host.bind(("127.0.0.1", udp[1]))
+        host.sendto(bytes(64), ("127.0.0.1", udp[0]))
+        code = proc.wait(timeout=STOP_TIMEOUT)
+    finally:
+        host.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    if fault == "raise":
+        assert code == 1, text
+        assert "[ERROR] softswitch: packet loop failed" in text
+        assert "RuntimeError: injected fault in the packet loop" in text
+        assert "exit status 1" in text
+    else:
+        assert code == -signal.SIGSEGV, text
+        assert "Fatal Python error: Segmentation fault" in text
+        assert "in _drain" in text  # the stack of the packet loop that crashed
+
+
 def test_program_frames_packet_in_through_the_cli(basic_program, tmp_path):
     """Push p4rt_basic over P4Runtime, forward a frame between UDP tunnels, get a PacketIn."""
     from test_p4rt_engine import ETYPE_TO_CPU, MAC1, MAC2, eth

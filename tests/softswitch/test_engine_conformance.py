@@ -14,8 +14,8 @@ from tests.p4 import bmv2, conformance
 
 PROGRAMS = conformance.programs()
 SOURCES = conformance.sources()
-EXPECTED = {"parse", "stacks", "exprs", "tables", "externs", "replication", "samename",
-            "varlen", "varcopy"}
+EXPECTED = {"parse", "stacks", "exprs", "tables", "externs", "replication", "samename", "hashsel",
+            "hashwide", "varlen", "varcopy", "vlbits", "vlstack", "deadtable"}
 
 
 def test_all_conformance_programs_are_present():

@@ -27,9 +27,10 @@ from worker import wire
 
 AGG = "p4src/build/agg.json"
 WIDE = "p4src/build/wide/agg.json"
-NATIVE = {"exprs", "externs", "parse", "samename", "tables", "p4rt_basic"}
+NATIVE = {"deadtable", "exprs", "externs", "hashsel", "parse", "samename", "tables", "p4rt_basic"}
 PYTHON = {"replication": "log_msg", "stacks": "header stacks", "varcopy": "varbit",
-          "varlen": "header stacks"}
+          "varlen": "header stacks", "vlbits": "varbit", "vlstack": "header stacks",
+          "hashwide": "72 bits"}
 
 
 def both(j: dict, seed: int = 1) -> tuple[Switch, Switch]:
@@ -339,6 +340,85 @@ def test_without_a_writable_cache_the_program_still_compiles(tmp_path, monkeypat
     sw = Switch(native=True)
     sw.load(j)
     assert sw.tier == "native"
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_machine_code_calling_what_this_process_lacks_is_refused_not_run(cached, tmp_path,
+                                                                        monkeypatch):
+    """MCJIT leaves such a call, and the object's other external calls (memcpy) with it,
+    jumping to address 0: the module must be refused (its program then runs on the Python
+    tier), from a fresh compile and from the cache alike."""
+    import ctypes
+
+    from softswitch.native.ir import Unsupported
+
+    monkeypatch.setenv("NATSWITCH_CACHE", str(tmp_path))
+    ir = """declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
+declare i64 @natswitch_not_a_symbol(i64)
+define i64 @f(ptr %a, ptr %b, i64 %x) {
+  call void @llvm.memcpy.p0.p0.i64(ptr %a, ptr %b, i64 528, i1 false)
+  %r = call i64 @natswitch_not_a_symbol(i64 %x)
+  ret i64 %r
+}
+"""
+    exports = {"f": (ctypes.c_int64, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64])}
+    for _ in range(2 if cached else 1):
+        with pytest.raises(Unsupported, match="natswitch_not_a_symbol"):
+            native_engine.compile_module(ir, exports)
+    assert native_engine.undefined_symbols(
+        next((tmp_path / "native").glob("*.o")).read_bytes()) == \
+        ["memcpy", "natswitch_not_a_symbol"]
+
+
+DIV_FIELDS = [("u64", 64, False), ("s64", 64, True), ("u32", 32, False), ("s16", 16, True),
+              ("u8", 8, False)]
+
+
+def test_division_by_values_known_at_run_time_equals_the_python_tier():
+    """An i128 division compiles to a call to __udivti3 and kin, which the JIT cannot
+    resolve here (the program would be refused, or before that crash the process): every
+    division and modulo of 64-bit and narrower fields by each other runs natively."""
+    p = kit.Program()
+    p.header("i", DIV_FIELDS)
+    outs = [(f"{a}_{'div' if op == '/' else 'mod'}_{b}", 64, (k % 2) == 1)
+            for k, (a, b, op) in enumerate((a[0], b[0], op) for a in DIV_FIELDS
+                                           for b in DIV_FIELDS for op in "/%")]
+    p.header("o", outs)
+    p.state("start", [extract("i")])
+    prims = [prim("add_header", {"type": "header", "value": "o"})]
+    for name, _, _ in outs:
+        a, op, b = name.split("_")
+        prims.append(assign(field("o", name), expr("/" if op == "div" else "%", field("i", a),
+                                                   field("i", b))))
+    prims.append(assign(field("standard_metadata", "egress_spec"), hexstr(1)))
+    p.action("divide", prims)
+    p.call("ingress", "call_divide", "divide")
+    nat, py = both(p.json())
+    rng = random.Random(5)
+    packets = [bytes(rng.getrandbits(8) for _ in range(23)) for _ in range(20)]
+    packets += [b"\xff" * 23, b"\x80" * 23, b"\x7f" * 23, bytes(23), b"\x01" * 23]
+    for pkt in packets:
+        assert nat.process(0, pkt) == py.process(0, pkt), pkt.hex()
+    assert nat.stats == py.stats and nat.stats["errors"] == 0
+
+
+def test_random_with_a_bound_known_at_run_time_runs_natively():
+    p = kit.Program()
+    p.header("i", [("lo", 8, False), ("hi", 64, False)])
+    p.header("o", [("r", 64, False)])
+    p.state("start", [extract("i")])
+    p.action("draw", [prim("add_header", {"type": "header", "value": "o"}),
+                      prim("modify_field_rng_uniform", field("o", "r"), field("i", "lo"),
+                           field("i", "hi")),
+                      assign(field("standard_metadata", "egress_spec"), hexstr(1))])
+    p.call("ingress", "call_draw", "draw")
+    nat, _ = both(p.json())
+    for lo, hi in ((0, 0), (3, 9), (0, 1000), (7, (1 << 64) - 1), (0, (1 << 64) - 1),
+                   (200, 100)):
+        for _ in range(20):
+            [(_, out)] = nat.process(0, bytes([lo]) + hi.to_bytes(8, "big"))
+            r = int.from_bytes(out[9:], "big")
+            assert r == 0 if lo > hi else lo <= r <= hi, (lo, hi, r)
 
 
 def test_a_frame_too_long_for_the_native_tier_is_an_error_not_a_crash():

@@ -6,14 +6,18 @@ same reads are made on both and compared.
 
 from pathlib import Path
 
+import grpc
 import pytest
 from bmv2_grpc import GrpcSwitch, available
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
+from p4.v1 import p4runtime_pb2
 from p4rt_build import Names
+from p4rt_client import batch_errors
 from test_p4rt_engine import MAC2, probe
 
 from softswitch import Switch
+from softswitch.native import enabled as native_enabled
 
 BUILD = Path(__file__).resolve().parents[1] / "p4" / "build"
 bmv2_only = pytest.mark.skipif(not available(), reason="simple_switch_grpc is not on PATH")
@@ -59,9 +63,9 @@ SAMENAME_FRAMES = [bytes([op, a, 0x33, 0x44]) + b"tail" for op, a in
                    ((8, 0x12), (9, 0x12), (0, 0x03), (6, 0x40), (7, 0x21))]
 
 
-def _softswitch(serve, connect, info, config):
+def _softswitch(serve, connect, info, config, native: bool | None = None):
     """An in-process softswitch behind its P4Runtime server, with the program pushed."""
-    switch = Switch(device_id=1, cpu_port=255)
+    switch = Switch(device_id=1, cpu_port=255, native=native)
     address, _ = serve(switch)
     client = connect(address)
     client.arbitrate((0, 1))
@@ -152,4 +156,51 @@ def test_p4info_wider_than_the_json_equal_bmv2(serve, connect):
         bm.client.set_pipeline(info, config)
         _keys_entries(bm.client, names)
         theirs = bm.settle(expected=len(KEYS_FRAMES))[2]
+    assert ours == theirs
+
+
+# deadtable.p4: I.never is in the P4Info but not in the JSON (p4c compiled it away: the
+# program never applies it)
+DEAD_FRAMES = [bytes([op, 0, 0x12, 0x34]) + b"tail" for op in (1, 2, 3)]
+
+
+def _deadtable_entries(client, names):
+    client.insert(names.table_entry("I.live", {"h.ctl.op": 2}, "I.set_out", v=0x42))
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_table_compiled_away_loads_and_takes_no_entries(serve, connect, native):
+    if native and not native_enabled():
+        pytest.skip("the native tier is off or llvmlite is missing")
+    info, config, names = _program("deadtable")
+    switch, client = _softswitch(serve, connect, info, config, native=native)
+    assert switch.tier == ("native" if native else "python")
+    _deadtable_entries(client, names)
+    assert client.read(names.table_entry("I.never")) == []
+    wildcard = p4runtime_pb2.Entity()
+    wildcard.table_entry.SetInParent()
+    assert [e.table_entry.table_id for e in client.read(wildcard)] == [names.table_id("I.live")]
+    with pytest.raises(grpc.RpcError) as excinfo:
+        client.insert(names.table_entry("I.never", {"h.ctl.op": 1}, "I.set_out", v=1))
+    [error] = batch_errors(excinfo.value)
+    assert error.canonical_code == grpc.StatusCode.UNIMPLEMENTED.value[0]
+    outs = [switch.process(1, f) for f in DEAD_FRAMES]
+    assert outs == [[(1, f[:1] + bytes([0x42 if f[0] == 2 else 0]) + f[2:])]
+                    for f in DEAD_FRAMES]
+
+
+@pytest.mark.bmv2
+@bmv2_only
+@pytest.mark.parametrize("native", [True, False])
+def test_a_table_compiled_away_equal_bmv2(serve, connect, native):
+    if native and not native_enabled():
+        pytest.skip("the native tier is off or llvmlite is missing")
+    info, config, names = _program("deadtable")
+    switch, client = _softswitch(serve, connect, info, config, native=native)
+    _deadtable_entries(client, names)
+    ours = [out for f in DEAD_FRAMES for _, out in switch.process(1, f)]
+    with GrpcSwitch({1}, [(1, f) for f in DEAD_FRAMES]) as bm:
+        bm.client.set_pipeline(info, config)  # BMv2 loads it too
+        _deadtable_entries(bm.client, names)
+        theirs = bm.settle(expected=len(DEAD_FRAMES))[1]
     assert ours == theirs

@@ -5,7 +5,10 @@ import json
 import grpc
 import pytest
 from fakes import FakeEntry, FakeSwitch
+from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
+from p4rt_build import Names
+from p4rt_client import batch_errors
 
 Set = p4runtime_pb2.SetForwardingPipelineConfigRequest
 Get = p4runtime_pb2.GetForwardingPipelineConfigRequest
@@ -84,7 +87,7 @@ def test_verify_and_save_stages_writes_until_commit(bare, synthetic):
 @pytest.mark.parametrize("mutate,why", [
     (lambda info, js: (info, b"not json"), "device config is not JSON"),
     (lambda info, js: (info, b""), "empty device config"),
-    (lambda info, js: (_rename_table(info), js), "P4Info table missing from JSON"),
+    (lambda info, js: (_range_key(info), js), "P4Info match kind disagrees"),
     (lambda info, js: (_widen_param(info), js), "param width disagrees"),
     (lambda info, js: (info, _drop_register(js)), "register missing from JSON"),
 ])
@@ -131,6 +134,33 @@ def test_wrong_device_id_is_not_found(device, connect):
 def _rename_table(info):
     info.tables[0].preamble.name = "I.nope"
     return info
+
+
+def _range_key(info):
+    info.tables[0].match_fields[0].match_type = p4info_pb2.MatchField.RANGE
+    return info
+
+
+def test_a_p4info_table_the_json_lacks_loads_and_takes_no_entries(bare, synthetic):
+    """p4c keeps a table it compiled away (never applied) in the P4Info: BMv2 loads such a
+    pipeline and fails requests naming the table (UNKNOWN, a wildcard read too). Here it
+    has no entries to read, and a write says why it fails."""
+    switch, client, _ = bare
+    info = type(synthetic.p4info)()
+    info.CopyFrom(synthetic.p4info)
+    client.set_pipeline(_rename_table(info), synthetic.config)
+    assert switch.loads == 1
+    names = Names(info)
+    assert client.read(names.table_entry("I.nope")) == []
+    wildcard = p4runtime_pb2.Entity()
+    wildcard.table_entry.SetInParent()
+    others = {e.table_entry.table_id for e in client.read(wildcard)}
+    assert names.table_id("I.nope") not in others
+    with pytest.raises(grpc.RpcError) as excinfo:
+        client.insert(names.table_entry("I.nope", {"hdr.ethernet.dst": 1}, "I.fwd", port=1))
+    [error] = batch_errors(excinfo.value)
+    assert error.canonical_code == grpc.StatusCode.UNIMPLEMENTED.value[0]
+    assert "I.nope is not in the device config" in error.message
 
 
 def _widen_param(info):
