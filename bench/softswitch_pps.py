@@ -72,13 +72,16 @@ def cpu_now(fab) -> tuple[Reading, Reading]:
     return cpu_self(), switch
 
 
-def run(fab, hosts: list[str], rounds_of, window: int, timeout: float):
-    """Sends the rounds with at most `window` in flight; (packets/s, results/s, outputs per
-    host in arrival order, (bench, switch) CPU seconds of the run, its wall time)."""
+def run(fab, hosts: list[str], rounds_of, window: int, slots: int, timeout: float):
+    """Sends the rounds with at most `window` in flight, each once the round before it on its
+    slot is answered, as workers do (the switch drops a slot's next use sent earlier as
+    EARLY); (packets/s, results/s, outputs per host in arrival order, (bench, switch) CPU
+    seconds of the run, its wall time)."""
     rounds = rounds_of(fab.session())
     socks = {fab.socks[h].fileno(): h for h in hosts}
     got = {h: [] for h in hosts}
     seen = [0] * len(rounds)
+    answered = [threading.Event() for _ in rounds]
     done = threading.Semaphore(window)
     stop = threading.Event()
     last = [0.0]
@@ -99,6 +102,7 @@ def run(fab, hosts: list[str], rounds_of, window: int, timeout: float):
                     seen[r] += 1
                     left -= 1
                     if seen[r] == len(hosts):
+                        answered[r].set()
                         done.release()
                     last[0] = time.perf_counter()
 
@@ -106,8 +110,10 @@ def run(fab, hosts: list[str], rounds_of, window: int, timeout: float):
     rx.start()
     cpu0 = cpu_now(fab)
     t0 = time.perf_counter()
-    for frames in rounds:
+    for r, frames in enumerate(rounds):
         if not done.acquire(timeout=timeout):
+            break
+        if r >= slots and not answered[r - slots].wait(timeout):
             break
         for host, frame in frames:
             fab.socks[host].send(frame)
@@ -274,7 +280,7 @@ def main(argv=None) -> int:
                     pps, rps, got, (bench, switch), wall = run(
                         fabs[target], hosts, lambda s: stream(
                             topo, hosts, args.slots, rounds, s, args.seed, elems),
-                        args.window, args.timeout)
+                        args.window, args.slots, args.timeout)
                     rates[target].append(pps)
                     outs[target].append(got)
                     cpu[target].append(switch)

@@ -39,7 +39,7 @@ class FakeFabric:
 def run_bench(monkeypatch, capsys, switch_cpu: dict[str, Reading]) -> tuple[int, str]:
     """main() with every run faked: 100k packets/s softswitch, 500 BMv2, the switch CPU
     readings given per target, 0.05 s of wall time per run."""
-    def fake_run(fab, hosts, rounds_of, window, timeout):
+    def fake_run(fab, hosts, rounds_of, window, slots, timeout):
         target = fab.target
         rate = 100_000.0 if target == "soft" else 500.0
         return rate, rate, {}, (Reading(0.04, 1e-9), switch_cpu[target]), 0.05
