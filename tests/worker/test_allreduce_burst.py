@@ -66,17 +66,6 @@ def run(port, accept_many: bool, monkeypatch, calls: int = 3):
     return outs, stats, taken
 
 
-@pytest.fixture(params=["compiled", "numpy"])
-def checks(request, monkeypatch):
-    """A burst checked by burst_kernels' loop, or by the numpy checks it replaces."""
-    if request.param == "compiled":
-        if client_mod._bursts is None:
-            pytest.skip("numba is not installed")
-    else:
-        monkeypatch.setattr(client_mod, "_bursts", None)
-    return request.param
-
-
 @pytest.mark.parametrize("port", [ReflectPort, DuplicatingPort])
 def test_bursts_accepted_at_once_give_what_frame_by_frame_does(port, monkeypatch, checks):
     fast, fast_stats, taken = run(port(), True, monkeypatch)

@@ -14,7 +14,6 @@ from scapy.layers.l2 import Ether
 from harness.network import PsNetwork
 from harness.workers import Trace, check_sparse, run_workers
 from worker import wire
-from worker.allreduce import client as client_mod
 from worker.allreduce.client import AllReduceClient, JobParams
 from worker.allreduce.sparse import SparseAllReduceClient
 from worker.block_aggregator import BlockAggregator
@@ -100,17 +99,6 @@ def cnat_of_x(out: np.ndarray) -> bool:
     lo = np.exp2(np.floor(np.log2(np.abs(X))))
     return bool(np.all(((np.abs(out) == lo) | (np.abs(out) == 2 * lo))
                        & (np.sign(out) == np.sign(X))))
-
-
-@pytest.fixture(params=["compiled", "numpy"])
-def checks(request, monkeypatch):
-    """A burst's headers checked by burst_kernels' loop, or by the numpy checks."""
-    if request.param == "compiled":
-        if client_mod._bursts is None:
-            pytest.skip("numba is not installed")
-    else:
-        monkeypatch.setattr(client_mod, "_bursts", None)
-    return request.param
 
 
 @pytest.mark.parametrize("accept_many", [True, False], ids=["bursts", "frame-by-frame"])

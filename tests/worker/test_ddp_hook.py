@@ -40,9 +40,9 @@ def grid_inputs(rank: int) -> list[np.ndarray]:
 class Probe(nn.Module):
     """loss = sum_i <w_i, x_i>: the gradient of w_i is exactly x_i."""
 
-    def __init__(self):
+    def __init__(self, sizes=SIZES):
         super().__init__()
-        self.w = nn.ParameterList([nn.Parameter(torch.zeros(n)) for n in SIZES])
+        self.w = nn.ParameterList([nn.Parameter(torch.zeros(n)) for n in sizes])
 
     def forward(self, xs):
         return sum((w * x).sum() for w, x in zip(self.w, xs, strict=True))

@@ -13,7 +13,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from torch import nn  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
 from controller.job_sessions import SessionsFile  # noqa: E402
@@ -21,6 +20,7 @@ from controller.topology import JobSpec, fat_tree  # noqa: E402
 from controller.tree import build_tree  # noqa: E402
 from harness.workers import Trace, assert_tree_sum  # noqa: E402
 from tests.worker.ddp_switch import softswitch_missing, switch_clients  # noqa: E402
+from tests.worker.test_ddp_hook import Probe  # noqa: E402
 from worker import codec, wire  # noqa: E402
 from worker.allreduce import AllReduceError, job_params  # noqa: E402
 from worker.ddp import main as ddp_main  # noqa: E402
@@ -40,17 +40,6 @@ SIZES = (900, 400)
 def tree_topology():
     return fat_tree(4).with_jobs([JobSpec(1, WORKERS, slots=8, encoding="cnat8",
                                           partials="cnat8")])
-
-
-class Probe(nn.Module):
-    """loss = sum_i <w_i, x_i>: the gradient of w_i is exactly x_i."""
-
-    def __init__(self):
-        super().__init__()
-        self.w = nn.ParameterList([nn.Parameter(torch.zeros(n)) for n in SIZES])
-
-    def forward(self, xs):
-        return sum((w * x).sum() for w, x in zip(self.w, xs, strict=True))
 
 
 def test_a_ddp_rank_builds_the_job_the_switches_hold(tmp_path, monkeypatch):
@@ -106,7 +95,7 @@ def test_cnat8_partials_on_a_three_level_tree_sum_the_largest_gradients_without_
     def body(rank, group):
         client = make_client(rank)
         assert client.job.headroom == 3
-        model = Probe()
+        model = Probe(SIZES)
         ddp = DDP(model, process_group=group)
         state = HookState(model, group, allreduce=client.allreduce, mode="layer")
         ddp.register_comm_hook(state, comm_hook)
@@ -140,7 +129,7 @@ def test_a_gradient_beyond_the_exponent_bound_is_refused_naming_the_parameter():
 
     def body(rank, group):
         client = make_client(rank)
-        model = Probe()
+        model = Probe(SIZES)
         ddp = DDP(model, process_group=group)
         state = HookState(model, group, allreduce=client.allreduce, mode="layer")
         ddp.register_comm_hook(state, comm_hook)
