@@ -5,8 +5,12 @@
     ddp.register_comm_hook(state, comm_hook)
 
 Every gradient bucket DDP hands over is reduced to the workers' mean and returned in a
-completed torch.futures.Future; the reduction is synchronous on the autograd thread (the
-allreduce client is not thread-safe and a step needs every bucket anyway).
+torch.futures.Future. On the switch path the reductions run on a communication thread of the
+rank, one at a time in the order DDP hands the buckets over (the allreduce client is not
+thread-safe, and the same order gives the same bits), while the backward pass goes on to
+the next buckets; DDP waits for the futures before backward() returns. `overlap=False`
+reduces on the autograd thread instead. The Gloo and gather paths always do: their
+collectives must keep their order against DDP's own.
 
 Two modes, as worker/compression/modes.py defines them:
   layer  one compressor per parameter tensor (its own error-feedback residual), one
@@ -30,6 +34,8 @@ gradient is copied once into the compressor's input.
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,7 +74,7 @@ class StepCounters:
     elements: int = 0
     compressor_bits: int = 0        # what the compressor's payloads cost (its bits())
     gathered_bytes: int = 0         # blob bytes this rank sent in allgathers
-    seconds: float = 0.0            # inside the hook
+    seconds: float = 0.0            # reducing (on the communication thread, when overlapped)
 
     def as_dict(self) -> dict:
         return dict(vars(self))
@@ -84,6 +90,7 @@ class HookState:
     seed: int = 0
     counters: StepCounters = field(default_factory=StepCounters)
     error: AllReduceError | None = None     # what stopped a reduction
+    overlap: bool = True            # switch path: reduce on a communication thread
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -104,6 +111,12 @@ class HookState:
         probe = self._compressor(-1) if self.factory is not None else None
         self.dense = probe is None or is_dense(probe)
         self.compressors.pop(-1, None)
+        self.comm = CommThread() if self.overlap and self.path == "switch" else None
+
+    def close(self) -> None:
+        """Ends the communication thread (after the last step)."""
+        if self.comm is not None:
+            self.comm.close()
 
     @property
     def path(self) -> str:
@@ -206,27 +219,44 @@ class HookState:
 
     # ------------------------------------------------------------------ the hook
     def __call__(self, bucket: dist.GradBucket) -> torch.futures.Future:
-        t0 = time.perf_counter()
-        try:
-            if self.mode == "layer":
-                return self._layer(bucket)
-            return self._model(bucket)
-        except AllReduceError as e:
-            self.error = e          # backward() re-raises it as a RuntimeError
-            raise
-        finally:
-            self.counters.seconds += time.perf_counter() - t0
+        if self.mode == "layer":
+            return self._layer(bucket)
+        return self._model(bucket)
+
+    def _complete(self, work: Callable[[], None]) -> None:
+        """Runs `work` (a reduction that completes its futures) on the communication thread,
+        or here; an error in it is kept (backward() re-raises it as a RuntimeError)."""
+        def timed() -> None:
+            t0 = time.perf_counter()
+            try:
+                work()
+            except AllReduceError as e:
+                self.error = e
+                raise
+            finally:
+                self.counters.seconds += time.perf_counter() - t0
+        if self.comm is not None:
+            self.comm.submit(timed)
+        else:
+            timed()
 
     def _layer(self, bucket: dist.GradBucket) -> torch.futures.Future:
         buf = bucket.buffer()
-        vec = buf.numpy()                         # the bucket itself, no copy
+        vec = buf.numpy()       # the bucket itself, no copy: DDP leaves it alone until done
         layout, a = [], 0
         for p, g in zip(bucket.parameters(), bucket.gradients(), strict=True):
             layout.append((self.index[id(p)], a, a + g.numel()))
             a += g.numel()
-        mean = self._reduce(vec, layout)
         fut = torch.futures.Future()
-        fut.set_result(buf if mean is vec else torch.from_numpy(mean))
+
+        def work() -> None:
+            try:
+                mean = self._reduce(vec, layout)
+            except BaseException as e:
+                fut.set_exception(e)
+                raise
+            fut.set_result(buf if mean is vec else torch.from_numpy(mean))
+        self._complete(work)
         return fut
 
     def _model(self, bucket: dist.GradBucket) -> torch.futures.Future:
@@ -240,12 +270,44 @@ class HookState:
         if not bucket.is_last():
             return fut
         pending, self.pending = self.pending, []
-        mean = self._reduce(self.flat, [(0, 0, self.flat.size)])
-        for b, f in pending:
-            pieces = [mean[self.offsets[self.index[id(p)]]:self.offsets[self.index[id(p)] + 1]]
-                      for p in b.parameters()]
-            f.set_result(torch.from_numpy(np.concatenate(pieces)))
+
+        def work() -> None:
+            try:
+                mean = self._reduce(self.flat, [(0, 0, self.flat.size)])
+            except BaseException as e:
+                for _, f in pending:
+                    f.set_exception(e)
+                raise
+            for b, f in pending:
+                pieces = [mean[self.offsets[self.index[id(p)]]:
+                               self.offsets[self.index[id(p)] + 1]] for p in b.parameters()]
+                f.set_result(torch.from_numpy(np.concatenate(pieces)))
+        self._complete(work)
         return fut
+
+
+class CommThread:
+    """A rank's communication thread: runs the reductions handed to it one at a time, in the
+    order they came (what DDP's own process group does with its collectives)."""
+
+    def __init__(self):
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._run, name="natswitch-comm", daemon=True)
+        self.thread.start()
+
+    def submit(self, work: Callable[[], None]) -> None:
+        self.queue.put(work)
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self.thread.join(5)
+
+    def _run(self) -> None:
+        while (work := self.queue.get()) is not None:
+            try:
+                work()
+            except BaseException:   # noqa: BLE001  (work already failed its futures)
+                pass
 
 
 def comm_hook(state, bucket):

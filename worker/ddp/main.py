@@ -58,6 +58,13 @@ def build_parser():
                    "allgather) may wait for a peer (default %(default)s)")
     g.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads (default 1: one core per worker)")
+    g.add_argument("--bucket-mb", type=float,
+                   help="DDP's bucket size in MB (default: worker/ddp/train.py's): smaller "
+                   "buckets are ready sooner, so more of their communication overlaps the "
+                   "backward pass")
+    g.add_argument("--no-overlap", dest="overlap", action="store_false",
+                   help="reduce each bucket on the autograd thread instead of the rank's "
+                   "communication thread (the same bits, no overlap)")
     return ap
 
 
@@ -88,9 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         r = resolve(args, aggregating=args.aggregation == "switch")
         from worker.ddp.train import DDPConfig
+        bucket = {} if args.bucket_mb is None else {"bucket_mb": args.bucket_mb}
         cfg = DDPConfig(steps=args.steps, batch=args.batch, lr=args.lr, momentum=args.momentum,
                         seed=args.seed, compressor=args.compressor, mode=args.mode,
-                        eval_every=args.eval_every)
+                        eval_every=args.eval_every, overlap=args.overlap, **bucket)
         master = master_addr(args, r)
         if args.gloo_timeout <= 0 or args.threads < 1:
             raise UsageError("--gloo-timeout must be > 0 s and --threads >= 1")

@@ -37,6 +37,7 @@ class DDPConfig:
     mode: str = "layer"             # "layer" or "model"
     eval_every: int = 10            # steps between test-set evaluations (and the last step)
     bucket_mb: float = 25.0         # DDP's bucket_cap_mb
+    overlap: bool = True            # switch path: buckets reduced while backward goes on
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch < 1 or self.eval_every < 1:
@@ -45,6 +46,8 @@ class DDPConfig:
             raise ValueError("need lr > 0 and 0 <= momentum < 1")
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if not self.bucket_mb > 0:
+            raise ValueError(f"bucket_mb must be > 0, got {self.bucket_mb}")
         parse_compressor(self.compressor)
 
 
@@ -70,43 +73,47 @@ def train(group: dist.ProcessGroup, cfg: DDPConfig,
     state = None
     if allreduce is not None or cfg.compressor.strip().lower() != "none":
         state = HookState(model, group, allreduce=allreduce, mode=cfg.mode,
-                          compressor=cfg.compressor, seed=cfg.seed)
+                          compressor=cfg.compressor, seed=cfg.seed, overlap=cfg.overlap)
         ddp.register_comm_hook(state, comm_hook)
     path = state.path if state is not None else "gloo"
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
     initial = accuracy(model, data.x_test, data.y_test)      # rank 0's model, broadcast
     steps = []
     start = time.perf_counter()
-    for step in range(1, cfg.steps + 1):
-        t0 = time.perf_counter()
-        xb, yb = batches.next()
-        opt.zero_grad(set_to_none=False)
-        out = ddp(torch.from_numpy(xb))
-        batch_loss = torch.nn.functional.cross_entropy(out, torch.from_numpy(yb))
-        try:
-            batch_loss.backward()        # the hook (or Gloo) runs in here
-        except RuntimeError:
-            # autograd wraps what the hook raised; the switch client's own error says more
-            if state is not None and state.error is not None:
-                raise state.error from None
-            raise
-        t1 = time.perf_counter()
-        opt.step()
-        acc = None
-        if step % cfg.eval_every == 0 or step == cfg.steps:
-            acc = accuracy(model, data.x_test, data.y_test)
-        t2 = time.perf_counter()
-        hook = state.take_counters().as_dict() if state is not None else {}
-        comm = hook.pop("seconds", None)
-        rec = {"step": step, "loss": float(batch_loss.detach()), "test_accuracy": acc,
-               "backward_seconds": t1 - t0, "comm_seconds": comm, "step_seconds": t2 - t0,
-               "wall_seconds": t2 - start, "hook": hook,
-               "comm": comm_stats() if comm_stats is not None else {}}
-        steps.append(rec)
-        if log is not None:
-            acc_text = "" if acc is None else f" test accuracy {acc:.4f}"
-            log(f"step {step}/{cfg.steps} loss {rec['loss']:.4f}{acc_text} "
-                f"(step {1e3 * (t2 - t0):.1f} ms)")
+    try:
+        for step in range(1, cfg.steps + 1):
+            t0 = time.perf_counter()
+            xb, yb = batches.next()
+            opt.zero_grad(set_to_none=False)
+            out = ddp(torch.from_numpy(xb))
+            batch_loss = torch.nn.functional.cross_entropy(out, torch.from_numpy(yb))
+            try:
+                batch_loss.backward()        # the hook (or Gloo) runs in here
+            except RuntimeError:
+                # autograd wraps what the hook raised; the switch client's own error says more
+                if state is not None and state.error is not None:
+                    raise state.error from None
+                raise
+            t1 = time.perf_counter()
+            opt.step()
+            acc = None
+            if step % cfg.eval_every == 0 or step == cfg.steps:
+                acc = accuracy(model, data.x_test, data.y_test)
+            t2 = time.perf_counter()
+            hook = state.take_counters().as_dict() if state is not None else {}
+            comm = hook.pop("seconds", None)
+            rec = {"step": step, "loss": float(batch_loss.detach()), "test_accuracy": acc,
+                   "backward_seconds": t1 - t0, "comm_seconds": comm, "step_seconds": t2 - t0,
+                   "wall_seconds": t2 - start, "hook": hook,
+                   "comm": comm_stats() if comm_stats is not None else {}}
+            steps.append(rec)
+            if log is not None:
+                acc_text = "" if acc is None else f" test accuracy {acc:.4f}"
+                log(f"step {step}/{cfg.steps} loss {rec['loss']:.4f}{acc_text} "
+                    f"(step {1e3 * (t2 - t0):.1f} ms)")
+    finally:
+        if state is not None:
+            state.close()      # the communication thread
     return {
         "config": asdict(cfg),
         "framework": "torch",
