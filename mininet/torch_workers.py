@@ -16,6 +16,7 @@ from pathlib import Path
 
 from workers import WorkerGroup, WorkerProc
 
+from controller.profiles import profile
 from controller.topology import ifname
 
 REPO = Path(__file__).resolve().parent.parent
@@ -33,7 +34,8 @@ def worker_args(args, encoding: str, topo_path: Path, topo, job) -> list[str]:
               f"{gloo_timeout(args.bw):.0f}"]
     if args.aggregation == "gloo":
         return [*common, "--aggregation", "gloo"]
-    return [*common, "--aggregation", "switch", "--encoding", encoding]
+    elems = profile(args.profile or "default").elems
+    return [*common, "--aggregation", "switch", "--encoding", encoding, "--elems", str(elems)]
 
 
 class TorchWorkerGroup(WorkerGroup):
