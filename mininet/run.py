@@ -87,9 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "gradient's blocks holding a non-zero element travel; one switch "
                         "(--topo star); with --aggregation ps, the host block aggregator "
                         "(worker/block_aggregator.py) instead of the parameter server")
-    j.add_argument("--model", choices=("mlp", "embedding"),
-                   help="--framework numpy: mlp (default) or embedding, whose gradient is "
-                        "non-zero only in the rows a batch touched (natural sparsity)")
+    j.add_argument("--model", choices=("mlp", "cnn", "embedding"),
+                   help="--framework numpy: mlp (default) or embedding; --framework torch: "
+                        "cnn (MNIST-1D, default) or embedding (digits as row and column "
+                        "patterns); an embedding's gradient is non-zero only in the rows a "
+                        "batch touched (natural sparsity, what --sparse leaves out)")
     j.add_argument("--window", type=int, default=64, help="slots per job (default 64)")
     j.add_argument("--profile", choices=sorted(PROFILES),
                    help="compiled program: default (168 elements per packet) or wide (1456, "
@@ -148,13 +150,14 @@ APPLIES = (
     ("profile", lambda a: a.aggregation == "switch", "--aggregation switch"),
     ("mode", lambda a: a.framework == "torch", "--framework torch"),
     ("eval_every", lambda a: a.framework == "torch", "--framework torch"),
-    ("sparse", lambda a: a.framework == "numpy", "--framework numpy"),
-    ("model", lambda a: a.framework == "numpy", "--framework numpy"),
+    ("sparse", lambda a: a.framework == "numpy" or a.aggregation == "switch",
+     "--framework numpy, or --framework torch --aggregation switch"),
     ("partials", lambda a: not a.sparse, "dense jobs (a sparse job has no partial sums)"),
 )
 
-# Which aggregations each framework runs.
+# Which aggregations each framework runs, and its models (the first is the default).
 AGGREGATIONS = {"numpy": ("switch", "ps"), "torch": ("switch", "gloo")}
+MODELS = {"numpy": ("mlp", "embedding"), "torch": ("cnn", "embedding")}
 
 
 def option(name: str) -> str:
@@ -176,6 +179,10 @@ def check_options(args) -> None:
                                        if args.aggregation in a))
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out}: exists and is not a folder")
+    models = MODELS[args.framework]
+    if args.model is not None and args.model not in models:
+        raise UsageError(f"--model {args.model}: --framework {args.framework} trains "
+                         f"{' or '.join(models)}")
     from worker.compression.registry import parse
     try:
         parse(args.compressor)

@@ -32,10 +32,14 @@ def worker_args(args, encoding: str, topo_path: Path, topo, job) -> list[str]:
               "--rto", str(args.rto), "--mode", args.mode, "--eval-every",
               str(args.eval_every), "--master", master, "--gloo-timeout",
               f"{gloo_timeout(args.bw):.0f}"]
+    if args.model == "embedding":
+        common += ["--workload", "embedding"]
     if args.aggregation == "gloo":
         return [*common, "--aggregation", "gloo"]
     elems = profile(args.profile or "default").elems
-    return [*common, "--aggregation", "switch", "--encoding", encoding, "--elems", str(elems)]
+    sparse = ["--sparse"] if args.sparse else []
+    return [*common, "--aggregation", "switch", "--encoding", encoding, "--elems", str(elems),
+            *sparse]
 
 
 class TorchWorkerGroup(WorkerGroup):

@@ -38,8 +38,10 @@ def plan(*argv: str):
                                                         "switch only"),
     (["--aggregation", "ps", "--partials", "cnat8"], "--partials applies"),
     (["--aggregation", "ps", "--jobs", "3"], "do not split evenly into 3 jobs"),
-    (["--sparse", "--framework", "torch"], "--sparse applies to --framework numpy only"),
-    (["--model", "embedding", "--framework", "torch"], "--model applies to --framework numpy"),
+    (["--sparse", "--framework", "torch", "--aggregation", "gloo"],
+     "--sparse applies to --framework numpy, or --framework torch --aggregation switch only"),
+    (["--model", "mlp", "--framework", "torch"], "--framework torch trains cnn or embedding"),
+    (["--model", "cnn"], "--framework numpy trains mlp or embedding"),
     (["--sparse", "--partials", "cnat8"], "--partials applies to dense jobs"),
 ])
 def test_a_bad_option_is_refused_before_anything_is_built(argv, message):
@@ -105,3 +107,17 @@ def test_the_sparse_switch_plan_installs_a_sparse_job():
     assert "--sparse" in args
     with pytest.raises(run.UsageError, match="(?i)sparse"):
         plan("--sparse", "--topo", "fat-tree")        # one switch only
+
+
+def test_a_sparse_torch_plan_gives_its_ranks_the_sparse_client_and_the_embedding():
+    import torch_workers
+
+    argv = ["--framework", "torch", "--sparse", "--model", "embedding"]
+    p = plan(*argv)
+    assert [j.mode for j in p.jobs] == ["sparse"]
+    args = torch_workers.worker_args(run.build_parser().parse_args(argv), p.encoding,
+                                     Path("t.json"), p.topo, p.jobs[0])
+    assert "--sparse" in args and args[args.index("--workload") + 1] == "embedding"
+    dense = torch_workers.worker_args(run.build_parser().parse_args(["--framework", "torch"]),
+                                      "cnat8", Path("t.json"), p.topo, p.jobs[0])
+    assert "--sparse" not in dense and "--workload" not in dense

@@ -58,3 +58,24 @@ def test_torch_job_trains_in_lockstep_and_reports(tmp_path, aggregation, profile
         assert job["bytes_per_element_up"] > 5
         rx = sum(v[1] for v in counters["NatIngress.port_rx"].values())
         assert rx >= 6 * worker["parameters"] * 4
+
+
+@pytest.mark.slow
+def test_a_sparse_torch_job_sends_the_blocks_its_embedding_gradient_touched(tmp_path):
+    out = tmp_path / "run"
+    r = subprocess.run([*RUN, "--switch", os.environ.get("NATSWITCH_SWITCH", "auto"),
+                        "--framework", "torch", "--sparse", "--model", "embedding",
+                        "--steps", "4", "--eval-every", "2", "--out", str(out)],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["sparse"] and report["model"] == "embedding"
+    (job,) = report["jobs"]
+    assert job["ok"] and job["identical_models"], job
+    worker = json.loads((out / "workers" / "h1.json").read_text())
+    assert worker["path"] == "switch" and worker["parameters"] == 172_462
+    # a step touches a fraction of the table's blocks: far below CNAT8's 1.35 bytes per
+    # element of a dense job (168 elements and the headers per packet)
+    assert job["bytes_per_element_up"] < 0.8, job["bytes_per_element_up"]
+    counters = report["switch_counters"]["s1"]
+    assert counters["NatIngress.agg.events"]["2"][0] > 0        # blocks completed

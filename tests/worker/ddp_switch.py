@@ -8,7 +8,7 @@ from harness.network import SwitchNetwork, softswitch_missing
 from worker import wire
 from worker.allreduce import AllReduceClient
 
-__all__ = ["switch_clients", "softswitch_missing"]
+__all__ = ["sparse_switch_clients", "switch_clients", "softswitch_missing"]
 
 
 def switch_clients(workers: int, encoding: str, window: int = 64, session: int = 1,
@@ -28,5 +28,27 @@ def switch_clients(workers: int, encoding: str, window: int = 64, session: int =
         framer = net.framer(hosts[rank])
         return AllReduceClient(net.ports[hosts[rank]], framer, job, seed=rank, timeout=timeout,
                                trace=None if traces is None else traces[rank])
+
+    return net, make
+
+
+def sparse_switch_clients(workers: int, encoding: str = "cnat8", slots: int = 16,
+                          traces=None, timeout: float = 30.0):
+    """A star with one sparse job (block-sparse aggregation) in `encoding`, and make(rank) ->
+    that rank's SparseAllReduceClient (tracing into traces[rank] if given)."""
+    from worker.allreduce.sparse import SparseAllReduceClient, pads_empty
+
+    topo = star(hosts=workers)
+    hosts = [h.name for h in topo.hosts]
+    topo = topo.with_jobs([JobSpec(1, tuple(hosts), slots, encoding, mode="sparse")])
+    net = SwitchNetwork(topo)
+    enc = wire.ENCODING_BY_NAME[encoding]
+    job = net.job_params(1, enc)
+
+    def make(rank: int) -> SparseAllReduceClient:
+        return SparseAllReduceClient(net.ports[hosts[rank]], net.framer(hosts[rank]), job,
+                                     seed=rank, timeout=timeout,
+                                     pad_empty=pads_empty(enc, net.elems),
+                                     trace=None if traces is None else traces[rank])
 
     return net, make

@@ -22,6 +22,7 @@ from harness.workers import Trace, assert_tree_sum  # noqa: E402
 from tests.worker.ddp_switch import softswitch_missing, switch_clients  # noqa: E402
 from tests.worker.test_ddp_hook import Probe  # noqa: E402
 from worker import codec, wire  # noqa: E402
+from worker import main as worker_main  # noqa: E402
 from worker.allreduce import AllReduceError, job_params  # noqa: E402
 from worker.ddp import main as ddp_main  # noqa: E402
 from worker.ddp.hook import HookState, comm_hook  # noqa: E402
@@ -59,7 +60,7 @@ def test_a_ddp_rank_builds_the_job_the_switches_hold(tmp_path, monkeypatch):
         built.append(job)
         raise Stop
 
-    monkeypatch.setattr(ddp_main, "AllReduceClient", capture)
+    monkeypatch.setattr(worker_main, "AllReduceClient", capture)   # what make_client builds
     # a UDP tunnel port on loopback stands in for the host's interface
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))

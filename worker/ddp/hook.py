@@ -26,7 +26,9 @@ Two paths:
   gather  sparsifiers and bit quantizers (top-k, one-bit, Strom, Dryden, ...) send
           payloads a switch cannot add: every rank's packed payload is all-gathered over
           Gloo and each rank decompresses and averages them, in rank order, so all ranks get
-          the same bits.
+          the same bits. With `sparse=True` (`allreduce` is the block-sparse client of a
+          sparse job) sparsifiers take the switch path instead: what they decompress to is
+          mostly zero blocks, and only the blocks any rank holds travel.
 The compressors live in the state, so their error-feedback residuals (`ef:` specs) persist
 across steps. A bucket's buffer is used in place when nothing compresses it; otherwise a
 gradient is copied once into the compressor's input.
@@ -52,6 +54,7 @@ from worker.compression.feedback import ErrorFeedback
 from worker.compression.modes import MODES
 from worker.compression.natural import NaturalCompression, NaturalDithering
 from worker.compression.registry import parse as parse_compressor
+from worker.compression.sparsify import Sparsifier
 from worker.ddp import payload
 
 # One dense float per element, adding up to the sum of what each worker means: these can
@@ -63,6 +66,13 @@ def is_dense(c: Compressor) -> bool:
     if isinstance(c, ErrorFeedback):
         return is_dense(c.inner)
     return isinstance(c, DENSE) and not isinstance(c, Compose)
+
+
+def is_sparsifier(c: Compressor) -> bool:
+    """A compressor whose output decompresses to the input with most elements zero."""
+    if isinstance(c, ErrorFeedback):
+        return is_sparsifier(c.inner)
+    return isinstance(c, Sparsifier)
 
 
 @dataclass
@@ -91,6 +101,7 @@ class HookState:
     counters: StepCounters = field(default_factory=StepCounters)
     error: AllReduceError | None = None     # what stopped a reduction
     overlap: bool = True            # switch path: reduce on a communication thread
+    sparse: bool = False            # allreduce is a sparse job's block-sparse client
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -109,7 +120,8 @@ class HookState:
         self.pending: list[tuple[dist.GradBucket, torch.futures.Future]] = []
         self.flat: np.ndarray | None = None       # model mode: the step's whole gradient
         probe = self._compressor(-1) if self.factory is not None else None
-        self.dense = probe is None or is_dense(probe)
+        self.dense = probe is None or is_dense(probe) or (
+            self.sparse and self.allreduce is not None and is_sparsifier(probe))
         self.compressors.pop(-1, None)
         self.comm = CommThread() if self.overlap and self.path == "switch" else None
 

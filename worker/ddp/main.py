@@ -29,10 +29,15 @@ if __package__ in (None, ""):
 
 from controller.topology import TopologyError  # noqa: E402
 from worker import wire  # noqa: E402
-from worker.allreduce import AllReduceClient, AllReduceError  # noqa: E402
-from worker.allreduce.client import RTO_MAX  # noqa: E402
+from worker.allreduce import AllReduceError  # noqa: E402
 from worker.impair import ImpairedPort  # noqa: E402
-from worker.main import UsageError, open_transport, resolve, worker_job  # noqa: E402
+from worker.main import (  # noqa: E402
+    UsageError,
+    make_client,
+    open_transport,
+    resolve,
+    worker_job,
+)
 from worker.main import build_parser as worker_parser  # noqa: E402
 from worker.transport import PortError  # noqa: E402
 
@@ -62,6 +67,10 @@ def build_parser():
                    help="DDP's bucket size in MB (default: worker/ddp/train.py's): smaller "
                    "buckets are ready sooner, so more of their communication overlaps the "
                    "backward pass")
+    g.add_argument("--workload", choices=("mnist1d", "embedding"), default="mnist1d",
+                   help="mnist1d: a 1-D CNN on MNIST-1D (default); embedding: a bag-of-tokens "
+                   "classifier with an embedding table on scikit-learn's digits, whose "
+                   "gradient is sparse (--sparse with a sparse job sends its non-zero blocks)")
     g.add_argument("--no-overlap", dest="overlap", action="store_false",
                    help="reduce each bucket on the autograd thread instead of the rank's "
                    "communication thread (the same bits, no overlap)")
@@ -98,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         bucket = {} if args.bucket_mb is None else {"bucket_mb": args.bucket_mb}
         cfg = DDPConfig(steps=args.steps, batch=args.batch, lr=args.lr, momentum=args.momentum,
                         seed=args.seed, compressor=args.compressor, mode=args.mode,
-                        eval_every=args.eval_every, overlap=args.overlap, **bucket)
+                        eval_every=args.eval_every, overlap=args.overlap,
+                        workload=args.workload, **bucket)
         master = master_addr(args, r)
         if args.gloo_timeout <= 0 or args.threads < 1:
             raise UsageError("--gloo-timeout must be > 0 s and --threads >= 1")
@@ -118,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch.distributed as dist
 
     from worker.ddp.train import train
-    from worker.ddp.workload import load_mnist1d
+    from worker.ddp.workload import load_data
     torch.set_num_threads(args.threads)
     client = None
     if switch:
@@ -126,11 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             port = ImpairedPort(port, args.impair_loss, args.impair_dup, args.impair_reorder,
                                 seed=args.impair_seed * 1000 + rank)
         job = worker_job(args, r, encoding, framer)
-        client = AllReduceClient(
-            port, framer, job, seed=args.seed * 1000 + rank, rto=args.rto,
-            rto_min=args.rto_min, rto_max=max(args.rto, args.rto_min, RTO_MAX),
-            initial_window=r["window"] if args.fixed_window else args.initial_window,
-            adaptive_window=not args.fixed_window, timeout=args.timeout)
+        client = make_client(args, r, port, framer, job)     # --sparse: the block client
         say(f"job {args.job} session {r['session']}: {workers} workers, window "
             f"{r['window']}, {wire.ENCODINGS[encoding]} to the {what}")
     result = {"host": name, "job": args.job, "session": r["session"], "rank": rank,
@@ -141,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
               "window": r["window"], "master": f"{master[0]}:{master[1]}",
               "started": time.time()}
     status = 0
-    data = load_mnist1d()
+    data = load_data(cfg.workload)
     wire_before = iface_bytes(args.ifname)
     last = [client.stats.copy() if client else None, wire_before]
 
@@ -165,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                                 timeout=datetime.timedelta(seconds=args.gloo_timeout))
         group = dist.group.WORLD
         result.update(train(group, cfg, allreduce=client.allreduce if client else None,
+                            sparse=bool(client and args.sparse),
                             comm_stats=comm_stats, log=say, data=data))
     except (AllReduceError, RuntimeError) as e:
         # A hook's AllReduceError reaches here wrapped in backward()'s RuntimeError; a

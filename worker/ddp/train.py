@@ -22,7 +22,15 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from worker.compression.modes import MODES
 from worker.compression.registry import parse as parse_compressor
 from worker.ddp.hook import HookState, comm_hook
-from worker.ddp.workload import Data, accuracy, load_mnist1d, loss, make_model, num_params
+from worker.ddp.workload import (
+    WORKLOADS,
+    Data,
+    accuracy,
+    load_data,
+    loss,
+    make_model,
+    num_params,
+)
 from worker.model import Batches, shard
 
 
@@ -38,6 +46,7 @@ class DDPConfig:
     eval_every: int = 10            # steps between test-set evaluations (and the last step)
     bucket_mb: float = 25.0         # DDP's bucket_cap_mb
     overlap: bool = True            # switch path: buckets reduced while backward goes on
+    workload: str = "mnist1d"       # worker/ddp/workload.py WORKLOADS
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch < 1 or self.eval_every < 1:
@@ -46,6 +55,9 @@ class DDPConfig:
             raise ValueError("need lr > 0 and 0 <= momentum < 1")
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.workload not in WORKLOADS:
+            raise ValueError(f"workload must be one of {sorted(WORKLOADS)}, got "
+                             f"{self.workload!r}")
         if not self.bucket_mb > 0:
             raise ValueError(f"bucket_mb must be > 0, got {self.bucket_mb}")
         parse_compressor(self.compressor)
@@ -61,19 +73,24 @@ def params_sha256(model: torch.nn.Module) -> str:
 def train(group: dist.ProcessGroup, cfg: DDPConfig,
           allreduce: Callable[[np.ndarray], np.ndarray] | None = None,
           comm_stats: Callable[[], dict] | None = None,
-          log: Callable[[str], None] | None = None, data: Data | None = None) -> dict:
+          log: Callable[[str], None] | None = None, data: Data | None = None,
+          sparse: bool = False) -> dict:
     """cfg.steps steps on this rank of `group`; `allreduce` (the switch client's mean) or,
-    when None, Gloo carries the gradients. Returns the per-step log and the final figures."""
+    when None, Gloo carries the gradients; `sparse`: `allreduce` is the block-sparse client
+    of a sparse job (the hook then sends sparsifiers' outputs through it). Returns the
+    per-step log and the final figures."""
     rank, workers = group.rank(), group.size()
-    data = data or load_mnist1d()
+    data = data or load_data(cfg.workload)
     x, y = shard(data.x_train.numpy(), data.y_train.numpy(), rank, workers)
     batches = Batches(x, y, cfg.batch, seed=cfg.seed * 1000 + rank)
-    model = make_model(cfg.seed if rank == 0 else cfg.seed + 1 + rank)   # DDP broadcasts
+    model = make_model(cfg.seed if rank == 0 else cfg.seed + 1 + rank,  # DDP broadcasts
+                       cfg.workload)
     ddp = DDP(model, process_group=group, bucket_cap_mb=cfg.bucket_mb)
     state = None
     if allreduce is not None or cfg.compressor.strip().lower() != "none":
         state = HookState(model, group, allreduce=allreduce, mode=cfg.mode,
-                          compressor=cfg.compressor, seed=cfg.seed, overlap=cfg.overlap)
+                          compressor=cfg.compressor, seed=cfg.seed, overlap=cfg.overlap,
+                          sparse=sparse)
         ddp.register_comm_hook(state, comm_hook)
     path = state.path if state is not None else "gloo"
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)

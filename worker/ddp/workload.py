@@ -1,4 +1,7 @@
-"""The DDP workload: a 1-D CNN on MNIST-1D, generated locally from the package's templates.
+"""The DDP workloads: a 1-D CNN on MNIST-1D, generated locally from the package's templates
+(`mnist1d`, the default), and a bag-of-tokens classifier with an embedding table on
+scikit-learn's digits (`embedding`), whose gradient is non-zero only in the rows a batch
+touched, as a language model's embedding layer's is: what a sparse job sends.
 
 MNIST-1D (the `mnist1d` package) turns ten hand-made 1-D templates into 40-sample signals
 by padding, scaling, translating, shearing and adding correlated noise. `make_dataset`
@@ -76,16 +79,72 @@ class ConvNet1D(nn.Module):
         return self.head(self.features(x))
 
 
-def make_model(seed: int) -> ConvNet1D:
+def make_model(seed: int, workload: str = "mnist1d") -> nn.Module:
     """The same initial parameters for the same seed, on every rank (also when ranks are
     threads of one process: they take turns with the global generator)."""
     with _INIT:
         gen_state = torch.random.get_rng_state()
         torch.manual_seed(seed)
         try:
-            return ConvNet1D()
+            return WORKLOADS[workload][1]()
         finally:
             torch.random.set_rng_state(gen_state)
+
+
+class DigitsEmbedding(nn.Module):
+    """A bag-of-tokens classifier with an embedding table: an 8x8 digit, its pixels set
+    where above 0.4, becomes 16 tokens, the 8-bit pattern of each of its rows and of each
+    of its columns (`tokens_of`), each a row of a 4096-row table; an example is the sum of
+    its 16 rows, a ReLU and a linear layer (172,462 parameters). The digits use few of the
+    patterns, so a step of 4 ranks x 32 examples touches about a quarter of the table's
+    blocks of 168 elements (4 rows of 42), as a language model's batch touches few rows of
+    its embedding table."""
+
+    def __init__(self, dim: int = 42, classes: int = 10):
+        super().__init__()
+        self.embed = nn.EmbeddingBag(VOCAB, dim, mode="sum")
+        self.head = nn.Linear(dim, classes)
+        with torch.no_grad():
+            self.embed.weight.normal_(0.0, 0.1)
+
+    def forward(self, tokens):
+        return self.head(torch.relu(self.embed(tokens)))
+
+
+VOCAB = 2 * 8 * 256         # (row or column, position, 8-bit pattern)
+
+
+def tokens_of(x: np.ndarray) -> np.ndarray:
+    """(n, 64) pixels in [0, 1] -> (n, 16) table rows: row i's pattern p is row i * 256 + p,
+    column j's is 2048 + j * 256 + p."""
+    bits = (np.asarray(x).reshape(-1, 8, 8) > 0.4).astype(np.int64)
+    weights = 1 << np.arange(8)
+    rows = np.arange(8) * 256 + (bits * weights).sum(2)
+    cols = 2048 + np.arange(8) * 256 + (bits.transpose(0, 2, 1) * weights).sum(2)
+    return np.concatenate([rows, cols], axis=1)
+
+
+def load_digits_tokens() -> Data:
+    """scikit-learn's digits (shipped with the package), as token rows."""
+    from worker.model import load_digits_split
+
+    d = load_digits_split()
+    def x(a):
+        return torch.from_numpy(tokens_of(a))
+
+    def y(a):
+        return torch.from_numpy(np.asarray(a, np.int64))
+
+    return Data(x(d.x_train), y(d.y_train), x(d.x_test), y(d.y_test))
+
+
+# name -> (data, model class); the model is built from a seed by make_model
+WORKLOADS = {"mnist1d": (load_mnist1d, ConvNet1D), "embedding": (load_digits_tokens,
+                                                                  DigitsEmbedding)}
+
+
+def load_data(workload: str) -> Data:
+    return WORKLOADS[workload][0]()
 
 
 def num_params(model: nn.Module) -> int:
