@@ -237,20 +237,25 @@ class HookState:
 
     def _complete(self, work: Callable[[], None]) -> None:
         """Runs `work` (a reduction that completes its futures) on the communication thread,
-        or here; an error in it is kept (backward() re-raises it as a RuntimeError)."""
+        or here."""
         def timed() -> None:
             t0 = time.perf_counter()
             try:
                 work()
-            except AllReduceError as e:
-                self.error = e
-                raise
             finally:
                 self.counters.seconds += time.perf_counter() - t0
         if self.comm is not None:
             self.comm.submit(timed)
         else:
             timed()
+
+    def _fail(self, futures: list[torch.futures.Future], e: BaseException) -> None:
+        """Keeps the client's error (backward() re-raises it wrapped in a RuntimeError) before
+        the futures fail, so whoever DDP wakes finds it."""
+        if isinstance(e, AllReduceError):
+            self.error = e
+        for f in futures:
+            f.set_exception(e)
 
     def _layer(self, bucket: dist.GradBucket) -> torch.futures.Future:
         buf = bucket.buffer()
@@ -265,7 +270,7 @@ class HookState:
             try:
                 mean = self._reduce(vec, layout)
             except BaseException as e:
-                fut.set_exception(e)
+                self._fail([fut], e)
                 raise
             fut.set_result(buf if mean is vec else torch.from_numpy(mean))
         self._complete(work)
@@ -287,8 +292,7 @@ class HookState:
             try:
                 mean = self._reduce(self.flat, [(0, 0, self.flat.size)])
             except BaseException as e:
-                for _, f in pending:
-                    f.set_exception(e)
+                self._fail([f for _, f in pending], e)
                 raise
             for b, f in pending:
                 pieces = [mean[self.offsets[self.index[id(p)]]:
