@@ -407,6 +407,7 @@ def cli(net) -> None:
 
 
 def run(args, plan: Plan) -> int:
+    import bounds
     import emulation
     import report
     from mininet.log import setLogLevel
@@ -420,7 +421,7 @@ def run(args, plan: Plan) -> int:
     topo.save(str(topo_path))
     print(header(args, plan, out), flush=True)
 
-    group, ps_proc = WorkerGroup(), None
+    group, ps_proc, samples = WorkerGroup(), None, None
     torch = args.framework == "torch"
     if torch:
         import torch_workers
@@ -462,7 +463,11 @@ def run(args, plan: Plan) -> int:
                          "--workers", str(len(jobs[0].workers)), "--slots", str(args.window)],
                         stdout=log, stderr=log, cwd=str(REPO),
                         env=dict(os.environ, PYTHONPATH=str(REPO)))
+            sampler = None
             if args.steps > 0:
+                sampler = bounds.Sampler(
+                    [p.ifname for p in bounds.port_links(topo)],
+                    {s.name: emu.net.get(s.name).proc.pid for s in topo.switches}).start()
                 for job in jobs:
                     wargs = (torch_workers.worker_args(args, plan.encoding, topo_path, topo,
                                                        job) if torch else
@@ -474,6 +479,7 @@ def run(args, plan: Plan) -> int:
                           60 + args.steps * (2 + args.timeout / 10))
                 finished = group.wait(time.monotonic() + budget, on_tick=progress)
                 progress.done()
+                samples = sampler.stop()
                 if not finished:
                     print(f"error: workers still running after {budget:.0f} s; stopping them",
                           file=sys.stderr)
@@ -495,7 +501,14 @@ def run(args, plan: Plan) -> int:
     results = group.results()
     summaries = [report.job_summary(j.id, [r for r in results if r.get("job") == j.id])
                  for j in jobs]
+    links = bounds.port_links(topo)
+    for s in summaries:
+        s["bound"] = samples and bounds.analyse(
+            samples, links, [r for r in results if r.get("job") == s["job"]], plan.kind)
     print(report.table(summaries))
+    for s in summaries:
+        if s["bound"]:
+            print(f"job {s['job']} bound by {s['bound']['text']}")
     for s in summaries:
         for e in s["errors"]:
             print(f"job {s['job']}: {e}", file=sys.stderr)

@@ -59,6 +59,8 @@ class StepLog:
     compressor_bits: int | None     # what the compressor alone would send
     comm: dict = field(default_factory=dict)    # the allreduce's counters for this step
     nonzero: float = 1.0            # fraction of the sent gradient's elements that are non-zero
+    step_seconds: float = 0.0
+    end: float = 0.0                # time.time() when the step ended (mininet/bounds.py)
 
 
 def train(allreduce: Callable[[np.ndarray], np.ndarray], rank: int, workers: int,
@@ -93,9 +95,10 @@ def train(allreduce: Callable[[np.ndarray], np.ndarray], rank: int, workers: int
         acc = None
         if step % cfg.eval_every == 0 or step == cfg.steps:
             acc = model.accuracy(data.x_test, data.y_test)
-        rec = StepLog(step, loss, acc, t1 - t0 + time.perf_counter() - t2, t2 - t1, bits,
+        t3 = time.perf_counter()
+        rec = StepLog(step, loss, acc, t1 - t0 + t3 - t2, t2 - t1, bits,
                       comm_stats() if comm_stats is not None else {},
-                      float(np.count_nonzero(grad)) / grad.size)
+                      float(np.count_nonzero(grad)) / grad.size, t3 - t0, time.time())
         steps.append(rec)
         if log is not None:
             acc_text = "" if acc is None else f" test accuracy {acc:.4f}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,6 +37,30 @@ def test_run_trains_far_above_chance_and_writes_the_report(tmp_path):
     counters = report["switch_counters"]["s1"]
     assert counters["NatIngress.agg.events"]["2"][0] > 0     # completions were counted
     assert "report:" in r.stdout
+    bound = job["bound"]                         # what bound it, with its figures
+    assert bound["text"] in r.stdout and bound["steps"] == 39
+    assert 0 < bound["busiest_link"]["utilisation"] and bound["switch_cores"]["s1"] > 0
+
+
+@pytest.mark.parametrize("switch, bw, bound", [("soft", 1, "link"), ("bmv2", 1000, "switch s1")])
+def test_the_report_names_what_bound_the_run(tmp_path, switch, bw, bound):
+    """At 1 Mbit/s the links hold the job back; at 1000 Mbit/s BMv2's per-packet work does
+    (a core's worth), and then the run says its time does not describe a network."""
+    if switch == "bmv2" and not shutil.which("simple_switch_grpc"):
+        pytest.skip("needs simple_switch_grpc on PATH")
+    out = tmp_path / "run"
+    r = subprocess.run([*RUN, "--switch", switch, "--bw", str(bw), "--steps", "20", "--out",
+                        str(out)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    (job,) = json.loads((out / "report.json").read_text())["jobs"]
+    verdict = job["bound"]
+    assert verdict["bound"] == bound, verdict
+    assert f"job 1 bound by {verdict['text']}" in r.stdout
+    if bound == "link":
+        assert verdict["busiest_link"]["utilisation"] > 0.5 and verdict["describes_network"]
+    else:
+        assert verdict["switch_cores"]["s1"] > 0.5 and not verdict["describes_network"]
+        assert "does not describe a network" in verdict["text"]
 
 
 def processes_mentioning(*texts: str) -> list[int]:

@@ -99,7 +99,7 @@ def train(group: dist.ProcessGroup, cfg: DDPConfig,
     start = time.perf_counter()
     try:
         for step in range(1, cfg.steps + 1):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             xb, yb = batches.next()
             opt.zero_grad(set_to_none=False)
             out = ddp(torch.from_numpy(xb))
@@ -119,8 +119,11 @@ def train(group: dist.ProcessGroup, cfg: DDPConfig,
             t2 = time.perf_counter()
             hook = state.take_counters().as_dict() if state is not None else {}
             comm = hook.pop("seconds", None)
+            # compute: this thread's CPU (forward, backward, optimizer; torch runs them
+            # here with one intra-op thread), not the waits for the reductions
             rec = {"step": step, "loss": float(batch_loss.detach()), "test_accuracy": acc,
                    "backward_seconds": t1 - t0, "comm_seconds": comm, "step_seconds": t2 - t0,
+                   "compute_seconds": time.thread_time() - c0, "end": time.time(),
                    "wall_seconds": t2 - start, "hook": hook,
                    "comm": comm_stats() if comm_stats is not None else {}}
             steps.append(rec)

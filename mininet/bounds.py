@@ -1,0 +1,219 @@
+"""What bound a run: its links, its switches, this machine's CPU, or the workers' compute.
+
+While the workers train, a sampler reads, every PERIOD seconds, the byte counters of every
+switch port (each link's switch end sits in the root namespace: what it sent went to the
+peer, what it received came from it), the CPU seconds of every switch process, and this
+machine's busy CPU time. Per job, over the steps after the first (which builds buffers and
+warms caches), it gives:
+
+- the busiest link direction: bytes over bandwidth and time (`utilisation`, 0..1);
+- each switch's CPU in cores (a software switch is one process; BMv2 uses a few threads
+  but its pipeline is one);
+- this machine's CPU: cores busy of all it has;
+- the workers' compute: its share of a step (the median over the job's workers).
+
+The bound is the resource closest to full: this machine's CPU first when nearly all its
+cores are busy (then nothing else can be told apart), else the highest of the link's
+utilisation, a switch's share of a core, and the compute share. Hardware switches
+aggregate at line rate and a cluster has a core (or a GPU) per worker, so a run bound by
+this machine's CPU or by a software switch measures neither network nor model: the report
+says so.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from bisect import bisect_left
+from dataclasses import dataclass, field
+
+PERIOD = 0.1                # seconds between samples
+MACHINE_FULL = 0.9          # share of all cores busy above which this machine binds
+SOFTWARE = ("bmv2", "soft")
+
+
+@dataclass
+class Samples:
+    """Cumulative readings at each sample time (time.time())."""
+
+    times: list[float] = field(default_factory=list)
+    ports: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # (tx, rx) bytes
+    switch_cpu: dict[str, list[float]] = field(default_factory=dict)       # CPU seconds
+    machine: list[tuple[float, float]] = field(default_factory=list)       # (busy, total) s
+
+    def at(self, series: list, t: float):
+        """A cumulative series at time t, linearly between the samples around it."""
+        ts = self.times
+        i = bisect_left(ts, t)
+        if i <= 0:
+            return series[0]
+        if i >= len(ts):
+            return series[-1]
+        f = (t - ts[i - 1]) / (ts[i] - ts[i - 1]) if ts[i] > ts[i - 1] else 1.0
+        a, b = series[i - 1], series[i]
+        if isinstance(a, tuple):
+            return tuple(x + f * (y - x) for x, y in zip(a, b, strict=True))
+        return a + f * (b - a)
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, total) seconds of all cores since boot, from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [float(x) for x in f.readline().split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)      # idle + iowait
+    total = sum(fields[:8])                                          # guest is in user
+    return (total - idle) / tick, total / tick
+
+
+def process_cpu(pid: int) -> float | None:
+    """User + system CPU seconds of a process and its threads, None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            rest = f.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def port_bytes(ifname: str) -> tuple[int, int] | None:
+    base = f"/sys/class/net/{ifname}/statistics/"
+    try:
+        with open(base + "tx_bytes") as tx, open(base + "rx_bytes") as rx:
+            return int(tx.read()), int(rx.read())
+    except OSError:
+        return None
+
+
+class Sampler:
+    """Samples in a thread from start() to stop(); `ports` maps a switch port's interface to
+    its link's name, `pids` a switch to its process."""
+
+    def __init__(self, ports: list[str], pids: dict[str, int], period: float = PERIOD):
+        self.port_names, self.pids, self.period = ports, pids, period
+        self.samples = Samples(ports={p: [] for p in ports},
+                               switch_cpu={s: [] for s in pids})
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bounds", daemon=True)
+        self._last_cpu = {s: 0.0 for s in pids}
+
+    def start(self) -> Sampler:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def stop(self) -> Samples:
+        self._stop.set()
+        self._thread.join(5)
+        self._sample()
+        return self.samples
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            self._sample()
+
+    def _sample(self) -> None:
+        s = self.samples
+        s.times.append(time.time())
+        for p in self.port_names:
+            s.ports[p].append(port_bytes(p) or (s.ports[p][-1] if s.ports[p] else (0, 0)))
+        for sw, pid in self.pids.items():
+            cpu = process_cpu(pid)
+            self._last_cpu[sw] = cpu if cpu is not None else self._last_cpu[sw]
+            s.switch_cpu[sw].append(self._last_cpu[sw])
+        s.machine.append(machine_cpu())
+
+
+@dataclass(frozen=True)
+class PortLink:
+    """A switch port and what is at its other end, with the link's rate."""
+
+    ifname: str
+    switch: str
+    peer: str
+    bw_mbit: float
+
+
+def port_links(topo) -> list[PortLink]:
+    """Every switch port of the topology (Mininet names them <switch>-eth<port>)."""
+    out = []
+    for k in topo.links:
+        for (node, port), (peer, _) in (k.ends(), k.ends()[::-1]):
+            if topo.is_switch(node):
+                out.append(PortLink(f"{node}-eth{port}", node, peer, k.bw_mbit))
+    return out
+
+
+def step_windows(result: dict) -> list[tuple[float, float]]:
+    """(start, end) of each step of a worker's result, in time.time() seconds."""
+    steps = result.get("steps") or []
+    ends = [s.get("end") for s in steps]
+    if not steps or any(e is None for e in ends):
+        return []
+    return [(e - s["step_seconds"], e) for s, e in zip(steps, ends, strict=True)]
+
+
+def analyse(samples: Samples, links: list[PortLink], results: list[dict], kind: str,
+            cores: int | None = None) -> dict | None:
+    """The figures and the verdict of one job from its workers' results (None without
+    timed steps: a run that failed early)."""
+    windows = [step_windows(r) for r in results]
+    windows = [w for w in windows if len(w) > 1] or [w for w in windows if w]
+    if not windows:
+        return None
+    lead = windows[0]
+    t0 = lead[1][0] if len(lead) > 1 else lead[0][0]     # after the first step
+    t1 = lead[-1][1]
+    dt = max(t1 - t0, 1e-9)
+    cores = cores or os.cpu_count() or 1
+    busiest = None
+    for link in links:
+        series = samples.ports.get(link.ifname)
+        if not series:
+            continue
+        a, b = samples.at(series, t0), samples.at(series, t1)
+        for sent, name in ((b[0] - a[0], f"{link.switch}->{link.peer}"),
+                           (b[1] - a[1], f"{link.peer}->{link.switch}")):
+            util = sent * 8 / (link.bw_mbit * 1e6 * dt)
+            if busiest is None or util > busiest["utilisation"]:
+                busiest = {"link": name, "utilisation": util, "bytes": sent,
+                           "bw_mbit": link.bw_mbit}
+    switches = {sw: (samples.at(cpu, t1) - samples.at(cpu, t0)) / dt
+                for sw, cpu in samples.switch_cpu.items() if cpu}
+    m0, m1 = samples.at(samples.machine, t0), samples.at(samples.machine, t1)
+    busy_cores = (m1[0] - m0[0]) / max(m1[1] - m0[1], 1e-9) * cores
+    shares = [r["compute_seconds"] / r["step_seconds"]
+              for res in results for r in res.get("steps", [])[1:]
+              if r.get("compute_seconds") is not None and r.get("step_seconds")]
+    compute = sorted(shares)[len(shares) // 2] if shares else None
+    figures = {"seconds": dt, "steps": len(lead) - (1 if len(lead) > 1 else 0),
+               "busiest_link": busiest, "switch_cores": switches,
+               "machine_cores": busy_cores, "cores": cores, "compute_share": compute}
+    return {**figures, **verdict(figures, kind)}
+
+
+def verdict(f: dict, kind: str) -> dict:
+    """{"bound": resource, "figure": its share, "text": the line the console prints,
+    "describes_network": bool}."""
+    cands = []
+    if f["busiest_link"]:
+        bl = f["busiest_link"]
+        cands.append(("link", bl["utilisation"],
+                      f"link: {bl['link']} {100 * bl['utilisation']:.0f} % busy"))
+    for sw, c in sorted(f["switch_cores"].items()):
+        cands.append((f"switch {sw}", c, f"switch {sw}: {100 * c:.0f} % of a core"))
+    if f["compute_share"] is not None:
+        cands.append(("compute", f["compute_share"],
+                      f"compute: {100 * f['compute_share']:.0f} % of the step"))
+    machine = f["machine_cores"] / f["cores"]
+    if machine >= MACHINE_FULL or not cands:
+        bound, share = "machine", machine
+        text = f"this machine's CPU: {f['machine_cores']:.2f} of {f['cores']} cores"
+    else:
+        bound, share, text = max(cands, key=lambda c: c[1])
+    network = bound == "link" or bound == "compute"
+    if bound == "machine" or (bound.startswith("switch") and kind in SOFTWARE):
+        text += (" -- bound by this machine's CPU or a software switch, this run's time "
+                 "does not describe a network")
+    return {"bound": bound, "figure": share, "text": text, "describes_network": network}
