@@ -4,9 +4,12 @@ ChaosPort wraps a worker's port. Every decision comes from the worker's own seed
 in the order of the port's operations, so a failing seed names its schedule (the threads'
 interleaving still varies from run to run). On the way out it loses, duplicates and delays
 contributions (released several rounds later), replays frames sent long before, sends
-copies of earlier frames under an older session, and copies with a flipped bit (their
-checksum no longer adds up). On the way in it does the same to results, and hands the
-client results of its earlier calls.
+copies of earlier frames under an older session, or a newer one (the switch takes only the
+one the control plane installed), copies of the frame it sends numbered two or more uses
+ahead (a use no correct worker can have sent yet: the switch must drop it, not move the
+slot on), and copies with a flipped bit (their checksum no longer adds up). The copies of
+another session or use carry a valid UDP checksum. On the way in it does the same to
+results, and hands the client results of its earlier calls.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from worker.transport import Port
 
 AGG = frames.L2_LEN          # where the AGG header starts in a frame
 SESSION = AGG + 4            # the session field
+VERSION = AGG + 8            # the version field
+CHUNK = AGG + 12             # the chunk field
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,9 @@ class Chaos:
     old_session: float = 0.05    # also send an earlier frame under an older session
     corrupt: float = 0.03        # also send (or hand the client) a copy with a flipped bit
     stale_result: float = 0.05   # hand the client a result of one of its earlier calls
+    # Off unless asked for (schedules that leave them out draw as they did before them):
+    new_session: float = 0.0     # also send an earlier frame under a newer session
+    early: float = 0.0           # also send the frame numbered 2 or more uses ahead
 
 
 def refresh_checksum(frame: bytes) -> bytes:
@@ -48,12 +56,33 @@ def flip_bit(frame: bytes, rng: np.random.Generator) -> bytes:
     return bytes(out)
 
 
+def with_session(frame: bytes, session: int) -> bytes:
+    """`frame` under another session, its UDP checksum recomputed."""
+    return refresh_checksum(frame[:SESSION] + session.to_bytes(2, "big")
+                            + frame[SESSION + 2:])
+
+
+def ahead(frame: bytes, uses: int, slots: int) -> bytes:
+    """`frame` numbered `uses` uses of its slot later (chunk + uses * slots modulo 2^32, the
+    version flipped for an odd `uses`), its UDP checksum recomputed."""
+    chunk = int.from_bytes(frame[CHUNK:CHUNK + 4], "big")
+    out = bytearray(frame)
+    out[CHUNK:CHUNK + 4] = ((chunk + uses * slots) & 0xFFFFFFFF).to_bytes(4, "big")
+    out[VERSION] ^= uses & 1
+    return refresh_checksum(bytes(out))
+
+
 class ChaosPort(Port):
-    def __init__(self, inner: Port, chaos: Chaos, seed: int, session: int):
+    def __init__(self, inner: Port, chaos: Chaos, seed: int, session: int,
+                 slots: int | None = None):
+        """session: the job's; slots: the job's slot count (the stride of its chunk
+        numbers), needed for copies numbered ahead."""
         super().__init__()
         self.inner, self.chaos = inner, chaos
         self.rng = np.random.default_rng(seed)
+        self.slots = slots
         self.older = [(session - d - 1) % 0x10000 or 0xFFFF for d in range(3)]
+        self.newer = [(session + d) % 0x10000 or 1 for d in (1, 2, 0x7FFF)]
         self.ops = 0
         self.held_out: list[tuple[int, bytes]] = []      # (release at op, frame)
         self.held_in: list[tuple[int, bytes]] = []
@@ -62,6 +91,11 @@ class ChaosPort(Port):
         self.call_start = 0                              # index into results of this call
         self.counts = dict.fromkeys(("lost", "dup", "delayed", "replayed", "old_session",
                                      "corrupted", "stale_results"), 0)
+        if chaos.new_session:
+            self.counts["new_session"] = 0
+        if chaos.early:
+            assert slots, "copies numbered ahead need the job's slot count"
+            self.counts["early"] = 0
 
     def new_call(self) -> None:
         """Marks where the results of earlier calls end."""
@@ -97,8 +131,16 @@ class ChaosPort(Port):
             self.counts["old_session"] += 1
             old = self.sent[int(r.integers(0, len(self.sent)))]
             session = self.older[int(r.integers(0, len(self.older)))]
-            out.append(refresh_checksum(old[:SESSION] + session.to_bytes(2, "big")
-                                        + old[SESSION + 2:]))
+            out.append(with_session(old, session))
+        if c.new_session and r.random() < c.new_session:
+            self.counts["new_session"] += 1
+            old = self.sent[int(r.integers(0, len(self.sent)))]
+            out.append(with_session(old, self.newer[int(r.integers(0, len(self.newer)))]))
+        if c.early and r.random() < c.early:
+            # The client sends (or resends) its slot's newest use, and the switch's newest
+            # use of the slot is at most that one: two or more ahead no worker sent yet.
+            self.counts["early"] += 1
+            out.append(ahead(frame, int(r.integers(2, 1000)), self.slots))
         if r.random() < c.corrupt:
             self.counts["corrupted"] += 1
             out.append(flip_bit(frame, r))

@@ -9,7 +9,7 @@ import numpy as np
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from controller.topology import Topology
+from controller.topology import Topology, TopologyError
 from worker import wire
 
 ELEMS = wire.ELEMS
@@ -19,19 +19,47 @@ CONTRIB, DUPLICATE, COMPLETE, RESULT, ANSWERED, PARTIAL_UP, RESULT_DOWN, FORWARD
 UNKNOWN_JOB, FOREIGN_PORT, BAD_SLOT, BAD_LENGTH, BAD_ENCODING, BAD_VERSION = range(1, 7)
 NO_ROUTE, TTL_EXPIRED, IMPAIRMENT, NOT_IPV4, BAD_RESULT_PORT, BAD_TYPE = range(7, 13)
 BAD_CHECKSUM, STALE, BAD_UDP_CHECKSUM, BAD_EXP = range(13, 17)
+# 17 BAD_BLOCK and 18 TOO_WIDE are below, with the sparse jobs and the wide profile
+WRONG_SESSION = 19      # not the session the control plane installed for the job
+EARLY = 20              # a use of the slot no correct sender can have sent yet
+
+
+def slots_of(topo: Topology, job: int) -> int:
+    """The job's slot count on the switches (its region: the stride of the chunk numbers);
+    1 for a job the topology does not hold (its packets are dropped before their number
+    matters)."""
+    try:
+        return topo.job(job).slots
+    except TopologyError:
+        return 1
+
+
+def numbering(topo: Topology, job: int, slot: int, use: int, version: int | None,
+              chunk: int | None) -> tuple[int, int]:
+    """(version, chunk) of use `use` of `slot` (docs/PROTOCOL.md "Uses": version use % 2,
+    chunk wire.use_chunk), each unless given explicitly (a test forging a bad number)."""
+    if version is None:
+        version = use % 2
+    if chunk is None:
+        chunk = int(wire.use_chunk(use, slot, slots_of(topo, job)))
+    return version, chunk
 
 
 def contrib(topo: Topology, host: str, job: int, session: int, slot: int, values,
             **fields) -> bytes:
-    """A contribution as `host` sends it: int32 values go as FIXED32, uint8 codes as CNAT8."""
+    """A contribution as `host` sends it: int32 values go as FIXED32, uint8 codes as CNAT8.
+    `use` (default 0) numbers the slot's use in the session: it sets the chunk number and
+    the version; `chunk=` or `version=` override them (forged numbers)."""
     return bytes(contrib_pkt(topo, host, job, session, slot, values, **fields))
 
 
 def contrib_pkt(topo: Topology, host: str, job: int, session: int, slot: int, values,
-                version: int = 0, exp: int = 127, count: int = 1, chunk: int = 0,
-                msg_type: int = wire.MSG_CONTRIB, encoding: int | None = None) -> Ether:
+                use: int = 0, version: int | None = None, exp: int = 127, count: int = 1,
+                chunk: int | None = None, msg_type: int = wire.MSG_CONTRIB,
+                encoding: int | None = None) -> Ether:
     """contrib() as a Scapy packet, to alter before sending."""
     h = topo.host(host)
+    version, chunk = numbering(topo, job, slot, use, version, chunk)
     values = np.asarray(values)
     if values.dtype == np.uint8:
         payload = wire.Cnat8(codes=values.tolist())
@@ -170,17 +198,19 @@ def sparse(topo: Topology, host: str, job: int, session: int, slot: int, block: 
            encoding: int | None = None, **fields) -> bytes:
     """A SPARSE_CONTRIB as `host` sends it: with values (int32: FIXED32, uint8: CNAT8) it
     carries the block; without, it is EMPTY (flags PRIME too when `prime`), with ELEMS bytes
-    of padding when `pad` (what an EMPTY data packet of a FIXED32-result job carries)."""
+    of padding when `pad` (what an EMPTY data packet of a FIXED32-result job carries).
+    `use` (default 0) sets the chunk number and the version as in contrib()."""
     return bytes(sparse_pkt(topo, host, job, session, slot, block, nxt, values, prime=prime,
                             pad=pad, encoding=encoding, **fields))
 
 
 def sparse_pkt(topo: Topology, host: str, job: int, session: int, slot: int, block: int,
                nxt: int, values=None, *, prime: bool = False, pad: bool = False,
-               encoding: int | None = None, version: int = 0, exp: int = 127,
-               chunk: int = 0, flags: int | None = None,
+               encoding: int | None = None, use: int = 0, version: int | None = None,
+               exp: int = 127, chunk: int | None = None, flags: int | None = None,
                msg_type: int = wire.MSG_SPARSE_CONTRIB) -> Ether:
     h = topo.host(host)
+    version, chunk = numbering(topo, job, slot, use, version, chunk)
     if values is None:
         enc = wire.ENC_FIXED32
         payload = wire.Cnat8(codes=[0] * ELEMS) if pad else None

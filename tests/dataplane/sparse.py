@@ -4,11 +4,14 @@ checked against the integer reference as it arrives.
 
 A worker's tensor is a dict block -> payload (ELEMS int32 values for FIXED32, uint8 codes for
 CNAT8) of its non-zero blocks, and block -> exponent. All slots of a round go out together,
-shuffled, so the switch sees uses of many slots interleaved.
+shuffled, so the switch sees uses of many slots interleaved. Uses are numbered per slot
+across the calls of a session (docs/PROTOCOL.md "Uses": chunk use * slots + slot, version
+use % 2): a caller running several calls passes the same `uses` dict to each.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,6 +21,7 @@ from tests.dataplane.packets import (
     check_rounding,
     dissect_sparse,
     received_sparse,
+    slots_of,
     sparse,
 )
 from worker import codec, wire
@@ -72,41 +76,42 @@ class Want:
     block: int | None           # None: the prime
     next: int
     exp: int
+    use: int                    # the slot's use in the session
     version: int
     chunk: int
     total: np.ndarray | None    # the exact sum (None for the prime)
 
 
 def plan_round(topo, job: int, session: int, workers: list[Worker], num_blocks: int,
-               st: list[list[int]], pending: dict[int, int | None], k: int, base: int,
-               versions: dict[int, int], pad: bool):
-    """The frames every worker sends in round k (one per active slot) and what each
-    slot's result must be."""
-    slots = len(st)
+               st: list[list[int]], pending: dict[int, int | None], uses: dict[int, int],
+               pad: bool):
+    """The frames every worker sends in this round (one per active slot: the slot's next
+    use, uses[s]) and what each slot's result must be."""
     sends, want = [], {}
     for s, b in pending.items():
         if b == NO_BLOCK:
             continue
-        v = versions.get(s, 0)
-        chunk = base + k * slots + s
+        u = uses.get(s, 0)
         nexts, parts = [], []
         for w in workers:
             nxt = w.after(st[s], b)
             if b is None:
                 frame = sparse(topo, w.host, job, session, s, num_blocks, nxt, prime=True,
-                               exp=w.exp(nxt), version=v, chunk=chunk)
+                               exp=w.exp(nxt), use=u)
             elif b in w.blocks:
                 parts.append(w.blocks[b])
                 frame = sparse(topo, w.host, job, session, s, b, nxt, w.blocks[b],
-                               exp=w.exp(nxt), version=v, chunk=chunk)
+                               exp=w.exp(nxt), use=u)
             else:
                 frame = sparse(topo, w.host, job, session, s, b, nxt, pad=pad,
-                               exp=w.exp(nxt), version=v, chunk=chunk)
+                               exp=w.exp(nxt), use=u)
             nexts.append((nxt, w.exp(nxt)))
             sends.append((w.host, s, frame))
         low = min(n for n, _ in nexts)
         exp = max(e for n, e in nexts if n == low)
-        want[s] = Want(s, b, low, exp, v, chunk, None if b is None else exact_sum(parts))
+        chunk = int(wire.use_chunk(u, s, slots_of(topo, job)))
+        want[s] = Want(s, b, low, exp, u, u % 2, chunk,
+                       None if b is None else exact_sum(parts))
     return sends, want
 
 
@@ -129,9 +134,9 @@ def check_result(r, w: Want, job: int, session: int, n: int, num_blocks: int,
         check_rounding(w.total, r.payload)
 
 
-def _advance(log: CallLog, want: dict[int, Want], pending, versions) -> None:
+def _advance(log: CallLog, want: dict[int, Want], pending, uses) -> None:
     for s, w in want.items():
-        versions[s] = w.version ^ 1
+        uses[s] = w.use + 1
         if w.block is not None:
             log.order.setdefault(s, []).append(w.block)
             log.sums[w.block] = w.total
@@ -139,16 +144,21 @@ def _advance(log: CallLog, want: dict[int, Want], pending, versions) -> None:
         log.uses += 1
 
 
+Stray = tuple[int, str, bytes]      # (before which of the round's sends, host, frame)
+
+
 def run_call(fabric, topo, job: int, session: int, workers: list[Worker], num_blocks: int,
-             slots: int, base: int = 0, versions: dict[int, int] | None = None,
-             result_enc: str = "fixed32", rng: np.random.Generator | None = None,
-             pad: bool | None = None) -> CallLog:
+             slots: int, uses: dict[int, int] | None = None, result_enc: str = "fixed32",
+             rng: np.random.Generator | None = None, pad: bool | None = None,
+             strays: Callable[[int, list], list[Stray]] | None = None) -> CallLog:
     """One allreduce call of the sparse protocol; every result every worker receives is
-    checked (block, next, exp, count, payload). `versions` (slot -> the version its next use
-    takes) carries over between calls and is updated. EMPTY data packets are padded when the
-    results are FIXED32 (docs/PROTOCOL.md), unless `pad` says otherwise."""
+    checked (block, next, exp, count, payload). `uses` (slot -> the slot's next use in the
+    session) carries over between calls and is updated. EMPTY data packets are padded when
+    the results are FIXED32 (docs/PROTOCOL.md), unless `pad` says otherwise. `strays(k,
+    sends)` may add frames to round k, each sent before the round's shuffled send it names
+    (len(sends): after them all): they must change nothing."""
     rng = rng or np.random.default_rng(0)
-    versions = versions if versions is not None else {}
+    uses = uses if uses is not None else {}
     pad = (result_enc == "fixed32") if pad is None else pad
     st = streams(num_blocks, slots)
     log = CallLog()
@@ -156,11 +166,16 @@ def run_call(fabric, topo, job: int, session: int, workers: list[Worker], num_bl
     pending: dict[int, int | None] = {s: None for s in range(slots)}
     k = 0
     while any(b != NO_BLOCK for b in pending.values()):
-        sends, want = plan_round(topo, job, session, workers, num_blocks, st, pending, k, base,
-                                 versions, pad)
-        for i in rng.permutation(len(sends)):
-            host, _, frame = sends[i]
-            fabric.send(host, frame)
+        sends, want = plan_round(topo, job, session, workers, num_blocks, st, pending, uses,
+                                 pad)
+        order = [sends[i] for i in rng.permutation(len(sends))]
+        extra = sorted(strays(k, order) if strays else [], key=lambda x: x[0])
+        for i, (host, _, frame) in enumerate([*order, (None, None, None)]):
+            while extra and extra[0][0] <= i:
+                _, stray_host, stray = extra.pop(0)
+                fabric.send(stray_host, stray)
+            if host is not None:
+                fabric.send(host, frame)
         for w in workers:
             got = {}
             for _ in want:
@@ -171,13 +186,13 @@ def run_call(fabric, topo, job: int, session: int, workers: list[Worker], num_bl
                 check_result(got[s], wt, job, session, len(workers), num_blocks, result_enc,
                              f"{w.host} slot {s} use {k} (block {wt.block})")
                 log.results += 1
-        _advance(log, want, pending, versions)
+        _advance(log, want, pending, uses)
         k += 1
     return log
 
 
 def run_call_lossy(fabric, topo, job: int, session: int, workers: list[Worker],
-                   num_blocks: int, slots: int, base: int, versions: dict[int, int],
+                   num_blocks: int, slots: int, uses: dict[int, int],
                    result_enc: str, rng: np.random.Generator, loss: float, dup: float,
                    replay: float) -> tuple[CallLog, dict[str, int]]:
     """run_call over a lossy, duplicating, reordering network the test plays itself (so
@@ -194,14 +209,14 @@ def run_call_lossy(fabric, topo, job: int, session: int, workers: list[Worker],
     pending: dict[int, int | None] = {s: None for s in range(slots)}
     seen_results: dict[tuple[int, int], tuple] = {}      # (slot, chunk) -> fields, payload
     history: list[tuple[str, int, bytes]] = []
-    uses: dict[tuple[int, int], Want] = {}
+    named: dict[tuple[int, int], Want] = {}      # (slot, chunk) -> its use
     stats = {"sent": 0, "lost": 0, "dups": 0, "replays": 0, "results_lost": 0, "rounds": 0}
     k = 0
     while any(b != NO_BLOCK for b in pending.values()):
-        sends, want = plan_round(topo, job, session, workers, num_blocks, st, pending, k, base,
-                                 versions, pad)
+        sends, want = plan_round(topo, job, session, workers, num_blocks, st, pending, uses,
+                                 pad)
         for w in want.values():
-            uses[w.slot, w.chunk] = w
+            named[w.slot, w.chunk] = w
         have: set[tuple[str, int]] = set()
         tries = 0
         while len(have) < len(hosts) * len(want):
@@ -228,14 +243,14 @@ def run_call_lossy(fabric, topo, job: int, session: int, workers: list[Worker],
                 for frame in frames:
                     r = dissect_sparse(frame)
                     key = (r.agg.slot, r.agg.chunk)
-                    assert key in uses, f"{host}: a result of no use: {key}"
+                    assert key in named, f"{host}: a result of no use: {key}"
                     fields = (r.block.block, r.block.next, r.agg.exp, r.agg.count,
                               None if r.payload is None else r.payload.tobytes())
                     if key in seen_results:
                         # the stored result: the same bytes, re-compressed codes included
                         assert fields == seen_results[key], f"{host}: {key} answered otherwise"
                     else:
-                        check_result(r, uses[key], job, session, len(workers), num_blocks,
+                        check_result(r, named[key], job, session, len(workers), num_blocks,
                                      result_enc, f"{host} slot {key[0]} chunk {key[1]}")
                         seen_results[key] = fields
                     if rng.random() < loss:
@@ -245,7 +260,7 @@ def run_call_lossy(fabric, topo, job: int, session: int, workers: list[Worker],
                         have.add((host, r.agg.slot))
         stats["rounds"] += tries
         history.extend(sends)
-        _advance(log, want, pending, versions)
+        _advance(log, want, pending, uses)
         k += 1
     return log, stats
 

@@ -2,9 +2,11 @@
 through the compiled program on both targets, on a single switch and on an unbalanced
 two-level tree (3 workers under one leaf, 1 under the other). Every chunk's result is
 compared bit for bit with the integer sum of what the workers sent (harness/workers.check_exact);
-no call may hang. Chunks at the job's largest exponent, all of one sign, put the sums at
-the headroom's bound. The three-level tree runs on softswitch in process
-(tests/worker/test_allreduce_chaos.py).
+no call may hang, whatever strays the workers' ports add: replays (STALE), older and newer
+sessions (WRONG_SESSION), uses ahead of any worker's (EARLY), corrupted frames
+(BAD_UDP_CHECKSUM), each reaching the switch and counted. Chunks at the job's largest
+exponent, all of one sign, put the sums at the headroom's bound. The three-level tree runs
+on softswitch in process (tests/worker/test_allreduce_chaos.py).
 
 CI runs SEEDS (a window of 4 slots, 3 calls of 9 chunks); NATSWITCH_CHAOS_LONG=1 runs
 LONG_SEEDS with a window of 32 and 4 calls of 400 chunks: 4 x 268,000 elements per target.
@@ -20,9 +22,9 @@ import pytest
 from controller.topology import JobSpec
 from harness.workers import Trace, check_exact, run_workers
 from tests.dataplane.chaos import Chaos, ChaosPort, FabricPort
-from tests.dataplane.packets import BAD_UDP_CHECKSUM, STALE
+from tests.dataplane.packets import BAD_UDP_CHECKSUM, EARLY, STALE, WRONG_SESSION
 from worker import wire
-from worker.allreduce import AllReduceClient, JobParams
+from worker.allreduce import AllReduceClient, job_params
 
 ELEMS = wire.ELEMS
 LONG = bool(os.environ.get("NATSWITCH_CHAOS_LONG"))
@@ -67,14 +69,13 @@ def run_chaos(make_port, topo, job_id: int, session: int, seed: int, chaos: Chao
     spec = topo.job(job_id)
     n = len(spec.workers)
     rng = np.random.default_rng(seed)
-    job = JobParams(job_id, session, n, spec.slots, contrib, headroom=topo.headroom(job_id),
-                    max_exp=spec.max_exp)
+    job = job_params(topo, job_id, session, contrib)
     traces = [Trace() for _ in range(n)]
     ports = {}
 
     def make(rank):
         ports[rank] = ChaosPort(make_port(spec.workers[rank]), chaos, seed * 100 + rank,
-                                session)
+                                session, spec.slots)
         # The long run keeps the whole window in flight: an adaptive window halves on
         # every loss, and at 30% loss it would crawl. Backoff stops at 0.3 s: up to half the
         # round trips are lost, and at the default 1 s the calls mostly waited (more resends,
@@ -113,7 +114,7 @@ def test_exact_sums_under_chaos(fabric, tree, seed):
     # moments, so the results are checked against the integer reference, not each other.
     fabric.uncompared()
     session = fabric.session()
-    chaos = Chaos(loss=float(rng.uniform(0.1, 0.3)))
+    chaos = Chaos(loss=float(rng.uniform(0.1, 0.3)), new_session=0.05, early=0.05)
     before = fabric.counters()
     elements, ports = run_chaos(lambda h: FabricPort(fabric, h), topo, job_id, session, seed,
                                 chaos, CALLS, CHUNKS, contrib)
@@ -127,5 +128,8 @@ def test_exact_sums_under_chaos(fabric, tree, seed):
         for reason, count in delta.of(s, "drops_in").items():
             drops[reason] = drops.get(reason, 0) + count
     assert drops.get(STALE, 0) > 0 and drops.get(BAD_UDP_CHECKSUM, 0) > 0, drops
+    # every copy of another session or use ahead reached the switch and was dropped for it
+    assert drops.get(WRONG_SESSION, 0) == done["old_session"] + done["new_session"], drops
+    assert drops.get(EARLY, 0) == done["early"], drops
     print(f"{fabric.name} {tree} seed {seed}: {elements} elements in {CALLS} calls exact; "
           f"chaos {done}; switch drops {drops}")

@@ -1,7 +1,9 @@
 """Property: BMv2 and softswitch agree on any traffic. Hypothesis draws rounds of a job's
-workers' contributions (protocol-valid) and mixes in malformed copies, duplicates, losses and
-reorderings; both targets get the same frames in the same order, and harness/diff.py
-compares every frame out (in order per host port), every counter and every register.
+workers' contributions (protocol-valid: each round the next use of its slot) and mixes in
+malformed copies, copies of another session or use number and other header corruptions with
+a valid checksum, duplicates, losses and reorderings; both targets get the same frames in
+the same order, and harness/diff.py compares every frame out (in order per host port),
+every counter and every register.
 
 Three jobs: FIXED32 results on one switch, CNAT8 results re-compressed on the switch (codes
 may legitimately differ by one rounding step; the rest of each frame must be equal), and a
@@ -17,6 +19,7 @@ from scapy.layers.l2 import Ether
 
 from controller.topology import JobSpec
 from tests.dataplane.packets import contrib, random_cnat, random_fixed
+from worker import frames as wire_frames
 from worker import wire
 
 JOBS = [JobSpec(61, ("h1", "h2", "h3"), slots=4),
@@ -26,9 +29,11 @@ OUTSIDER = "h9"                     # in no job: its contributions are from a fo
 HOSTS = sorted({h for j in JOBS for h in j.workers} | {OUTSIDER})
 AGG = 14 + 20 + 8                   # where the aggregation header starts
 # Each edit adds a broken copy of a frame (the original stays), except "dup" (a second
-# identical copy later on) and "lose" (the frame is never sent).
+# identical copy later on: a replay once its use is over) and "lose" (the frame is never
+# sent). "session", "chunk" and "header" copies keep a valid UDP checksum: another session,
+# another use number (older or ahead), any byte from the session to the chunk.
 EDITS = ("dup", "lose", "cut", "byte", "encoding", "version", "type", "slot", "job", "ttl",
-         "checksum", "foreign")
+         "checksum", "foreign", "session", "chunk", "header")
 EXAMPLES = int(os.environ.get("NATSWITCH_DIFF_EXAMPLES", "20"))
 # Shrinking a failure runs BMv2 hundreds of times (its 5-minute limit, measured): off unless
 # asked for; the failing example is printed either way.
@@ -36,7 +41,7 @@ PHASES = [Phase.explicit, Phase.reuse, Phase.generate] + \
     ([Phase.shrink] if os.environ.get("NATSWITCH_DIFF_SHRINK") else [])
 
 rounds_st = st.lists(st.tuples(st.integers(0, len(JOBS) - 1), st.integers(0, 3),
-                               st.integers(0, 1), st.integers(0, 2**32 - 1)),
+                               st.integers(0, 2**32 - 1)),
                      min_size=1, max_size=5)
 edits_st = st.lists(st.tuples(st.sampled_from(EDITS), st.integers(0, 1 << 16),
                               st.integers(0, 1 << 16)), max_size=8)
@@ -44,16 +49,19 @@ swaps_st = st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(0, 1 << 16)),
 
 
 def build(topo, session, rounds):
-    """[(host, frame)]: each round is one contribution from every worker of its job."""
-    out = []
-    for job_i, slot, version, seed in rounds:
+    """[(host, frame)]: each round is one contribution from every worker of its job to the
+    next use of its slot."""
+    out, uses = [], {}
+    for job_i, slot, seed in rounds:
         job = JOBS[job_i]
+        slot %= job.slots
+        use = uses.get((job.id, slot), 0)
+        uses[job.id, slot] = use + 1
         rng = np.random.default_rng(seed)
         for host in job.workers:
             values = (random_cnat(rng, 20) if job.encoding == "cnat8"
                       else random_fixed(rng, 1 << 20))
-            out.append((host, contrib(topo, host, job.id, session, slot % job.slots,
-                                      values, version=version, chunk=seed & 0xFFFF)))
+            out.append((host, contrib(topo, host, job.id, session, slot, values, use=use)))
     return out
 
 
@@ -80,6 +88,17 @@ def broken(kind: str, frame: bytes, a: int, b: int) -> bytes:
         return bytes(pkt)
     elif kind == "checksum":
         f[24] ^= 1 + b % 255
+    elif kind in ("session", "chunk", "header"):
+        if kind == "session":
+            at, size, delta = AGG + 4, 2, 1 + b % 0xFFFF
+        elif kind == "chunk":                   # up to 2^15 uses of a 4-slot job either way
+            at, size, delta = AGG + 12, 4, ((b - (1 << 15)) << (a % 3)) or 1
+        else:
+            at, size, delta = AGG + 4 + a % 12, 1, 1 + b % 255
+        bits = 8 * size
+        field = int.from_bytes(f[at:at + size], "big")
+        f[at:at + size] = ((field + delta) % (1 << bits)).to_bytes(size, "big")
+        return wire_frames.with_udp_checksum(bytes(f))
     return bytes(f)
 
 

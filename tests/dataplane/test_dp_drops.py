@@ -18,10 +18,12 @@ from tests.dataplane.packets import (
     BAD_VERSION,
     COMPLETE,
     CONTRIB,
+    EARLY,
     ELEMS,
     FOREIGN_PORT,
     RESULT,
     UNKNOWN_JOB,
+    WRONG_SESSION,
     contrib,
     contrib_pkt,
     random_cnat,
@@ -52,11 +54,13 @@ def test_foreign_port_and_unknown_job_are_dropped_and_counted(fabric):
     rng = np.random.default_rng(21)
     before = fabric.counters()
     fabric.send("h3", contrib(topo, "h3", 21, session, 0, random_fixed(rng, 1 << 28)))
+    # a port outside the job is named first, whatever the session says
+    fabric.send("h3", contrib(topo, "h3", 21, session + 1, 0, random_fixed(rng, 1 << 28)))
     fabric.send("h1", contrib(topo, "h1", 999, session, 0, random_fixed(rng, 1 << 28)))
     fabric.send("h2", contrib(topo, "h2", 998, session, 0, random_cnat(rng, 20)))
     assert not any(fabric.quiet(HOSTS).values())
     delta = fabric.wait_counters(before, {("s1", "drops_in", UNKNOWN_JOB): 2})
-    assert delta.of("s1", "drops_in") == {FOREIGN_PORT: 1, UNKNOWN_JOB: 2}
+    assert delta.of("s1", "drops_in") == {FOREIGN_PORT: 2, UNKNOWN_JOB: 2}
     assert delta.of("s1", "events") == {}
     # As `controller/main.py stats` shows them.
     text = S.format_stats(S.read_stats(fabric.p4rt["s1"]), topo)
@@ -65,11 +69,15 @@ def test_foreign_port_and_unknown_job_are_dropped_and_counted(fabric):
 
 
 def malformed(topo, job, session, rng):
-    """(reason, packet) pairs: each a contribution from h1 to slot 0, broken one way."""
+    """(reason, packet) pairs: each a contribution from h1 to slot 0, broken one way (the
+    slot untouched: its next use is use 0)."""
     good = random_fixed(rng, 1 << 28)
 
     def pkt(values=good, **fields):
         return contrib_pkt(topo, "h1", job, session, 0, values, **fields)
+
+    def other_session(delta, **fields):
+        return contrib_pkt(topo, "h1", job, (session + delta) & 0xFFFF, 0, good, **fields)
 
     def resized(p, udp_len=None, cut=0):
         """p with UDP and IPv4 lengths recomputed (or the UDP length forced), less `cut`
@@ -113,6 +121,16 @@ def malformed(topo, job, session, rng):
         # is checked first; a bad UDP sum alone is the UDP checksum's
         (BAD_CHECKSUM, with_bad_checksum(bad_sum)),
         (BAD_UDP_CHECKSUM, with_bad_checksum(pkt())),
+        # not the job's session (docs/PROTOCOL.md "Sessions"), checked before the exponent
+        (WRONG_SESSION, bytes(other_session(1))),
+        (WRONG_SESSION, bytes(other_session(-1, exp=255))),
+        (WRONG_SESSION, bytes(other_session(-session))),      # 0: an untouched slot's
+        # not the slot's next use, use 0 (docs/PROTOCOL.md "Uses")
+        (EARLY, bytes(pkt(use=1))),
+        (EARLY, bytes(pkt(use=2))),
+        (EARLY, bytes(pkt(version=1))),                        # use 0 in version 1
+        (EARLY, bytes(pkt(chunk=1))),                          # slot 1's use 0
+        (EARLY, bytes(pkt(chunk=0xFFFFFFFF))),
     ]
 
 

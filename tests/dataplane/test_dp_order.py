@@ -1,7 +1,8 @@
-"""What the switch must not take for a contribution (docs/PROTOCOL.md "Ordering", "Weights",
-"Integrity"): a packet of an older session, a replay of an older use, a sender's own count or
-an exponent above the job's bound, a payload whose checksum does not add up. And the headroom
-of a tree whose switches re-compress their partial sums."""
+"""What the switch must not take for a contribution (docs/PROTOCOL.md "Sessions", "Uses",
+"Weights", "Integrity"): a packet of a session other than the one the control plane
+installed, a replay of an older use, a sender's own count or an exponent above the job's
+bound, a payload whose checksum does not add up. And the headroom of a tree whose switches
+re-compress their partial sums."""
 
 import numpy as np
 from scapy.layers.inet import UDP
@@ -13,8 +14,10 @@ from tests.dataplane.packets import (
     BAD_UDP_CHECKSUM,
     COMPLETE,
     CONTRIB,
+    EARLY,
     RESULT,
     STALE,
+    WRONG_SESSION,
     check_result_addressing,
     contrib,
     contrib_pkt,
@@ -22,92 +25,129 @@ from tests.dataplane.packets import (
     received,
     with_bad_checksum,
 )
-from worker import codec
+from worker import codec, wire
 
 PAIR = ["h1", "h2"]
 
 
-def test_an_older_session_neither_wipes_a_live_slot_nor_counts(fabric):
-    """Session s2 is running: slot 0's version 1 holds the previous use's result (a straggler
-    still needs it), version 0 is half full. A packet of the older session s1 arrives: it is
-    dropped as STALE, and the slot goes on: the straggler's retransmission is answered from
-    the shadow copy, the open version completes with the exact sum."""
+def test_another_session_neither_wipes_a_live_slot_nor_counts(fabric):
+    """The job runs in the session the control plane installed: slot 0's use 1 (version 1)
+    holds the previous result (a straggler still needs it), use 2 (version 0) is half full.
+    Packets of other sessions arrive from a member's port, at the open use and at the
+    shadow copy's: the session the job ran in before, a newer one and one half the space
+    away by serial order, and 0 (what a slot no session touched reads). Each is dropped as
+    WRONG_SESSION, nothing answered. The slot goes on: the straggler's retransmission is
+    answered from the shadow copy, the open use completes with the exact sum."""
     topo = fabric.program([JobSpec(61, tuple(PAIR), slots=4)])
-    s1, s2 = fabric.session(), fabric.session()
+    earlier = fabric.session()
+    s = fabric.session()
     rng = np.random.default_rng(61)
-    p, q, a, b, old = (random_fixed(rng, 1 << 29) for _ in range(5))
-    for h, v in zip(PAIR, (p, q), strict=True):
-        fabric.send(h, contrib(topo, h, 61, s2, 0, v, version=1, chunk=7))
-    previous = {h: received(fabric, h).payload for h in PAIR}
-    fabric.send("h1", contrib(topo, "h1", 61, s2, 0, a, version=0, chunk=9))
+    p0, q0, p, q, a, b, old = (random_fixed(rng, 1 << 29) for _ in range(7))
+    for use, parts in ((0, (p0, q0)), (1, (p, q))):
+        for h, v in zip(PAIR, parts, strict=True):
+            fabric.send(h, contrib(topo, h, 61, s, 0, v, use=use))
+        previous = {h: received(fabric, h).payload for h in PAIR}
+        assert all(np.array_equal(r, codec.aggregate(parts)) for r in previous.values())
+    fabric.send("h1", contrib(topo, "h1", 61, s, 0, a, use=2))
     before = fabric.counters("s1")
-    fabric.send("h2", contrib(topo, "h2", 61, s1, 0, old, version=0, chunk=9))
-    fabric.send("h2", contrib(topo, "h2", 61, s1, 0, old, version=1, chunk=11))
-    assert not any(fabric.quiet(PAIR).values()), "an older session's packet was answered"
+    others = (earlier, (s + 1) & 0xFFFF, (s + 0x8000) & 0xFFFF, 0)
+    for other in others:
+        assert other != s
+        for use in (2, 1):
+            fabric.send("h2", contrib(topo, "h2", 61, other, 0, old, use=use))
+    assert not any(fabric.quiet(PAIR).values()), "another session's packet was answered"
     # the straggler h2 lost the previous result: the shadow copy still has it
-    fabric.send("h2", contrib(topo, "h2", 61, s2, 0, q, version=1, chunk=7))
+    fabric.send("h2", contrib(topo, "h2", 61, s, 0, q, use=1))
     again = received(fabric, "h2")
-    assert (again.agg.chunk, again.agg.session) == (7, s2)
-    assert np.array_equal(again.payload, previous["h2"])
-    assert np.array_equal(previous["h2"], codec.aggregate([p, q]))
-    fabric.send("h2", contrib(topo, "h2", 61, s2, 0, b, version=0, chunk=9))
+    assert (again.agg.chunk, again.agg.version, again.agg.session) == (
+        wire.use_chunk(1, 0, 4), 1, s)
+    assert np.array_equal(again.payload, codec.aggregate([p, q]))
+    fabric.send("h2", contrib(topo, "h2", 61, s, 0, b, use=2))
     for h in PAIR:
         res = received(fabric, h)
-        assert (res.agg.chunk, res.agg.count) == (9, 2)
+        assert (res.agg.chunk, res.agg.count) == (wire.use_chunk(2, 0, 4), 2)
         assert np.array_equal(res.payload, codec.aggregate([a, b])), f"at {h}"
         check_result_addressing(topo, h, res)
     assert not any(fabric.quiet(PAIR).values())
     delta = fabric.wait_counters(before, {("s1", "events", COMPLETE): 1}, switches=("s1",))
-    assert delta.of("s1", "drops_in") == {STALE: 2}
+    assert delta.of("s1", "drops_in") == {WRONG_SESSION: 2 * len(others)}
     assert delta.of("s1", "events") == {CONTRIB: 1, ANSWERED: 1, COMPLETE: 1, RESULT: 1}
 
 
-def test_a_slot_no_session_touched_takes_any_session(fabric):
-    """A slot whose session register reads 0 (a switch just started) was never touched: any
-    session is new there, even one that serial-number order puts before the others."""
+def test_the_installed_session_is_taken_whatever_its_number(fabric):
+    """Sessions have no order: the control plane moves the job to a session that serial-
+    number order puts before the one its slot last saw, and there the slot starts afresh
+    at use 0 (a use 1 is EARLY; use 0 is neither a duplicate nor answered with the old
+    session's sum), while the old session's packets are WRONG_SESSION. A dropped packet of
+    the new session changes nothing: moved back, the slot still answers the old use."""
     topo = fabric.program([JobSpec(62, tuple(PAIR), slots=512)])
-    far = (fabric.session() + 40000) & 0xFFFF        # "older" than every session in use
+    s = fabric.session()
     rng = np.random.default_rng(62)
-    a, b = random_fixed(rng, 1 << 29), random_fixed(rng, 1 << 29)
+    a, b, c, d = (random_fixed(rng, 1 << 29) for _ in range(4))
     for h, v in zip(PAIR, (a, b), strict=True):
-        fabric.send(h, contrib(topo, h, 62, far, 511, v, chunk=3))
+        fabric.send(h, contrib(topo, h, 62, s, 511, v))
+    for h in PAIR:
+        assert np.array_equal(received(fabric, h).payload, codec.aggregate([a, b]))
+    far = (s + 40000) & 0xFFFF                  # "older" than s by serial order
+    fabric.set_sessions({62: far})
+    before = fabric.counters("s1")
+    fabric.send("h2", contrib(topo, "h2", 62, s, 511, b))             # the old session
+    fabric.send("h1", contrib(topo, "h1", 62, far, 511, c, use=1))    # not the slot's next
+    delta = fabric.wait_counters(before, {("s1", "drops_in", EARLY): 1}, switches=("s1",))
+    assert delta.of("s1", "drops_in") == {WRONG_SESSION: 1, EARLY: 1}
+    assert not any(fabric.quiet(PAIR).values())
+    # The dropped packets left the slot as it was: in its old session it answers use 0.
+    fabric.set_sessions({62: s})
+    fabric.send("h2", contrib(topo, "h2", 62, s, 511, b))
+    assert np.array_equal(received(fabric, "h2").payload, codec.aggregate([a, b]))
+    fabric.set_sessions({62: far})
+    fabric.send("h1", contrib(topo, "h1", 62, far, 511, c))
+    assert not any(fabric.quiet(PAIR).values()), "answered with the old session's sum"
+    fabric.send("h2", contrib(topo, "h2", 62, far, 511, d))
     for h in PAIR:
         res = received(fabric, h)
-        assert res.agg.session == far and np.array_equal(res.payload, codec.aggregate([a, b]))
+        assert (res.agg.session, res.agg.chunk, res.agg.version) == (far, 511, 0)
+        assert np.array_equal(res.payload, codec.aggregate([c, d]))
     assert not any(fabric.quiet(PAIR).values())
+    delta = fabric.wait_counters(before, {("s1", "events", COMPLETE): 1}, switches=("s1",))
+    assert delta.of("s1", "drops_in") == {WRONG_SESSION: 1, EARLY: 1}
+    assert delta.of("s1", "events") == {ANSWERED: 1, CONTRIB: 2, COMPLETE: 1, RESULT: 1}
 
 
 def test_a_replayed_contribution_of_an_older_use_is_stale(fabric):
-    """Uses 1, 2, 3 of one slot (versions 0, 1, 0; chunk numbers 10, 20, 30). A copy of h1's
-    use-1 frame arrives twice: after use 2 completed (version 0 still holds use 1: answered
-    from it, nothing added) and while use 3 is open (dropped as STALE). Use 3's sum is exact."""
+    """Uses 0, 1, 2 of one slot (versions 0, 1, 0). A copy of h1's use-0 frame arrives
+    after use 1 completed (version 0 still holds use 0: answered from it, nothing added),
+    while use 2 is open and after it completed (use 0 is over: dropped as STALE both times).
+    Use 2's sum is exact."""
     topo = fabric.program([JobSpec(63, tuple(PAIR), slots=4)])
     session = fabric.session()
     rng = np.random.default_rng(63)
-    parts = {c: [random_fixed(rng, 1 << 29) for _ in PAIR] for c in (10, 20, 30)}
-    old = contrib(topo, "h1", 63, session, 2, parts[10][0], version=0, chunk=10)
-    for c, version in ((10, 0), (20, 1)):
-        for h, v in zip(PAIR, parts[c], strict=True):
-            fabric.send(h, contrib(topo, h, 63, session, 2, v, version=version, chunk=c))
+    parts = {u: [random_fixed(rng, 1 << 29) for _ in PAIR] for u in range(3)}
+    old = contrib(topo, "h1", 63, session, 2, parts[0][0])
+    for u in (0, 1):
+        for h, v in zip(PAIR, parts[u], strict=True):
+            fabric.send(h, contrib(topo, h, 63, session, 2, v, use=u))
         for h in PAIR:
-            assert np.array_equal(received(fabric, h).payload, codec.aggregate(parts[c]))
+            assert np.array_equal(received(fabric, h).payload, codec.aggregate(parts[u]))
     before = fabric.counters("s1")
     fabric.send("h1", old)
     answer = received(fabric, "h1")
-    assert answer.agg.chunk == 10 and np.array_equal(answer.payload, codec.aggregate(parts[10]))
-    fabric.send("h2", contrib(topo, "h2", 63, session, 2, parts[30][1], version=0, chunk=30))
-    # BMv2 may take packets of two ports in either order: use 3 must have begun
+    assert (answer.agg.chunk, answer.agg.version) == (2, 0)
+    assert np.array_equal(answer.payload, codec.aggregate(parts[0]))
+    fabric.send("h2", contrib(topo, "h2", 63, session, 2, parts[2][1], use=2))
+    # BMv2 may take packets of two ports in either order: use 2 must have begun
     fabric.wait_counters(before, {("s1", "events", CONTRIB): 1}, switches=("s1",))
     fabric.send("h1", old)
-    assert not any(fabric.quiet(PAIR).values()), "a replay completed use 3"
-    fabric.send("h1", contrib(topo, "h1", 63, session, 2, parts[30][0], version=0, chunk=30))
+    assert not any(fabric.quiet(PAIR).values()), "a replay completed use 2"
+    fabric.send("h1", contrib(topo, "h1", 63, session, 2, parts[2][0], use=2))
     for h in PAIR:
         res = received(fabric, h)
-        assert res.agg.chunk == 30
-        assert np.array_equal(res.payload, codec.aggregate(parts[30])), f"use 3 at {h}"
-    assert not any(fabric.quiet(PAIR).values())
-    delta = fabric.wait_counters(before, {("s1", "events", COMPLETE): 1}, switches=("s1",))
-    assert delta.of("s1", "drops_in") == {STALE: 1}
+        assert (res.agg.chunk, res.agg.version) == (wire.use_chunk(2, 2, 4), 0)
+        assert np.array_equal(res.payload, codec.aggregate(parts[2])), f"use 2 at {h}"
+    fabric.send("h1", old)
+    assert not any(fabric.quiet(PAIR).values()), "a replay of use 0 was answered"
+    delta = fabric.wait_counters(before, {("s1", "drops_in", STALE): 2}, switches=("s1",))
+    assert delta.of("s1", "drops_in") == {STALE: 2}
     assert delta.of("s1", "events") == {ANSWERED: 1, CONTRIB: 2, COMPLETE: 1, RESULT: 1}
 
 
@@ -180,7 +220,7 @@ def test_cnat8_partial_sums_at_the_top_code_stay_within_2_30(fabric):
     top = np.full(codec.ELEMS, 31 - h, np.uint8)
     for slot in range(8):
         for w in workers:
-            fabric.send(w, contrib(topo, w, 66, session, slot, top, chunk=slot))
+            fabric.send(w, contrib(topo, w, 66, session, slot, top))
         for w in workers:
             res = received(fabric, w)
             m = res.payload & 0x7F

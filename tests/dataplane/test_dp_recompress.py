@@ -42,13 +42,15 @@ def test_recompressed_results_are_bracketing_and_unbiased(fabric):
     q = (mag - (1 << p)) / (1 << p).astype(np.float64)
     ups, ratios = [], []
     for t in range(TRIALS):
-        slot, version = t % 8, (t // 8) % 2
+        slot, use = t % 8, t // 8          # chunk number use * 8 + slot = t
+        version = use % 2
         share = rng.integers(-(1 << 20), 1 << 20, ELEMS)
         a, b = (sums - share).astype(np.int32), share.astype(np.int32)
-        fabric.send("h1", contrib(topo, "h1", 51, session, slot, a, version=version, chunk=t))
-        fabric.send("h2", contrib(topo, "h2", 51, session, slot, b, version=version, chunk=t))
+        fabric.send("h1", contrib(topo, "h1", 51, session, slot, a, use=use))
+        fabric.send("h2", contrib(topo, "h2", 51, session, slot, b, use=use))
         r1, r2 = received(fabric, "h1"), received(fabric, "h2")
-        assert (r1.agg.encoding, r1.agg.slot, r1.agg.version) == (wire.ENC_CNAT8, slot, version)
+        assert (r1.agg.encoding, r1.agg.slot, r1.agg.version, r1.agg.chunk) == (
+            wire.ENC_CNAT8, slot, version, t)
         assert np.array_equal(r1.payload, r2.payload), "the multicast copies differ"
         assert ((r1.payload & 0x7F) <= 31).all(), "a code above 31 for a sum within 2^30"
         up = check_rounding(sums, r1.payload)
@@ -57,8 +59,7 @@ def test_recompressed_results_are_bracketing_and_unbiased(fabric):
                       / mag)
         if t % 16 == 15:
             # h1 lost it: the stored, rounded sums re-encode to the same codes
-            fabric.send("h1", contrib(topo, "h1", 51, session, slot, a, version=version,
-                                      chunk=t))
+            fabric.send("h1", contrib(topo, "h1", 51, session, slot, a, use=use))
             again = received(fabric, "h1")
             assert again.agg.chunk == t
             assert np.array_equal(again.payload, r1.payload), "retransmission got other codes"

@@ -1,5 +1,5 @@
 """The slot algorithm (docs/PROTOCOL.md "Switch behaviour per slot"): duplicates, answers to
-retransmissions, shadow copies across versions, sessions."""
+retransmissions, shadow copies across versions, sessions the control plane moves."""
 
 import numpy as np
 
@@ -9,8 +9,10 @@ from tests.dataplane.packets import (
     COMPLETE,
     CONTRIB,
     DUPLICATE,
+    EARLY,
     IMPAIRMENT,
     RESULT,
+    WRONG_SESSION,
     check_result_addressing,
     contrib,
     random_cnat,
@@ -48,21 +50,24 @@ def test_duplicates_are_not_added_twice_and_are_counted(fabric):
 
 
 def test_retransmission_after_completion_gets_the_stored_result_unicast(fabric):
+    """Use 1 of slot 2 (version 1) completes; h2 lost its result and retransmits: only h2
+    hears back, with the stored sum, each time."""
     topo = fabric.program([JobSpec(12, tuple(HOSTS), slots=4)])
     session = fabric.session()
     rng = np.random.default_rng(12)
-    parts = [random_cnat(rng, 29) for _ in HOSTS]
-    for i, host in enumerate(HOSTS):
-        fabric.send(host, contrib(topo, host, 12, session, 2, parts[i], version=1,
-                                  exp=110 + i, chunk=500))
-    first = {h: received(fabric, h) for h in HOSTS}
-    exact = codec.aggregate(parts, codec.CNAT8)
-    assert all(np.array_equal(r.payload, exact) for r in first.values())
+    for use in (0, 1):
+        parts = [random_cnat(rng, 29) for _ in HOSTS]
+        for i, host in enumerate(HOSTS):
+            fabric.send(host, contrib(topo, host, 12, session, 2, parts[i], use=use,
+                                      exp=110 + i))
+        first = {h: received(fabric, h) for h in HOSTS}
+        exact = codec.aggregate(parts, codec.CNAT8)
+        assert all(np.array_equal(r.payload, exact) for r in first.values())
+    chunk = wire.use_chunk(1, 2, 4)
     before = fabric.counters()
     # h2 lost the result: it retransmits (twice, the same frame); only h2 hears back
-    for chunk in (500, 500):
-        fabric.send("h2", contrib(topo, "h2", 12, session, 2, parts[1], version=1, exp=111,
-                                  chunk=chunk))
+    for _ in range(2):
+        fabric.send("h2", contrib(topo, "h2", 12, session, 2, parts[1], use=1, exp=111))
         res = received(fabric, "h2")
         assert (res.agg.msg_type, res.agg.encoding, res.agg.slot, res.agg.version,
                 res.agg.count, res.agg.exp, res.agg.chunk) == (
@@ -88,54 +93,62 @@ def test_versions_alternate_and_the_shadow_copy_answers_late_retransmissions(fab
         version = rnd % 2
         a, b = random_fixed(rng, 1 << 29), random_fixed(rng, 1 << 29)
         exact = codec.aggregate([a, b])
-        fabric.send("h1", contrib(topo, "h1", 13, session, slot, a, version=version,
-                                  chunk=10 * rnd))
+        chunk = wire.use_chunk(rnd, slot, 4)
+        fabric.send("h1", contrib(topo, "h1", 13, session, slot, a, use=rnd))
         if prev is not None and rnd in (1, 2):
             pv, pb, presult = prev
-            fabric.send("h2", contrib(topo, "h2", 13, session, slot, pb, version=pv,
-                                      chunk=10 * rnd - 10))
+            fabric.send("h2", contrib(topo, "h2", 13, session, slot, pb, use=rnd - 1))
             late = received(fabric, "h2")
-            assert late.agg.version == pv and late.agg.chunk == 10 * rnd - 10
+            assert late.agg.version == pv and late.agg.chunk == wire.use_chunk(rnd - 1, slot, 4)
             assert np.array_equal(late.payload, presult), f"round {rnd}: shadow copy lost"
             assert not fabric.quiet(["h1"])["h1"], "the answer to a retransmission is unicast"
-        fabric.send("h2", contrib(topo, "h2", 13, session, slot, b, version=version,
-                                  chunk=10 * rnd))
+        fabric.send("h2", contrib(topo, "h2", 13, session, slot, b, use=rnd))
         for host in ("h1", "h2"):
             res = received(fabric, host)
-            assert (res.agg.version, res.agg.chunk, res.agg.count) == (version, 10 * rnd, 2)
+            assert (res.agg.version, res.agg.chunk, res.agg.count) == (version, chunk, 2)
             assert np.array_equal(res.payload, exact), f"round {rnd} at {host}"
         prev = (version, b, exact)
     assert not any(fabric.quiet(["h1", "h2"]).values())
 
 
-def test_a_new_session_resets_the_slots(fabric):
-    """A slot half-filled (or complete) in one session starts clean in the next: the old
-    contribution is neither added nor taken as a duplicate, nor answered as complete."""
+def test_moving_the_job_to_a_new_session_starts_its_slots_afresh(fabric):
+    """When the control plane moves the job to another session, a slot half-filled (or
+    complete) in the old one starts afresh at use 0: the old contribution is neither added
+    nor taken as a duplicate, nor answered as complete; the old session's packets are
+    dropped as WRONG_SESSION, and the new session's numbering starts over (use 1 before
+    use 0 is EARLY)."""
     topo = fabric.program([JobSpec(14, ("h1", "h2"), slots=4)])
-    s1, s2, s3 = fabric.session(), fabric.session(), fabric.session()
+    s1 = fabric.session()
     rng = np.random.default_rng(14)
-    stale = random_fixed(rng, 1 << 29)
-    fabric.send("h1", contrib(topo, "h1", 14, s1, 0, stale, exp=200))
+    old = random_fixed(rng, 1 << 29)
+    fabric.send("h1", contrib(topo, "h1", 14, s1, 0, old, exp=150))
+    s2 = fabric.session()
     a, b = random_fixed(rng, 1 << 29), random_fixed(rng, 1 << 29)
     before = fabric.counters()
+    fabric.send("h2", contrib(topo, "h2", 14, s1, 0, old, exp=150))    # would complete s1
     fabric.send("h1", contrib(topo, "h1", 14, s2, 0, a, exp=120))
     assert not any(fabric.quiet(["h1", "h2"]).values()), "h1 of the new session is alone"
     fabric.send("h2", contrib(topo, "h2", 14, s2, 0, b, exp=125))
     for host in ("h1", "h2"):
         res = received(fabric, host)
-        assert (res.agg.session, res.agg.exp, res.agg.count) == (s2, 125, 2)
+        assert (res.agg.session, res.agg.exp, res.agg.count, res.agg.chunk) == (s2, 125, 2, 0)
         assert np.array_equal(res.payload, codec.aggregate([a, b]))
-    # Complete in s2; s3's first contribution to the slot is new, not a retransmission.
+    # Complete in s2; in s3 the slot's first contribution is new, not a retransmission.
+    s3 = fabric.session()
     c, d = random_cnat(rng, 30), random_cnat(rng, 30)
+    fabric.send("h2", contrib(topo, "h2", 14, s2, 0, b, exp=125))     # s2's retransmission
+    fabric.send("h1", contrib(topo, "h1", 14, s3, 0, c, use=1, exp=90))
     fabric.send("h1", contrib(topo, "h1", 14, s3, 0, c, exp=90))
     assert not any(fabric.quiet(["h1", "h2"]).values()), "answered with the old session's sum"
     fabric.send("h2", contrib(topo, "h2", 14, s3, 0, d, exp=91))
     for host in ("h1", "h2"):
         res = received(fabric, host)
-        assert (res.agg.session, res.agg.exp) == (s3, 91)
+        assert (res.agg.session, res.agg.exp, res.agg.chunk) == (s3, 91, 0)
         assert np.array_equal(res.payload, codec.aggregate([c, d], codec.CNAT8))
+    assert not any(fabric.quiet(["h1", "h2"]).values())
     delta = fabric.wait_counters(before, {("s1", "events", COMPLETE): 2})
     assert delta.of("s1", "events") == {CONTRIB: 4, COMPLETE: 2, RESULT: 2}
+    assert delta.of("s1", "drops_in") == {WRONG_SESSION: 2, EARLY: 1}
 
 
 def test_results_lost_on_the_way_are_recovered_by_retransmission(fabric):

@@ -1,6 +1,7 @@
 """What a sparse job refuses (docs/PROTOCOL.md "Sparse jobs", "Switch checks"): a block or
 next that does not fit the use, a prime with a payload or the wrong bound, a PRIME in a data
-use, a data use with no complete use before it (BAD_BLOCK); dense packets to a sparse job
+use or opening the next use of a stream not done, a data use with no complete use before it
+(BAD_BLOCK); a use no correct sender can have sent yet (EARLY); dense packets to a sparse job
 (BAD_TYPE); an EMPTY packet too short to carry a FIXED32 result (BAD_LENGTH). Each is
 dropped and counted, and the slot is as if it never came: the use completes with the exact
 sum and the sender's real packet is not a duplicate."""
@@ -17,6 +18,7 @@ from tests.dataplane.packets import (
     BAD_TYPE,
     COMPLETE,
     CONTRIB,
+    EARLY,
     ELEMS,
     RESULT,
     contrib,
@@ -53,51 +55,53 @@ def test_bad_blocks_are_dropped_and_the_slot_stays_intact(fabric):
     def pkt(host, block, nxt, values=None, **kw):
         return sparse(topo, host, 401, s, 0, block, nxt, values, **kw)
 
-    # A data packet before any prime of the session: no use before it to take a block from.
-    expect_drops(fabric, [(BAD_BLOCK, "h1", pkt("h1", 0, 2, good, version=1, chunk=2))], hosts)
+    # A data packet before any prime of the session: in use 0 (the prime's) there is no use
+    # before it to take a block from; as use 1 it is a use no correct sender can have sent.
+    expect_drops(fabric, [(BAD_BLOCK, "h1", pkt("h1", 0, 2, good)),
+                          (EARLY, "h1", pkt("h1", 0, 2, good, use=1))], hosts)
     # The prime (bound B) opens with h1; then what a prime must not be.
     before = fabric.counters("s1")
-    fabric.send("h1", pkt("h1", B, 2, prime=True, chunk=1))
+    fabric.send("h1", pkt("h1", B, 2, prime=True))
     expect_drops(fabric, [
-        (BAD_BLOCK, "h2", pkt("h2", B, 2, good, prime=True, chunk=1)),      # with a payload
-        (BAD_BLOCK, "h2", pkt("h2", B, 2, prime=True, pad=True, chunk=1)),  # with padding
-        (BAD_BLOCK, "h2", pkt("h2", B + 1, 2, prime=True, chunk=1)),        # another bound
-        (BAD_BLOCK, "h2", pkt("h2", B, B, prime=True, chunk=1)),            # next = bound
-        (BAD_BLOCK, "h2", pkt("h2", B, B + 7, prime=True, chunk=1)),        # next outside
-        (BAD_BLOCK, "h2", pkt("h2", 0, 2, good, chunk=1)),                  # data in a prime
-        (BAD_TYPE, "h2", contrib(topo, "h2", 401, s, 0, good, chunk=1)),    # a dense packet
+        (BAD_BLOCK, "h2", pkt("h2", B, 2, good, prime=True)),      # with a payload
+        (BAD_BLOCK, "h2", pkt("h2", B, 2, prime=True, pad=True)),  # with padding
+        (BAD_BLOCK, "h2", pkt("h2", B + 1, 2, prime=True)),        # another bound
+        (BAD_BLOCK, "h2", pkt("h2", B, B, prime=True)),            # next = bound
+        (BAD_BLOCK, "h2", pkt("h2", B, B + 7, prime=True)),        # next outside
+        (BAD_BLOCK, "h2", pkt("h2", 0, 2, good)),                  # data in a prime
+        (BAD_TYPE, "h2", contrib(topo, "h2", 401, s, 0, good)),    # a dense packet
         (BAD_RESULT_PORT, "h2", bytes(sparse_pkt(topo, "h2", 401, s, 0, B, 2, prime=True,
-                                                 chunk=1, msg_type=wire.MSG_SPARSE_RESULT))),
+                                                 msg_type=wire.MSG_SPARSE_RESULT))),
     ], hosts)
-    fabric.send("h2", pkt("h2", B, 4, prime=True, exp=131, chunk=1))
-    fabric.send("h3", pkt("h3", B, 2, prime=True, exp=135, chunk=1))
+    fabric.send("h2", pkt("h2", B, 4, prime=True, exp=131))
+    fabric.send("h3", pkt("h3", B, 2, prime=True, exp=135))
     for h in hosts:
         r = received_sparse(fabric, h)
         assert (r.block.block, r.block.next, r.agg.exp, r.agg.count) == (B, 2, 135, 3)
     # A packet with a payload, seen in the complete prime (the same chunk): answered with
     # the prime's result, which has none.
-    fabric.send("h1", pkt("h1", 2, 6, good, chunk=1))
+    fabric.send("h1", pkt("h1", 2, 6, good))
     r = received_sparse(fabric, "h1")
     assert r.payload is None and (r.block.block, r.block.next) == (B, 2)
     # The data use of block 2 (version 1): a bad first packet changes nothing either.
     a, b = good, rng.integers(-(1 << 20), 1 << 20, ELEMS).astype(np.int32)
-    expect_drops(fabric, [(BAD_BLOCK, "h1", pkt("h1", 4, 6, a, version=1, chunk=3))], hosts)
-    fabric.send("h1", pkt("h1", 2, 6, a, version=1, exp=140, chunk=3))
+    expect_drops(fabric, [(BAD_BLOCK, "h1", pkt("h1", 4, 6, a, use=1))], hosts)
+    fabric.send("h1", pkt("h1", 2, 6, a, use=1, exp=140))
     expect_drops(fabric, [
-        (BAD_BLOCK, "h2", pkt("h2", B + 3, NO_BLOCK, b, version=1, chunk=3)),  # outside
-        (BAD_BLOCK, "h2", pkt("h2", 4, 6, b, version=1, chunk=3)),             # not the use's
-        (BAD_BLOCK, "h2", pkt("h2", 2, 2, b, version=1, chunk=3)),             # next = block
-        (BAD_BLOCK, "h2", pkt("h2", 2, 0, b, version=1, chunk=3)),             # next < block
-        (BAD_BLOCK, "h2", pkt("h2", 2, B, b, version=1, chunk=3)),             # next = bound
-        (BAD_BLOCK, "h2", pkt("h2", 2, 0x7FFFFFFF, b, version=1, chunk=3)),    # next outside
-        (BAD_BLOCK, "h2", pkt("h2", B, 4, prime=True, version=1, chunk=3)),    # a PRIME
-        (BAD_BLOCK, "h3", pkt("h3", 2, 1, pad=True, version=1, chunk=3)),      # EMPTY, next <
+        (BAD_BLOCK, "h2", pkt("h2", B + 3, NO_BLOCK, b, use=1)),  # outside
+        (BAD_BLOCK, "h2", pkt("h2", 4, 6, b, use=1)),             # not the use's
+        (BAD_BLOCK, "h2", pkt("h2", 2, 2, b, use=1)),             # next = block
+        (BAD_BLOCK, "h2", pkt("h2", 2, 0, b, use=1)),             # next < block
+        (BAD_BLOCK, "h2", pkt("h2", 2, B, b, use=1)),             # next = bound
+        (BAD_BLOCK, "h2", pkt("h2", 2, 0x7FFFFFFF, b, use=1)),    # next outside
+        (BAD_BLOCK, "h2", pkt("h2", B, 4, prime=True, use=1)),    # a PRIME
+        (BAD_BLOCK, "h3", pkt("h3", 2, 1, pad=True, use=1)),      # EMPTY, next <
         # EMPTY without the padding a FIXED32 result needs (BMv2 grows a packet <= 512 B)
-        (BAD_LENGTH, "h3", pkt("h3", 2, 4, version=1, chunk=3)),
-        (BAD_TYPE, "h2", contrib(topo, "h2", 401, s, 0, b, version=1, chunk=3)),
+        (BAD_LENGTH, "h3", pkt("h3", 2, 4, use=1)),
+        (BAD_TYPE, "h2", contrib(topo, "h2", 401, s, 0, b, use=1)),
     ], hosts)
-    fabric.send("h2", pkt("h2", 2, NO_BLOCK, b, version=1, exp=0, chunk=3))
-    fabric.send("h3", pkt("h3", 2, 4, pad=True, version=1, exp=150, chunk=3))
+    fabric.send("h2", pkt("h2", 2, NO_BLOCK, b, use=1, exp=0))
+    fabric.send("h3", pkt("h3", 2, 4, pad=True, use=1, exp=150))
     for h in hosts:
         r = received_sparse(fabric, h)
         assert (r.block.block, r.block.next, r.agg.exp, r.agg.count) == (2, 4, 150, 3)
@@ -105,13 +109,21 @@ def test_bad_blocks_are_dropped_and_the_slot_stays_intact(fabric):
     delta = fabric.counters("s1") - before
     # six accepted contributions, none a duplicate: the drops left no trace
     assert delta.of("s1", "events") == {CONTRIB: 6, COMPLETE: 2, RESULT: 2, ANSWERED: 1}
+    # The slot's stream goes on (block 4 next): a PRIME may not open its next use (only a
+    # done stream's: docs/PROTOCOL.md "Sparse jobs"), nor a use after that.
+    expect_drops(fabric, [
+        (BAD_BLOCK, "h1", pkt("h1", B, 4, prime=True, use=2)),
+        (BAD_BLOCK, "h1", pkt("h1", B, NO_BLOCK, prime=True, use=2)),
+        (EARLY, "h1", pkt("h1", B, 4, prime=True, use=3)),
+        (EARLY, "h1", pkt("h1", 4, NO_BLOCK, a, use=3)),
+    ], hosts)
     # Retransmissions to the complete use: unpadded EMPTY ones, a PRIME among them, cannot
     # hold the FIXED32 answer (BMv2 would abort growing them); a padded one gets it.
     expect_drops(fabric, [
-        (BAD_LENGTH, "h3", pkt("h3", B, 4, prime=True, version=1, chunk=3)),
-        (BAD_LENGTH, "h3", pkt("h3", 2, 4, version=1, chunk=3)),
+        (BAD_LENGTH, "h3", pkt("h3", B, 4, prime=True, use=1)),
+        (BAD_LENGTH, "h3", pkt("h3", 2, 4, use=1)),
     ], hosts)
-    fabric.send("h3", pkt("h3", 2, 4, pad=True, version=1, exp=150, chunk=3))
+    fabric.send("h3", pkt("h3", 2, 4, pad=True, use=1, exp=150))
     r = received_sparse(fabric, "h3")
     assert np.array_equal(r.payload.astype(np.int64), a.astype(np.int64) + b)
     assert not any(fabric.quiet(hosts).values())
@@ -138,9 +150,9 @@ def test_bad_empty_packets_and_lengths(fabric):
         p[IP].chksum = None
         return bytes(p)
 
-    prime = sparse_pkt(topo, "h1", 402, s, 0, 3, 0, prime=True, chunk=1)
-    data = sparse_pkt(topo, "h1", 402, s, 0, 0, NO_BLOCK, codes, version=1, chunk=2)
-    empty = sparse_pkt(topo, "h2", 402, s, 0, 0, NO_BLOCK, version=1, chunk=2)
+    prime = sparse_pkt(topo, "h1", 402, s, 0, 3, 0, prime=True)
+    data = sparse_pkt(topo, "h1", 402, s, 0, 0, NO_BLOCK, codes, use=1)
+    empty = sparse_pkt(topo, "h2", 402, s, 0, 0, NO_BLOCK, use=1)
     expect_drops(fabric, [
         (BAD_LENGTH, "h1", resized(prime.copy(), b"\0" * 7)),
         (BAD_LENGTH, "h1", resized(prime.copy(), b"\0" * (4 * ELEMS))),
@@ -148,7 +160,7 @@ def test_bad_empty_packets_and_lengths(fabric):
         (BAD_LENGTH, "h1", resized(data.copy(), cut=1)),
     ], hosts)
     fabric.send("h1", bytes(prime))
-    fabric.send("h2", sparse(topo, "h2", 402, s, 0, 3, 0, prime=True, chunk=1))
+    fabric.send("h2", sparse(topo, "h2", 402, s, 0, 3, 0, prime=True))
     for h in hosts:
         assert received_sparse(fabric, h).block.next == 0
     fabric.send("h1", bytes(data))

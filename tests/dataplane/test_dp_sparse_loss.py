@@ -39,13 +39,12 @@ def test_lossy_network_exact_sums_each_contribution_added_once(fabric):
     before = fabric.counters()
     uses, totals = 0, {"sent": 0, "lost": 0, "dups": 0, "replays": 0, "results_lost": 0}
     for job, enc in ((301, "fixed32"), (302, "cnat8")):
-        versions, base = {}, 0
+        numbers = {}
         for density in (0.2, 0.6):
             workers = random_workers(rng, HOSTS[:n], nb, density, "cnat8", codec.max_code(n))
-            log, stats = run_call_lossy(fabric, topo, job, session, workers, nb, slots, base,
-                                        versions, enc, rng, loss=0.2, dup=0.15, replay=0.3)
+            log, stats = run_call_lossy(fabric, topo, job, session, workers, nb, slots,
+                                        numbers, enc, rng, loss=0.2, dup=0.15, replay=0.3)
             check_coverage(log, workers, nb, slots)
-            base += 1000
             uses += log.uses
             for key in totals:
                 totals[key] += stats[key]
@@ -80,15 +79,13 @@ def test_retransmissions_are_answered_with_the_stored_result(fabric):
     for job, pad in ((311, True), (312, False)):
         v1 = rng.integers(-(1 << 20), 1 << 20, ELEMS).astype(np.int32)
         v3 = rng.integers(-(1 << 20), 1 << 20, ELEMS).astype(np.int32)
-        prime = [(h, sparse(topo, h, job, session, 1, 9, nxt, prime=True, exp=e, chunk=1))
+        prime = [(h, sparse(topo, h, job, session, 1, 9, nxt, prime=True, exp=e))
                  for h, nxt, e in (("h1", 3, 130), ("h2", NO_BLOCK, 0), ("h3", 3, 140))]
-        data = [("h1", sparse(topo, "h1", job, session, 1, 3, NO_BLOCK, v1, exp=0, version=1,
-                              chunk=3)),
+        data = [("h1", sparse(topo, "h1", job, session, 1, 3, NO_BLOCK, v1, exp=0, use=1)),
                 ("h2", sparse(topo, "h2", job, session, 1, 3, NO_BLOCK, pad=pad, exp=0,
-                              version=1, chunk=3)),
-                ("h3", sparse(topo, "h3", job, session, 1, 3, 7, v3, exp=120, version=1,
-                              chunk=3))]
-        nxt = [(h, sparse(topo, h, job, session, 1, 7, NO_BLOCK, pad=pad, exp=0, chunk=5))
+                              use=1)),
+                ("h3", sparse(topo, "h3", job, session, 1, 3, 7, v3, exp=120, use=1))]
+        nxt = [(h, sparse(topo, h, job, session, 1, 7, NO_BLOCK, pad=pad, exp=0, use=2))
                for h in ("h1", "h2")]
         first = _use(fabric, topo, job, session, prime)
         assert {(r.block.block, r.block.next, r.agg.exp) for r in first.values()} == {
@@ -113,14 +110,14 @@ def test_retransmissions_are_answered_with_the_stored_result(fabric):
         for host, frame in data:
             fabric.send(host, frame)
             assert bytes(received_sparse(fabric, host).agg) == bytes(res[host].agg)
-        # the prime, two uses back on version 0, is STALE now
+        # the prime, use 0, two uses back on version 0, is STALE now
         fabric.send("h3", prime[2][1])
         assert not any(fabric.quiet(hosts).values())
         delta = fabric.counters() - before
         assert delta.of("s1", "events")[ANSWERED] == 9
         assert delta.of("s1", "drops_in") == {STALE: 1}
         fabric.send("h3", sparse(topo, "h3", job, session, 1, 7, NO_BLOCK, exp=0, pad=pad,
-                                 chunk=5))
+                                 use=2))
         last = [received_sparse(fabric, h) for h in hosts]
         assert all(r.block.block == 7 and r.block.next == NO_BLOCK and not r.payload.any()
                    for r in last)
@@ -135,12 +132,11 @@ def test_duplicates_of_an_open_use_are_not_added_twice(fabric):
     session = fabric.session()
     rng = np.random.default_rng(321)
     _use(fabric, topo, 321, session,
-         [(h, sparse(topo, h, 321, session, 0, 4, 0, prime=True, chunk=1)) for h in hosts])
+         [(h, sparse(topo, h, 321, session, 0, 4, 0, prime=True)) for h in hosts])
     vals = {h: rng.integers(-(1 << 20), 1 << 20, ELEMS).astype(np.int32) for h in hosts[:2]}
-    frames = {h: sparse(topo, h, 321, session, 0, 0, NO_BLOCK, vals[h], version=1, chunk=2)
+    frames = {h: sparse(topo, h, 321, session, 0, 0, NO_BLOCK, vals[h], use=1)
               for h in hosts[:2]}
-    frames["h3"] = sparse(topo, "h3", 321, session, 0, 0, NO_BLOCK, pad=True, version=1,
-                          chunk=2)
+    frames["h3"] = sparse(topo, "h3", 321, session, 0, 0, NO_BLOCK, pad=True, use=1)
     before = fabric.counters()
     for h in ("h1", "h3", "h1", "h3", "h2"):
         fabric.send(h, frames[h])

@@ -20,22 +20,21 @@ HOSTS = [f"h{i}" for i in range(1, 33)]
 
 def test_random_sparsity_fixed32_exact(fabric):
     """4 workers, 40 blocks over 4 slots, random supports at several densities, one call
-    each (versions carry over between calls): every block some worker holds is aggregated
+    each (use numbers carry over between calls): every block some worker holds is aggregated
     once, in stream order, to the exact sum; the rest are skipped."""
     n, nb, slots = 4, 40, 4
     topo = fabric.program([JobSpec(201, tuple(HOSTS[:n]), slots=slots, mode="sparse")])
     session = fabric.session()
     rng = np.random.default_rng(201)
     before = fabric.counters()
-    versions, base, uses = {}, 0, 0
+    numbers, uses = {}, 0
     for density in (0.05, 0.3, 0.9):
         workers = random_workers(rng, HOSTS[:n], nb, density, "fixed32",
                                  1 << (30 - codec.headroom(n)))
-        log = run_call(fabric, topo, 201, session, workers, nb, slots, base, versions,
-                       rng=rng)
+        log = run_call(fabric, topo, 201, session, workers, nb, slots, numbers, rng=rng)
         check_coverage(log, workers, nb, slots)
-        base += (max(len(v) for v in log.order.values()) + 2) * slots
         uses += log.uses
+    assert sum(numbers.values()) == uses
     assert not any(fabric.quiet(HOSTS[:n + 1]).values())
     delta = fabric.wait_counters(before, {("s1", "events", COMPLETE): uses})
     assert delta.of("s1", "events") == {CONTRIB: n * uses, COMPLETE: uses, RESULT: uses}
@@ -55,11 +54,11 @@ def test_all_zero_workers_and_disjoint_supports(fabric):
     supports = [{b for b in range(nb) if owner[b] == i and rng.random() < 0.6}
                 for i in range(3)] + [set(), set()]
     workers = random_workers(rng, HOSTS[:n], nb, 0, "fixed32", 1 << 27, supports)
-    versions = {}
-    log = run_call(fabric, topo, 202, session, workers, nb, slots, 0, versions, rng=rng)
+    numbers = {}
+    log = run_call(fabric, topo, 202, session, workers, nb, slots, numbers, rng=rng)
     check_coverage(log, workers, nb, slots)
     empty = [Worker(h, {}) for h in HOSTS[:n]]
-    log = run_call(fabric, topo, 202, session, empty, nb, slots, 1000, versions, rng=rng)
+    log = run_call(fabric, topo, 202, session, empty, nb, slots, numbers, rng=rng)
     assert log.order == {} and log.uses == slots      # the primes only
     assert not any(fabric.quiet(HOSTS[:n + 1]).values())
 
@@ -74,15 +73,16 @@ def test_cnat8_contributions_exact_and_cnat8_results_rounded(fabric):
                                    mode="sparse")])
     session = fabric.session()
     rng = np.random.default_rng(203)
+    numbers = {203: {}, 204: {}}
     for job, enc in ((203, "fixed32"), (204, "cnat8")):
         workers = random_workers(rng, HOSTS[:n], nb, 0.4, "cnat8", codec.max_code(n))
-        log = run_call(fabric, topo, job, session, workers, nb, slots, 0, {},
+        log = run_call(fabric, topo, job, session, workers, nb, slots, numbers[job],
                        result_enc=enc, rng=rng)
         check_coverage(log, workers, nb, slots)
     # A CNAT8-result job takes padded EMPTY packets as well (the padding is ignored).
     workers = random_workers(rng, HOSTS[:n], nb, 0.3, "fixed32", 1 << 20)
-    log = run_call(fabric, topo, 204, session, workers, nb, slots, 500, {}, result_enc="cnat8",
-                   rng=rng, pad=True)
+    log = run_call(fabric, topo, 204, session, workers, nb, slots, numbers[204],
+                   result_enc="cnat8", rng=rng, pad=True)
     check_coverage(log, workers, nb, slots)
     assert not any(fabric.quiet(HOSTS[:n + 1]).values())
 
@@ -111,7 +111,7 @@ def test_worst_case_magnitudes(fabric):
                 if i == 0:
                     blocks[0] = np.full(ELEMS, sign * top, np.int32)
                 workers.append(Worker(host, blocks, dict.fromkeys(range(nb), 158)))
-            log = run_call(fabric, topo, job, session, workers, nb, slots, 0, {},
+            log = run_call(fabric, topo, job, session, workers, nb, slots, {},
                            result_enc=enc, rng=rng)
             check_coverage(log, workers, nb, slots)
             assert np.abs(log.sums[1]).max() == n * top <= 1 << 30

@@ -48,7 +48,7 @@ def test_one_chunk_n_children_2_to_32(fabric):
             exps[int(rng.integers(n))] = exp
             for i in rng.permutation(n):
                 fabric.send(HOSTS[i], contrib(topo, HOSTS[i], 100 + n, session, slot, parts[i],
-                                              exp=exps[i], chunk=7 * n + slot))
+                                              exp=exps[i]))
             want[100 + n, slot] = (codec.aggregate(parts, enc), exp, n)
     per_host = {h: sum(2 for n in ns if n > i) for i, h in enumerate(HOSTS)}
     got = {}
@@ -58,7 +58,8 @@ def test_one_chunk_n_children_2_to_32(fabric):
         for h in HOSTS[:n]:
             res = got[h][job, slot, 0]
             assert res.agg.msg_type == wire.MSG_RESULT and res.agg.encoding == wire.ENC_FIXED32
-            assert (res.agg.exp, res.agg.count, res.agg.chunk) == (exp, n, 7 * n + slot)
+            # use 0 of the slot: its chunk number is the slot's (docs/PROTOCOL.md "Uses")
+            assert (res.agg.exp, res.agg.count, res.agg.chunk) == (exp, n, slot)
             assert np.array_equal(res.payload, total), f"job {job} slot {slot} at {h}"
         check_result_addressing(topo, HOSTS[n - 1], got[HOSTS[n - 1]][job, slot, 0])
     assert not any(fabric.quiet(HOSTS + ["h33"]).values())
@@ -166,35 +167,44 @@ def test_every_cnat8_byte_decodes_as_the_codec_says(fabric):
 
 def test_many_slots_in_flight_interleaved(fabric):
     """48 slots open at once, contributions of 5 workers shuffled across slots, encodings and
-    versions mixed per slot: each slot completes once, with its own exact sum."""
+    versions mixed per slot (a slot on version 1 is on its second use: its first one ran
+    before, itself shuffled across those slots): each use completes once, with its own
+    exact sum."""
     n, slots = 5, 48
     topo = fabric.program([JobSpec(73, tuple(HOSTS[:n]), slots=slots)])
     session = fabric.session()
     rng = np.random.default_rng(73)
-    parts, versions = {}, {}
+    parts, uses = {}, {}
     for s in range(slots):
-        versions[s] = int(rng.integers(0, 2))
-        if s % 2:
-            parts[s] = [random_cnat(rng, codec.max_code(n)) for _ in range(n)]
-        else:
-            parts[s] = [random_fixed(rng, 1 << (30 - codec.headroom(n))) for _ in range(n)]
+        uses[s] = int(rng.integers(0, 2))
+        for u in range(uses[s] + 1):
+            if (s + u) % 2:
+                parts[s, u] = [random_cnat(rng, codec.max_code(n)) for _ in range(n)]
+            else:
+                parts[s, u] = [random_fixed(rng, 1 << (30 - codec.headroom(n)))
+                               for _ in range(n)]
     before = fabric.counters()
-    sends = [(s, i) for s in range(slots) for i in range(n)]
-    for k in rng.permutation(len(sends)):
-        s, i = sends[k]
-        fabric.send(HOSTS[i], contrib(topo, HOSTS[i], 73, session, s, parts[s][i],
-                                      version=versions[s], chunk=1000 + s))
-    got = collect(fabric, HOSTS[:n], slots)
-    for s in range(slots):
-        enc = codec.CNAT8 if s % 2 else codec.FIXED32
-        exact = codec.aggregate(parts[s], enc)
-        for h in HOSTS[:n]:
-            res = got[h][73, s, versions[s]]
-            assert res.agg.chunk == 1000 + s and res.agg.count == n
-            assert np.array_equal(res.payload, exact), f"slot {s} at {h}"
+    first = [s for s in range(slots) if uses[s] == 1]
+    for rnd, active in ((0, first), (1, range(slots))):
+        sends = [(s, i) for s in active for i in range(n)]
+        for k in rng.permutation(len(sends)):
+            s, i = sends[k]
+            u = uses[s] if rnd else 0
+            fabric.send(HOSTS[i], contrib(topo, HOSTS[i], 73, session, s, parts[s, u][i],
+                                          use=u))
+        got = collect(fabric, HOSTS[:n], len(active))
+        for s in active:
+            u = uses[s] if rnd else 0
+            enc = codec.CNAT8 if (s + u) % 2 else codec.FIXED32
+            exact = codec.aggregate(parts[s, u], enc)
+            for h in HOSTS[:n]:
+                res = got[h][73, s, u % 2]
+                assert res.agg.chunk == wire.use_chunk(u, s, slots) and res.agg.count == n
+                assert np.array_equal(res.payload, exact), f"slot {s} use {u} at {h}"
     assert not any(fabric.quiet(HOSTS[:n + 1]).values())
-    delta = fabric.wait_counters(before, {("s1", "events", COMPLETE): slots})
-    assert delta.of("s1", "events") == {CONTRIB: n * slots, COMPLETE: slots, RESULT: slots}
+    total = slots + len(first)
+    delta = fabric.wait_counters(before, {("s1", "events", COMPLETE): total})
+    assert delta.of("s1", "events") == {CONTRIB: n * total, COMPLETE: total, RESULT: total}
 
 
 def test_two_jobs_at_once_are_isolated_by_region(fabric):

@@ -58,14 +58,16 @@ def test_cnat8_sums_in_full_mtu_packets(fabric):
     # h1 sends -2^(m-1), h2 and h3 +2^(m-1): every sum is the power 2^(m-1), code m exactly.
     codes = [m | np.uint8(0x80), m, m]
     before = fabric.counters("s1")
+    chunk = wire.use_chunk(0, 1, 2)         # use 0 of slot 1
     for h, c in zip(HOSTS, codes, strict=True):
         fabric.send(h, framer(topo, h).build(wire.MSG_CONTRIB, wire.ENC_CNAT8, 701, s, 1, 0,
-                                             127, 1, 0, c))
+                                             127, 1, chunk, c))
     outs = fabric.expect(HOSTS)
     for h in HOSTS:
         assert len(outs[h]) == 14 + 1500, f"{h}: {len(outs[h])} bytes"
         hdr, payload = framer(topo, h).parse(outs[h])
-        assert (hdr.msg_type, hdr.encoding, hdr.count) == (wire.MSG_RESULT, wire.ENC_CNAT8, 3)
+        assert (hdr.msg_type, hdr.encoding, hdr.count, hdr.chunk) == (
+            wire.MSG_RESULT, wire.ENC_CNAT8, 3, chunk)
         assert np.array_equal(np.asarray(payload), m)
     delta = fabric.counters("s1") - before
     assert delta.of("s1", "events") == {CONTRIB: 3, COMPLETE: 1, RESULT: 1}
@@ -96,12 +98,13 @@ def test_a_sparse_cnat8_use_wants_its_empty_packet_padded(fabric):
     s = fabric.session()
     fr = {h: framer(topo, h) for h in hosts}
 
-    def sparse(h, block, nxt, payload=None, **kw):
+    def sparse(h, block, nxt, payload=None, use=1, **kw):
+        """Slot 0 of a 1-slot job: use u is chunk u, version u % 2."""
         return fr[h].build_sparse(wire.MSG_SPARSE_CONTRIB, wire.ENC_CNAT8, 703, s, 0,
-                                  kw.pop("version", 1), 127, 1, kw.pop("chunk", 1), block,
-                                  nxt, payload, **kw)
+                                  use % 2, 127, 1, wire.use_chunk(use, 0, 1), block, nxt,
+                                  payload, **kw)
     for h in hosts:     # the prime use: 2 blocks, block 0 the first either holds
-        fabric.send(h, sparse(h, 2, 0, flags=wire.FLAG_PRIME, version=0, chunk=0))
+        fabric.send(h, sparse(h, 2, 0, flags=wire.FLAG_PRIME, use=0))
     primes = fabric.expect(hosts)
     assert all(fr[h].parse_sparse(primes[h])[0].next == 0 for h in hosts)
     before = fabric.counters("s1")

@@ -13,6 +13,7 @@ from tests.dataplane.packets import (
     ELEMS,
     check_result_addressing,
     check_sparse_addressing,
+    contrib,
     dissect,
     dissect_sparse,
 )
@@ -20,9 +21,13 @@ from worker import codec, wire
 
 
 def test_scapy_contribution_in_scapy_result_out(fabric):
+    """Use 1 of slot 5 (version 1, chunk 1 * 8 + 5), after use 0 went the usual way."""
     topo = fabric.program([JobSpec(41, ("h1", "h2", "h3"), slots=8)])
     session = fabric.session()
     rng = np.random.default_rng(41)
+    for host in ("h1", "h2", "h3"):
+        fabric.send(host, contrib(topo, host, 41, session, 5, np.zeros(ELEMS, np.int32)))
+    fabric.expect(["h1", "h2", "h3"])
     values = [rng.integers(-(2**28), 2**28, ELEMS).astype(np.int32) for _ in range(3)]
     for i, (host, exp) in enumerate(zip(("h1", "h2", "h3"), (120, 133, 127), strict=True)):
         h = topo.host(host)
@@ -30,7 +35,7 @@ def test_scapy_contribution_in_scapy_result_out(fabric):
                / UDP(sport=wire.AGG_PORT, dport=wire.AGG_PORT)
                / wire.Agg(msg_type=wire.MSG_CONTRIB, encoding=wire.ENC_FIXED32, job_id=41,
                           session=session, slot=5, version=1, exp=exp, count=1,
-                          chunk=9000)
+                          chunk=13)
                / wire.Fixed32(values=values[i].tolist()))
         fabric.send(host, bytes(pkt))
     got = fabric.expect(["h1", "h2", "h3"])
@@ -41,7 +46,7 @@ def test_scapy_contribution_in_scapy_result_out(fabric):
         # The use's chunk number is echoed; exp is the max; count the workers.
         assert (agg.msg_type, agg.encoding, agg.job_id, agg.session, agg.slot, agg.version,
                 agg.exp, agg.count, agg.flags, agg.chunk) == (
-            wire.MSG_RESULT, wire.ENC_FIXED32, 41, session, 5, 1, 133, 3, 0, 9000)
+            wire.MSG_RESULT, wire.ENC_FIXED32, 41, session, 5, 1, 133, 3, 0, 13)
         assert pkt[wire.Fixed32].values == codec.aggregate(values).tolist()
         check_result_addressing(topo, host, dissect(frame))
         assert len(frame) == 14 + 20 + 8 + 16 + 4 * ELEMS
@@ -70,7 +75,8 @@ def test_scapy_sparse_packets_in_scapy_results_out(fabric):
     """Sparse contributions built from worker/wire.py's layers (Agg / Block / payload, and
     EMPTY ones with no payload) are taken by the program, and its SPARSE_RESULTs dissect with
     the same layers: a prime's result as Agg / Block with nothing after it, a data use's as
-    Agg / Block / Fixed32 with the sum."""
+    Agg / Block / Fixed32 with the sum. Slot 5 of 8: the prime is its use 0 (chunk 5,
+    version 0), the data its use 1 (chunk 13, version 1)."""
     hosts = ("h1", "h2", "h3")
     topo = fabric.program([JobSpec(42, hosts, slots=8, encoding="cnat8", mode="sparse")])
     session = fabric.session()
@@ -87,7 +93,7 @@ def test_scapy_sparse_packets_in_scapy_results_out(fabric):
                         count=1, **kw)
 
     for host, nxt, exp in zip(hosts, (9, 4, wire.NO_BLOCK), (140, 133, 0), strict=True):
-        send(host, agg(encoding=wire.ENC_FIXED32, version=0, exp=exp, chunk=70,
+        send(host, agg(encoding=wire.ENC_FIXED32, version=0, exp=exp, chunk=5,
                        flags=wire.FLAG_PRIME | wire.FLAG_EMPTY), wire.Block(block=20, next=nxt))
     for frame in fabric.expect(hosts).values():
         pkt = Ether(frame)
@@ -95,20 +101,20 @@ def test_scapy_sparse_packets_in_scapy_results_out(fabric):
         assert (a.msg_type, a.encoding, a.job_id, a.session, a.slot, a.version, a.exp,
                 a.count, a.flags, a.chunk) == (wire.MSG_SPARSE_RESULT, wire.ENC_CNAT8, 42,
                                                session, 5, 0, 133, 3,
-                                               wire.FLAG_PRIME | wire.FLAG_EMPTY, 70)
+                                               wire.FLAG_PRIME | wire.FLAG_EMPTY, 5)
         assert (b.block, b.next) == (20, 4) and not b.payload
         assert len(frame) == 14 + 20 + 8 + 16 + 8
     codes = rng.integers(0, 20, ELEMS).astype(np.uint8)
-    send("h2", agg(encoding=wire.ENC_CNAT8, version=1, exp=140, chunk=78),
+    send("h2", agg(encoding=wire.ENC_CNAT8, version=1, exp=140, chunk=13),
          wire.Block(block=4, next=9), wire.Cnat8(codes=codes.tolist()))
     for host, nxt, exp in (("h1", 9, 140), ("h3", wire.NO_BLOCK, 0)):
-        send(host, agg(encoding=wire.ENC_CNAT8, version=1, exp=exp, chunk=78,
+        send(host, agg(encoding=wire.ENC_CNAT8, version=1, exp=exp, chunk=13,
                        flags=wire.FLAG_EMPTY), wire.Block(block=4, next=nxt))
     for host, frame in fabric.expect(hosts).items():
         pkt = Ether(frame)
         a, b = pkt[wire.Agg], pkt[wire.Block]
         assert (a.msg_type, a.encoding, a.version, a.exp, a.count, a.flags, a.chunk) == (
-            wire.MSG_SPARSE_RESULT, wire.ENC_CNAT8, 1, 140, 3, 0, 78)
+            wire.MSG_SPARSE_RESULT, wire.ENC_CNAT8, 1, 140, 3, 0, 13)
         assert (b.block, b.next) == (4, 9)
         # one worker's codes: their sum is a power of two already, re-compressed unchanged
         assert pkt[wire.Cnat8].codes == codes.tolist()
