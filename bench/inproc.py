@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import struct
 import threading
+from pathlib import Path
 
 from common import Load
 
 from controller import forwarding
 from controller.stats import PORT_RX, PORT_TX
-from harness.network import SwitchNetwork, softswitch_missing, to_softswitch_entry
+from harness.network import PROGRAM, SwitchNetwork, softswitch_missing, to_softswitch_entry
 from harness.workers import run_workers
 from worker import wire
 from worker.allreduce import AllReduceClient, job_params
@@ -29,8 +30,8 @@ from worker.frames import L2_LEN, Framer, l2_prefix, with_udp_checksum
 __all__ = ["Capture", "PsHost", "network", "read_ports", "run", "softswitch_missing"]
 
 
-def network(topo, session: int = 1) -> SwitchNetwork:
-    net = SwitchNetwork(topo, session=session)
+def network(topo, session: int = 1, program: Path = PROGRAM) -> SwitchNetwork:
+    net = SwitchNetwork(topo, program, session=session)
     for name, entries in forwarding.entries(topo).items():
         sw = net.switches[name]
         for e in entries:
