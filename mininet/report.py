@@ -26,6 +26,8 @@ def job_summary(job: int, results: list[dict]) -> dict:
         "final_test_accuracy": r0["final_test_accuracy"],
         "steps_per_second": steps / r0["seconds"] if r0["seconds"] > 0 else None,
         "bytes_per_element_up": sum(c["bytes_sent"] for c in comm) / elements,
+        # Of those, what retransmissions added (what loss or a full queue cost on top).
+        "bytes_per_element_resent": sum(c.get("bytes_resent", 0) for c in comm) / elements,
         "bytes_per_element_down": sum(c["bytes_received"] for c in comm) / elements,
         "retransmissions": sum(c["retransmissions"] for c in comm),
         "identical_models": len({r["params_sha256"] for r in ok}) == 1,

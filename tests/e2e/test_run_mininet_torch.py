@@ -46,9 +46,11 @@ def test_torch_job_trains_in_lockstep_and_reports(tmp_path, aggregation, profile
         assert job["encoding"] == "CNAT8" and worker["path"] == "switch"
         assert counters["NatIngress.agg.events"]["2"][0] > 0        # slots completed
         # Each gradient went up as CNAT8: about a byte per element and a packet's headers
-        # (168 elements per packet; 1456 fill the MTU on the wide profile).
-        assert job["bytes_per_element_up"] < (1.1 if profile == "wide" else 2)
-        assert job["bytes_per_element_up"] > (1.0 if profile == "wide" else 1.2)
+        # (168 elements per packet; 1456 fill the MTU on the wide profile). Resends on a
+        # loaded machine add to the wire's bytes, not to what the encoding costs.
+        first = job["bytes_per_element_up"] - job["bytes_per_element_resent"]
+        assert first < (1.1 if profile == "wide" else 2), job
+        assert first > (1.0 if profile == "wide" else 1.2), job
     else:
         assert job["aggregation"] == "gloo" and worker["path"] == "gloo"
         assert "NatIngress.agg.events" not in counters or not any(

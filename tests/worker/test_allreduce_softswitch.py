@@ -84,6 +84,10 @@ def test_exact_under_loss_duplication_and_reordering():
     assert errors == [None] * n
     assert check_exact(traces, tensors, outputs, n) == 8
     assert sum(c.stats.retransmissions for c in cl) > 0
+    # Every frame of this call is full, so each resend adds one frame's bytes.
+    for c in cl:
+        frame = c.stats.bytes_sent // c.stats.packets_sent
+        assert c.stats.bytes_resent == c.stats.retransmissions * frame, c.stats
     assert sum(i.stats.sent_dropped + i.stats.recv_dropped for i in impaired) > 0
     # The switch saw duplicates of open slots and answered retransmissions of closed ones.
     assert net.counter("s1", EVENTS, 1) > 0

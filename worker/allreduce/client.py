@@ -631,6 +631,7 @@ class AllReduceClient(SessionMixin):
         self.port.send(frame)
         self.stats.packets_sent += 1
         self.stats.bytes_sent += len(frame)
+        self.stats.bytes_resent += len(frame)
         self.stats.retransmissions += 1
         self.tries[s] += 1
         self.rto[s] = min(self.rto[s] * 2, self.timer.maximum)

@@ -276,6 +276,7 @@ class SparseAllReduceClient(SessionMixin):
         self.sends += 1
         self.seq[s] = self.sends
         self._put(self.frames[s])
+        self.stats.bytes_resent += len(self.frames[s])
         self.stats.retransmissions += 1
         self.tries[s] += 1
         self.rto[s] = min(self.rto[s] * 2, self.timer.maximum)

@@ -15,6 +15,7 @@ class Stats:
     packets_received: int = 0
     bytes_received: int = 0
     retransmissions: int = 0
+    bytes_resent: int = 0          # of bytes_sent, the retransmitted frames
     duplicates_ignored: int = 0    # results for a slot that were not the awaited one
     foreign_ignored: int = 0       # frames not for this job and session, or not results
     corrupt_ignored: int = 0       # frames whose UDP checksum does not add up
