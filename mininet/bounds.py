@@ -12,9 +12,10 @@ warms caches), it gives:
 - this machine's CPU: cores busy of all it has;
 - the workers' compute: its share of a step (the median over the job's workers).
 
-The bound is the resource closest to full: this machine's CPU first when nearly all its
-cores are busy (then nothing else can be told apart), else the highest of the link's
-utilisation, a switch's share of a core, and the compute share. Hardware switches
+The bound is the resource closest to full. A link nearly always busy binds whatever else
+is busy (no faster CPU would move its bytes sooner); else this machine's CPU when nearly
+all its cores are busy (then nothing else can be told apart); else the highest of the
+link's utilisation, a switch's share of a core, and the compute share. Hardware switches
 aggregate at line rate and a cluster has a core (or a GPU) per worker, so a run bound by
 this machine's CPU or by a software switch measures neither network nor model: the report
 says so.
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 
 PERIOD = 0.1                # seconds between samples
 MACHINE_FULL = 0.9          # share of all cores busy above which this machine binds
+LINK_FULL = 0.9             # utilisation above which a link binds, however busy the CPU
 SOFTWARE = ("bmv2", "soft")
 
 
@@ -207,7 +209,8 @@ def verdict(f: dict, kind: str) -> dict:
         cands.append(("compute", f["compute_share"],
                       f"compute: {100 * f['compute_share']:.0f} % of the step"))
     machine = f["machine_cores"] / f["cores"]
-    if machine >= MACHINE_FULL or not cands:
+    link_full = bool(f["busiest_link"]) and f["busiest_link"]["utilisation"] >= LINK_FULL
+    if not link_full and (machine >= MACHINE_FULL or not cands):
         bound, share = "machine", machine
         text = f"this machine's CPU: {f['machine_cores']:.2f} of {f['cores']} cores"
     else:

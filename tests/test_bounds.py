@@ -61,6 +61,9 @@ def test_the_busiest_link_direction_over_the_steps_after_the_first():
     (1e5, 0.3, 1.97, 0.1, "machine", "this machine's CPU: 1.97 of 2 cores -- bound by"),
     (1e5, 0.2, 1.0, 0.81, "compute", "compute: 81 % of the step"),
     (1.2e6, 0.5, 1.5, 0.3, "link", "link: s1->h2 96 % busy"),
+    # A full link binds even when the CPU is full too: only more bandwidth would help.
+    (1.2e6, 0.5, 1.97, 0.3, "link", "link: s1->h2 96 % busy"),
+    (1.0e6, 0.5, 1.97, 0.3, "machine", "this machine's CPU: 1.97 of 2 cores"),
 ])
 def test_the_bound_is_the_resource_closest_to_full(tx, switch, machine, compute, bound, text):
     t0 = 50.0
