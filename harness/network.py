@@ -62,19 +62,32 @@ class SlowSwitchPort(Port):
     the switch is done with them, or are lost with probability `loss` (seeded).
     recv(timeout) advances the clock to the next result or by `timeout`: a test runs at
     once and the same every time.
+
+    With `ring`, frames reach the switch through a receive ring of that many frames, which
+    the switch's receive thread empties one frame per `take` seconds; a frame that finds
+    the ring full is lost (`ring_lost`). That is BMv2 in the Mininet star: it reads a port
+    through libpcap, whose ring holds 32 frames per port there (2 MB of 64 KB frames, sized
+    for the aggregates of the veths' offloads), and its receive thread shares two cores with
+    its pipeline and the workers, so the frames a worker sends back to back arrive together.
+    `server` is what answers (default: a one-worker parameter server; a sparse job's
+    client needs a one-worker worker.block_aggregator.BlockAggregator).
     """
 
     def __init__(self, peers: int, service: float, finish: float, latency: float = 1e-4,
-                 loss: float = 0.0, seed: int = 0):
+                 loss: float = 0.0, seed: int = 0, ring: int | None = None,
+                 take: float = 0.0, server=None):
         super().__init__()
-        self.ps = ParameterServer(1, result_encoding=wire.ENC_CNAT8)
+        self.ps = server or ParameterServer(1, result_encoding=wire.ENC_CNAT8)
         self.peers, self.service, self.finish, self.latency = peers, service, finish, latency
         self.loss, self.rng = loss, np.random.default_rng(seed)
+        self.ring, self.take = ring, take
         self.now = 0.0
         self.busy_until = 0.0
+        self.taken: deque[float] = deque()   # when each frame in the ring leaves it
         self.inbox: list[tuple[float, int, bytes]] = []
         self.sent = 0
         self.lost = 0           # results dropped on the way back (probability `loss`)
+        self.ring_lost = 0      # frames that found the receive ring full
 
     def clock(self) -> float:
         return self.now
@@ -83,6 +96,16 @@ class SlowSwitchPort(Port):
         self.now += seconds
 
     def send(self, frame: bytes) -> None:
+        arrives = self.now
+        if self.ring is not None:
+            taken = self.taken
+            while taken and taken[0] <= self.now:
+                taken.popleft()
+            if len(taken) >= self.ring:
+                self.ring_lost += 1
+                return
+            arrives = max(self.now, taken[-1] if taken else self.now) + self.take
+            taken.append(arrives)
         st = self.ps.stats
         before = (st.completed, st.answered)
         outs = self.ps.handle(frame, 0)
@@ -92,7 +115,7 @@ class SlowSwitchPort(Port):
             cost = self.finish
         else:
             cost = self.service
-        self.busy_until = max(self.now, self.busy_until) + cost
+        self.busy_until = max(arrives, self.busy_until) + cost
         for _dest, data in outs:
             self.sent += 1
             if self.loss and self.rng.random() < self.loss:
