@@ -19,6 +19,7 @@ from controller.topology import JobSpec, TopologyError, star  # noqa: E402
 from worker.baseline import ParameterServer  # noqa: E402
 from worker.ddp import AttachError, attach, natswitch_hook  # noqa: E402
 from worker.ddp.inproc import run_ranks  # noqa: E402
+from worker.main import session_from_file  # noqa: E402
 
 TOPO = star(5).with_jobs([JobSpec(1, ("h1", "h2", "h3")), JobSpec(2, ("h4", "h5"))])
 IP = {h.name: h.ip for h in TOPO.hosts}
@@ -174,9 +175,9 @@ def test_a_users_ddp_loop_trains_in_lockstep_through_the_hook(topo_file, ps_addr
     n = p0.numel()
     assert (c0.host, c0.rank, c0.job, c0.workers) == ("h1", 0, 1, 2)
     assert (c1.host, c1.rank) == ("h2", 1)
-    # The session the controller's file beside the topology holds.
-    assert c0.session == c1.session == read_jobs(str(topo_file.parent / "sessions.json"))[1][
-        "session"]
+    # A host parameter server's session, as worker/main.py agrees on it (the switch's comes
+    # from the controller's sessions file: tests/e2e/test_real_machines.py).
+    assert c0.session == c1.session == session_from_file(str(topo_file))
     assert c0.state.path == "switch" and c0.encoding == "FIXED32"
     # Every gradient of every step went through the client.
     assert c0.stats.as_dict()["elements"] == steps * n == c1.stats.as_dict()["elements"]
@@ -213,6 +214,27 @@ def test_the_host_is_found_by_its_ip_and_its_interface_is_the_port(topo_file, mo
     # interface that holds h2's IP.
     assert isinstance(out[0], AttachError) and "but h2 is worker 1" in str(out[0])
     assert isinstance(out[1], AttachError) and "nosuchnic0" in str(out[1])
+
+
+def test_the_switch_path_takes_the_controllers_session(topo_file):
+    """Towards a switch (here a tunnel port to nowhere: nothing is sent before a backward
+    pass), the session is the one the controller wrote beside the topology."""
+    ports = []
+    for _ in range(2):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+
+    def body(rank, group):
+        ddp = DDP(small_model(rank), process_group=group)
+        with natswitch_hook(ddp, topo_file, host=f"h{rank + 1}",
+                            port=f"udp:127.0.0.1:{ports[rank]}>127.0.0.1:9") as comm:
+            return comm
+    out = run_ranks(2, body, join_timeout=120)
+    session = read_jobs(str(topo_file.parent / "sessions.json"))[1]["session"]
+    assert [(c.session, c.encoding, c.state.path) for c in out] == [
+        (session, "CNAT8", "switch")] * 2, out
+    assert "switch via udp:" in out[0].where
 
 
 @pytest.mark.parametrize("kw, error, message", [
