@@ -6,6 +6,7 @@ Run from the repository root: python controller/main.py --help
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import signal
 import sys
@@ -94,6 +95,12 @@ def _topology_options() -> argparse.ArgumentParser:
                    f"(default {DEFAULT_GRPC_BASE_PORT})")
     g.add_argument("--thrift-port", type=int, default=DEFAULT_THRIFT_BASE_PORT, metavar="PORT",
                    help=f"built topology: Thrift port of s1 (default {DEFAULT_THRIFT_BASE_PORT})")
+    g.add_argument("--grpc-host", metavar="ADDR",
+                   help="built topology: the address the switches' P4Runtime servers listen "
+                   "at, e.g. a BMv2 server's (default 127.0.0.1)")
+    g.add_argument("--host-addr", nargs="+", metavar="NAME=MAC,IP/LEN",
+                   help="give hosts the addresses of the NICs that stand for them, e.g. "
+                   "h1=0c:42:a1:00:00:01,192.168.10.1/24 (real machines)")
     g.add_argument("--jobs", nargs="+", metavar="SPEC", help=JOBS_HELP)
     g.add_argument("--loss", type=float, metavar="P",
                    help="drop probability of every link (applied by the switches' egress "
@@ -174,20 +181,50 @@ def _builder_args(args) -> dict:
     extra = set(given) - allowed
     if extra:
         raise ControllerError(f"--{sorted(extra)[0]} does not apply to --topo {args.topo}")
+    grpc_host = {} if args.grpc_host is None else {"grpc_host": args.grpc_host}
     return {**given, "bw_mbit": args.bw, "delay_ms": args.delay,
-            "grpc_base_port": args.grpc_port, "thrift_base_port": args.thrift_port}
+            "grpc_base_port": args.grpc_port, "thrift_base_port": args.thrift_port,
+            **grpc_host}
+
+
+def with_host_addrs(topo: Topology, specs: list[str]) -> Topology:
+    """`topo` with the hosts' MACs and IPv4 addresses of --host-addr NAME=MAC,IP/LEN (a
+    length left out keeps the host's); checked as a topology file is."""
+    data = topo.to_dict()
+    hosts = {h["name"]: h for h in data["hosts"]}
+    for spec in specs:
+        name, eq, rest = spec.partition("=")
+        mac, comma, addr = rest.partition(",")
+        if not (eq and comma and mac and addr):
+            raise ControllerError(f"--host-addr {spec!r}: expected NAME=MAC,IP/LEN, e.g. "
+                                  f"h1=0c:42:a1:00:00:01,192.168.10.1/24")
+        topo.host(name)             # names the topology's hosts when it is not one
+        try:
+            iface = ipaddress.IPv4Interface(addr)
+        except ValueError:
+            raise ControllerError(f"--host-addr {spec!r}: {addr!r} is not IPv4 ADDRESS/LEN") \
+                from None
+        hosts[name].update(mac=mac.lower(), ip=str(iface.ip))
+        if "/" in addr:
+            hosts[name]["prefix_len"] = iface.network.prefixlen
+    return Topology.from_dict(data)
 
 
 def load_topology(args) -> Topology:
     if args.topology and args.topo:
         raise ControllerError("give either --topo or --topology, not both")
     if args.topology:
+        if args.grpc_host is not None:
+            raise ControllerError("--grpc-host applies to a built topology (--topo); in a "
+                                  "file, edit switches[].grpc_addr")
         topo = Topology.load(args.topology)
     elif args.topo:
         topo = BUILDERS[args.topo](**_builder_args(args))
     else:
         raise ControllerError("no topology: give --topo star|leaf-spine|fat-tree or "
                               "--topology FILE")
+    if args.host_addr:
+        topo = with_host_addrs(topo, args.host_addr)
     if args.loss is not None:
         topo = topo.with_loss(args.loss)
     if args.jobs == ["none"]:

@@ -60,6 +60,22 @@ def test_topology_command_writes_jobs_and_loss(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["jobs"] == data["jobs"]
 
 
+def test_topology_command_takes_the_machines_addresses(tmp_path):
+    """Real machines (docs/TORCH.md): the switch server's gRPC address and the NICs' MACs
+    and IPs go into the file by options, and what programs the switch uses them."""
+    path = tmp_path / "t.json"
+    assert main(["topology", "--topo", "star", "--hosts", "3", "--grpc-host", "203.0.113.10",
+                 "--host-addr", "h1=0C:42:A1:00:00:01,198.51.100.1/24",
+                 "h3=0c:42:a1:00:00:03,198.51.100.3", "-o", str(path)]) == 0
+    topo = T.Topology.load(str(path))
+    assert topo.switch("s1").grpc_addr == "203.0.113.10:50051"
+    assert topo.host("h1") == T.Host("h1", "0c:42:a1:00:00:01", "198.51.100.1", 24)
+    assert topo.host("h3") == T.Host("h3", "0c:42:a1:00:00:03", "198.51.100.3", 8)
+    assert topo.host("h2") == T.star(3).host("h2")
+    from controller.forwarding import entries
+    assert "198.51.100.3" in repr(entries(topo)["s1"])
+
+
 def test_dry_run_prints_trees_and_entries(capsys, tmp_path):
     sessions = tmp_path / "sessions.json"
     assert main(["--topo", "fat-tree", "--dry-run", "--jobs", "h1,h5:id=4", "--sessions",
@@ -84,6 +100,11 @@ def test_dry_run_prints_trees_and_entries(capsys, tmp_path):
     (["--topo", "star", "--loss", "2"], "loss must be within [0, 1]"),
     (["--topo", "star", "--p4info", "/nonexistent.txt"], "make p4"),
     (["--topo", "star", "--switches", "s7"], "no switch named 's7'"),
+    (["--topology", "t.json", "--grpc-host", "10.0.0.1"], "--grpc-host applies to a built"),
+    (["--topo", "star", "--host-addr", "h9=0c:42:a1:00:00:01,10.1.1.1"], "no host named 'h9'"),
+    (["--topo", "star", "--host-addr", "h1=10.1.1.1"], "expected NAME=MAC,IP/LEN"),
+    (["--topo", "star", "--host-addr", "h1=0c:42:a1:00:00:01,10.1.1"], "is not IPv4"),
+    (["--topo", "star", "--host-addr", "h1=0c:42:a1:00:00:01,10.0.1.2"], "share ip"),
 ])
 def test_errors_are_clear(argv, message, capsys):
     assert main(argv) == 2

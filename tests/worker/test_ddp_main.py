@@ -92,6 +92,58 @@ def test_three_ranks_train_in_lockstep(topo_file, ps_addr, tmp_path, aggregation
         assert r["comm"]["elements"] == 6 * r["parameters"]
 
 
+TORCHRUN = Path(sys.executable).with_name("torchrun")
+
+
+@pytest.mark.slow
+def test_ranks_launched_by_torchrun_find_their_job_and_train_in_lockstep(topo_file, ps_addr,
+                                                                        tmp_path):
+    """One torchrun per host, as on real machines: env:// rendezvous, no --host, --job,
+    --rank or --master; the host is named by NATSWITCH_HOST (on a real machine, found by its
+    IP), the job is the one holding it, and torchrun's RANK is checked against it."""
+    # Job 3 of two: the job holding the host, not worker/main.py's default 1.
+    topo = star(4).with_jobs([JobSpec(2, ("h4",)), JobSpec(3, HOSTS, slots=64)])
+    topo.save(str(topo_file))
+    SessionsFile(str(tmp_path / "sessions.json"), topo).write()
+    port = free_tcp_port()
+    procs = []
+    for rank, host in enumerate(HOSTS):
+        log = open(tmp_path / f"{host}.log", "w")
+        procs.append(subprocess.Popen(
+            [str(TORCHRUN), "--nnodes", str(len(HOSTS)), "--node-rank", str(rank),
+             "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port",
+             str(port), str(MAIN), "--topology", str(topo_file), "--steps", "4",
+             "--eval-every", "2", "--result", str(tmp_path / f"{host}.json"),
+             *ps_or_gloo("switch", ps_addr)],
+            cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, text=True,
+            env={"PATH": "/usr/bin:/bin", "NATSWITCH_HOST": host}))
+    for p in procs:
+        p.wait(timeout=300)
+    logs = [(tmp_path / f"{h}.log").read_text()[-2000:] for h in HOSTS]
+    assert [p.returncode for p in procs] == [0, 0, 0], logs
+    results = [json.loads((tmp_path / f"{h}.json").read_text()) for h in HOSTS]
+    assert [(r["host"], r["job"], r["rank"]) for r in results] == [
+        ("h1", 3, 0), ("h2", 3, 1), ("h3", 3, 2)]
+    assert {r["master"] for r in results} == {f"127.0.0.1:{port}"}
+    assert len({r["params_sha256"] for r in results}) == 1
+    assert results[0]["path"] == "switch"
+    assert results[0]["comm"]["elements"] == 4 * results[0]["parameters"]
+
+
+def test_under_torchrun_a_rank_that_is_not_its_hosts_position_is_refused(topo_file, capsys,
+                                                                         monkeypatch):
+    for key, value in {"RANK": "2", "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1",
+                       "MASTER_PORT": "1"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("NATSWITCH_HOST", "h2")
+    assert ddp_main.main(["--topology", str(topo_file)]) == 2
+    err = capsys.readouterr().err
+    assert "torch's rank is 2 (RANK), but h2 is worker 1 of job 1 (h1, h2, h3)" in err
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    assert ddp_main.main(["--topology", str(topo_file), "--host", "h3"]) == 2
+    assert "world size is 4 (WORLD_SIZE), but job 1 has 3 workers" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("aggregation", ["switch", "gloo"])
 def test_a_killed_worker_ends_the_others_with_a_clear_error(topo_file, ps_addr, tmp_path,

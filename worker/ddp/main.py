@@ -4,12 +4,19 @@
     python worker/ddp/main.py --topology topo.json --host h1 --master 10.0.1.1:29500 \\
         --aggregation gloo
 
+    torchrun --nnodes 4 --node-rank 0 --master-addr 10.0.1.1 worker/ddp/main.py \\
+        --topology topo.json
+
 torch.distributed (Gloo backend) does the rendezvous (a TCP store on --master, which rank 0
-serves), broadcasts rank 0's model and, with --aggregation gloo, all-reduces the gradients
-itself. With --aggregation switch (default) a communication hook sends each bucket through
-the worker's allreduce client (worker/ddp/hook.py); compressors the switch cannot add go
-through a Gloo allgather. Host, job, session and switch options are worker/main.py's.
-Writes a JSON result (--result) with the per-step log; exit code 1 when training failed.
+serves; or, launched by torchrun without --master, torchrun's env://: RANK, WORLD_SIZE,
+MASTER_ADDR and MASTER_PORT), broadcasts rank 0's model and, with --aggregation gloo,
+all-reduces the gradients itself. With --aggregation switch (default) a communication hook
+sends each bucket through the worker's allreduce client (worker/ddp/hook.py); compressors
+the switch cannot add go through a Gloo allgather. Host, job, session and switch options are
+worker/main.py's; --host and --job may be left out: the host is the one whose IP is on this
+machine, the job the one holding it (worker/ddp/attach.py), and under torchrun its RANK must
+be the host's position in the job. Writes a JSON result (--result) with the per-step log;
+exit code 1 when training failed.
 """
 
 from __future__ import annotations
@@ -27,9 +34,10 @@ if __package__ in (None, ""):
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
     sys.path.insert(0, str(_here.parents[1]))
 
-from controller.topology import TopologyError  # noqa: E402
+from controller.topology import Topology, TopologyError  # noqa: E402
 from worker import wire  # noqa: E402
 from worker.allreduce import AllReduceError  # noqa: E402
+from worker.ddp.attach import AttachError, check_rank, find_host, find_job  # noqa: E402
 from worker.impair import ImpairedPort  # noqa: E402
 from worker.main import (  # noqa: E402
     UsageError,
@@ -42,21 +50,29 @@ from worker.main import build_parser as worker_parser  # noqa: E402
 from worker.transport import PortError  # noqa: E402
 
 MASTER_PORT = 29500
+ENV_RENDEZVOUS = ("RANK", "WORLD_SIZE", "MASTER_ADDR")     # what torchrun sets
 
 
 def build_parser():
     ap = worker_parser()
     ap.prog = "worker/ddp/main.py"
     ap.description = __doc__.split("\n\n")[0]
-    ap.set_defaults(steps=300, lr=0.1, eval_every=10)
+    ap.set_defaults(steps=300, lr=0.1, eval_every=10, job=None)
+    host, job = ap._option_string_actions["--host"], ap._option_string_actions["--job"]
+    host.required = False
+    host.help = ("this rank's host in the topology, e.g. h1 (default: the host whose IP is "
+                 "on this machine)")
+    job.help = "job id (default: the job whose workers hold the host)"
     g = ap.add_argument_group("torch")
     g.add_argument("--aggregation", choices=("switch", "gloo"), default="switch",
                    help="switch: the hook sends gradients through the P4 switch (default); "
                    "gloo: DDP's own Gloo allreduce over TCP (the baseline)")
     g.add_argument("--master", metavar="HOST[:PORT]",
-                   help=f"rendezvous: the TCP store rank 0 serves (default: the job's first "
-                   f"worker's IP, port {MASTER_PORT})")
-    g.add_argument("--ifname", help="the interface Gloo uses (sets GLOO_SOCKET_IFNAME)")
+                   help=f"rendezvous: the TCP store rank 0 serves (default: torchrun's "
+                   f"env:// where RANK, WORLD_SIZE and MASTER_ADDR are set, else the job's "
+                   f"first worker's IP, port {MASTER_PORT})")
+    g.add_argument("--ifname", help="the interface Gloo uses (sets GLOO_SOCKET_IFNAME; "
+                   "default: GLOO_SOCKET_IFNAME, else the interface holding the host's IP)")
     g.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (default 0.9)")
     g.add_argument("--gloo-timeout", type=float, default=60.0,
                    help="seconds a Gloo operation (rendezvous, broadcast, allreduce, "
@@ -77,7 +93,39 @@ def build_parser():
     return ap
 
 
+def under_torchrun(args) -> bool:
+    """Launched by torchrun (its env:// variables are set) and no --master given."""
+    return args.master is None and all(os.environ.get(k) for k in ENV_RENDEZVOUS)
+
+
+def place(args) -> str | None:
+    """Fills in --host (the host whose IP is on this machine), --job (the job holding it)
+    and --port (a raw socket on the interface holding the host's IP) where not given;
+    returns that interface, or None."""
+    topo = Topology.load(args.topology)
+    args.host, nic = find_host(topo, args.host, where=args.topology)
+    if args.job is None:
+        args.job = find_job(topo, args.host, where=args.topology) if topo.jobs else 1
+    if args.port is None and nic is not None:
+        args.port = f"raw:{nic}"
+    return nic
+
+
+def check_torchrun_rank(args, r) -> None:
+    """torchrun's RANK and WORLD_SIZE against the host's position in the job."""
+    names = r["job"].workers if r["job"] is not None else \
+        tuple(f"rank {i}" for i in range(r["workers"]))
+    try:
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    except ValueError:
+        raise UsageError(f"RANK={os.environ['RANK']!r} and WORLD_SIZE="
+                         f"{os.environ['WORLD_SIZE']!r}: expected integers") from None
+    check_rank(args.host, args.job, names, r["rank"], rank, world)
+
+
 def master_addr(args, r) -> tuple[str, int]:
+    if under_torchrun(args):
+        return os.environ["MASTER_ADDR"], int(os.environ.get("MASTER_PORT") or MASTER_PORT)
     if args.master:
         host, _, port = args.master.rpartition(":") if ":" in args.master else (
             args.master, "", str(MASTER_PORT))
@@ -101,8 +149,12 @@ def iface_bytes(ifname: str | None) -> tuple[int, int] | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    torchrun = under_torchrun(args)
     try:
+        nic = place(args)
         r = resolve(args, aggregating=args.aggregation == "switch")
+        if torchrun:
+            check_torchrun_rank(args, r)
         from worker.ddp.train import DDPConfig
         bucket = {} if args.bucket_mb is None else {"bucket_mb": args.bucket_mb}
         cfg = DDPConfig(steps=args.steps, batch=args.batch, lr=args.lr, momentum=args.momentum,
@@ -116,10 +168,12 @@ def main(argv: list[str] | None = None) -> int:
         port = framer = encoding = None
         if switch:
             port, framer, encoding, what = open_transport(args, r)
-    except (TopologyError, UsageError, PortError, ValueError) as e:
+    except (TopologyError, UsageError, AttachError, PortError, ValueError) as e:
         print(f"worker: {e}", file=sys.stderr)
         return 2
     name, rank, workers = args.host, r["rank"], r["workers"]
+    if args.ifname is None:
+        args.ifname = os.environ.get("GLOO_SOCKET_IFNAME") or nic
     say = (lambda text: None) if args.quiet else (
         lambda text: print(f"[{name} rank {rank}] {text}", flush=True))
     if args.ifname:
@@ -166,9 +220,12 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         say(f"rendezvous at {master[0]}:{master[1]} as rank {rank} of {workers}")
-        dist.init_process_group("gloo", init_method=f"tcp://{master[0]}:{master[1]}",
-                                rank=rank, world_size=workers,
-                                timeout=datetime.timedelta(seconds=args.gloo_timeout))
+        timeout = datetime.timedelta(seconds=args.gloo_timeout)
+        if torchrun:        # RANK and WORLD_SIZE, checked against the job's above
+            dist.init_process_group("gloo", init_method="env://", timeout=timeout)
+        else:
+            dist.init_process_group("gloo", init_method=f"tcp://{master[0]}:{master[1]}",
+                                    rank=rank, world_size=workers, timeout=timeout)
         group = dist.group.WORLD
         result.update(train(group, cfg, allreduce=client.allreduce if client else None,
                             sparse=bool(client and args.sparse),
