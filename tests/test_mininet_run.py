@@ -121,3 +121,32 @@ def test_a_sparse_torch_plan_gives_its_ranks_the_sparse_client_and_the_embedding
     dense = torch_workers.worker_args(run.build_parser().parse_args(["--framework", "torch"]),
                                       "cnat8", Path("t.json"), p.topo, p.jobs[0])
     assert "--sparse" not in dense and "--workload" not in dense
+
+
+def test_a_default_torch_run_trains_to_the_target_where_steps_are_cheap(monkeypatch):
+    args = run.build_parser().parse_args(["--framework", "torch", "--switch", "soft"])
+    run.make_plan(args)
+    assert args.steps == run.TORCH_STEPS and args.eval_every == run.TORCH_STEPS // 20
+    # BMv2's per-packet work makes a switch-aggregated step take seconds: a short run...
+    assert run.torch_steps("bmv2", "switch") == run.TORCH_STEPS_BMV2 < run.TORCH_STEPS
+    # ...but Gloo's TCP through BMv2 and anything on softswitch still train to the target.
+    assert run.torch_steps("bmv2", "gloo") == run.torch_steps("soft", "switch") == 400
+    explicit = run.build_parser().parse_args(["--framework", "torch", "--steps", "7",
+                                              "--switch", "soft"])
+    run.make_plan(explicit)
+    assert explicit.steps == 7 and explicit.eval_every == 5
+
+
+def test_a_torch_run_short_of_the_target_says_why_and_what_gets_there():
+    args = run.build_parser().parse_args(["--framework", "torch", "--steps", "30"])
+    summary = {"job": 1, "final_test_accuracy": 0.24, "steps_per_second": 0.22,
+               "bound": {"text": "switch s1: 97 % of a core -- bound by this machine's CPU "
+                                 "or a software switch, this run's time does not describe"}}
+    note = run.short_of_target(summary, args, "bmv2")
+    assert note.startswith("job 1: test accuracy 24 % after 30 steps, short of 80 %")
+    assert "about 30 min here" in note                      # 400 steps at 0.22 steps/s
+    assert "bound by switch s1: 97 % of a core;" in note and "--switch soft" in note
+    assert note.endswith("Give --steps 400 to train to 80 %.")
+    assert run.short_of_target({**summary, "final_test_accuracy": 0.85}, args, "bmv2") is None
+    numpy_args = run.build_parser().parse_args(["--steps", "30"])
+    assert run.short_of_target(summary, numpy_args, "bmv2") is None
