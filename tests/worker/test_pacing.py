@@ -345,3 +345,12 @@ def test_a_sparse_call_never_overflows_the_switchs_receive_ring(switch, settings
     # let the switch idle: every call takes what the switch needs for it.
     bound = (64 + 200) * (switch["peers"] * switch["service"] + switch["finish"])
     assert all(bound <= t <= 1.05 * bound for t in times), (times, bound)
+
+
+def test_a_sparse_calls_primes_count_in_its_window():
+    # A fixed window of 4 and no burst bound: the call's 64 primes may only go out 4 at a
+    # time, as data uses do, so a ring of 8 frames at the switch never overflows.
+    port = SlowSwitchPort(**SLOW, ring=8, take=SLOW["service"] / 10,
+                          server=BlockAggregator(1, slots=64, result_encoding=wire.ENC_CNAT8))
+    client, _ = run_sparse_calls(port, 2, initial_window=4, adaptive_window=False, burst=64)
+    assert port.ring_lost == 0 and client.stats.retransmissions == 0
