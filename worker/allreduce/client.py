@@ -31,7 +31,7 @@ import numpy as np
 
 from worker import codec, wire
 from worker.allreduce.coding import ChunkCoder
-from worker.allreduce.pacing import Coalescer, RetransmitTimer, UplinkPacer, Window
+from worker.allreduce.pacing import BURST, Coalescer, RetransmitTimer, UplinkPacer, Window
 from worker.allreduce.protocol import IN_FLIGHT, Action, Event, State, transition
 from worker.allreduce.stats import Stats
 from worker.frames import Framer
@@ -217,7 +217,7 @@ class AllReduceClient(SessionMixin):
                  rto: float = RTO_INITIAL, rto_min: float = RTO_MIN, rto_max: float = RTO_MAX,
                  initial_window: int = INITIAL_WINDOW, adaptive_window: bool = True,
                  timeout: float = 10.0, coalesce: float = COALESCE,
-                 uplink_share: float = UPLINK_SHARE,
+                 uplink_share: float = UPLINK_SHARE, burst: int = BURST,
                  progress: Callable[[int, int], None] | None = None,
                  trace: Callable[..., None] | None = None,
                  clock: Callable[[], float] = time.monotonic,
@@ -228,7 +228,9 @@ class AllReduceClient(SessionMixin):
                                 job.headroom)
         self.timer = RetransmitTimer(rto, rto_min, rto_max)
         self.window = Window(initial_window, job.window, adaptive_window)
-        self.timeout = timeout
+        if not isinstance(burst, int) or burst < 1:
+            raise ValueError(f"burst must be an integer >= 1, got {burst!r}")
+        self.timeout, self.burst = timeout, burst
         self.coalescer = Coalescer(coalesce)
         self.pacer = UplinkPacer(uplink_share)
         self.progress, self.trace, self.clock, self.sleep = progress, trace, clock, sleep
@@ -351,14 +353,16 @@ class AllReduceClient(SessionMixin):
             while frame is not None and len(batch) < burst_limit:
                 batch.append(frame)
                 frame = self.port.recv(0.0)
+            flying = self.in_flight
             if batch and self._receive_many(batch, used):
                 last_progress = self.clock()
+            answered = max(0, flying - self.in_flight)
             if self.first_sample:
                 self._rearm_initial(used)
             if self.oldest_done is not None:
                 self._restart_timers(used, self.oldest_done)
                 self.oldest_done = None
-            self._schedule()
+            self._schedule(answered)
             self._flush()
             # Timers fire only when the inbox is empty: a result waiting there is no loss.
             if frame is None:
@@ -567,14 +571,19 @@ class AllReduceClient(SessionMixin):
         d = self.deadline[:used]
         np.maximum(d, self.clock() + self.rto[:used], out=d, where=self.seq[:used] > seq)
 
-    def _schedule(self) -> None:
+    def _schedule(self, answered: int = 0) -> None:
         """Sends READY chunks, lowest first, while the window has room. The lowest chunk
         without a result goes out whatever the window: every worker's lowest incomplete
-        chunk is sent, so windows of different sizes cannot wait on each other."""
+        chunk is sent, so windows of different sizes cannot wait on each other. At most
+        `burst` chunks more than the `answered` uses go out back to back (pacing.BURST):
+        the priming result releases every slot at once, and the rest follow its results."""
         ready, window = self.ready, self.window.limit()
-        while ready and (self.in_flight < window or ready[0][0] == self.lowest):
+        room = answered + self.burst
+        while ready and ((self.in_flight < window and room > 0)
+                         or ready[0][0] == self.lowest):
             _, s = heapq.heappop(ready)
             self._dispatch(s, _SEND, None)
+            room -= 1
 
     # ------------------------------------------------------------------ actions
     def _chunk_field(self, s: int) -> int:

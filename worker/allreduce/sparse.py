@@ -51,7 +51,7 @@ from worker.allreduce.client import (
     used_session_hint,
 )
 from worker.allreduce.coding import ChunkCoder
-from worker.allreduce.pacing import RetransmitTimer, Window
+from worker.allreduce.pacing import BURST, RetransmitTimer, Window
 from worker.allreduce.stats import Stats
 from worker.frames import Framer
 from worker.transport import Port
@@ -60,14 +60,6 @@ NO_BLOCK = wire.NO_BLOCK
 _READY, _RUNNING, _DONE = 1, 2, 3
 MAX_GROWTH = 512        # bytes BMv2 lets a program add to a packet
 RESULT_BYTES = {wire.ENC_FIXED32: 4, wire.ENC_CNAT8: 1}
-# New uses one pass of the loop sends beyond the uses its results completed. A switch takes
-# frames in through a receive queue that a burst can overflow: BMv2 in the Mininet star
-# reads each port through libpcap's ring of 32 frames (2 MB of 64 KB frames, sized for the
-# veths' offloads) with a thread that shares two cores with its pipeline and the workers,
-# and a call's 64 primes sent back to back lost the 32 beyond it, in nearly every call
-# (100 steps: 12,794 retransmissions, 0.81 steps/s). Results come back one by one, so the
-# slots they release go out at once and the rest follow a few per result.
-BURST = 8
 
 
 def pads_empty(result_encoding: int, elems: int) -> bool:
