@@ -50,6 +50,10 @@ def steps(q: bool, root: bool, out: Path) -> list[tuple[str, list[str]]]:
                           str(out / "torch_convergence.json"), "--json",
                           str(out / "torch_tta.json"), *(["--bw", "100", "--steps", "3"]
                                                          if q else [])])] if root else []),
+        *([("torch_overlap", [py, str(BENCH / "torch_overlap.py"), "--json",
+                              str(out / "torch_overlap.json"),
+                              *(["--steps", "4", "--reps", "1"] if q else [])])]
+          if root else []),
     ]
 
 

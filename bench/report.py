@@ -149,6 +149,23 @@ def plot_torch(conv: dict, path: Path) -> bool:
     return True
 
 
+def overlap_section(ov: dict | None) -> list[str]:
+    out = ["## PyTorch DDP: overlap of communication with the backward pass "
+           "(bench/torch_overlap.py)", ""]
+    if not ov:
+        return out + ["Not run (needs root and Mininet).", ""]
+    return out + [
+        f"A star of 4 workers, one {ov['switch']} switch, C_nat INA on the {ov['profile']} "
+        f"profile, links at {ov['bw']:g} Mbit/s, batch {ov['batch']} per worker, "
+        f"{ov['steps']} steps per run, {ov['reps']} repetition(s) each way, interleaved. "
+        "*overlap*: the hook's futures completed by the rank's communication thread while "
+        "the backward pass goes on; *no overlap*: each bucket reduced on the autograd "
+        f"thread. Without overlap a step was {ov['compute']:.3f} s of computation and "
+        f"{ov['comm']:.3f} s of communication; overlap gained {ov['gain']:.2f}x (at most "
+        f"{(ov['compute'] + ov['comm']) / max(ov['compute'], ov['comm']):.2f}x).", "",
+        ov["table"], ""]
+
+
 def torch_sections(tconv: dict | None, tta: dict | None, figs: Path, rel: str) -> list[str]:
     out = ["## PyTorch DDP on MNIST-1D: convergence (bench/torch_convergence.py)", ""]
     if tconv:
@@ -331,6 +348,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     wire, ar, conv = (load(args.dir, n) for n in ("wire", "allreduce", "convergence"))
     tconv, tta = (load(args.dir, n) for n in ("torch_convergence", "torch_tta"))
+    overlap = load(args.dir, "torch_overlap")
     sp = load(args.dir, "speed_targets")
     sparse = load(args.dir, "sparse")
     figs = args.out.with_suffix("")
@@ -348,7 +366,8 @@ def main(argv=None) -> int:
         switches.append("convergence: in-process softswitch")
     all_targets = [(b, t) for b, d in (("wire", wire), ("allreduce", ar), ("convergence", conv),
                                        ("sparse", sparse), ("torch_convergence", tconv),
-                                       ("torch_tta", tta), ("speed_targets", sp))
+                                       ("torch_tta", tta), ("torch_overlap", overlap),
+                                       ("speed_targets", sp))
                    if d for t in d["targets"]]
     out = [
         "# Benchmark results",
@@ -431,6 +450,7 @@ def main(argv=None) -> int:
     else:
         out += ["Not run.", ""]
     out += torch_sections(tconv, tta, figs, rel)
+    out += overlap_section(overlap)
     for name, title in (("codec", "C_nat codec against a numpy copy (bench/codec.py)"),
                         ("softswitch_pps", "softswitch against BMv2 (bench/softswitch_pps.py)")):
         body = text(args.dir, name)

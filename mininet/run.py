@@ -79,7 +79,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--framework torch: the compressor and reduction per layer (per DDP "
                         "bucket) or once per step on the entire model (default layer)")
     j.add_argument("--eval-every", type=int,
-                   help="--framework torch: steps between test evaluations (default 5)")
+                   help="--framework torch: steps between test evaluations (default: a "
+                        "twentieth of the steps, at least 5)")
+    j.add_argument("--batch", type=int,
+                   help="--framework torch: examples per worker and step (default 32); a "
+                        "larger batch makes a step's computation longer against its "
+                        "communication")
+    j.add_argument("--bucket-mb", type=float,
+                   help="--framework torch: DDP's bucket size in MB (default: "
+                        "worker/ddp/train.py's)")
+    j.add_argument("--no-overlap", dest="no_overlap", action="store_const", const=True,
+                   default=None,
+                   help="--framework torch --aggregation switch: reduce each bucket on the "
+                        "autograd thread instead of the rank's communication thread (the "
+                        "same sums, no overlap with the backward pass)")
     j.add_argument("--encoding", choices=("cnat8", "fixed32"),
                    help="contributions: cnat8 = C_nat, 1 byte/element (default); fixed32")
     j.add_argument("--result-encoding", choices=("cnat8", "fixed32"),
@@ -142,6 +155,8 @@ RANGES = (
     ("rto", lambda v: v > 0, "above 0 s"),
     ("timeout", lambda v: v > 0, "above 0 s"),
     ("eval_every", lambda v: v >= 1, "at least 1"),
+    ("batch", lambda v: v >= 1, "at least 1"),
+    ("bucket_mb", lambda v: v > 0, "above 0 MB"),
 )
 
 # Options that mean something in some runs only: (option, applies when, to what).
@@ -157,6 +172,10 @@ APPLIES = (
     ("profile", lambda a: a.aggregation == "switch", "--aggregation switch"),
     ("mode", lambda a: a.framework == "torch", "--framework torch"),
     ("eval_every", lambda a: a.framework == "torch", "--framework torch"),
+    ("batch", lambda a: a.framework == "torch", "--framework torch"),
+    ("bucket_mb", lambda a: a.framework == "torch", "--framework torch"),
+    ("no_overlap", lambda a: a.framework == "torch" and a.aggregation == "switch",
+     "--framework torch --aggregation switch"),
     ("sparse", lambda a: a.framework == "numpy" or a.aggregation == "switch",
      "--framework numpy, or --framework torch --aggregation switch"),
     ("partials", lambda a: not a.sparse, "dense jobs (a sparse job has no partial sums)"),

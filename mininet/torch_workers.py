@@ -34,12 +34,17 @@ def worker_args(args, encoding: str, topo_path: Path, topo, job) -> list[str]:
               f"{gloo_timeout(args.bw):.0f}"]
     if args.model == "embedding":
         common += ["--workload", "embedding"]
+    if args.batch is not None:
+        common += ["--batch", str(args.batch)]
+    if args.bucket_mb is not None:
+        common += ["--bucket-mb", str(args.bucket_mb)]
     if args.aggregation == "gloo":
         return [*common, "--aggregation", "gloo"]
     elems = profile(args.profile or "default").elems
     sparse = ["--sparse"] if args.sparse else []
+    overlap = ["--no-overlap"] if args.no_overlap else []
     return [*common, "--aggregation", "switch", "--encoding", encoding, "--elems", str(elems),
-            *sparse]
+            *sparse, *overlap]
 
 
 class TorchWorkerGroup(WorkerGroup):

@@ -43,3 +43,25 @@ def test_a_slower_cnat_row_on_any_target_is_explained():
                                   row("star-switch-bmv2", "parameter server", 4.5, "bmv2")])
     assert "on bmv2 (star-switch-bmv2) C_nat INA took 2.06x the time of int32 INA" in line
     assert "per-packet work decides" in line
+
+
+def test_the_overlap_section_states_both_parts_of_a_step_and_the_gain(tmp_path):
+    import json
+
+    import torch_overlap
+
+    # A run's worker file without overlap: step 1 builds DDP's buckets and is left out.
+    w = tmp_path / "workers"
+    w.mkdir()
+    steps = [{"step": 1, "comm_seconds": 9.0, "step_seconds": 10.0}] + [
+        {"step": i, "comm_seconds": 0.05 + 0.001 * i, "step_seconds": 0.1 + 0.001 * i}
+        for i in range(2, 7)]
+    (w / "h1.json").write_text(json.dumps({"steps": steps}))
+    compute, comm = torch_overlap.parts(tmp_path)
+    assert abs(comm - 0.054) < 1e-9 and abs(compute - 0.05) < 1e-9
+    text = "\n".join(_report.overlap_section({
+        "switch": "soft", "profile": "wide", "bw": 25.0, "batch": 1000, "steps": 12, "reps": 3,
+        "compute": 0.05, "comm": 0.06, "gain": 1.3, "table": "| t |"}))
+    assert "0.050 s of computation and 0.060 s of communication" in text
+    assert "overlap gained 1.30x (at most 1.83x)" in text and "| t |" in text
+    assert "Not run" in "\n".join(_report.overlap_section(None))

@@ -43,6 +43,11 @@ def plan(*argv: str):
     (["--model", "mlp", "--framework", "torch"], "--framework torch trains cnn or embedding"),
     (["--model", "cnn"], "--framework numpy trains mlp or embedding"),
     (["--sparse", "--partials", "cnat8"], "--partials applies to dense jobs"),
+    (["--batch", "64"], "--batch applies to --framework torch only"),
+    (["--framework", "torch", "--batch", "0"], "--batch 0: must be at least 1"),
+    (["--framework", "torch", "--bucket-mb", "0"], "--bucket-mb 0.0: must be above 0 MB"),
+    (["--framework", "torch", "--aggregation", "gloo", "--no-overlap"],
+     "--no-overlap applies to --framework torch --aggregation switch only"),
 ])
 def test_a_bad_option_is_refused_before_anything_is_built(argv, message):
     with pytest.raises(run.UsageError) as e:
@@ -150,3 +155,17 @@ def test_a_torch_run_short_of_the_target_says_why_and_what_gets_there():
     assert run.short_of_target({**summary, "final_test_accuracy": 0.85}, args, "bmv2") is None
     numpy_args = run.build_parser().parse_args(["--steps", "30"])
     assert run.short_of_target(summary, numpy_args, "bmv2") is None
+
+
+def test_the_torch_ranks_get_the_batch_bucket_and_overlap_asked_for():
+    import torch_workers
+
+    argv = ["--framework", "torch", "--batch", "256", "--bucket-mb", "0.5", "--no-overlap"]
+    p = plan(*argv)
+    args = torch_workers.worker_args(run.build_parser().parse_args(argv), p.encoding,
+                                     Path("t.json"), p.topo, p.jobs[0])
+    assert args[args.index("--batch") + 1] == "256"
+    assert args[args.index("--bucket-mb") + 1] == "0.5" and "--no-overlap" in args
+    plain = torch_workers.worker_args(run.build_parser().parse_args(["--framework", "torch"]),
+                                      p.encoding, Path("t.json"), p.topo, p.jobs[0])
+    assert not {"--batch", "--bucket-mb", "--no-overlap"} & set(plain)
