@@ -15,10 +15,12 @@ warms caches), it gives:
 The bound is the resource closest to full. A link nearly always busy binds whatever else
 is busy (no faster CPU would move its bytes sooner); else this machine's CPU when nearly
 all its cores are busy (then nothing else can be told apart); else the highest of the
-link's utilisation, a switch's share of a core, and the compute share. Hardware switches
-aggregate at line rate and a cluster has a core (or a GPU) per worker, so a run bound by
-this machine's CPU or by a software switch measures neither network nor model: the report
-says so.
+link's utilisation, a switch's share of a core, and the compute share; and when even that
+is far from full (below BUSY), the run waited on round trips (its window and the time each
+packet spends in the hosts' and switches' software), which a software switch stretches.
+Hardware switches aggregate at line rate and a cluster has a core (or a GPU) per worker,
+so a run bound by this machine's CPU or by a software switch measures neither network nor
+model: the report says so.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 PERIOD = 0.1                # seconds between samples
 MACHINE_FULL = 0.9          # share of all cores busy above which this machine binds
 LINK_FULL = 0.9             # utilisation above which a link binds, however busy the CPU
+BUSY = 0.5                  # below this share nothing binds: the run waits on round trips
 SOFTWARE = ("bmv2", "soft")
 
 
@@ -215,8 +218,13 @@ def verdict(f: dict, kind: str) -> dict:
         text = f"this machine's CPU: {f['machine_cores']:.2f} of {f['cores']} cores"
     else:
         bound, share, text = max(cands, key=lambda c: c[1])
-    network = bound == "link" or bound == "compute"
+        if share < BUSY and not link_full:
+            bound, text = "latency", f"round trips: nothing near full (the most: {text})"
+    network = bound in ("link", "compute")
     if bound == "machine" or (bound.startswith("switch") and kind in SOFTWARE):
         text += (" -- bound by this machine's CPU or a software switch, this run's time "
+                 "does not describe a network")
+    elif bound == "latency" and kind in SOFTWARE:
+        text += (" -- round trips through software switches and hosts, this run's time "
                  "does not describe a network")
     return {"bound": bound, "figure": share, "text": text, "describes_network": network}
