@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 from common import OUT, Target, machine, markdown, save, say, table
@@ -56,7 +55,6 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.steps < 3 or args.reps < 1 or args.batch < 1 or args.bw <= 0:
         ap.error("--steps at least 3, --reps and --batch at least 1, --bw above 0")
-    t0 = time.monotonic()
     runs = {"overlap": [], "no overlap": []}
     split = []
     base = ["--encoding", "cnat8", "--batch", str(args.batch), "--profile", args.profile]
@@ -67,8 +65,7 @@ def main(argv=None) -> int:
             runs[name].append(r["seconds_per_step"])
             if flags:
                 split.append(parts(out))
-            say(f"[{time.monotonic() - t0:6.0f} s] {name}: {r['seconds_per_step']:.3f} s/step; "
-                f"{r['bound']}")
+            say(f"{name}: {r['seconds_per_step']:.3f} s/step; {r['bound']}")
     med = {k: statistics.median(v) for k, v in runs.items()}
     compute = statistics.median(c for c, _ in split)
     comm = statistics.median(m for _, m in split)
