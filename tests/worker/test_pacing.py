@@ -382,3 +382,27 @@ def test_a_dense_call_never_overflows_the_switchs_receive_ring(service):
         else:                                             # what the bound prevents
             assert port.ring_lost > 0 and client.stats.retransmissions > 0
     assert max(times[None]) <= min(times[10**6]) * 1.001
+
+
+class StallingSwitchPort(SlowSwitchPort):
+    """SlowSwitchPort whose switch stops for `stall` seconds once, at the `at`-th frame
+    (BMv2 descheduled on cores it shares): nothing is lost, everything is late."""
+
+    def __init__(self, *a, at: int, stall: float, **kw):
+        super().__init__(*a, **kw)
+        self.at, self.stall, self.frames = at, stall, 0
+
+    def send(self, frame: bytes) -> None:
+        self.frames += 1
+        if self.frames == self.at:
+            self.busy_until = max(self.busy_until, self.now) + self.stall
+        super().send(frame)
+
+
+def test_a_stalled_switch_costs_a_sparse_call_a_probe_per_backoff_not_a_window():
+    # 1.5 s without a result: every use in flight times out at once (up to the window's
+    # 64). They were not lost, so one probe per backoff finds out, and the rest wait.
+    port = StallingSwitchPort(**SLOW, at=150, stall=1.5, ring=32, take=SLOW["service"] / 10,
+                              server=BlockAggregator(1, slots=64, result_encoding=wire.ENC_CNAT8))
+    client, _ = run_sparse_calls(port, 2, rto_min=0.05)
+    assert 1 <= client.stats.retransmissions <= 4, (client.stats, port.ring_lost)

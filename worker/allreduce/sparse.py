@@ -205,14 +205,17 @@ class SparseAllReduceClient(SessionMixin):
                 continue            # more waiting: handle it before any timer fires
             now = self.clock()
             due = np.flatnonzero(self.deadline <= now)
-            if due.size and self.completed == 0:
+            oldest = int(due[np.argmin(self.seq[due])]) if due.size else -1
+            if due.size and (self.completed == 0 or now - last_progress >= self.rto[oldest]):
                 # Nothing of this call has completed: the other workers are likely still
-                # computing. One use probes for them; every other use in flight backs off
-                # with it (they were sent in one burst, so their timers expire together).
-                first = int(due[0])
+                # computing. Or no result came for a whole timeout: the switch stalled
+                # (BMv2 descheduled on the cores it shares) rather than lost what every
+                # timer is about to say. Either way one use probes, the oldest, and every
+                # other use in flight backs off with it.
+                first = oldest
+                flying = np.flatnonzero(np.isfinite(self.deadline))
                 self._retransmit(first)
-                rest = np.flatnonzero(np.isfinite(self.deadline))
-                rest = rest[rest != first]
+                rest = flying[flying != first]
                 self.rto[rest] = np.minimum(self.rto[rest] * 2, self.timer.maximum)
                 self.deadline[rest] = self.deadline[first]
                 continue
