@@ -468,12 +468,15 @@ def run(args, plan: Plan) -> int:
                 sampler = bounds.Sampler(
                     [p.ifname for p in bounds.port_links(topo)],
                     {s.name: emu.net.get(s.name).proc.pid for s in topo.switches}).start()
+                if ps_proc is not None:
+                    sampler.watch(ps_host, ps_proc.pid)
                 for job in jobs:
                     wargs = (torch_workers.worker_args(args, plan.encoding, topo_path, topo,
                                                        job) if torch else
                              worker_args(args, plan, topo_path, job))
                     for rank, host in enumerate(job.workers):
                         group.start(emu.host(host), host, job.id, rank, out, wargs)
+                        sampler.watch(host, group.procs[-1].proc.pid)
                 progress = Progress(group, jobs)
                 budget = (torch_workers.budget(args) if torch else
                           60 + args.steps * (2 + args.timeout / 10))
