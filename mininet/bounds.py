@@ -10,7 +10,8 @@ warms caches), it gives:
 - each switch's CPU in cores (a software switch is one process; BMv2 uses a few threads
   but its pipeline is one);
 - this machine's CPU: cores busy of all it has, and of them the cores the job's own
-  processes (switches, workers, a parameter server) used: the rest is other load;
+  processes (switches, workers, a parameter server) and the kernel's interrupt work (moving
+  the job's packets over the veths, mostly) used: the rest is other load;
 - packets: those entering the switches, and those on the busiest link direction;
 - the workers' compute: its share of a step (the median over the job's workers).
 
@@ -62,14 +63,15 @@ class Samples:
         return a + f * (b - a)
 
 
-def machine_cpu() -> tuple[float, float]:
-    """(busy, total) seconds of all cores since boot, from /proc/stat."""
+def machine_cpu() -> tuple[float, float, float]:
+    """(busy, total, interrupts) seconds of all cores since boot, from /proc/stat; the
+    interrupts' (irq and softirq) are mostly the kernel moving packets over the veths."""
     with open("/proc/stat") as f:
         fields = [float(x) for x in f.readline().split()[1:]]
     tick = os.sysconf("SC_CLK_TCK")
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)      # idle + iowait
     total = sum(fields[:8])                                          # guest is in user
-    return (total - idle) / tick, total / tick
+    return (total - idle) / tick, total / tick, sum(fields[5:7]) / tick
 
 
 def process_cpu(pid: int) -> float | None:
@@ -213,6 +215,8 @@ def analyse(samples: Samples, links: list[PortLink], results: list[dict], kind: 
              for h, cpu in samples.host_cpu.items() if cpu}
     m0, m1 = samples.at(samples.machine, t0), samples.at(samples.machine, t1)
     busy_cores = (m1[0] - m0[0]) / max(m1[1] - m0[1], 1e-9) * cores
+    kernel = ((m1[2] - m0[2]) / max(m1[1] - m0[1], 1e-9) * cores
+              if len(m0) > 2 and len(m1) > 2 else 0.0)
     shares = [r["compute_seconds"] / r["step_seconds"]
               for res in results for r in res.get("steps", [])[1:]
               if r.get("compute_seconds") is not None and r.get("step_seconds")]
@@ -220,10 +224,11 @@ def analyse(samples: Samples, links: list[PortLink], results: list[dict], kind: 
     figures = {"seconds": dt, "steps": len(lead) - (1 if len(lead) > 1 else 0),
                "busiest_link": busiest, "switch_cores": switches,
                "machine_cores": busy_cores, "cores": cores, "compute_share": compute,
-               # the job's own processes (cores each) and what else kept the machine busy
-               "host_cores": hosts, "other_cores": (max(0.0, busy_cores - sum(switches.values())
-                                                        - sum(hosts.values()))
-                                                    if hosts else None),
+               # the job's own processes (cores each), the kernel's interrupt work (the
+               # job's packets, mostly), and what else kept the machine busy
+               "host_cores": hosts, "kernel_cores": kernel,
+               "other_cores": (max(0.0, busy_cores - kernel - sum(switches.values())
+                                   - sum(hosts.values())) if hosts else None),
                "switch_packets": switch_packets if busiest else None}
     return {**figures, **verdict(figures, kind)}
 
