@@ -50,6 +50,9 @@ def steps(q: bool, root: bool, out: Path) -> list[tuple[str, list[str]]]:
                           str(out / "torch_convergence.json"), "--json",
                           str(out / "torch_tta.json"), *(["--bw", "100", "--steps", "3"]
                                                          if q else [])])] if root else []),
+        *([("steptime", [py, str(BENCH / "steptime.py"), "--json", str(out / "steptime.json"),
+                         "--plot", str(out / "steptime.png"), *(["--quick"] if q else [])])]
+          if root else []),
     ]
 
 

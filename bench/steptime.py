@@ -19,6 +19,7 @@ largest <= 30 %. `--measured` recomputes everything from a previous JSON (no Min
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -28,8 +29,18 @@ from pathlib import Path
 
 from common import OUT, REPO, Target, machine, markdown, median, save, say, table
 
-sys.path.insert(0, str(REPO / "mininet"))
-import steptime  # noqa: E402
+
+def _model():
+    """mininet/steptime.py under a name of its own: this file is bench's `steptime`."""
+    spec = importlib.util.spec_from_file_location("steptime_model",
+                                                  REPO / "mininet" / "steptime.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+model = _model()
 
 # (label, mininet/run.py flags, torch?)
 METHODS = [("C_nat INA", ["--encoding", "cnat8"], False),
@@ -53,45 +64,11 @@ def measure(label: str, flags: list[str], torch: bool, bw: float, switch: str, s
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, cwd=str(REPO))
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
-    f = steptime.figures(out)
+    f = model.figures(out)
     bound = json.loads((out / "report.json").read_text())["jobs"][0]["bound"]
     return {"method": label, "switch": switch, "bw": bw, "steps": steps, "out": str(out),
-            "figures": steptime.asdict(f), "bound": bound["text"],
+            "figures": model.asdict(f), "bound": bound["text"],
             "load_average": os.getloadavg()[0]}
-
-
-def validate(runs: list[dict]) -> list[dict]:
-    """Per method and switch, the fastest run gives the CPU figures and the slowest the link
-    efficiency (on BMv2, with two rates only, softswitch's slowest of the method: the
-    efficiency is the protocol's and the link's, not the switch's); every other run is
-    predicted from its link rate and the cores other work left it."""
-    rows = []
-    effs = {}
-    for switch in ("soft", "bmv2"):
-        for key in dict.fromkeys(r["method"] for r in runs if r["switch"] == switch):
-            mine = sorted((r for r in runs if (r["switch"], r["method"]) == (switch, key)),
-                          key=lambda r: -r["bw"])
-            fast = steptime.Figures(**mine[0]["figures"])
-            slow = mine[-1] if len(mine) > 2 or key not in effs else None
-            if slow is not None:
-                effs[key] = steptime.link_efficiency(steptime.Figures(**slow["figures"]))
-            eff = effs.get(key, 1.0)
-            for r in mine:
-                f = steptime.Figures(**r["figures"])
-                p = steptime.predict(fast, r["bw"], efficiency=eff,
-                                     free_cores=max(1.0, f.cores - f.other_cores))
-                measured = 1 / f.step_s
-                role = ("calibration: CPU" if r is mine[0] else
-                        "calibration: link" if r is slow else None)
-                rows.append({"switch": switch, "method": key, "bw": r["bw"], "role": role,
-                             "calibration": role is not None, "measured": measured,
-                             "predicted": p.steps_per_s, "efficiency": eff,
-                             "error": abs(p.steps_per_s - measured) / measured,
-                             "predicted_bound": p.terms["bound"],
-                             "terms_ms": {k: v * 1e3 for k, v in p.terms.items()
-                                          if k != "bound"},
-                             "measured_bound": r["bound"]})
-    return rows
 
 
 def plot(rows: list[dict], path: Path) -> bool:
@@ -188,7 +165,7 @@ def main(argv=None) -> int:
         runs = json.loads(args.measured.read_text())["runs"]
         if args.reread:
             for r in runs:
-                r["figures"] = steptime.asdict(steptime.figures(Path(r["out"])))
+                r["figures"] = model.asdict(model.figures(Path(r["out"])))
     else:
         if os.geteuid() != 0:
             print("bench/steptime.py needs root (Mininet)", file=sys.stderr)
@@ -203,7 +180,7 @@ def main(argv=None) -> int:
                     runs.append(r)
                     say(f"{switch} {bw:g} Mbit/s {label}: "
                         f"{1 / r['figures']['step_s']:.2f} steps/s; {r['bound']}")
-    rows = validate(runs)
+    rows = model.validate(runs)
     header = ["switch", "method", "Mbit/s", "measured steps/s", "predicted", "error %",
               "model's bound", "run's bound"]
     body = [[r["switch"], r["method"], r["bw"], r["measured"], r["predicted"],

@@ -53,13 +53,13 @@ class Figures:
     switch_cpu_s: float         # all switches' CPU
     host_cpu_s: float           # one worker's CPU (median over workers)
     hosts_cpu_s: float          # every worker's (and a parameter server's) CPU
-    kernel_cpu_s: float         # the kernel's interrupt work (the job's packets, mostly)
     chunks: float | None        # slots used per step (None: no windowed protocol, Gloo)
     window: int | None
     rtt_s: float | None         # the smallest mean round trip of a step
     retransmissions: float      # all workers
     cores: int
     other_cores: float          # busy with processes outside the job
+    kernel_cpu_s: float = 0.0   # the kernel's interrupt work (the job's packets, mostly)
 
     @property
     def switch_cost_s(self) -> float | None:
@@ -184,14 +184,48 @@ def link_efficiency(f: Figures) -> float:
     return min(1.0, full / comm) if comm > 0 else 1.0
 
 
+def validate(runs: list[dict]) -> list[dict]:
+    """Per method and switch, the fastest run gives the CPU figures and the slowest the link
+    efficiency (on BMv2, with two rates only, softswitch's slowest of the method: the
+    efficiency is the protocol's and the link's, not the switch's); every other run is
+    predicted from its link rate and the cores other work left it."""
+    rows = []
+    effs = {}
+    for switch in ("soft", "bmv2"):
+        for key in dict.fromkeys(r["method"] for r in runs if r["switch"] == switch):
+            mine = sorted((r for r in runs if (r["switch"], r["method"]) == (switch, key)),
+                          key=lambda r: -r["bw"])
+            fast = Figures(**mine[0]["figures"])
+            slow = mine[-1] if len(mine) > 2 or key not in effs else None
+            if slow is not None:
+                effs[key] = link_efficiency(Figures(**slow["figures"]))
+            eff = effs.get(key, 1.0)
+            for r in mine:
+                f = Figures(**r["figures"])
+                p = predict(fast, r["bw"], efficiency=eff,
+                                     free_cores=max(1.0, f.cores - f.other_cores))
+                measured = 1 / f.step_s
+                role = ("calibration: CPU" if r is mine[0] else
+                        "calibration: link" if r is slow else None)
+                rows.append({"switch": switch, "method": key, "bw": r["bw"], "role": role,
+                             "calibration": role is not None, "measured": measured,
+                             "predicted": p.steps_per_s, "efficiency": eff,
+                             "error": abs(p.steps_per_s - measured) / measured,
+                             "predicted_bound": p.terms["bound"],
+                             "terms_ms": {k: v * 1e3 for k, v in p.terms.items()
+                                          if k != "bound"},
+                             "measured_bound": r["bound"]})
+    return rows
+
+
 # ---------------------------------------------------------------- projections
 
-# Bytes per element on a worker's busiest link direction, measured (docs/results.md "Bytes
-# per gradient element"): C_nat 1.35 (168 elements per packet) or 1.04 (1456, the wide
-# profile), int32 4.x, both with headers; the ring's are its own, 2(n-1)/n x 4 plus TCP's.
-BYTES = {"cnat": 1.35, "cnat-wide": 1.04, "int32": 4.18}
+# Bytes per element on a worker's busiest link direction, as measured (docs/results.md "Bytes
+# per gradient element"), headers included: C_nat 1.35 (168 elements per packet) or 1.04
+# (1456, the wide profile), int32 4.35; the ring's are its own, 2(n-1)/n x 4 plus TCP's.
+BYTES = {"cnat": 1.35, "cnat-wide": 1.04, "int32": 4.35}
 ELEMS = {"cnat": 168, "cnat-wide": 1456, "int32": 168}
-RING_OVERHEAD = 1.035           # TCP/IP/Ethernet headers on 1500-byte frames
+RING_OVERHEAD = 1514 / 1448     # a full TCP frame (timestamps on) over its payload
 
 
 @dataclass(frozen=True)
@@ -227,7 +261,7 @@ def project(params: float, compute_s: float, gbit: float, workers: int, method: 
         link = params * per_elem * 8 / rate
         slots = math.ceil(rate * rtt_s / 8 / packet)       # bandwidth x delay in packets
         w = window or slots
-        terms = {"link": link, "window": math.ceil(packets / w) * rtt_s,
+        terms = {"link": link, "window": packets / w * rtt_s,
                  "switch": workers * packets / switch_pps if switch_pps else 0.0}
         bound = max(terms, key=terms.get)
         comm = terms[bound] + rtt_s                         # the last result's round trip
@@ -349,7 +383,7 @@ def main(argv=None) -> int:
     base = {g: next((r.step_s for r in rows if r.gbit == g and r.method == "ring"), None)
             for g in args.gbit}
     for r in rows:
-        tta = f"  {r.step_s * args.steps:.0f} s" if args.steps else ""
+        tta = f"  {r.step_s * args.steps / 3600:15.1f} h" if args.steps else ""
         vs = f"  ({base[r.gbit] / r.step_s:.2f}x ring)" if base[r.gbit] and r.method != "ring" \
             else ""
         print(f"{r.gbit:>7g}  {r.method:<10} {r.step_s * 1e3:9.2f} {r.comm_s * 1e3:9.2f} "
