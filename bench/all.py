@@ -54,6 +54,9 @@ def steps(q: bool, root: bool, out: Path) -> list[tuple[str, list[str]]]:
                               str(out / "torch_overlap.json"),
                               *(["--steps", "4", "--reps", "1"] if q else [])])]
           if root else []),
+        *([("steptime", [py, str(BENCH / "steptime.py"), "--json", str(out / "steptime.json"),
+                         "--plot", str(out / "steptime.png"), *(["--quick"] if q else [])])]
+          if root else []),
     ]
 
 

@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/report.py [--dir results/bench] [--out docs/results.md]
 
-Reads <dir>/{wire,allreduce,convergence,torch_*,speed_targets}.json and
+Reads <dir>/{wire,allreduce,convergence,torch_*,speed_targets,steptime}.json and
 <dir>/{codec,softswitch_pps}.txt (what bench/all.py leaves there); a bench without output
 is listed as not run. Plots go to the folder named like the report without .md
 (docs/results/*.png).
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -196,6 +197,71 @@ def torch_sections(tconv: dict | None, tta: dict | None, figs: Path, rel: str) -
     return out
 
 
+def steptime_section(st: dict | None, figs: Path, rel: str) -> list[str]:
+    """bench/steptime.py: the step-time model against runs it was not calibrated on, and its
+    projections (docs/STEPTIME.md)."""
+    out = ["## Step-time model and projections (bench/steptime.py)", ""]
+    if not st:
+        return out + ["Not run (needs root and Mininet).", ""]
+    from steptime import model, plot
+
+    errs = [r["error"] for r in st["rows"] if not r["calibration"]]
+    rates = sorted({r["bw"] for r in st["runs"] if r["switch"] == "soft"}, reverse=True)
+    out += ["`mininet/steptime.py` predicts seconds per step from a run's own figures "
+            "(docs/STEPTIME.md): compute not hidden + the largest of the busiest link's "
+            "bytes over its rate, the switch's CPU per step, a worker's CPU for communication "
+            "and the window's round trips, + one packet's fill; in the emulation, never "
+            "below all the job's CPU per step over the cores free for it. A star of 4 "
+            f"workers, softswitch at {', '.join(f'{b:g}' for b in rates)} Mbit/s"
+            + (", BMv2 at " + ", ".join(f"{b:g}" for b in sorted(
+                {r['bw'] for r in st['runs'] if r['switch'] == 'bmv2'}, reverse=True))
+               + " Mbit/s" if any(r["switch"] == "bmv2" for r in st["runs"]) else "")
+            + ". Per method and switch the fastest run gives the CPU figures and the "
+            "slowest the share of the link's rate the protocol gets (BMv2: softswitch's "
+            "slowest); every other run is predicted from its link rate and the cores other "
+            "work on the machine left it, never from its own time."
+            + (f" Median error {100 * statistics.median(errs):.1f} %, largest "
+               f"{100 * max(errs):.1f} %, over {len(errs)} predicted runs." if errs else ""),
+            "", st["table"], ""]
+    if plot(st["rows"], figs / "steptime.png"):
+        out += [f"![step-time model: predicted against measured steps/s]({rel}/steptime.png)",
+                ""]
+    out += ["### Projections (not measurements)", "",
+            "The same model on a cluster: a worker per machine (no shared-CPU term), one "
+            "switch aggregating at line rate, a round trip of 10 us, the window sized to "
+            "fill rate x round trip (the *slots* column), no overlap of communication with "
+            "the backward pass, 8 workers. Bytes per element are this testbed's measured "
+            "wire figures (C_nat 1.35 up, the default profile; int32 4.18); the ring "
+            "allreduce moves 2(n-1)/n x 4 bytes per element per worker plus TCP/IP headers. "
+            "Compute per step and steps to accuracy are assumptions, given with their "
+            "sources in docs/STEPTIME.md; time to accuracy assumes every method needs the "
+            "same steps (bench/torch_convergence.py measures C_nat INA within a fraction "
+            "of a point of uncompressed at equal steps on MNIST-1D).", "",
+            *projection_table(model), ""]
+    return out
+
+
+# (name, parameters, compute ms per step, steps to accuracy): assumptions, with where they
+# come from, in docs/STEPTIME.md "Projections"
+MODELS = [("ResNet-50", 25.6e6, 100.0, 450_000), ("BERT-base", 110e6, 100.0, 1_000_000),
+          ("VGG-16", 138e6, 150.0, 370_000)]
+
+
+def projection_table(model) -> list[str]:
+    lines = ["| model | Gbit/s | method | s/step | bound | time to accuracy (h) | "
+             "vs ring |", "| --- | ---: | --- | ---: | --- | ---: | ---: |"]
+    for name, params, ms, steps in MODELS:
+        for gbit in (10.0, 25.0, 100.0):
+            ring = model.project(params, ms / 1e3, gbit, 8, "ring")
+            for method, label in (("cnat", "C_nat INA"), ("int32", "int32 INA"),
+                                  ("ring", "ring allreduce")):
+                p = model.project(params, ms / 1e3, gbit, 8, method)
+                lines.append(f"| {name} | {gbit:g} | {label} | {p.step_s:.3f} | {p.bound} | "
+                             f"{p.step_s * steps / 3600:.1f} | "
+                             f"{ring.step_s / p.step_s:.2f}x |")
+    return lines
+
+
 # ---------------------------------------------------------------- sections
 
 
@@ -350,6 +416,7 @@ def main(argv=None) -> int:
     tconv, tta = (load(args.dir, n) for n in ("torch_convergence", "torch_tta"))
     overlap = load(args.dir, "torch_overlap")
     sp = load(args.dir, "speed_targets")
+    st = load(args.dir, "steptime")
     sparse = load(args.dir, "sparse")
     figs = args.out.with_suffix("")
     figs.mkdir(parents=True, exist_ok=True)
@@ -367,7 +434,7 @@ def main(argv=None) -> int:
     all_targets = [(b, t) for b, d in (("wire", wire), ("allreduce", ar), ("convergence", conv),
                                        ("sparse", sparse), ("torch_convergence", tconv),
                                        ("torch_tta", tta), ("torch_overlap", overlap),
-                                       ("speed_targets", sp))
+                                       ("speed_targets", sp), ("steptime", st))
                    if d for t in d["targets"]]
     out = [
         "# Benchmark results",
@@ -451,6 +518,7 @@ def main(argv=None) -> int:
         out += ["Not run.", ""]
     out += torch_sections(tconv, tta, figs, rel)
     out += overlap_section(overlap)
+    out += steptime_section(st, figs, rel)
     for name, title in (("codec", "C_nat codec against a numpy copy (bench/codec.py)"),
                         ("softswitch_pps", "softswitch against BMv2 (bench/softswitch_pps.py)")):
         body = text(args.dir, name)

@@ -9,7 +9,10 @@ warms caches), it gives:
 - the busiest link direction: bytes over bandwidth and time (`utilisation`, 0..1);
 - each switch's CPU in cores (a software switch is one process; BMv2 uses a few threads
   but its pipeline is one);
-- this machine's CPU: cores busy of all it has;
+- this machine's CPU: cores busy of all it has, and of them the cores the job's own
+  processes (switches, workers, a parameter server) and the kernel's interrupt work (moving
+  the job's packets over the veths, mostly) used: the rest is other load;
+- packets: those entering the switches, and those on the busiest link direction;
 - the workers' compute: its share of a step (the median over the job's workers).
 
 The bound is the resource closest to full. A link nearly always busy binds whatever else
@@ -30,6 +33,7 @@ import threading
 import time
 from bisect import bisect_left
 from dataclasses import dataclass, field
+from pathlib import Path
 
 PERIOD = 0.1                # seconds between samples
 MACHINE_FULL = 0.9          # share of all cores busy above which this machine binds
@@ -43,8 +47,10 @@ class Samples:
     """Cumulative readings at each sample time (time.time())."""
 
     times: list[float] = field(default_factory=list)
-    ports: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # (tx, rx) bytes
+    # (tx, rx) bytes, then (tx, rx) packets where they were read
+    ports: dict[str, list[tuple[int, ...]]] = field(default_factory=dict)
     switch_cpu: dict[str, list[float]] = field(default_factory=dict)       # CPU seconds
+    host_cpu: dict[str, list[float]] = field(default_factory=dict)         # CPU seconds
     machine: list[tuple[float, float]] = field(default_factory=list)       # (busy, total) s
 
     def at(self, series: list, t: float):
@@ -62,14 +68,15 @@ class Samples:
         return a + f * (b - a)
 
 
-def machine_cpu() -> tuple[float, float]:
-    """(busy, total) seconds of all cores since boot, from /proc/stat."""
+def machine_cpu() -> tuple[float, float, float]:
+    """(busy, total, interrupts) seconds of all cores since boot, from /proc/stat; the
+    interrupts' (irq and softirq) are mostly the kernel moving packets over the veths."""
     with open("/proc/stat") as f:
         fields = [float(x) for x in f.readline().split()[1:]]
     tick = os.sysconf("SC_CLK_TCK")
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)      # idle + iowait
     total = sum(fields[:8])                                          # guest is in user
-    return (total - idle) / tick, total / tick
+    return (total - idle) / tick, total / tick, sum(fields[5:7]) / tick
 
 
 def process_cpu(pid: int) -> float | None:
@@ -82,18 +89,19 @@ def process_cpu(pid: int) -> float | None:
     return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def port_bytes(ifname: str) -> tuple[int, int] | None:
+def port_bytes(ifname: str) -> tuple[int, int, int, int] | None:
+    """(tx bytes, rx bytes, tx packets, rx packets) of an interface."""
     base = f"/sys/class/net/{ifname}/statistics/"
     try:
-        with open(base + "tx_bytes") as tx, open(base + "rx_bytes") as rx:
-            return int(tx.read()), int(rx.read())
+        return tuple(int(Path(base + n).read_text())
+                     for n in ("tx_bytes", "rx_bytes", "tx_packets", "rx_packets"))
     except OSError:
         return None
 
 
 class Sampler:
     """Samples in a thread from start() to stop(); `ports` maps a switch port's interface to
-    its link's name, `pids` a switch to its process."""
+    its link's name, `pids` a switch to its process; watch() adds a worker's process."""
 
     def __init__(self, ports: list[str], pids: dict[str, int], period: float = PERIOD):
         self.port_names, self.pids, self.period = ports, pids, period
@@ -101,7 +109,17 @@ class Sampler:
                                switch_cpu={s: [] for s in pids})
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bounds", daemon=True)
+        self._lock = threading.Lock()
         self._last_cpu = {s: 0.0 for s in pids}
+        self.hosts: dict[str, int] = {}
+        self._last_host: dict[str, float] = {}
+
+    def watch(self, name: str, pid: int) -> None:
+        """Sample a worker's (or a server's) process too, from now on; before, it used none."""
+        with self._lock:
+            self.hosts[name] = pid
+            self._last_host[name] = 0.0
+            self.samples.host_cpu[name] = [0.0] * len(self.samples.times)
 
     def start(self) -> Sampler:
         self._sample()
@@ -120,14 +138,20 @@ class Sampler:
 
     def _sample(self) -> None:
         s = self.samples
-        s.times.append(time.time())
-        for p in self.port_names:
-            s.ports[p].append(port_bytes(p) or (s.ports[p][-1] if s.ports[p] else (0, 0)))
-        for sw, pid in self.pids.items():
-            cpu = process_cpu(pid)
-            self._last_cpu[sw] = cpu if cpu is not None else self._last_cpu[sw]
-            s.switch_cpu[sw].append(self._last_cpu[sw])
-        s.machine.append(machine_cpu())
+        with self._lock:
+            s.times.append(time.time())
+            for p in self.port_names:
+                s.ports[p].append(port_bytes(p) or (s.ports[p][-1] if s.ports[p]
+                                                    else (0, 0, 0, 0)))
+            for sw, pid in self.pids.items():
+                cpu = process_cpu(pid)
+                self._last_cpu[sw] = cpu if cpu is not None else self._last_cpu[sw]
+                s.switch_cpu[sw].append(self._last_cpu[sw])
+            for h, pid in self.hosts.items():
+                cpu = process_cpu(pid)
+                self._last_host[h] = cpu if cpu is not None else self._last_host[h]
+                s.host_cpu[h].append(self._last_host[h])
+            s.machine.append(machine_cpu())
 
 
 @dataclass(frozen=True)
@@ -172,29 +196,45 @@ def analyse(samples: Samples, links: list[PortLink], results: list[dict], kind: 
     t1 = lead[-1][1]
     dt = max(t1 - t0, 1e-9)
     cores = cores or os.cpu_count() or 1
-    busiest = None
+    busiest, switch_packets = None, 0.0
     for link in links:
         series = samples.ports.get(link.ifname)
         if not series:
             continue
         a, b = samples.at(series, t0), samples.at(series, t1)
-        for sent, name in ((b[0] - a[0], f"{link.switch}->{link.peer}"),
-                           (b[1] - a[1], f"{link.peer}->{link.switch}")):
+        packets = ((b[2] - a[2], b[3] - a[3]) if len(a) >= 4 and len(b) >= 4
+                   else (None, None))
+        if packets[1] is None:
+            switch_packets = None               # a port whose packets were not read
+        elif switch_packets is not None:
+            switch_packets += packets[1]        # what the switch received on this port
+        for sent, pkts, name in ((b[0] - a[0], packets[0], f"{link.switch}->{link.peer}"),
+                                 (b[1] - a[1], packets[1], f"{link.peer}->{link.switch}")):
             util = sent * 8 / (link.bw_mbit * 1e6 * dt)
             if busiest is None or util > busiest["utilisation"]:
                 busiest = {"link": name, "utilisation": util, "bytes": sent,
-                           "bw_mbit": link.bw_mbit}
+                           "packets": pkts, "bw_mbit": link.bw_mbit}
     switches = {sw: (samples.at(cpu, t1) - samples.at(cpu, t0)) / dt
                 for sw, cpu in samples.switch_cpu.items() if cpu}
+    hosts = {h: (samples.at(cpu, t1) - samples.at(cpu, t0)) / dt
+             for h, cpu in samples.host_cpu.items() if cpu}
     m0, m1 = samples.at(samples.machine, t0), samples.at(samples.machine, t1)
     busy_cores = (m1[0] - m0[0]) / max(m1[1] - m0[1], 1e-9) * cores
+    kernel = ((m1[2] - m0[2]) / max(m1[1] - m0[1], 1e-9) * cores
+              if len(m0) > 2 and len(m1) > 2 else 0.0)
     shares = [r["compute_seconds"] / r["step_seconds"]
               for res in results for r in res.get("steps", [])[1:]
               if r.get("compute_seconds") is not None and r.get("step_seconds")]
     compute = sorted(shares)[len(shares) // 2] if shares else None
     figures = {"seconds": dt, "steps": len(lead) - (1 if len(lead) > 1 else 0),
                "busiest_link": busiest, "switch_cores": switches,
-               "machine_cores": busy_cores, "cores": cores, "compute_share": compute}
+               "machine_cores": busy_cores, "cores": cores, "compute_share": compute,
+               # the job's own processes (cores each), the kernel's interrupt work (the
+               # job's packets, mostly), and what else kept the machine busy
+               "host_cores": hosts, "kernel_cores": kernel,
+               "other_cores": (max(0.0, busy_cores - kernel - sum(switches.values())
+                                   - sum(hosts.values())) if hosts else None),
+               "switch_packets": switch_packets if busiest else None}
     return {**figures, **verdict(figures, kind)}
 
 

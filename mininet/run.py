@@ -10,6 +10,7 @@ host, and writes results/<run>/report.json with a plot. Needs root.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -47,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
                "  .venv/bin/python mininet/run.py --sparse --model embedding  # sparse job\n"
                "  .venv/bin/python mininet/run.py --topo fat-tree --switches-only\n"
                "  .venv/bin/python mininet/run.py --framework torch      # PyTorch DDP\n"
-               "  .venv/bin/python mininet/run.py --framework torch --aggregation gloo\n")
+               "  .venv/bin/python mininet/run.py --framework torch --aggregation gloo\n"
+               "  .venv/bin/python mininet/run.py --network-bound --bw 1000  # links bind\n")
     t = ap.add_argument_group("topology")
     t.add_argument("--topo", choices=("star", "leaf-spine", "fat-tree"), default="star")
     t.add_argument("--hosts", type=int, help="star: hosts (default 4)")
@@ -55,7 +57,15 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--leaves", type=int, help="leaf-spine: leaves (default 2)")
     t.add_argument("--spines", type=int, help="leaf-spine: spines (default 2)")
     t.add_argument("--hosts-per-leaf", type=int, help="leaf-spine (default 2)")
-    t.add_argument("--bw", type=float, default=100.0, help="link bandwidth, Mbit/s (default 100)")
+    t.add_argument("--bw", type=float, default=100.0,
+                   help="link bandwidth, Mbit/s (default 100; with --network-bound the rate "
+                        "its probe starts at)")
+    t.add_argument("--network-bound", action="store_true",
+                   help="pick the link rate at which the links, not the switches nor this "
+                        "machine's CPU, bind the job: a short probe at --bw, the rate from its "
+                        "figures, then the job, whose own verdict must say link (else the rate "
+                        "is halved and the job runs again); says which rate and why "
+                        "(mininet/netbound.py)")
     t.add_argument("--loss", type=float, default=0.0,
                    help="drop probability on every link, applied by the switches (default 0)")
     t.add_argument("--switch", choices=("auto", "bmv2", "soft"), default="auto",
@@ -205,6 +215,11 @@ def check_options(args) -> None:
                                        if args.aggregation in a))
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out}: exists and is not a folder")
+    if args.network_bound and (args.steps == 0 or args.switches_only or args.cli):
+        raise UsageError("--network-bound runs a job: not with --steps 0, --switches-only "
+                         "or --cli")
+    if args.network_bound and args.jobs > 1:
+        raise UsageError("--network-bound picks one rate for one job: not with --jobs")
     models = MODELS[args.framework]
     if args.model is not None and args.model not in models:
         raise UsageError(f"--model {args.model}: --framework {args.framework} trains "
@@ -522,12 +537,15 @@ def run(args, plan: Plan) -> int:
                 sampler = bounds.Sampler(
                     [p.ifname for p in bounds.port_links(topo)],
                     {s.name: emu.net.get(s.name).proc.pid for s in topo.switches}).start()
+                if ps_proc is not None:
+                    sampler.watch(ps_host, ps_proc.pid)
                 for job in jobs:
                     wargs = (torch_workers.worker_args(args, plan.encoding, topo_path, topo,
                                                        job) if torch else
                              worker_args(args, plan, topo_path, job))
                     for rank, host in enumerate(job.workers):
                         group.start(emu.host(host), host, job.id, rank, out, wargs)
+                        sampler.watch(host, group.procs[-1].proc.pid)
                 progress = Progress(group, jobs)
                 budget = (torch_workers.budget(args) if torch else
                           60 + args.steps * (2 + args.timeout / 10))
@@ -600,8 +618,71 @@ def on_signal(signum, frame):
     raise Stopped(signum)
 
 
+def argv_of(parser: argparse.ArgumentParser, args, leave_out: set[str]) -> list[str]:
+    """The command line that gives `args` again (every option not at its default), less the
+    options named in leave_out."""
+    out = []
+    for act in parser._actions:
+        if not act.option_strings or act.dest in leave_out or act.dest == "help":
+            continue
+        value = getattr(args, act.dest)
+        if value == act.default or value is None:
+            continue
+        flag = act.option_strings[0]
+        if act.nargs == 0:
+            out.append(flag)
+        else:
+            out += [flag, str(value)]
+    return out
+
+
+def network_bound(parser, args, raw) -> int:
+    """--network-bound: probe, pick a rate, run the job; again, slower, until the run's own
+    verdict says the links bound it (mininet/netbound.py)."""
+    import netbound
+    import steptime
+
+    out = args.out or REPO / "results" / f"{time.strftime('%Y%m%d-%H%M%S')}-{args.topo}"
+    job_argv = argv_of(parser, raw, {"network_bound", "bw", "out", "steps"})
+    rate = args.bw
+    steps = netbound.PROBE_STEPS[args.framework]
+    print(f"network-bound: probe of {steps} steps at {rate:g} Mbit/s", flush=True)
+    code, where = netbound.probe(job_argv, rate, steps, out / "probe")
+    try:
+        f = steptime.figures(where)
+    except (OSError, ValueError, KeyError, StopIteration) as e:
+        print(f"error: the probe at {rate:g} Mbit/s gave no figures (exit {code}): {e}; "
+              f"see {where / 'logs'}", file=sys.stderr)
+        return 1
+    rate, why = netbound.pick_rate(f)
+    print(f"network-bound: {why}: trying {rate:g} Mbit/s", flush=True)
+    for attempt in range(1, netbound.ATTEMPTS + 1):
+        args.bw = rate
+        plan = make_plan(args)
+        args.out = out / f"{rate:g}mbit"
+        code = run(args, plan)
+        report = json.loads((args.out / "report.json").read_text())
+        bound = report["jobs"][0].get("bound")
+        problems = netbound.check(bound) if bound else ["no bound figures"]
+        if not problems:
+            print(f"network-bound: picked {rate:g} Mbit/s ({why}); the run was bound by "
+                  f"{bound['text']}; report {args.out / 'report.json'}")
+            return code
+        print(f"network-bound: {rate:g} Mbit/s is not network-bound: {'; '.join(problems)}",
+              flush=True)
+        why = f"{rate:g} Mbit/s was not ({problems[0]})"
+        rate = netbound.nice_below(rate / 2)
+        if attempt < netbound.ATTEMPTS:
+            print(f"network-bound: trying {rate:g} Mbit/s", flush=True)
+    print(f"error: no network-bound rate found in {netbound.ATTEMPTS} runs down to "
+          f"{2 * rate:g} Mbit/s; see {out}", file=sys.stderr)
+    return 1
+
+
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    raw = argparse.Namespace(**vars(args))       # as given, before make_plan fills defaults
     try:
         plan = make_plan(args)
     except UsageError as e:
@@ -615,7 +696,12 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
+        if args.network_bound:
+            return network_bound(parser, args, raw)
         return run(args, plan)
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     except (TopologyError, ControllerError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -1,0 +1,398 @@
+#!/usr/bin/env python3
+"""Seconds per step from a run's own figures, at any link rate, switch rate and compute time.
+
+    python mininet/steptime.py figures results/<run>                 # what a run measured
+    python mininet/steptime.py predict results/<run> --bw 10 100     # that job at other rates
+    python mininet/steptime.py project --params 25.6e6 --compute-ms 100 --gbit 10 25 100 \\
+        --workers 8                                                  # a model of your own
+
+The model (docs/STEPTIME.md), per step:
+
+    step = (compute - overlap) + max(comm, overlap)                       a worker
+    comm = max(link, switch, host, window) + fill
+      link   = bytes on the busiest link direction * 8 / rate
+      switch = packets into the switches * switch CPU seconds per packet (or / its rate)
+      host   = one worker's CPU for communication (its CPU per step less compute)
+      window = rounds of the window (chunks / slots) * round trip
+      fill   = one packet up and one down the busiest link (the pipeline's start)
+    step = max(step, machine)                                             the emulation only
+      machine = CPU of every worker and switch per step / the cores free for the job
+
+Every figure comes from the run (report.json's jobs[i]["bound"] and the workers' per-step
+logs): `figures()` reads them, `predict()` applies them at another rate. The machine term
+exists because all hosts and switches of an emulation share this machine's cores; on a
+cluster each worker has its own, and `project` leaves it out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+TERMS = ("link", "switch", "host", "window")
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What one run measured, per step (after the first, which builds buffers)."""
+
+    method: str
+    workers: int
+    bw_mbit: float              # the rate the run's links had
+    step_s: float               # mean seconds per step: what a prediction is checked with
+    compute_s: float            # a worker's forward, backward and optimizer (median)
+    overlap_s: float            # of it, what ran while the reduction went on
+    busiest_bytes: float        # on the busiest link direction
+    busiest_packets: float | None
+    switch_packets: float | None    # into the switches
+    switch_cpu_s: float         # all switches' CPU
+    host_cpu_s: float           # one worker's CPU (median over workers)
+    hosts_cpu_s: float          # every worker's (and a parameter server's) CPU
+    chunks: float | None        # slots used per step (None: no windowed protocol, Gloo)
+    window: int | None
+    rtt_s: float | None         # the smallest mean round trip of a step
+    retransmissions: float      # all workers
+    cores: int
+    other_cores: float          # busy with processes outside the job
+    kernel_cpu_s: float = 0.0   # the kernel's interrupt work (the job's packets, mostly)
+
+    @property
+    def switch_cost_s(self) -> float | None:
+        """Switch CPU seconds per packet in."""
+        return self.switch_cpu_s / self.switch_packets if self.switch_packets else None
+
+    @property
+    def host_comm_s(self) -> float:
+        """A worker's CPU per step outside compute: sending, receiving, coding, waiting."""
+        return max(0.0, self.host_cpu_s - self.compute_s)
+
+
+def _median(values, default=None):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else default
+
+
+def figures(run: Path, job: int = 1) -> Figures:
+    """A run folder's figures (mininet/run.py's report.json and workers/*.json)."""
+    report = json.loads((run / "report.json").read_text())
+    summary = next(j for j in report["jobs"] if j["job"] == job)
+    bound = summary.get("bound")
+    if not bound or not bound.get("host_cores"):
+        raise ValueError(f"{run}: no bound figures with the workers' CPU in report.json "
+                         "(a run of an older mininet/run.py, or one that failed)")
+    workers = [json.loads(p.read_text()) for p in sorted((run / "workers").glob("*.json"))]
+    workers = [w for w in workers if w.get("job", 1) == job and w.get("steps")]
+    lead = min(workers, key=lambda w: w.get("rank", 0))
+    later = [s for w in workers for s in w["steps"][1:]]
+    per = bound["seconds"] / max(1, bound["steps"])        # seconds per step -> per step
+    # the mean, as every other per-step figure: bound's window over the steps after the first
+    step_s = per
+    compute = _median(s["compute_seconds"] for s in later)
+    comm = _median(s.get("comm_seconds") for s in later)
+    # overlap: compute and reduction together took longer than the step
+    overlap = 0.0 if comm is None else min(compute, comm, max(
+        0.0, _median(s["compute_seconds"] + (s.get("comm_seconds") or 0)
+                     - s["step_seconds"] for s in later)))
+    stats = [s.get("comm") or {} for s in later]
+    chunks = _median(c.get("chunks") for c in stats)
+    rtts = [c["rtt_seconds"] / c["rtt_samples"] for c in stats if c.get("rtt_samples")]
+    retx = _median(sum((w["steps"][i].get("comm") or {}).get("retransmissions", 0)
+                       for w in workers if len(w["steps"]) > i)
+                   for i in range(1, len(lead["steps"])))
+    hosts = bound["host_cores"]
+    member = [c for h, c in hosts.items() if h in {w["host"] for w in workers}] or \
+        list(hosts.values())
+    busiest = bound["busiest_link"]
+    method = (f"{report.get('framework', 'numpy')} {report['aggregation']} "
+              f"{report['encoding']}/{report['result_encoding']}")
+    return Figures(
+        method=method, workers=len(workers), bw_mbit=report["bw_mbit"], step_s=step_s,
+        compute_s=compute, overlap_s=overlap,
+        busiest_bytes=busiest["bytes"] / bound["steps"],
+        busiest_packets=(busiest.get("packets") or 0) / bound["steps"] or None,
+        switch_packets=(bound.get("switch_packets") or 0) / bound["steps"] or None,
+        switch_cpu_s=sum(bound["switch_cores"].values()) * per,
+        host_cpu_s=statistics.median(member) * per, hosts_cpu_s=sum(hosts.values()) * per,
+        kernel_cpu_s=(bound.get("kernel_cores") or 0.0) * per,
+        chunks=chunks, window=lead.get("window") if chunks else None,
+        rtt_s=min(rtts) if rtts else None, retransmissions=retx or 0.0,
+        cores=bound["cores"], other_cores=bound.get("other_cores") or 0.0)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    step_s: float
+    terms: dict                 # seconds of each term, and "bound": the one that set it
+
+    @property
+    def steps_per_s(self) -> float:
+        return 1.0 / self.step_s
+
+
+def predict(f: Figures, bw_mbit: float, compute_s: float | None = None,
+            switch_pps: float | None = None, free_cores: float | None = None,
+            machine: bool = True, efficiency: float = 1.0) -> Prediction:
+    """Seconds per step of the job `f` measured, at link rate bw_mbit; compute_s replaces its
+    compute time, switch_pps its switch's measured CPU per packet (a line-rate switch:
+    float("inf")); free_cores the cores it had (default: the run's own cores less the other
+    load it met); machine=False leaves the emulation's shared-CPU term out; efficiency is the
+    share of the link's rate the protocol gets where the link binds (link_efficiency())."""
+    rate = bw_mbit * 1e6
+    compute = f.compute_s if compute_s is None else compute_s
+    overlap = min(f.overlap_s, compute)
+    per_packet = f.busiest_bytes / f.busiest_packets if f.busiest_packets else 0.0
+    if switch_pps is not None:
+        switch = (f.switch_packets or 0.0) / switch_pps
+    else:
+        switch = f.switch_cpu_s
+    window = (math.ceil(f.chunks / f.window) * f.rtt_s
+              if f.chunks and f.window and f.rtt_s else 0.0)
+    terms = {"link": f.busiest_bytes * 8 / (rate * efficiency), "switch": switch,
+             "host": f.host_comm_s,
+             "window": window, "fill": 2 * per_packet * 8 / rate}
+    comm = max(terms[t] for t in TERMS) + terms["fill"]
+    step = compute - overlap + max(comm, overlap)
+    bound = max(TERMS, key=lambda t: terms[t])
+    if machine:
+        cores = free_cores if free_cores is not None else max(1.0, f.cores - f.other_cores)
+        # every process's CPU per step; compute scaled to the compute asked for
+        cpu = (f.hosts_cpu_s + f.workers * (compute - f.compute_s) + f.switch_cpu_s
+               + f.kernel_cpu_s)
+        terms["machine"] = cpu / cores
+        if terms["machine"] > step:
+            step, bound = terms["machine"], "machine"
+    terms["compute"] = compute - overlap
+    terms["bound"] = bound
+    return Prediction(step, terms)
+
+
+def link_efficiency(f: Figures) -> float:
+    """The share of its link's rate a link-bound run got: the link's time at full rate over
+    what the step spent outside compute (1 where the link did not bind the run: nothing to
+    learn from it). A windowed UDP protocol comes near 1; TCP's ring less (slow start, its
+    phases waiting on each other)."""
+    p = predict(f, f.bw_mbit, machine=False)
+    if p.terms["bound"] != "link":
+        return 1.0
+    comm = f.step_s - p.terms["compute"] - p.terms["fill"]
+    full = f.busiest_bytes * 8 / (f.bw_mbit * 1e6)
+    return min(1.0, full / comm) if comm > 0 else 1.0
+
+
+def validate(runs: list[dict]) -> list[dict]:
+    """Per method and switch, the fastest run gives the CPU figures and the slowest the link
+    efficiency (on BMv2, with two rates only, softswitch's slowest of the method: the
+    efficiency is the protocol's and the link's, not the switch's); every other run is
+    predicted from its link rate and the cores other work left it."""
+    rows = []
+    effs = {}
+    for switch in ("soft", "bmv2"):
+        for key in dict.fromkeys(r["method"] for r in runs if r["switch"] == switch):
+            mine = sorted((r for r in runs if (r["switch"], r["method"]) == (switch, key)),
+                          key=lambda r: -r["bw"])
+            fast = Figures(**mine[0]["figures"])
+            slow = mine[-1] if len(mine) > 2 or key not in effs else None
+            if slow is not None:
+                effs[key] = link_efficiency(Figures(**slow["figures"]))
+            eff = effs.get(key, 1.0)
+            for r in mine:
+                f = Figures(**r["figures"])
+                p = predict(fast, r["bw"], efficiency=eff,
+                                     free_cores=max(1.0, f.cores - f.other_cores))
+                measured = 1 / f.step_s
+                role = ("calibration: CPU" if r is mine[0] else
+                        "calibration: link" if r is slow else None)
+                rows.append({"switch": switch, "method": key, "bw": r["bw"], "role": role,
+                             "calibration": role is not None, "measured": measured,
+                             "predicted": p.steps_per_s, "efficiency": eff,
+                             "error": abs(p.steps_per_s - measured) / measured,
+                             "predicted_bound": p.terms["bound"],
+                             "terms_ms": {k: v * 1e3 for k, v in p.terms.items()
+                                          if k != "bound"},
+                             "measured_bound": r["bound"]})
+    return rows
+
+
+# ---------------------------------------------------------------- projections
+
+# Bytes per element on a worker's busiest link direction, as measured (docs/results.md "Bytes
+# per gradient element"), headers included: C_nat 1.35 (168 elements per packet) or 1.04
+# (1456, the wide profile), int32 4.35; the ring's are its own, 2(n-1)/n x 4 plus TCP's.
+BYTES = {"cnat": 1.35, "cnat-wide": 1.04, "int32": 4.35}
+ELEMS = {"cnat": 168, "cnat-wide": 1456, "int32": 168}
+RING_OVERHEAD = 1514 / 1448     # a full TCP frame (timestamps on) over its payload
+
+
+@dataclass(frozen=True)
+class Projection:
+    method: str
+    gbit: float
+    step_s: float
+    comm_s: float
+    bound: str
+    bytes_per_step: float
+    slots_to_fill: int | None
+
+
+def project(params: float, compute_s: float, gbit: float, workers: int, method: str,
+            rtt_s: float = 10e-6, window: int | None = None, overlap: float = 0.0,
+            switch_pps: float | None = None) -> Projection:
+    """Seconds per step of a model of `params` parameters on a cluster: a worker per machine,
+    one switch at line rate (or switch_pps packets/s), links of `gbit`; `window` slots
+    (default: enough to fill rate x round trip); `overlap`: the share of compute that hides
+    communication (0: none)."""
+    rate = gbit * 1e9
+    if method == "ring":
+        per_elem = 2 * (workers - 1) / workers * 4 * RING_OVERHEAD
+        link = params * per_elem * 8 / rate
+        # 2(n-1) phases, each a one-way latency before its data flows
+        terms = {"link": link, "latency": 2 * (workers - 1) * rtt_s / 2}
+        comm, slots = terms["link"] + terms["latency"], None
+        bound = "link"
+    else:
+        per_elem, elems = BYTES[method], ELEMS[method]
+        packet = per_elem * elems
+        packets = math.ceil(params / elems)
+        link = params * per_elem * 8 / rate
+        slots = math.ceil(rate * rtt_s / 8 / packet)       # bandwidth x delay in packets
+        w = window or slots
+        terms = {"link": link, "window": packets / w * rtt_s,
+                 "switch": workers * packets / switch_pps if switch_pps else 0.0}
+        bound = max(terms, key=terms.get)
+        comm = terms[bound] + rtt_s                         # the last result's round trip
+    hidden = overlap * compute_s
+    step = compute_s - hidden + max(comm, hidden)
+    return Projection(method, gbit, step, comm, bound, params * per_elem, slots)
+
+
+# ---------------------------------------------------------------- command line
+
+
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not v > 0 or math.isinf(v):
+        raise argparse.ArgumentTypeError(f"{text}: must be a finite number above 0")
+    return v
+
+
+def _count(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if v < 2:
+        raise argparse.ArgumentTypeError(f"{text}: must be at least 2")
+    return v
+
+
+def _share(text: str) -> float:
+    v = float(text) if text.replace(".", "", 1).isdigit() else -1.0
+    if not 0 <= v <= 1:
+        raise argparse.ArgumentTypeError(f"{text}: must be within [0, 1]")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="mininet/steptime.py",
+                                 description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    sub = ap.add_subparsers(dest="command", required=True)
+    f = sub.add_parser("figures", help="a run's figures and per-packet costs, as JSON")
+    f.add_argument("run", type=Path, help="a mininet/run.py output folder")
+    f.add_argument("--job", type=int, default=1, help="which job (default 1)")
+    p = sub.add_parser("predict", help="a run's job at other link rates (and compute time)")
+    p.add_argument("run", type=Path, help="a mininet/run.py output folder")
+    p.add_argument("--job", type=int, default=1, help="which job (default 1)")
+    p.add_argument("--bw", type=_positive, nargs="+", required=True,
+                   help="link rates to predict at, Mbit/s")
+    p.add_argument("--compute-ms", type=_positive,
+                   help="a worker's compute per step, ms (default: the run's)")
+    p.add_argument("--switch-pps", type=_positive,
+                   help="the switch's packets/s (default: the run's CPU per packet)")
+    p.add_argument("--cluster", action="store_true",
+                   help="a worker per machine: leave out this machine's shared-CPU term")
+    j = sub.add_parser("project", help="seconds per step and time to accuracy of a model of "
+                                       "your own on a cluster (a projection, not a run)")
+    j.add_argument("--params", type=_positive, required=True, help="model parameters")
+    j.add_argument("--compute-ms", type=_positive, required=True,
+                   help="a worker's compute per step (forward, backward, optimizer), ms")
+    j.add_argument("--gbit", type=_positive, nargs="+", default=[10.0, 25.0, 100.0],
+                   help="link rates, Gbit/s (default 10 25 100)")
+    j.add_argument("--workers", type=_count, default=8, help="workers (default 8)")
+    j.add_argument("--methods", nargs="+", default=["cnat", "int32", "ring"],
+                   choices=[*BYTES, "ring"],
+                   help="cnat (C_nat INA, 1.35 B/element), cnat-wide (1.04), int32 (int32 "
+                        "INA), ring (host ring allreduce); default cnat int32 ring")
+    j.add_argument("--rtt-us", type=_positive, default=10.0,
+                   help="round trip worker-switch-worker, us (default 10)")
+    j.add_argument("--window", type=int,
+                   help="slots per job (default: enough to fill rate x round trip)")
+    j.add_argument("--overlap", type=_share, default=0.0,
+                   help="share of compute that hides communication, 0..1 (default 0)")
+    j.add_argument("--steps", type=_positive,
+                   help="steps to accuracy (the same for every method): adds time to accuracy")
+    j.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    return ap
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command in ("figures", "predict"):
+        try:
+            f = figures(args.run, args.job)
+        except (OSError, ValueError, KeyError, StopIteration) as e:
+            print(f"error: {args.run}: cannot read the run's figures: {e}", file=sys.stderr)
+            return 2
+        if args.command == "figures":
+            print(json.dumps({**asdict(f), "switch_cost_s": f.switch_cost_s,
+                              "host_comm_s": f.host_comm_s}, indent=1))
+            return 0
+        print(f"{f.method}, {f.workers} workers, measured at {f.bw_mbit:g} Mbit/s: "
+              f"{f.step_s * 1e3:.1f} ms/step")
+        for bw in args.bw:
+            p = predict(f, bw, None if args.compute_ms is None else args.compute_ms / 1e3,
+                        args.switch_pps, machine=not args.cluster)
+            print(f"  {bw:>8g} Mbit/s: {p.step_s * 1e3:8.1f} ms/step, {p.steps_per_s:7.2f} "
+                  f"steps/s, bound by {p.terms['bound']}")
+        return 0
+    if args.window is not None and args.window < 1:
+        print(f"error: --window {args.window}: must be at least 1", file=sys.stderr)
+        return 2
+    rows = [project(args.params, args.compute_ms / 1e3, g, args.workers, m,
+                    args.rtt_us * 1e-6, args.window, args.overlap)
+            for g in args.gbit for m in args.methods]
+    if args.json:
+        print(json.dumps([asdict(r) | ({"time_to_accuracy_s": r.step_s * args.steps}
+                                       if args.steps else {}) for r in rows], indent=1))
+        return 0
+    print(f"PROJECTION (not a measurement): {args.params:.4g} parameters, {args.workers} "
+          f"workers, compute {args.compute_ms:g} ms/step, overlap {args.overlap:g}, round "
+          f"trip {args.rtt_us:g} us, line-rate switch")
+    head = f"{'Gbit/s':>7}  {'method':<10} {'ms/step':>9} {'comm ms':>9} {'bound':<7} " \
+           f"{'MB/step':>8} {'slots':>6}" + ("  time to accuracy" if args.steps else "")
+    print(head)
+    base = {g: next((r.step_s for r in rows if r.gbit == g and r.method == "ring"), None)
+            for g in args.gbit}
+    for r in rows:
+        tta = f"  {r.step_s * args.steps / 3600:15.1f} h" if args.steps else ""
+        vs = f"  ({base[r.gbit] / r.step_s:.2f}x ring)" if base[r.gbit] and r.method != "ring" \
+            else ""
+        print(f"{r.gbit:>7g}  {r.method:<10} {r.step_s * 1e3:9.2f} {r.comm_s * 1e3:9.2f} "
+              f"{r.bound:<7} {r.bytes_per_step / 1e6:8.1f} {r.slots_to_fill or '-':>6}{tta}{vs}")
+    if args.steps:
+        print(f"time to accuracy = {args.steps:g} steps x s/step: equal steps to accuracy "
+              "for every method is an assumption (docs/STEPTIME.md)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
