@@ -90,7 +90,7 @@ class ChaosPort(Port):
         self.results: list[bytes] = []                   # every result it was handed
         self.call_start = 0                              # index into results of this call
         self.counts = dict.fromkeys(("lost", "dup", "delayed", "replayed", "old_session",
-                                     "corrupted", "stale_results"), 0)
+                                     "corrupted", "corrupted_out", "stale_results"), 0)
         if chaos.new_session:
             self.counts["new_session"] = 0
         if chaos.early:
@@ -142,7 +142,9 @@ class ChaosPort(Port):
             self.counts["early"] += 1
             out.append(ahead(frame, int(r.integers(2, 1000)), self.slots))
         if r.random() < c.corrupt:
+            # counted apart too: only these reach the switch (its BAD_UDP_CHECKSUM drops)
             self.counts["corrupted"] += 1
+            self.counts["corrupted_out"] += 1
             out.append(flip_bit(frame, r))
         for f in out:
             self.inner.send(f)

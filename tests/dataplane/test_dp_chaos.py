@@ -121,13 +121,17 @@ def test_exact_sums_under_chaos(fabric, tree, seed):
     # Late answers to the last retransmissions: read them, so the next test starts quiet.
     fabric.quiet(TREES[tree])
     done = {k: sum(p.counts[k] for p in ports.values()) for k in ports[0].counts}
-    assert all(done.values()), f"the schedule left something out: {done}"
+    left_out = [k for k, v in done.items() if not v and k != "corrupted_out"]
+    assert not left_out, f"the schedule left something out: {done}"
     delta = fabric.counters() - before
     drops = {}
     for s in {topo.attachment(w).node for w in TREES[tree]}:
         for reason, count in delta.of(s, "drops_in").items():
             drops[reason] = drops.get(reason, 0) + count
-    assert drops.get(STALE, 0) > 0 and drops.get(BAD_UDP_CHECKSUM, 0) > 0, drops
+    assert drops.get(STALE, 0) > 0, drops
+    # every flipped copy a client sent failed its checksum at the switch (at low loss rates a
+    # run may flip only frames on their way back, which the switch never sees)
+    assert drops.get(BAD_UDP_CHECKSUM, 0) == done["corrupted_out"], drops
     # every copy of another session or use ahead reached the switch and was dropped for it
     assert drops.get(WRONG_SESSION, 0) == done["old_session"] + done["new_session"], drops
     assert drops.get(EARLY, 0) == done["early"], drops
