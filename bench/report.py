@@ -12,6 +12,7 @@ is listed as not run. Plots go to the folder named like the report without .md
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -186,7 +187,13 @@ def steptime_section(st: dict | None, figs: Path, rel: str) -> list[str]:
     out = ["## Step-time model and projections (bench/steptime.py)", ""]
     if not st:
         return out + ["Not run (needs root and Mininet).", ""]
-    from steptime import model, plot
+    # by its path: mininet/steptime.py, the model, is `steptime` too where mininet/ is on
+    # the path (tests)
+    spec = importlib.util.spec_from_file_location("steptime_bench",
+                                                  Path(__file__).with_name("steptime.py"))
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    model, plot = bench.model, bench.plot
 
     errs = [r["error"] for r in st["rows"] if not r["calibration"]]
     rates = sorted({r["bw"] for r in st["runs"] if r["switch"] == "soft"}, reverse=True)

@@ -43,6 +43,9 @@ def plan(*argv: str):
     (["--model", "mlp", "--framework", "torch"], "--framework torch trains cnn or embedding"),
     (["--model", "cnn"], "--framework numpy trains mlp or embedding"),
     (["--sparse", "--partials", "cnat8"], "--partials applies to dense jobs"),
+    (["--network-bound", "--steps", "0"], "--network-bound runs a job"),
+    (["--network-bound", "--switches-only"], "--network-bound runs a job"),
+    (["--network-bound", "--jobs", "2"], "--network-bound picks one rate for one job"),
 ])
 def test_a_bad_option_is_refused_before_anything_is_built(argv, message):
     with pytest.raises(run.UsageError) as e:
@@ -121,3 +124,19 @@ def test_a_sparse_torch_plan_gives_its_ranks_the_sparse_client_and_the_embedding
     dense = torch_workers.worker_args(run.build_parser().parse_args(["--framework", "torch"]),
                                       "cnat8", Path("t.json"), p.topo, p.jobs[0])
     assert "--sparse" not in dense and "--workload" not in dense
+
+
+def test_network_bound_probes_with_every_other_option_the_user_gave():
+    """The probe and the job see the same options but the rate, the steps and the output."""
+    parser = run.build_parser()
+    given = ["--framework", "torch", "--encoding", "fixed32", "--window", "32", "--loss",
+             "0.01", "--pcap", "--bw", "500", "--steps", "9", "--out", "/tmp/x",
+             "--network-bound"]
+    args = parser.parse_args(given)
+    argv = run.argv_of(parser, args, {"network_bound", "bw", "out", "steps"})
+    again = vars(parser.parse_args(argv))
+    for name, value in vars(args).items():
+        if name in ("network_bound", "bw", "out", "steps"):
+            assert again[name] == parser.get_default(name)
+        else:
+            assert again[name] == value, name
