@@ -221,7 +221,7 @@ def steptime_section(st: dict | None, figs: Path, rel: str) -> list[str]:
             "switch aggregating at line rate, a round trip of 10 us, the window sized to "
             "fill rate x round trip (the *slots* column), no overlap of communication with "
             "the backward pass, 8 workers. Bytes per element are this testbed's measured "
-            "wire figures (C_nat 1.35 up, the default profile; int32 4.18); the ring "
+            "wire figures (C_nat 1.35 up, the default profile; int32 4.35); the ring "
             "allreduce moves 2(n-1)/n x 4 bytes per element per worker plus TCP/IP headers. "
             "Compute per step and steps to accuracy are assumptions, given with their "
             "sources in docs/STEPTIME.md; time to accuracy assumes every method needs the "

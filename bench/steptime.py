@@ -187,7 +187,7 @@ def main(argv=None) -> int:
              None if r["calibration"] else 100 * r["error"],
              r["role"] or r["predicted_bound"],
              r["measured_bound"].split(" -- ")[0]] for r in rows]
-    print(f"star of 4 workers; each method calibrated at its fastest rate; "
+    print(f"star of 4 workers; each method calibrated at its fastest and slowest rates; "
           f"{time.monotonic() - t0:.0f} s")
     print(table(header, body))
     ts = targets(rows)
