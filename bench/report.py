@@ -12,6 +12,7 @@ is listed as not run. Plots go to the folder named like the report without .md
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -203,7 +204,13 @@ def steptime_section(st: dict | None, figs: Path, rel: str) -> list[str]:
     out = ["## Step-time model and projections (bench/steptime.py)", ""]
     if not st:
         return out + ["Not run (needs root and Mininet).", ""]
-    from steptime import model, plot
+    # by its path: mininet/steptime.py, the model, is `steptime` too where mininet/ is on
+    # the path (tests)
+    spec = importlib.util.spec_from_file_location("steptime_bench",
+                                                  Path(__file__).with_name("steptime.py"))
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    model, plot = bench.model, bench.plot
 
     errs = [r["error"] for r in st["rows"] if not r["calibration"]]
     rates = sorted({r["bw"] for r in st["runs"] if r["switch"] == "soft"}, reverse=True)
@@ -231,7 +238,7 @@ def steptime_section(st: dict | None, figs: Path, rel: str) -> list[str]:
             "switch aggregating at line rate, a round trip of 10 us, the window sized to "
             "fill rate x round trip (the *slots* column), no overlap of communication with "
             "the backward pass, 8 workers. Bytes per element are this testbed's measured "
-            "wire figures (C_nat 1.35 up, the default profile; int32 4.18); the ring "
+            "wire figures (C_nat 1.35 up, the default profile; int32 4.35); the ring "
             "allreduce moves 2(n-1)/n x 4 bytes per element per worker plus TCP/IP headers. "
             "Compute per step and steps to accuracy are assumptions, given with their "
             "sources in docs/STEPTIME.md; time to accuracy assumes every method needs the "

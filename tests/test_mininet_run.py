@@ -48,6 +48,9 @@ def plan(*argv: str):
     (["--framework", "torch", "--bucket-mb", "0"], "--bucket-mb 0.0: must be above 0 MB"),
     (["--framework", "torch", "--aggregation", "gloo", "--no-overlap"],
      "--no-overlap applies to --framework torch --aggregation switch only"),
+    (["--network-bound", "--steps", "0"], "--network-bound runs a job"),
+    (["--network-bound", "--switches-only"], "--network-bound runs a job"),
+    (["--network-bound", "--jobs", "2"], "--network-bound picks one rate for one job"),
 ])
 def test_a_bad_option_is_refused_before_anything_is_built(argv, message):
     with pytest.raises(run.UsageError) as e:
@@ -169,3 +172,19 @@ def test_the_torch_ranks_get_the_batch_bucket_and_overlap_asked_for():
     plain = torch_workers.worker_args(run.build_parser().parse_args(["--framework", "torch"]),
                                       p.encoding, Path("t.json"), p.topo, p.jobs[0])
     assert not {"--batch", "--bucket-mb", "--no-overlap"} & set(plain)
+
+
+def test_network_bound_probes_with_every_other_option_the_user_gave():
+    """The probe and the job see the same options but the rate, the steps and the output."""
+    parser = run.build_parser()
+    given = ["--framework", "torch", "--encoding", "fixed32", "--window", "32", "--loss",
+             "0.01", "--pcap", "--bw", "500", "--steps", "9", "--out", "/tmp/x",
+             "--network-bound"]
+    args = parser.parse_args(given)
+    argv = run.argv_of(parser, args, {"network_bound", "bw", "out", "steps"})
+    again = vars(parser.parse_args(argv))
+    for name, value in vars(args).items():
+        if name in ("network_bound", "bw", "out", "steps"):
+            assert again[name] == parser.get_default(name)
+        else:
+            assert again[name] == value, name

@@ -1,0 +1,207 @@
+"""mininet/steptime.py: the figures it reads from a run, its predictions on figures recorded
+from real runs (tests/data/steptime_runs.json, written by bench/steptime.py), its
+projections; mininet/netbound.py's choice of a rate and its check of a run."""
+
+import json
+import math
+import statistics
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "mininet"))
+
+import netbound  # noqa: E402
+import steptime  # noqa: E402
+
+RUNS = json.loads((REPO / "tests" / "data" / "steptime_runs.json").read_text())["runs"]
+
+
+def write_run(folder: Path, step=0.1, compute=0.02, comm=0.08, steps=5, bw=10.0) -> Path:
+    """A run folder as mininet/run.py leaves it, with 2 workers."""
+    (folder / "workers").mkdir(parents=True)
+    bound = {"seconds": step * (steps - 1), "steps": steps - 1,
+             "busiest_link": {"link": "s1->h1", "utilisation": 0.5, "bytes": 4000.0 * (steps - 1),
+                              "packets": 20.0 * (steps - 1), "bw_mbit": bw},
+             "switch_cores": {"s1": 0.2}, "host_cores": {"h1": 0.4, "h2": 0.6},
+             "kernel_cores": 0.1, "machine_cores": 1.5, "other_cores": 0.2, "cores": 2,
+             "switch_packets": 40.0 * (steps - 1), "compute_share": compute / step}
+    report = {"framework": "numpy", "aggregation": "switch", "encoding": "CNAT8",
+              "result_encoding": "CNAT8", "bw_mbit": bw, "jobs": [{"job": 1, "bound": bound}]}
+    (folder / "report.json").write_text(json.dumps(report))
+    for rank, host in enumerate(("h1", "h2")):
+        st = [{"step": i + 1, "step_seconds": step, "compute_seconds": compute,
+               "comm_seconds": comm, "comm": {"chunks": 20, "retransmissions": rank,
+                                              "rtt_samples": 20, "rtt_seconds": 0.02 * (i + 1)}}
+              for i in range(steps)]
+        (folder / "workers" / f"{host}.json").write_text(json.dumps(
+            {"host": host, "job": 1, "rank": rank, "window": 8, "steps": st}))
+    return folder
+
+
+def test_figures_are_per_step_and_come_from_the_run(tmp_path):
+    f = steptime.figures(write_run(tmp_path / "run"))
+    assert f.workers == 2 and f.bw_mbit == 10.0 and f.window == 8 and f.chunks == 20
+    assert f.step_s == pytest.approx(0.1)                 # the bound window's mean
+    assert f.busiest_bytes == pytest.approx(4000) and f.busiest_packets == pytest.approx(20)
+    assert f.switch_packets == pytest.approx(40)
+    assert f.switch_cpu_s == pytest.approx(0.02)          # 0.2 cores x 0.1 s
+    assert f.switch_cost_s == pytest.approx(0.02 / 40)
+    assert f.host_cpu_s == pytest.approx(0.05)            # the median worker's 0.5 cores
+    assert f.hosts_cpu_s == pytest.approx(0.1) and f.kernel_cpu_s == pytest.approx(0.01)
+    assert f.host_comm_s == pytest.approx(0.03)
+    assert f.overlap_s == 0.0                             # 0.02 + 0.08 = the step
+    assert f.rtt_s == pytest.approx(0.002)                # the second step's, the smallest after
+    assert f.retransmissions == 1                         # both workers', per step
+
+
+def test_overlap_is_what_compute_and_reduction_took_beyond_the_step(tmp_path):
+    f = steptime.figures(write_run(tmp_path / "run", step=0.1, compute=0.06, comm=0.07))
+    assert f.overlap_s == pytest.approx(0.03)
+
+
+def test_a_run_without_the_workers_cpu_is_refused_with_a_reason(tmp_path):
+    run = write_run(tmp_path / "run")
+    report = json.loads((run / "report.json").read_text())
+    del report["jobs"][0]["bound"]["host_cores"]
+    (run / "report.json").write_text(json.dumps(report))
+    with pytest.raises(ValueError, match="no bound figures with the workers' CPU"):
+        steptime.figures(run)
+    r = subprocess.run([sys.executable, str(REPO / "mininet" / "steptime.py"), "predict",
+                        str(run), "--bw", "10"], capture_output=True, text=True)
+    assert r.returncode == 2 and "cannot read the run's figures" in r.stderr
+
+
+def figs(run: dict) -> steptime.Figures:
+    return steptime.Figures(**run["figures"])
+
+
+def test_the_link_term_follows_bytes_over_rate_and_binds_a_slow_link():
+    f = figs(RUNS[0])
+    slow, slower = steptime.predict(f, 1.0), steptime.predict(f, 0.5)
+    assert slow.terms["bound"] == "link"
+    assert slower.terms["link"] == pytest.approx(2 * slow.terms["link"])
+    assert slow.terms["link"] == pytest.approx(f.busiest_bytes * 8 / 1e6)
+    # slower links never make a step faster
+    rates = [1000, 100, 10, 1, 0.1]
+    times = [steptime.predict(f, r).step_s for r in rates]
+    assert times == sorted(times)
+
+
+def test_a_prediction_never_reads_the_step_time_it_is_checked_with():
+    f = figs(RUNS[0])
+    other = replace(f, step_s=f.step_s * 10)
+    for bw in (1000, 10, 1):
+        assert steptime.predict(f, bw).step_s == steptime.predict(other, bw).step_s
+
+
+def test_a_line_rate_switch_and_a_cluster_leave_compute_and_the_link():
+    f = figs(RUNS[0])
+    p = steptime.predict(f, 1e6, switch_pps=math.inf, machine=False)
+    assert p.terms["switch"] == 0 and "machine" not in p.terms
+    q = steptime.predict(f, 1e6, compute_s=f.compute_s + 1.0, switch_pps=math.inf,
+                         machine=False)
+    assert q.step_s - p.step_s == pytest.approx(1.0)
+
+
+def test_the_model_predicts_recorded_runs_it_was_not_calibrated_on():
+    """The recorded runs between the fastest and the slowest of each method, predicted from
+    those two alone: closer than either naive guess, that the step stays what it was at the
+    fastest rate (CPU-bound), or that it is the link's time alone."""
+    rows = steptime.validate(RUNS)
+    predicted = [r for r in rows if not r["calibration"]]
+    assert len(predicted) >= 6, "the fixture has runs between its calibration rates"
+    by = {(r["switch"], r["method"], r["bw"]): r for r in RUNS}
+    naive_cpu, naive_link = [], []
+    for r in predicted:
+        cal = [x for x in RUNS if (x["switch"], x["method"]) == (r["switch"], r["method"])]
+        fast = figs(max(cal, key=lambda x: x["bw"]))
+        f = figs(by[r["switch"], r["method"], r["bw"]])
+        naive_cpu.append(abs(1 / fast.step_s - r["measured"]) / r["measured"])
+        link = fast.busiest_bytes * 8 / (r["bw"] * 1e6)
+        naive_link.append(abs(1 / link - r["measured"]) / r["measured"])
+        assert r["measured"] == pytest.approx(1 / f.step_s)
+    model = statistics.median(r["error"] for r in predicted)
+    assert model < 0.5 * statistics.median(naive_cpu)
+    assert model < 0.5 * statistics.median(naive_link)
+    # each calibration is the fastest and the slowest run of its method
+    for r in rows:
+        same = [x["bw"] for x in rows if (x["switch"], x["method"]) == (r["switch"], r["method"])]
+        assert r["calibration"] == (r["bw"] in (max(same), min(same)))
+
+
+def test_a_ring_moves_twice_n_minus_1_over_n_words_and_cnat_a_third_of_int32():
+    ring = steptime.project(1e8, 0.1, 10, 8, "ring")
+    assert ring.bytes_per_step == pytest.approx(1e8 * 2 * 7 / 8 * 4 * steptime.RING_OVERHEAD)
+    cnat = steptime.project(1e8, 0.1, 10, 8, "cnat")
+    int32 = steptime.project(1e8, 0.1, 10, 8, "int32")
+    assert cnat.bytes_per_step / int32.bytes_per_step == pytest.approx(1.35 / 4.35)
+    assert cnat.step_s < int32.step_s < ring.step_s           # link-bound at 10 Gbit/s
+    # a faster link leaves compute: the methods draw together
+    fast = [steptime.project(1e8, 0.1, 1e4, 8, m).step_s for m in ("cnat", "int32", "ring")]
+    assert max(fast) / min(fast) < 1.01
+
+
+def test_a_small_window_caps_the_rate_at_window_packets_per_round_trip():
+    p = steptime.project(25.6e6, 0.0, 100, 8, "cnat", rtt_s=10e-6, window=64)
+    packets = math.ceil(25.6e6 / 168)
+    assert p.bound == "window"
+    assert p.comm_s == pytest.approx(packets / 64 * 10e-6 + 10e-6)
+    filled = steptime.project(25.6e6, 0.0, 100, 8, "cnat", rtt_s=10e-6)
+    assert filled.bound == "link" and filled.slots_to_fill == math.ceil(100e9 * 10e-6 / 8
+                                                                          / (1.35 * 168))
+
+
+def test_project_prints_a_labelled_projection_and_refuses_bad_input():
+    cmd = [sys.executable, str(REPO / "mininet" / "steptime.py"), "project"]
+    r = subprocess.run([*cmd, "--params", "25.6e6", "--compute-ms", "100", "--gbit", "10",
+                        "--workers", "8", "--steps", "1000"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("PROJECTION (not a measurement)")
+    assert "equal steps to accuracy" in r.stdout and "cnat" in r.stdout and "ring" in r.stdout
+    for bad, why in ((["--params", "0", "--compute-ms", "1"], "must be a finite number above 0"),
+                     (["--params", "1e6", "--compute-ms", "1", "--workers", "1"],
+                      "must be at least 2"),
+                     (["--params", "x", "--compute-ms", "1"], "is not a number")):
+        r = subprocess.run([*cmd, *bad], capture_output=True, text=True)
+        assert r.returncode == 2 and why in r.stderr
+
+
+def test_network_bound_picks_a_rate_where_the_link_takes_headroom_times_the_rest():
+    f = max((figs(r) for r in RUNS), key=lambda f: f.bw_mbit)
+    rate, why = netbound.pick_rate(f)
+    floor, _ = netbound.floor_seconds(f)
+    assert rate in (1, 2, 5) or math.log10(rate / netbound.nice_below(rate)) == 0
+    assert f.busiest_bytes * 8 / (rate * 1e6) >= netbound.HEADROOM * floor * 0.999
+    assert netbound.nice_below(rate * 2.5) > rate or rate < 1     # not far below it
+    assert f"at {f.bw_mbit:g} Mbit/s" in why
+
+
+@pytest.mark.parametrize("rate, nice", [(787, 500), (1000, 1000), (0.79, 0.5), (3.3, 2),
+                                        (19.9, 10)])
+def test_rates_round_down_to_1_2_5(rate, nice):
+    assert netbound.nice_below(rate) == pytest.approx(nice)
+
+
+def bound(kind="link", link=0.9, switch=0.1, hosts=0.2, kernel=0.1, other=0.0, compute=0.1):
+    return {"bound": kind, "text": f"{kind}: ...", "busiest_link": {"utilisation": link},
+            "switch_cores": {"s1": switch}, "host_cores": {"h1": hosts}, "kernel_cores": kernel,
+            "other_cores": other, "cores": 2, "compute_share": compute}
+
+
+@pytest.mark.parametrize("b, problem", [
+    (bound(), None),
+    (bound("switch s1", link=0.3, switch=0.6), "bound by switch s1"),
+    (bound(switch=0.6), "switch s1 at 60 % of a core"),
+    (bound(hosts=1.5), "the job's CPU at 1.70 of the 2.00 cores"),
+    # a machine all busy with other work: the job's own share decides
+    (bound("machine", other=1.2), None),
+    (bound("machine", link=0.05, compute=0.5), "bound by machine"),
+])
+def test_a_run_is_network_bound_only_with_the_link_ahead_and_cpu_to_spare(b, problem):
+    why = netbound.check(b)
+    assert (not why) if problem is None else any(problem in w for w in why), why
