@@ -660,3 +660,19 @@ def to_sum8(sums) -> np.ndarray:
     if s.size and (int(s.min()) < 0 or int(s.max()) > SUM8_MAX):
         raise OverflowError("a sum outside 0..255 cannot travel as SUM8")
     return s.astype(np.uint8)
+
+
+def nat4_omega_bound(x, exp) -> float:
+    """The variance bound of natural dithering (Horvath et al., "Natural compression for
+    distributed deep learning": D_nat^{p,s} has E||D(x) - x||^2 <= omega ||x||^2 with
+    omega = 1/8 + d^(1/r) 2^(1-s) min(1, d^(1/r) 2^(1-s)), r = min(p, 2)) for one NAT4
+    chunk x at exponent E. Its proof needs only that every |x_i| is within the top level and
+    that the lowest level is L; here L = 2^(E-132) (the unit), and for p = 2 the term
+    d^(1/2) 2^(1-s) is sqrt(d) L / ||x||_2: omega = 1/8 + a min(1, a), a = sqrt(d) L / ||x||_2
+    (1/8 from rounding between two powers of two, the rest from dithering below L)."""
+    v = np.asarray(x, dtype=np.float64).reshape(-1)
+    norm = float(np.linalg.norm(v))
+    if norm == 0:
+        return 0.0
+    a = np.sqrt(v.size) * np.ldexp(1.0, int(exp) - 126 - NAT4_LEVELS + 1) / norm
+    return 0.125 + a * min(1.0, a)
