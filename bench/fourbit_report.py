@@ -27,37 +27,32 @@ METHODS = [("uncompressed (Gloo, float32)", "uncompressed (Gloo)", None),
            ("uniform THC INA (UQ4, SUM8 down)", "uniform (THC) INA (switch)", "uq4")]
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--convergence", nargs=2, type=Path, metavar=("LAYER", "MODEL"),
-                    required=True)
-    ap.add_argument("--speed", nargs="*", type=Path, default=[])
-    ap.add_argument("--plot", type=Path, default=REPO / "docs" / "results" / "fourbit.png")
-    args = ap.parse_args(argv)
-    conv = {m: json.loads(p.read_text()) for m, p in zip(("layer", "model"), args.convergence,
-                                                          strict=True)}
-    speed = {}
-    for p in args.speed:
-        speed.update(json.loads(p.read_text())["results"])
+def section(layer: dict | None, model: dict | None, speed: dict | None,
+            variance: str | None, plot: Path | None, rel: str = "results") -> list[str]:
+    """The markdown of the side by side (and its plot, where matplotlib is installed)."""
+    out = ["## Four bits per element: natural dithering and THC-style INA "
+           "(bench/fourbit.py, bench/torch_convergence.py)", ""]
+    if not (layer and model) and not speed:
+        return out + ["Not run.", ""]
+    conv = {"layer": layer, "model": model}
+    speed = speed or {}
     targets = sorted({k.split("/")[0] for k in speed})
-    head = ["method", "bytes/element up", "bytes/element down",
-            "accuracy layer-wise", "vs uncompressed (pp)", "accuracy entire model",
-            "vs uncompressed (pp)"]
+    head = ["method", "bytes/element up", "bytes/element down", "accuracy layer-wise",
+            "vs uncompressed (pp)", "accuracy entire model", "vs uncompressed (pp)"]
     for t in targets:
         head += [f"steps/s {t}", f"elements/s {t}"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for row, method, enc in METHODS:
-        cells = [row]
         first = speed.get(f"{targets[0]}/{enc}") if targets and enc else None
-        cells += ["4 (float32 payload)" if enc is None else fmt(first["up"]) if first else "-",
-                  "4 (float32 payload)" if enc is None else fmt(first["down"]) if first else "-"]
+        cells = [row, "4 (float32)" if enc is None else fmt(first["up"]) if first else "-",
+                 "4 (float32)" if enc is None else fmt(first["down"]) if first else "-"]
         for mode in ("layer", "model"):
             c = conv[mode]
-            finals = c["finals"].get(method)
-            base = c["finals"]["uncompressed (Gloo)"]
-            if finals is None:
+            finals = c["finals"].get(method) if c else None
+            if not finals:
                 cells += ["-", "-"]
                 continue
+            base = c["finals"]["uncompressed (Gloo)"]
             diff = [100 * (a - b) for a, b in zip(finals, base, strict=True)]
             cells += [f"{sum(finals) / len(finals):.3f}", f"{sum(diff) / len(diff):+.2f}"]
         for t in targets:
@@ -65,16 +60,33 @@ def main(argv=None) -> int:
             cells += [fmt(r["steps_per_s"]) if r else "-",
                       f"{r['elements_per_s']:.3g}" if r else "-"]
         lines.append("| " + " | ".join(cells) + " |")
-    print("\n".join(lines))
-    c = conv["layer"]
-    print(f"\n{c['seeds']} seeds, {c['steps']} steps, {c['workers']} workers, batch "
-          f"{c['batch']}, lr {c['lr']}; accuracy: the mean final test accuracy over the seeds.")
+    c = layer or model
+    out += [f"4 workers on one switch. *Bytes per element*: whole frames (Ethernet header on) "
+            f"per element of a worker's tensor, priming rounds included, default profile "
+            f"(168 elements per packet). *Accuracy*: DDP on MNIST-1D (the 1-D CNN, "
+            f"{c['steps']} steps, batch {c['batch']} per worker, lr {c['lr']}), the mean "
+            f"final test accuracy over {c['seeds']} seeds and its mean paired difference from "
+            f"uncompressed, compressors applied per layer (layer-wise) or to the whole model; "
+            f"ranks are threads through in-process softswitch. *steps/s*: allreduce calls of "
+            f"the CNN's 134,922 parameters per second (communication only); *elements/s*: per "
+            f"worker.", "", *lines, ""]
+    if plot is not None and layer and model and _plot(conv, plot):
+        out += [f"![4-bit INA: test accuracy against step]({rel}/{plot.name})", ""]
+    if variance:
+        out += ["NAT4's variance against the natural dithering bound (bench/fourbit_variance.py; "
+                "omega = E||D(x) - x||^2 / ||x||^2 per 168-element chunk at its own exponent; "
+                "the bound of Horvath et al. with the lowest level as NAT4's unit):", "",
+                variance.strip(), ""]
+    return out
+
+
+def _plot(conv: dict, path: Path) -> bool:
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return 0
+        return False
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     for ax, mode in zip(axes, ("layer", "model"), strict=True):
         c = conv[mode]
@@ -87,8 +99,26 @@ def main(argv=None) -> int:
     axes[0].set_ylabel(f"test accuracy (mean of {conv['layer']['seeds']} seeds)")
     axes[1].legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    args.plot.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.plot, dpi=110)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--convergence", nargs=2, type=Path, metavar=("LAYER", "MODEL"),
+                    required=True)
+    ap.add_argument("--speed", nargs="*", type=Path, default=[])
+    ap.add_argument("--variance", type=Path, help="bench/fourbit_variance.py's output")
+    ap.add_argument("--plot", type=Path, default=REPO / "docs" / "results" / "fourbit.png")
+    args = ap.parse_args(argv)
+    layer, model = (json.loads(p.read_text()) for p in args.convergence)
+    speed = {}
+    for p in args.speed:
+        speed.update(json.loads(p.read_text())["results"])
+    variance = args.variance.read_text() if args.variance else None
+    print("\n".join(section(layer, model, speed, variance, args.plot)))
     return 0
 
 

@@ -332,6 +332,7 @@ def main(argv=None) -> int:
     wire, ar, conv = (load(args.dir, n) for n in ("wire", "allreduce", "convergence"))
     tconv, tta = (load(args.dir, n) for n in ("torch_convergence", "torch_tta"))
     sp = load(args.dir, "speed_targets")
+    tconv_model, fourbit = (load(args.dir, n) for n in ("torch_convergence_model", "fourbit"))
     sparse = load(args.dir, "sparse")
     figs = args.out.with_suffix("")
     figs.mkdir(parents=True, exist_ok=True)
@@ -431,6 +432,12 @@ def main(argv=None) -> int:
     else:
         out += ["Not run.", ""]
     out += torch_sections(tconv, tta, figs, rel)
+    from fourbit_report import section as fourbit_section
+    variance = text(args.dir, "fourbit_variance")
+    out += fourbit_section(tconv, tconv_model, fourbit and fourbit["results"],
+                           variance and "\n".join(ln for ln in variance.splitlines()
+                                                   if ln.startswith("|")),
+                           figs / "fourbit.png", rel)
     for name, title in (("codec", "C_nat codec against a numpy copy (bench/codec.py)"),
                         ("softswitch_pps", "softswitch against BMv2 (bench/softswitch_pps.py)")):
         body = text(args.dir, name)
