@@ -35,10 +35,12 @@ def section(layer: dict | None, model: dict | None, speed: dict | None,
     if not (layer and model) and not speed:
         return out + ["Not run.", ""]
     conv = {"layer": layer, "model": model}
+    base_name = METHODS[0][1]
     speed = speed or {}
     targets = sorted({k.split("/")[0] for k in speed})
     head = ["method", "bytes/element up", "bytes/element down", "accuracy layer-wise",
-            "vs uncompressed (pp)", "accuracy entire model", "vs uncompressed (pp)"]
+            "vs uncompressed (pp, ± std err)", "accuracy entire model",
+            "vs uncompressed (pp, ± std err)"]
     for t in targets:
         head += [f"steps/s {t}", f"elements/s {t}"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
@@ -54,7 +56,11 @@ def section(layer: dict | None, model: dict | None, speed: dict | None,
                 continue
             base = c["finals"]["uncompressed (Gloo)"]
             diff = [100 * (a - b) for a, b in zip(finals, base, strict=True)]
-            cells += [f"{sum(finals) / len(finals):.3f}", f"{sum(diff) / len(diff):+.2f}"]
+            mean = sum(diff) / len(diff)
+            se = (sum((d - mean) ** 2 for d in diff) / (len(diff) - 1) / len(diff)) ** 0.5 \
+                if len(diff) > 1 else 0.0
+            cells += [f"{sum(finals) / len(finals):.3f}",
+                      f"{mean:+.2f} ± {se:.2f}" if method != base_name else "0"]
         for t in targets:
             r = speed.get(f"{t}/{enc}") if enc else None
             cells += [fmt(r["steps_per_s"]) if r else "-",
