@@ -46,6 +46,16 @@ def steps(q: bool, root: bool, out: Path) -> list[tuple[str, list[str]]]:
                          str(out / "convergence.json")]),
         ("torch_convergence", [py, str(BENCH / "torch_convergence.py"), "--json",
                                str(out / "torch_convergence.json")]),
+        # the entire-model mode of the INA methods, for the 4-bit side by side
+        ("torch_convergence_model", [py, str(BENCH / "torch_convergence.py"), "--mode", "model",
+                                     "--methods", "int32", "C_nat INA (switch)", "natural",
+                                     "THC", "--compressors", "--json",
+                                     str(out / "torch_convergence_model.json")]),
+        ("fourbit", [py, str(BENCH / "fourbit.py"), "--json", str(out / "fourbit.json"),
+                     *(["--reps", "1", "--elements", "20000"] if q else []),
+                     *([] if root else ["--targets", "soft"])]),
+        ("fourbit_variance", [py, str(BENCH / "fourbit_variance.py"),
+                              *(["--draws", "100"] if q else [])]),
         *([("torch_tta", [py, str(BENCH / "torch_tta.py"), "--convergence",
                           str(out / "torch_convergence.json"), "--json",
                           str(out / "torch_tta.json"), *(["--bw", "100", "--steps", "3"]

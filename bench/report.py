@@ -424,6 +424,7 @@ def main(argv=None) -> int:
     overlap = load(args.dir, "torch_overlap")
     sp = load(args.dir, "speed_targets")
     st = load(args.dir, "steptime")
+    tconv_model, fourbit = (load(args.dir, n) for n in ("torch_convergence_model", "fourbit"))
     sparse = load(args.dir, "sparse")
     figs = args.out.with_suffix("")
     figs.mkdir(parents=True, exist_ok=True)
@@ -526,6 +527,12 @@ def main(argv=None) -> int:
     out += torch_sections(tconv, tta, figs, rel)
     out += overlap_section(overlap)
     out += steptime_section(st, figs, rel)
+    from fourbit_report import section as fourbit_section
+    variance = text(args.dir, "fourbit_variance")
+    out += fourbit_section(tconv, tconv_model, fourbit and fourbit["results"],
+                           variance and "\n".join(ln for ln in variance.splitlines()
+                                                   if ln.startswith("|")),
+                           figs / "fourbit.png", rel)
     for name, title in (("codec", "C_nat codec against a numpy copy (bench/codec.py)"),
                         ("softswitch_pps", "softswitch against BMv2 (bench/softswitch_pps.py)")):
         body = text(args.dir, name)

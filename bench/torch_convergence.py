@@ -13,6 +13,10 @@ a seed differ only in how the gradients are reduced:
   C_nat INA (switch)    the hook, CNAT8 up and CNAT8 down, the same way
   C_nat INA wide        the same through the wide profile (1456 elements per packet, so
                         one exponent per 1456 elements instead of 168)
+  natural dithering INA NAT4 up (4 bits: sign and 7 levels below the chunk's negotiated
+                        scale), summed in the switch, CNAT8 down
+  uniform (THC) INA     UQ4 up (4-bit stochastic quantization after a random rotation
+                        shared per step), summed as integers in the switch, SUM8 down
   <compressor>          the hook with a worker/compression operator, layer-wise: dense
                         operators through Gloo's allreduce, the others gathered
 Target: C_nat INA within 0.5 pp of uncompressed at equal steps; one-bit and top-k at 1%
@@ -53,11 +57,12 @@ def run(how: str, what: str | None, seed: int, args, data) -> dict:
         from controller.topology import JobSpec, star
         from worker import wire
         from worker.allreduce import AllReduceClient
+        from worker.allreduce.job import JOB_ENCODINGS
 
         what, _, prof = what.partition(":")
         topo = star(hosts=WORKERS)
         hosts = [h.name for h in topo.hosts]
-        topo = topo.with_jobs([JobSpec(1, tuple(hosts), 64, what)])
+        topo = topo.with_jobs([JobSpec(1, tuple(hosts), 64, *JOB_ENCODINGS[what])])
         net = inproc.network(topo, session=1 + seed,
                              program=PROFILES[prof or "default"].bmv2_json)
 
@@ -92,7 +97,9 @@ def main(argv=None) -> int:
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--mode", choices=("layer", "model"), default="layer")
     ap.add_argument("--compressors", nargs="*", default=COMPRESSORS[:2] if q else COMPRESSORS)
-    ap.add_argument("--no-switch", action="store_true", help="skip the two switch runs")
+    ap.add_argument("--no-switch", action="store_true", help="skip the switch runs")
+    ap.add_argument("--methods", nargs="*", help="run only the methods whose names contain "
+                    "one of these (e.g. 'natural' 'THC'); the uncompressed run always")
     ap.add_argument("--json", type=Path, default=OUT / "torch_convergence.json")
     args = ap.parse_args(argv)
     from worker.ddp.workload import load_mnist1d
@@ -102,8 +109,12 @@ def main(argv=None) -> int:
     if not args.no_switch:
         plan += [("int32 INA (switch)", "switch", "fixed32"),
                  ("C_nat INA (switch)", "switch", "cnat8"),
-                 ("C_nat INA wide (switch)", "switch", "cnat8:wide")]
+                 ("C_nat INA wide (switch)", "switch", "cnat8:wide"),
+                 ("natural dithering INA (switch)", "switch", "nat4"),
+                 ("uniform (THC) INA (switch)", "switch", "uq4")]
     plan += [(c, "hook", c) for c in args.compressors]
+    if args.methods is not None:
+        plan = [p for p in plan if p[1] == "gloo" or any(m in p[0] for m in args.methods)]
     runs: dict[str, list] = {name: [] for name, _, _ in plan}
     steps: list[int] = []
     t0 = time.monotonic()

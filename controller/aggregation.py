@@ -26,7 +26,7 @@ SET_CHILD = "NatIngress.agg.set_child"
 JOB_ID = "hdr.agg.job_id"
 INGRESS_PORT = "sm.ingress_port"
 TABLES = (JOBS, CHILDREN)
-RESULT_ENCODING = {"fixed32": 0, "cnat8": 1}
+RESULT_ENCODING = {"fixed32": 0, "cnat8": 1, "sum8": 5}
 
 
 def group_id(job_id: int) -> int:

@@ -2,7 +2,7 @@
 
 A CLI job spec is `HOSTS[:key=value...]`: HOSTS is `all`, or a comma-separated list of host
 names and ranges like `h1-h8`; keys are `id`, `slots` (the job's window, its region size on
-every switch of its tree), `enc` (the results' encoding: fixed32 or cnat8), `partials` (what
+every switch of its tree), `enc` (the results' encoding: fixed32, cnat8 or sum8), `partials` (what
 switches below the root send up: fixed32, exact, or cnat8, re-compressed) and `max_exp` (the
 largest exponent a contribution may carry, a biased float32 exponent; default 158) and `mode`
 (dense, the default, or sparse: block-sparse aggregation on one switch). Jobs

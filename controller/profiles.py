@@ -84,6 +84,9 @@ def elems_in(prog: dict) -> int | None:
 
 def job_problem(prof: Profile, topo: Topology, job: JobSpec) -> str | None:
     """Why the profile's program cannot aggregate `job`, or None."""
+    if job.mode == "sparse" and "sum8" in (job.encoding, job.partials):
+        return (f"job {job.id}: sparse jobs take FIXED32 or CNAT8 contributions, so their "
+                f"results are fixed32 or cnat8, not sum8")
     if not prof.cnat8_only:
         return None
     from controller.tree import build_tree  # tree.py builds on topology.py

@@ -24,7 +24,8 @@ DROP_NAMES = {1: "UNKNOWN_JOB", 2: "FOREIGN_PORT", 3: "BAD_SLOT", 4: "BAD_LENGTH
               5: "BAD_ENCODING", 6: "BAD_VERSION", 7: "NO_ROUTE", 8: "TTL_EXPIRED",
               9: "IMPAIRMENT", 10: "NOT_IPV4", 11: "BAD_RESULT_PORT", 12: "BAD_TYPE",
               13: "BAD_CHECKSUM", 14: "STALE", 15: "BAD_UDP_CHECKSUM", 16: "BAD_EXP",
-              17: "BAD_BLOCK", 18: "TOO_WIDE", 19: "WRONG_SESSION", 20: "EARLY"}
+              17: "BAD_BLOCK", 18: "TOO_WIDE", 19: "WRONG_SESSION", 20: "EARLY",
+              21: "BAD_CODE", 22: "SUM_OVERFLOW"}
 
 
 @dataclass

@@ -20,7 +20,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 FORMAT_VERSION = 1
-ENCODINGS = ("fixed32", "cnat8")
+# Result and partial-sum encodings: sum8, unsigned byte sums of UQ4 contributions
+# (docs/PROTOCOL.md "Payload"; at most 17 workers: 15 each).
+ENCODINGS = ("fixed32", "cnat8", "sum8")
 # dense: every chunk in every use; sparse: only non-zero blocks, OmniReduce's streaming
 # aggregation on one switch (docs/PROTOCOL.md "Sparse jobs").
 MODES = ("dense", "sparse")

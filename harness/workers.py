@@ -10,7 +10,7 @@ import threading
 
 import numpy as np
 
-from worker import codec, wire
+from worker import codec, hadamard, wire
 
 
 class Trace:
@@ -59,16 +59,27 @@ def run_workers(make_client, tensors, calls: int = 1, join_timeout: float = 120.
     return outputs, clients, errors
 
 
-def check_exact(traces, tensors, outputs, workers: int, elems: int = wire.ELEMS) -> int:
+def check_exact(traces, tensors, outputs, workers: int, elems: int = wire.ELEMS,
+                job=None) -> int:
     """Asserts, for every chunk of every call, that the result is exactly the integer sum of
     what the workers sent (or, re-compressed to CNAT8, one of its two roundings), that the
     exponent is the max of the workers' own (for a slot's first chunk in the call, over all
     the first chunks: the priming round's), and that each output is its decoded mean.
+    `job` (the workers' JobParams) is needed for 4-bit contributions: the encoding of what
+    was sent, and for UQ4 the rotation of each call (the output is the rotated-back mean).
     Returns the number of chunks checked."""
     rows = [t.by_chunk() for t in traces]
     keys = set(rows[0])
-    exps = {(r, k): codec.chunk_exponents(codec.chunk(tensors[r][k], elems))
+    sent_as = None if job is None else job.encoding
+    rotates = sent_as == wire.ENC_UQ4
+
+    def prepared(r, k):
+        if not rotates:
+            return tensors[r][k]
+        return hadamard.rotate(tensors[r][k], hadamard.seed_of(job.job_id, job.session, k + 1))
+    exps = {(r, k): codec.chunk_exponents(codec.chunk(prepared(r, k), elems))
             for r in range(workers) for k in range(len(tensors[r]))}
+    means: dict[int, dict[int, np.ndarray]] = {}
     assert all(set(r) == keys for r in rows), "workers completed different chunks"
     # A slot's first chunk in a call (chunk == slot) is scaled by the call's priming round:
     # the max over the workers and over all first chunks; later ones by their own max.
@@ -85,17 +96,38 @@ def check_exact(traces, tensors, outputs, workers: int, elems: int = wire.ELEMS)
         which = first[call] if res.slot == chunk else [chunk]
         want = max(int(exps[r, call - 1][c]) for r in range(workers) for c in which)
         assert all(m["exp"] == want for m in mine), f"chunk {chunk}: exponent not the max"
-        sent_enc = wire.ENC_CNAT8 if mine[0]["sent"].dtype == np.uint8 else wire.ENC_FIXED32
-        exact = codec.aggregate([np.asarray(m["sent"]) for m in mine], sent_enc)
+        sent_enc = sent_as if sent_as is not None else (
+            wire.ENC_CNAT8 if mine[0]["sent"].dtype == np.uint8 else wire.ENC_FIXED32)
+        sent = [np.asarray(m["sent"]) for m in mine]
+        if sent_enc in wire.FOUR_BIT:
+            sent = [codec.unpack4(s) for s in sent]
+        exact = codec.aggregate(sent, sent_enc)
         got = np.asarray(mine[0]["payload"])
         assert_sum(got, exact, enc, f"chunk {chunk}")
-        decode = codec.decode_fixed32 if enc == wire.ENC_FIXED32 else codec.decode_cnat8
-        mean = decode(got[None], mine[0]["exp"], workers, mean=True)[0]
+        if sent_enc == wire.ENC_UQ4:
+            means.setdefault(call, {})[chunk] = codec.decode_sum8(got[None], mine[0]["exp"],
+                                                                  workers, mean=True)[0]
+            continue
+        if sent_enc == wire.ENC_NAT4:
+            mean = codec.decode_cnat8(got[None], mine[0]["exp"], codec.NAT4_N)[0] \
+                / np.float32(workers)
+        else:
+            decode = codec.decode_fixed32 if enc == wire.ENC_FIXED32 else codec.decode_cnat8
+            mean = decode(got[None], mine[0]["exp"], workers, mean=True)[0]
         for r in range(workers):
             out = outputs[r][call - 1].reshape(-1)
             lo = chunk * elems
             assert np.array_equal(out[lo:lo + elems], mean[:out[lo:lo + elems].size]), \
                 f"rank {r} chunk {chunk}: output is not the decoded mean"
+    for call, by_chunk in means.items():   # UQ4: the decoded means, rotated back
+        size = tensors[0][call - 1].size
+        rotated = np.concatenate([by_chunk[c] for c in sorted(by_chunk)])
+        assert sorted(by_chunk) == list(range(len(by_chunk))), f"call {call}: chunks missing"
+        want = hadamard.unrotate(rotated[:hadamard.padded_size(size)], size,
+                                 hadamard.seed_of(job.job_id, job.session, call))
+        for r in range(workers):
+            assert np.array_equal(outputs[r][call - 1].reshape(-1), want), \
+                f"rank {r} call {call}: output is not the rotated-back decoded mean"
     return len(keys)
 
 
@@ -104,6 +136,9 @@ def assert_sum(got, exact, enc: int, what: str) -> None:
     power of two (the switch's CNAT8 re-compression)."""
     if enc == wire.ENC_FIXED32:
         assert np.array_equal(got.astype(np.int32), exact), f"{what}: sum differs"
+        return
+    if enc == wire.ENC_SUM8:
+        assert np.array_equal(got.astype(np.int32), exact), f"{what}: SUM8 sum differs"
         return
     assert enc == wire.ENC_CNAT8
     mag = np.abs(exact.astype(np.int64))

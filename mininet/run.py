@@ -103,11 +103,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--framework torch --aggregation switch: reduce each bucket on the "
                         "autograd thread instead of the rank's communication thread (the "
                         "same sums, no overlap with the backward pass)")
-    j.add_argument("--encoding", choices=("cnat8", "fixed32"),
-                   help="contributions: cnat8 = C_nat, 1 byte/element (default); fixed32")
-    j.add_argument("--result-encoding", choices=("cnat8", "fixed32"),
-                   help="results from the root switch (default: the contributions' encoding)")
-    j.add_argument("--partials", choices=("fixed32", "cnat8"),
+    j.add_argument("--encoding", choices=("cnat8", "fixed32", "nat4", "uq4"),
+                   help="contributions: cnat8 = C_nat, 1 byte/element (default); fixed32; "
+                        "nat4 = natural dithering, 4 bits/element (results cnat8); uq4 = "
+                        "THC-style uniform quantization after a random rotation, 4 bits/element "
+                        "(results sum8: at most 17 workers)")
+    j.add_argument("--result-encoding", choices=("cnat8", "fixed32", "sum8"),
+                   help="results from the root switch (default: the contributions' encoding; "
+                        "nat4: cnat8, uq4: sum8)")
+    j.add_argument("--partials", choices=("fixed32", "cnat8", "sum8"),
                    help="what switches below the root send up: fixed32 (exact, default) or "
                         "cnat8 (re-compressed, one byte per element on every link)")
     j.add_argument("--sparse", action="store_const", const=True, default=None,
@@ -270,13 +274,16 @@ def plan_jobs(args, topo) -> tuple[list[JobSpec], str | None]:
         raise UsageError(f"--aggregation ps takes one worker count for every job: {n} "
                          f"workers do not split evenly into {args.jobs} jobs")
     chosen, per = hosts[:n], n // args.jobs
-    result = args.result_encoding or args.encoding or "cnat8"
+    from worker.allreduce.job import JOB_ENCODINGS
+
+    result, partials = JOB_ENCODINGS[args.encoding or "cnat8"]
+    result = args.result_encoding or result
     mode = "sparse" if args.sparse and not ps_host else "dense"
     jobs = []
     for i in range(args.jobs):
         members = chosen[i * per:(i + 1) * per] if i < args.jobs - 1 else chosen[i * per:]
         jobs.append(JobSpec(i + 1, tuple(members), slots=args.window, encoding=result,
-                            partials=args.partials or "fixed32", mode=mode))
+                            partials=args.partials or partials, mode=mode))
     return jobs, ps_host
 
 
@@ -305,6 +312,12 @@ def short_of_target(summary: dict, args, kind: str) -> str | None:
         text += ("; --switch soft runs the same compiled program tens of times faster on "
                  "this machine")
     return text + f". Give --steps {TORCH_STEPS} to train to {100 * TARGET:.0f} %."
+
+
+def wire_encoding(name: str) -> int:
+    from worker import wire
+
+    return wire.ENCODING_BY_NAME[name]
 
 
 def make_plan(args) -> Plan:
@@ -339,6 +352,22 @@ def make_plan(args) -> Plan:
     if ps_host or args.aggregation == "gloo":
         return Plan(kind, topo, jobs, ps_host, pipeline, "float32", "float32")
     encoding = args.encoding or "cnat8"
+    if encoding in ("nat4", "uq4"):
+        from worker.allreduce.job import encoding_problem
+        if args.sparse:
+            raise UsageError(f"--encoding {encoding}: sparse jobs take cnat8 or fixed32")
+        if prof.cnat8_only:
+            raise UsageError(f"--encoding {encoding}: profile {prof.name} has no 4-bit "
+                             f"encodings (a 4-bit packet of {prof.elems} elements cannot grow "
+                             f"into a byte per element); use the default profile")
+        code = wire_encoding(encoding)
+        for job in jobs:
+            switches = len({topo.attachment(w).node for w in job.workers})
+            if why := encoding_problem(job, code, 2 if switches > 1 else 1):
+                raise UsageError(f"--encoding {encoding}: {why}")
+            if code == wire_encoding("uq4") and len(job.workers) > 17:
+                raise UsageError(f"--encoding uq4: job {job.id} has {len(job.workers)} "
+                                 f"workers; a SUM8 sum of UQ4's 0..15 carries at most 17")
     if encoding == "fixed32" and not prof.fits_mtu(4):
         raise UsageError(f"--encoding fixed32: a FIXED32 packet of profile {prof.name} "
                          f"({prof.elems} elements) does not fit a 1500-byte MTU")

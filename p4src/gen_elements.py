@@ -38,9 +38,27 @@ RECOMPRESS = " ".join(
     ]
 )
 
+# NAT4 nibble (bit 3 sign, bits 0-2 level m) -> +-(1 << (m-1)), as CNAT8's code m; the
+# shift is on 8 bits so that m = 0 shifts by 255 and gives 0. nb_bad collects, in bit 7,
+# whether any nibble is 0x8 ("negative zero", never encoded: docs/PROTOCOL.md).
+DECODE_NAT4 = (
+    "hdr.fixed.v{i} = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n{i} & 7)) - 1))"
+    " ^ (0 - (bit<32>)(hdr.nib.n{i} >> 3))) + (bit<32>)(hdr.nib.n{i} >> 3);"
+    " nb_bad = nb_bad | (((bit<8>)(hdr.nib.n{i} ^ 8)) - 1);"
+)
+
 MACROS = {
     "FIXED_FIELDS": "bit<32> v{i};",
     "CNAT_FIELDS": "bit<8> c{i};",
+    # 4-bit payloads (NAT4, UQ4): two elements per byte, element 2k in the high nibble.
+    "NIB_FIELDS": "bit<4> n{i};",
+    "DECODE_NAT4": DECODE_NAT4,
+    # UQ4 integers and SUM8 sums are added as they are: zero-extended, no decode.
+    "DECODE_UQ4": "hdr.fixed.v{i} = (bit<32>)hdr.nib.n{i};",
+    "DECODE_SUM8": "hdr.fixed.v{i} = (bit<32>)hdr.cnat.c{i};",
+    # int32 sum -> one unsigned byte; ovf collects the bits above the byte (a sum outside
+    # 0..255, negative ones included, leaves some set).
+    "ENCODE_SUM8": "hdr.cnat.c{i} = (bit<8>)hdr.fixed.v{i}; ovf = ovf | (hdr.fixed.v{i} >> 8);",
     "ACC_REGISTERS": "register<bit<32>>(SLOT_REGS) acc{i};",
     "ACC_WRITE": "acc{i}.write(meta.ridx, hdr.fixed.v{i});",
     "ACC_ADD": (

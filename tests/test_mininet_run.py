@@ -51,6 +51,12 @@ def plan(*argv: str):
     (["--network-bound", "--steps", "0"], "--network-bound runs a job"),
     (["--network-bound", "--switches-only"], "--network-bound runs a job"),
     (["--network-bound", "--jobs", "2"], "--network-bound picks one rate for one job"),
+    (["--encoding", "uq4", "--result-encoding", "cnat8"], "UQ4 contributions need sum8"),
+    (["--encoding", "nat4", "--result-encoding", "fixed32"], "NAT4 contributions need cnat8"),
+    (["--encoding", "uq4", "--topo", "fat-tree", "--partials", "fixed32"],
+     "UQ4 contributions need sum8 partial sums"),
+    (["--encoding", "nat4", "--profile", "wide"], "has no 4-bit encodings"),
+    (["--encoding", "uq4", "--sparse"], "sparse jobs take FIXED32 or CNAT8"),
 ])
 def test_a_bad_option_is_refused_before_anything_is_built(argv, message):
     with pytest.raises(run.UsageError) as e:
@@ -86,6 +92,18 @@ def test_the_switch_plan_says_both_encodings():
     assert [j.encoding for j in p.jobs] == ["cnat8"] and p.topo.jobs == p.jobs
     head = run.header(run.build_parser().parse_args([]), p, Path("out"))
     assert "switch aggregation, fixed32 up, cnat8 down" in head
+
+
+@pytest.mark.parametrize("encoding, result, partials", [("nat4", "cnat8", "cnat8"),
+                                                        ("uq4", "sum8", "sum8")])
+def test_the_4_bit_plans_give_their_jobs_the_sums_they_need(encoding, result, partials):
+    p = plan("--encoding", encoding, "--topo", "leaf-spine")
+    assert [(j.encoding, j.partials) for j in p.jobs] == [(result, partials)]
+    head = run.header(run.build_parser().parse_args([]), p, Path("out"))
+    assert f"switch aggregation, {encoding} up, {result} down" in head
+    args = run.worker_args(run.build_parser().parse_args(["--encoding", encoding]), p,
+                           Path("t.json"), p.jobs[0])
+    assert args[args.index("--encoding") + 1] == encoding
 
 
 def test_a_worker_without_a_result_reports_its_last_error_line(tmp_path):

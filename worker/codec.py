@@ -505,8 +505,9 @@ def aggregate(contribs, encoding: int = FIXED32) -> np.ndarray:
     """Reference switch: the exact integer sum of the children's encoded chunks.
 
     contribs: a sequence (or array with a leading child axis) of int32 values
-    (FIXED32) or CNAT8 codes. Raises OverflowError if the sum leaves int32: the
-    scaling is meant to make that impossible.
+    (FIXED32), CNAT8 codes, NAT4 / UQ4 nibbles (unpacked) or SUM8 bytes (switch_decode).
+    Raises OverflowError if the sum leaves int32: the scaling is meant to make that
+    impossible.
     """
     parts = [np.asarray(p) for p in contribs]
     if not parts:
@@ -516,14 +517,162 @@ def aggregate(contribs, encoding: int = FIXED32) -> np.ndarray:
     for p in parts:
         if p.shape != shape:
             raise ValueError(f"contribution shapes differ: {p.shape} vs {shape}")
-        if encoding == CNAT8:
-            p = switch_decode_cnat8(p)
-        elif encoding == FIXED32:
-            if p.dtype != np.int32:
-                raise ValueError(f"FIXED32 contributions must be int32, got {p.dtype}")
-        else:
-            raise ValueError(f"unknown encoding {encoding}")
-        total += p
+        total += switch_decode(p, encoding)
     if total.size and (total.min() < INT32_MIN or total.max() > INT32_MAX):
         raise OverflowError("the sum of the contributions leaves int32")
     return total.astype(np.int32)
+
+
+# ---------------------------------------------------------------- 4-bit encodings
+# docs/PROTOCOL.md "Payload": NAT4 (natural dithering) and UQ4 (uniform, THC-style), two
+# elements per byte, element 2k in the high nibble; SUM8, the switch's byte sums of UQ4.
+
+NAT4 = 3
+UQ4 = 4
+SUM8 = 5
+# NAT4: levels 2^0 .. 2^-6 of the chunk's scale 2^(E-126) (E the negotiated exponent: every
+# value of the chunk is below it), and 0. Its codes are CNAT8's of a job whose headroom is
+# NAT4_HEADROOM: the unit is 2^(E-132), the top code 7 is the scale itself.
+NAT4_LEVELS = 7
+NAT4_HEADROOM = 30 - NAT4_LEVELS + 1
+NAT4_N = 1 << NAT4_HEADROOM          # the worker count CNAT8's scaling sees for NAT4
+NAT4_BAD = 0x8                       # the nibble "negative zero": never encoded
+UQ4_MAX = 15                         # UQ4 integers 0..15 stand for -scale .. +scale
+SUM8_MAX = 255
+
+
+def pack4(nibbles) -> np.ndarray:
+    """(rows, elems) values 0..15 -> (rows, elems / 2) bytes, element 2k in the high nibble."""
+    a = np.asarray(nibbles, dtype=np.uint8)
+    if a.shape[-1] % 2:
+        raise ValueError(f"4-bit payloads hold an even number of elements, not {a.shape[-1]}")
+    return ((a[..., 0::2] << 4) | (a[..., 1::2] & 0x0F)).astype(np.uint8)
+
+
+def unpack4(packed) -> np.ndarray:
+    """pack4's inverse: bytes -> twice as many nibbles, high nibble first."""
+    p = np.asarray(packed, dtype=np.uint8)
+    out = np.empty(p.shape[:-1] + (2 * p.shape[-1],), np.uint8)
+    out[..., 0::2] = p >> 4
+    out[..., 1::2] = p & 0x0F
+    return out
+
+
+def encode_nat4(chunks, exps, rng: np.random.Generator) -> np.ndarray:
+    """NAT4 nibbles (uint8 0..15, unpacked, same shape): natural dithering of each row with
+    NAT4_LEVELS levels below its scale 2^(E-126), E its negotiated exponent. C_nat at a
+    fixed-point unit 2^(E-132) rounds a value between two levels to one of them and a value
+    below the lowest to 0 or the lowest level, unbiased: natural dithering exactly (a
+    two-point distribution is fixed by its mean). A value above the scale raises."""
+    codes = encode_cnat8(chunks, exps, NAT4_N, rng)
+    return ((codes >> 4) & 0x8) | (codes & 0x7)
+
+
+def nat4_valid(nibbles) -> bool:
+    """True if no nibble is NAT4_BAD (a switch drops such a payload: BAD_CODE)."""
+    a = np.asarray(nibbles, dtype=np.uint8)
+    return not np.any(a == NAT4_BAD)
+
+
+def nat4_to_cnat8(nibbles) -> np.ndarray:
+    """NAT4 nibbles as the CNAT8 codes they stand for (sign to bit 7, the level kept)."""
+    a = np.asarray(nibbles, dtype=np.uint8)
+    if not nat4_valid(a):
+        raise ValueError("NAT4 nibble 0x8 (negative zero) is not part of the encoding")
+    return ((a & 0x8) << 4) | (a & 0x7)
+
+
+def decode_nat4(nibbles, exps, mean_of: int = 1) -> np.ndarray:
+    """float32 of NAT4 nibbles at each row's unit (one contribution); / mean_of."""
+    out = decode_cnat8(nat4_to_cnat8(nibbles), exps, NAT4_N)
+    return out / np.float32(mean_of) if mean_of != 1 else out
+
+
+def uq4_scale(exps) -> np.ndarray:
+    """Per row, the UQ4 scale 2^(E-126) (float64): every value of the row is below it."""
+    return np.ldexp(1.0, _exps(exps, np.size(exps)) - 126)
+
+
+def encode_uq4(chunks, exps, rng: np.random.Generator) -> np.ndarray:
+    """UQ4 integers (uint8 0..15, unpacked, same shape): x in (-s, s), s = 2^(E-126) the
+    row's scale, as t = (x / s + 1) * 15 / 2 rounded down or up at random with mean t
+    (stochastic rounding, unbiased; q = 0 is -s, q = 15 is +s, spacing 2s / 15)."""
+    c = np.asarray(_rows(chunks), dtype=np.float32)
+    rows, elems = c.shape
+    e = _exps(exps, rows)
+    local = chunk_exponents(c).astype(np.int64)   # raises for inf/NaN
+    over = np.flatnonzero(local > e)
+    if over.size:
+        bad = int(over[0])
+        raise ValueError(f"chunk {bad} has exponent {int(local[bad])} above the negotiated "
+                         f"{int(e[bad])}: it does not fit the scale")
+    t = (c.astype(np.float64) * np.ldexp(1.0, 126 - e)[:, None] + 1.0) * (UQ4_MAX / 2)
+    q = np.floor(t + rng.random(t.shape))
+    return np.clip(q, 0, UQ4_MAX).astype(np.uint8)
+
+
+def decode_uq4(values, exps, mean_of: int = 1) -> np.ndarray:
+    """float32 of UQ4 integers (one contribution) at each row's scale; / mean_of."""
+    return decode_sum8(values, exps, 1, mean=False) / np.float32(mean_of)
+
+
+def decode_sum8(sums, exps, n: int, mean: bool = False) -> np.ndarray:
+    """float32 of the sums S of n workers' UQ4 integers: s * (2 S / 15 - n), /n if mean."""
+    v = np.asarray(_rows(sums)).astype(np.float64)
+    s = uq4_scale(exps)[:, None]
+    out = s * (2.0 * v / UQ4_MAX - n)
+    if mean:
+        out = out / n
+    return out.astype(np.float32)
+
+
+def sum8_workers(n: int) -> bool:
+    """True if n workers' UQ4 sums always fit a SUM8 byte (15 n <= 255)."""
+    return UQ4_MAX * int(n) <= SUM8_MAX
+
+
+def switch_decode(values, encoding: int) -> np.ndarray:
+    """What the switch adds for one contribution's payload (unpacked for 4-bit encodings):
+    int32. FIXED32 as is, CNAT8 and NAT4 +-(1 << (m-1)), UQ4 and SUM8 as unsigned integers.
+    A NAT4 payload holding 0x8 raises ValueError: the switch drops it (BAD_CODE)."""
+    v = np.asarray(values)
+    if encoding == FIXED32:
+        if v.dtype != np.int32:
+            raise ValueError(f"FIXED32 contributions must be int32, got {v.dtype}")
+        return v
+    if encoding == CNAT8:
+        return switch_decode_cnat8(v)
+    if encoding == NAT4:
+        return switch_decode_cnat8(nat4_to_cnat8(v))
+    if encoding == UQ4:
+        if v.size and int(np.max(v)) > UQ4_MAX:
+            raise ValueError("UQ4 integers are 0..15")
+        return v.astype(np.int32)
+    if encoding == SUM8:
+        return np.asarray(v, dtype=np.uint8).astype(np.int32)
+    raise ValueError(f"unknown encoding {encoding}")
+
+
+def to_sum8(sums) -> np.ndarray:
+    """The switch's SUM8 result of int sums; a sum outside 0..255 raises OverflowError (the
+    switch drops the packet: SUM_OVERFLOW)."""
+    s = np.asarray(sums)
+    if s.size and (int(s.min()) < 0 or int(s.max()) > SUM8_MAX):
+        raise OverflowError("a sum outside 0..255 cannot travel as SUM8")
+    return s.astype(np.uint8)
+
+
+def nat4_omega_bound(x, exp) -> float:
+    """The variance bound of natural dithering (Horvath et al., "Natural compression for
+    distributed deep learning": D_nat^{p,s} has E||D(x) - x||^2 <= omega ||x||^2 with
+    omega = 1/8 + d^(1/r) 2^(1-s) min(1, d^(1/r) 2^(1-s)), r = min(p, 2)) for one NAT4
+    chunk x at exponent E. Its proof needs only that every |x_i| is within the top level and
+    that the lowest level is L; here L = 2^(E-132) (the unit), and for p = 2 the term
+    d^(1/2) 2^(1-s) is sqrt(d) L / ||x||_2: omega = 1/8 + a min(1, a), a = sqrt(d) L / ||x||_2
+    (1/8 from rounding between two powers of two, the rest from dithering below L)."""
+    v = np.asarray(x, dtype=np.float64).reshape(-1)
+    norm = float(np.linalg.norm(v))
+    if norm == 0:
+        return 0.0
+    a = np.sqrt(v.size) * np.ldexp(1.0, int(exp) - 126 - NAT4_LEVELS + 1) / norm
+    return 0.125 + a * min(1.0, a)

@@ -60,6 +60,10 @@ DTYPES = {
     wire.ENC_FIXED32: _dtype(wire.FIXED32_ELEMENT),
     wire.ENC_CNAT8: _dtype(wire.CNAT8_ELEMENT),
     wire.ENC_FLOAT32: _dtype(wire.FLOAT32_ELEMENT),
+    # 4-bit payloads travel as their packed bytes (two elements each; wire.NIBBLE_ELEMENT)
+    wire.ENC_NAT4: np.dtype(np.uint8),
+    wire.ENC_UQ4: np.dtype(np.uint8),
+    wire.ENC_SUM8: _dtype(wire.SUM8_ELEMENT),
 }
 
 
@@ -68,7 +72,19 @@ class FrameError(ValueError):
 
 
 def payload_bytes(encoding: int, elems: int) -> int:
-    return DTYPES[encoding].itemsize * elems
+    return wire.payload_bytes(encoding, elems)
+
+
+def items(encoding: int, elems: int) -> int:
+    """Payload items of `elems` elements: the elements, or for 4-bit encodings their packed
+    bytes."""
+    return payload_bytes(encoding, elems) // DTYPES[encoding].itemsize
+
+
+def _encodings(elems: int):
+    """The encodings a Framer of `elems` elements per packet builds (4-bit ones need an even
+    count)."""
+    return [e for e in DTYPES if e not in wire.FOUR_BIT or elems % 2 == 0]
 
 
 def udp_length(encoding: int, elems: int) -> int:
@@ -167,7 +183,8 @@ class Framer:
         self.dport = dport
         self.prefixes: dict[int, bytes] = {}
         self.lengths: dict[int, int] = {}
-        for enc in DTYPES:
+        self.items = {enc: items(enc, elems) for enc in _encodings(elems)}
+        for enc in _encodings(elems):
             ulen = udp_length(enc, elems)
             self.prefixes[enc] = (b"" if src is None else
                                   l2_prefix(src[0], dst[0], src[1], dst[1], ulen, sport, dport))
@@ -178,7 +195,7 @@ class Framer:
                            for enc, p in self.prefixes.items() if p}
         # Sparse frames: one prefix per UDP length (EMPTY, or a payload of each encoding).
         self.sparse_prefixes: dict[int, bytes] = {}
-        for enc in DTYPES:
+        for enc in _encodings(elems):
             for empty, pad in ((False, False), (True, False), (True, True)):
                 ulen = sparse_udp_length(enc, elems, empty, pad)
                 self.sparse_prefixes[ulen] = (
@@ -197,8 +214,9 @@ class Framer:
         except KeyError:
             raise FrameError(f"unknown encoding {encoding}") from None
         if isinstance(payload, np.ndarray):
-            if payload.shape != (self.elems,):
-                raise FrameError(f"payload must have shape ({self.elems},), got {payload.shape}")
+            if payload.shape != (self.items[encoding],):
+                raise FrameError(f"payload must have shape ({self.items[encoding]},), got "
+                                 f"{payload.shape}")
             payload = payload.astype(DTYPES[encoding], copy=False).tobytes()
         elif len(payload) != payload_bytes(encoding, self.elems):
             raise FrameError(f"payload must be {payload_bytes(encoding, self.elems)} bytes, "
@@ -222,8 +240,8 @@ class Framer:
         is set here), with ELEMS zero bytes of padding if `pad` (an EMPTY data packet of a
         job with FIXED32 results brings room for the sum: docs/PROTOCOL.md); an EMPTY flag
         with a payload is refused."""
-        if encoding not in DTYPES:
-            raise FrameError(f"unknown encoding {encoding}")
+        if encoding not in (wire.ENC_FIXED32, wire.ENC_CNAT8):
+            raise FrameError(f"sparse packets carry FIXED32 or CNAT8, not encoding {encoding}")
         if payload is None:
             flags |= wire.FLAG_EMPTY
             body = bytes(self.elems) if pad else b""
@@ -260,7 +278,8 @@ class Framer:
             return None
         hdr = SparseHeader._make(SPARSE_HEADER.unpack_from(frame, off))
         dtype = DTYPES.get(hdr.encoding)
-        if dtype is None or hdr.msg_type not in wire.SPARSE_TYPES:
+        if hdr.encoding not in (wire.ENC_FIXED32, wire.ENC_CNAT8) \
+                or hdr.msg_type not in wire.SPARSE_TYPES:
             return None
         empty = bool(hdr.flags & wire.FLAG_EMPTY)
         need = off + SPARSE_HEADER.size + (0 if empty else dtype.itemsize * self.elems)
@@ -287,8 +306,9 @@ class Framer:
         except KeyError:
             raise FrameError(f"unknown encoding {encoding}") from None
         pay = np.asarray(payloads)
-        if pay.ndim != 2 or pay.shape[1] != self.elems:
-            raise FrameError(f"payloads must have shape (frames, {self.elems}), got {pay.shape}")
+        if pay.ndim != 2 or pay.shape[1] != self.items[encoding]:
+            raise FrameError(f"payloads must have shape (frames, {self.items[encoding]}), got "
+                             f"{pay.shape}")
         n = pay.shape[0]
         cols = {"slot": slots, "version": versions, "exp": exps, "chunk": chunks}
         for name, value in cols.items():
@@ -366,13 +386,14 @@ class Framer:
         if not self._addressed_to_us(frame, HEADER.size):
             return None
         hdr = AggHeader._make(HEADER.unpack_from(frame, off))
-        dtype = DTYPES.get(hdr.encoding)
-        if dtype is None:
+        n = self.items.get(hdr.encoding)
+        if n is None:
             return None
-        need = off + HEADER.size + dtype.itemsize * self.elems
+        dtype = DTYPES[hdr.encoding]
+        need = off + HEADER.size + dtype.itemsize * n
         if not self._whole(frame, need):
             return None
-        return hdr, np.frombuffer(frame, dtype, self.elems, off + HEADER.size)
+        return hdr, np.frombuffer(frame, dtype, n, off + HEADER.size)
 
     def parse_many(self, frames: list[bytes]):
         """(header records, payload rows) of frames of one length and one encoding that
@@ -385,10 +406,10 @@ class Framer:
         buf = np.frombuffer(b"".join(frames), np.uint8).reshape(n, size)
         if off and _kernels is not None:
             enc = int(buf[0, off + _ENC_AT])
-            dtype = DTYPES.get(enc)
-            if dtype is None:
+            if enc not in self.items:
                 return None
-            need = off + HEADER.size + dtype.itemsize * self.elems
+            dtype = DTYPES[enc]
+            need = off + HEADER.size + dtype.itemsize * self.items[enc]
             if size != need or not _kernels.check(buf, off + _ENC_AT, enc, self.dport,
                                                   need - ETH_LEN - IPV4_LEN):
                 return None
@@ -401,10 +422,10 @@ class Framer:
                 return None
         hdr = np.ascontiguousarray(buf[:, off:off + HEADER.size]).view(HEADER_DTYPE).reshape(n)
         enc = hdr["encoding"]
-        dtype = DTYPES.get(int(enc[0]))
-        if dtype is None or (enc != enc[0]).any():
+        if int(enc[0]) not in self.items or (enc != enc[0]).any():
             return None
-        need = off + HEADER.size + dtype.itemsize * self.elems
+        dtype = DTYPES[int(enc[0])]
+        need = off + HEADER.size + dtype.itemsize * self.items[int(enc[0])]
         if size != need:  # (an Ethernet-padded frame: parse() one by one)
             return None
         if off:

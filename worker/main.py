@@ -113,10 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
     g = ap.add_argument_group("network")
     g.add_argument("--port", help="raw:IFNAME (default raw:<host>-eth0, needs root) or "
                    "udp:LHOST:LPORT>RHOST:RPORT, the far end of a softswitch tunnel port")
-    g.add_argument("--encoding", choices=["auto", "cnat8", "fixed32"], default="auto",
+    g.add_argument("--encoding", choices=["auto", "cnat8", "fixed32", "nat4", "uq4"],
+                   default="auto",
                    help="encoding of this worker's contributions: cnat8 (C_nat, 1 byte per "
-                   "element) or fixed32 (4 bytes); results come in the job's encoding. auto "
-                   "(default): cnat8 where the switches can answer it, else fixed32")
+                   "element), fixed32 (4 bytes), nat4 (natural dithering, 4 bits; the job's "
+                   "results cnat8) or uq4 (THC-style uniform quantization after a random "
+                   "rotation, 4 bits; the job's results sum8); results come in the job's "
+                   "encoding. auto (default): uq4 for a sum8 job, else cnat8 where the switches "
+                   "can answer it, else fixed32")
     g.add_argument("--elems", type=int, default=wire.ELEMS,
                    help="elements per packet: the switches' compiled profile's (default "
                    "%(default)s; 1456 for the wide profile, controller/profiles.py)")
@@ -225,8 +229,12 @@ def resolve(args, aggregating: bool = True) -> dict:
     encoding = args.encoding
     grows = job is not None and growth_problem(topo, job, args.elems)
     fixed_fits = IP_UDP_AGG + 4 * args.elems <= MTU
+    if encoding == "auto" and job is not None and job.encoding == "sum8":
+        encoding = "uq4"
     if encoding == "auto":
         encoding = "cnat8" if not grows or not fixed_fits else "fixed32"
+    if encoding in ("nat4", "uq4") and args.sparse:
+        raise UsageError(f"--encoding {encoding}: sparse jobs take cnat8 or fixed32")
     if encoding == "cnat8" and grows:
         raise UsageError(f"--encoding cnat8 cannot work for job {job.id}: {grows}; use "
                          + ("--encoding fixed32, or " if fixed_fits else "")

@@ -11,6 +11,7 @@ tests/worker/test_wire.py checks them against p4src/include/headers.p4.
 from __future__ import annotations
 
 from scapy.fields import (
+    BitField,
     ByteEnumField,
     ByteField,
     FieldListField,
@@ -55,13 +56,41 @@ ENC_FIXED32 = 0
 ENC_CNAT8 = 1
 # Host-to-host only (worker/baseline.py's parameter server); a switch drops it (BAD_ENCODING).
 ENC_FLOAT32 = 2
-ENCODINGS = {ENC_FIXED32: "FIXED32", ENC_CNAT8: "CNAT8", ENC_FLOAT32: "FLOAT32"}
+# Four bits per element, two per byte, element 2k in the high nibble (docs/PROTOCOL.md
+# "Payload"): NAT4, natural dithering (bit 3 the sign, bits 0-2 a level m, +-2^(m-1) units;
+# the nibble 0x8 is never sent), decoded by the switch as CNAT8 codes; UQ4, THC-style
+# uniform quantization (unsigned integers 0..15 the switch adds as they are). SUM8: one
+# unsigned byte per element, the sums of UQ4 contributions (results, partial sums).
+ENC_NAT4 = 3
+ENC_UQ4 = 4
+ENC_SUM8 = 5
+ENCODINGS = {ENC_FIXED32: "FIXED32", ENC_CNAT8: "CNAT8", ENC_FLOAT32: "FLOAT32",
+             ENC_NAT4: "NAT4", ENC_UQ4: "UQ4", ENC_SUM8: "SUM8"}
 ENCODING_BY_NAME = {name.lower(): code for code, name in ENCODINGS.items()}
+FOUR_BIT = (ENC_NAT4, ENC_UQ4)          # encodings of half a byte per element
+NAT4_BAD = 0x8                          # "negative zero": no encoder sends it
+UQ4_LEVELS = 16                         # UQ4 integers 0..15
+# What a switch answers each contribution encoding with (controller/aggregation.py installs
+# the job's result encoding): a 4-bit contribution cannot grow into FIXED32 sums.
+RESULT_OF = {ENC_FIXED32: ENC_FIXED32, ENC_CNAT8: ENC_CNAT8, ENC_NAT4: ENC_CNAT8,
+             ENC_UQ4: ENC_SUM8}
+
+
+def payload_bytes(encoding: int, elems: int) -> int:
+    """Bytes of a payload of `elems` elements in `encoding` (4-bit encodings need an even
+    count)."""
+    if encoding in FOUR_BIT:
+        if elems % 2:
+            raise ValueError(f"a 4-bit payload holds an even number of elements, not {elems}")
+        return elems // 2
+    return (4 if encoding in (ENC_FIXED32, ENC_FLOAT32) else 1) * elems
 
 # One element of each payload encoding; frames.py takes its numpy dtype from `fmt`.
 FIXED32_ELEMENT = SignedIntField("v", 0)     # big-endian two's complement int32
 CNAT8_ELEMENT = ByteField("c", 0)            # bit 7 sign, bits 0-6 the code m
 FLOAT32_ELEMENT = IEEEFloatField("f", 0.0)  # big-endian IEEE 754 (baseline only)
+NIBBLE_ELEMENT = BitField("n", 0, 4)         # NAT4 code or UQ4 integer, high nibble first
+SUM8_ELEMENT = ByteField("s", 0)             # unsigned sum 0..255
 
 
 class Agg(Packet):
@@ -126,6 +155,27 @@ class Cnat8(Packet):
     fields_desc = [FieldListField("codes", [], CNAT8_ELEMENT, max_count=MAX_ITEMS)]
 
 
+class Nat4(Packet):
+    """NAT4 payload: ELEMS 4-bit codes, two per byte (bit 3 sign, bits 0-2 the level)."""
+
+    name = "NAT4"
+    fields_desc = [FieldListField("codes", [], NIBBLE_ELEMENT, max_count=2 * MAX_ITEMS)]
+
+
+class Uq4(Packet):
+    """UQ4 payload: ELEMS unsigned 4-bit integers, two per byte."""
+
+    name = "UQ4"
+    fields_desc = [FieldListField("values", [], NIBBLE_ELEMENT, max_count=2 * MAX_ITEMS)]
+
+
+class Sum8(Packet):
+    """SUM8 payload: ELEMS unsigned one-byte sums."""
+
+    name = "SUM8"
+    fields_desc = [FieldListField("values", [], SUM8_ELEMENT, max_count=MAX_ITEMS)]
+
+
 class Float32(Packet):
     """FLOAT32 payload of the host-based baseline (never aggregated by a switch)."""
 
@@ -135,10 +185,14 @@ class Float32(Packet):
 
 bind_layers(UDP, Agg, dport=AGG_PORT)
 bind_layers(UDP, Agg, sport=AGG_PORT)
-PAYLOADS = {ENC_FIXED32: Fixed32, ENC_CNAT8: Cnat8, ENC_FLOAT32: Float32}
+PAYLOADS = {ENC_FIXED32: Fixed32, ENC_CNAT8: Cnat8, ENC_FLOAT32: Float32, ENC_NAT4: Nat4,
+            ENC_UQ4: Uq4, ENC_SUM8: Sum8}
 for _msg in SPARSE_TYPES:  # Agg.guess_payload_class puts Block first for these
     bind_layers(Agg, Block, msg_type=_msg)
 bind_layers(Agg, Fixed32, encoding=ENC_FIXED32)
 bind_layers(Agg, Cnat8, encoding=ENC_CNAT8)
 bind_layers(Agg, Float32, encoding=ENC_FLOAT32)
+bind_layers(Agg, Nat4, encoding=ENC_NAT4)
+bind_layers(Agg, Uq4, encoding=ENC_UQ4)
+bind_layers(Agg, Sum8, encoding=ENC_SUM8)
 

@@ -27,6 +27,10 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
     VerifyUdp() integrity;
     DecodeCnat() decode;
     Recompress() recompress;
+#ifdef FOUR_BIT
+    DecodeSmall() decode_small;
+    EncodeSum8() sum8;
+#endif
 
     action unknown_job() { meta.drop_reason = DROP_UNKNOWN_JOB; }
     // max_exp: the largest exponent a contribution of the job may carry (docs/PROTOCOL.md).
@@ -307,8 +311,14 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
     // The UDP checksum is filled in on the way out (NatComputeChecksum).
     // The UDP length of the packet's headers and payload (docs/PROTOCOL.md "Payload").
     action udp_length() {
+#ifdef FOUR_BIT
+        bit<16> body = hdr.fixed.isValid() ? FIXED32_BYTES
+            : (hdr.cnat.isValid() || hdr.pad.isValid() ? CNAT8_BYTES
+               : (hdr.nib.isValid() ? NIB_BYTES : 16w0));
+#else
         bit<16> body = hdr.fixed.isValid() ? FIXED32_BYTES
             : (hdr.cnat.isValid() || hdr.pad.isValid() ? CNAT8_BYTES : 16w0);
+#endif
         meta.udp_len = 8 + AGG_HDR_BYTES + (hdr.block.isValid() ? BLOCK_HDR_BYTES : 16w0) + body;
     }
     action set_lengths() {
@@ -385,6 +395,13 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
             return;
         }
 #endif
+#ifdef FOUR_BIT
+        // A FIXED32 sum written into a 4-bit packet grows it by 3.5 bytes per element.
+        if (hdr.nib.isValid() && meta.result_enc == ENC_FIXED32) {
+            meta.drop_reason = DROP_TOO_WIDE;
+            return;
+        }
+#endif
         locate();
         if (hdr.agg.slot >= meta.num_slots || meta.region >= POOL_SIZE) {
             meta.drop_reason = DROP_BAD_SLOT;
@@ -393,7 +410,16 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
 
         // Dense and sparse uses share every call of an action below: p4c copies an action
         // for each place it is called from, and the payload's actions are large.
-        if (hdr.cnat.isValid()) { decode.apply(hdr); }
+        if (hdr.cnat.isValid() && hdr.agg.encoding == ENC_CNAT8) { decode.apply(hdr); }
+#ifdef FOUR_BIT
+        else if (hdr.nib.isValid() || hdr.cnat.isValid()) {
+            decode_small.apply(hdr, meta);
+            if (meta.bad_code >= 0x80) {
+                meta.drop_reason = DROP_BAD_CODE;
+                return;
+            }
+        }
+#endif
         // Sparse (docs/PROTOCOL.md "Sparse jobs"): an EMPTY packet brings padding to hold
         // the sum where BMv2 cannot grow it by the sum's bytes: 4 * ELEMS (FIXED32 results),
         // and in the wide profile ELEMS too (CNAT8 results).
@@ -467,6 +493,16 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
             recompress.apply(hdr);
             keep_rounded();
         }
+#ifdef FOUR_BIT
+        else if (!meta.prime_use && meta.result_enc == ENC_SUM8) {
+            // Exact: a sum a byte cannot carry is dropped, never sent wrong.
+            sum8.apply(hdr, meta);
+            if (meta.ovf != 0) {
+                meta.drop_reason = DROP_SUM_OVERFLOW;
+                return;
+            }
+        }
+#endif
         if (meta.is_root) {
             hdr.agg.msg_type = meta.sparse ? MSG_SPARSE_RESULT : MSG_RESULT;
             if (meta.seen) {

@@ -16,6 +16,10 @@ const bit<32> NO_BLOCK = 0xffffffff;
 
 const bit<8> ENC_FIXED32 = 0;
 const bit<8> ENC_CNAT8 = 1;
+// 2 is FLOAT32, host to host only (worker/baseline.py): a switch drops it.
+const bit<8> ENC_NAT4 = 3;      // natural dithering: 4-bit sign + level, two per byte
+const bit<8> ENC_UQ4 = 4;       // uniform (THC-style): 4-bit unsigned integers, two per byte
+const bit<8> ENC_SUM8 = 5;      // unsigned one-byte sums (UQ4 results and partial sums)
 
 // Lengths of an aggregation packet after the IPv4 header.
 const bit<16> AGG_HDR_BYTES = 16;
@@ -24,6 +28,7 @@ const bit<16> UDP_LEN_CNAT8 = 8 + AGG_HDR_BYTES + ELEMS;
 const bit<16> BLOCK_HDR_BYTES = 8;
 const bit<16> FIXED32_BYTES = 4 * ELEMS;
 const bit<16> CNAT8_BYTES = ELEMS;
+const bit<16> NIB_BYTES = ELEMS / 2;
 // An EMPTY sparse packet: no payload, or ELEMS bytes of padding (docs/PROTOCOL.md).
 const bit<16> UDP_LEN_EMPTY = 8 + AGG_HDR_BYTES + BLOCK_HDR_BYTES;
 const bit<16> UDP_LEN_EMPTY_PADDED = UDP_LEN_EMPTY + ELEMS;
@@ -61,6 +66,8 @@ const bit<8> DROP_TOO_WIDE = 18;         // the wide profile: a result or partia
                                          // the packet beyond MAX_GROWTH (FIXED32 out of CNAT8)
 const bit<8> DROP_WRONG_SESSION = 19;    // not the session the control plane set for the job
 const bit<8> DROP_EARLY = 20;            // a use no correct sender can have sent yet
+const bit<8> DROP_BAD_CODE = 21;         // a NAT4 payload holding the nibble 0x8 (never encoded)
+const bit<8> DROP_SUM_OVERFLOW = 22;     // a SUM8 result or partial sum outside 0..255
 // Size of the drops counters: the largest drop reason + 1, rounded up.
 #define DROP_REASONS 32
 

@@ -42,6 +42,9 @@ control NatDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.block);
         pkt.emit(hdr.fixed);
         pkt.emit(hdr.cnat);
+#ifdef FOUR_BIT
+        pkt.emit(hdr.nib);
+#endif
         pkt.emit(hdr.pad);
     }
 }

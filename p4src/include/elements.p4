@@ -2922,6 +2922,7306 @@
     bit<8> c1454; \
     bit<8> c1455;
 
+#define NIB_FIELDS_0 \
+    bit<4> n0; \
+    bit<4> n1; \
+    bit<4> n2; \
+    bit<4> n3; \
+    bit<4> n4; \
+    bit<4> n5; \
+    bit<4> n6; \
+    bit<4> n7; \
+    bit<4> n8; \
+    bit<4> n9; \
+    bit<4> n10; \
+    bit<4> n11; \
+    bit<4> n12; \
+    bit<4> n13; \
+    bit<4> n14; \
+    bit<4> n15; \
+    bit<4> n16; \
+    bit<4> n17; \
+    bit<4> n18; \
+    bit<4> n19; \
+    bit<4> n20; \
+    bit<4> n21; \
+    bit<4> n22; \
+    bit<4> n23; \
+    bit<4> n24; \
+    bit<4> n25; \
+    bit<4> n26; \
+    bit<4> n27; \
+    bit<4> n28; \
+    bit<4> n29; \
+    bit<4> n30; \
+    bit<4> n31; \
+    bit<4> n32; \
+    bit<4> n33; \
+    bit<4> n34; \
+    bit<4> n35; \
+    bit<4> n36; \
+    bit<4> n37; \
+    bit<4> n38; \
+    bit<4> n39; \
+    bit<4> n40; \
+    bit<4> n41; \
+    bit<4> n42; \
+    bit<4> n43; \
+    bit<4> n44; \
+    bit<4> n45; \
+    bit<4> n46; \
+    bit<4> n47; \
+    bit<4> n48; \
+    bit<4> n49; \
+    bit<4> n50; \
+    bit<4> n51; \
+    bit<4> n52; \
+    bit<4> n53; \
+    bit<4> n54; \
+    bit<4> n55; \
+    bit<4> n56; \
+    bit<4> n57; \
+    bit<4> n58; \
+    bit<4> n59; \
+    bit<4> n60; \
+    bit<4> n61; \
+    bit<4> n62; \
+    bit<4> n63; \
+    bit<4> n64; \
+    bit<4> n65; \
+    bit<4> n66; \
+    bit<4> n67; \
+    bit<4> n68; \
+    bit<4> n69; \
+    bit<4> n70; \
+    bit<4> n71; \
+    bit<4> n72; \
+    bit<4> n73; \
+    bit<4> n74; \
+    bit<4> n75; \
+    bit<4> n76; \
+    bit<4> n77; \
+    bit<4> n78; \
+    bit<4> n79; \
+    bit<4> n80; \
+    bit<4> n81; \
+    bit<4> n82; \
+    bit<4> n83; \
+    bit<4> n84; \
+    bit<4> n85; \
+    bit<4> n86; \
+    bit<4> n87; \
+    bit<4> n88; \
+    bit<4> n89; \
+    bit<4> n90; \
+    bit<4> n91; \
+    bit<4> n92; \
+    bit<4> n93; \
+    bit<4> n94; \
+    bit<4> n95; \
+    bit<4> n96; \
+    bit<4> n97; \
+    bit<4> n98; \
+    bit<4> n99; \
+    bit<4> n100; \
+    bit<4> n101; \
+    bit<4> n102; \
+    bit<4> n103; \
+    bit<4> n104; \
+    bit<4> n105; \
+    bit<4> n106; \
+    bit<4> n107; \
+    bit<4> n108; \
+    bit<4> n109; \
+    bit<4> n110; \
+    bit<4> n111; \
+    bit<4> n112; \
+    bit<4> n113; \
+    bit<4> n114; \
+    bit<4> n115; \
+    bit<4> n116; \
+    bit<4> n117; \
+    bit<4> n118; \
+    bit<4> n119; \
+    bit<4> n120; \
+    bit<4> n121; \
+    bit<4> n122; \
+    bit<4> n123; \
+    bit<4> n124; \
+    bit<4> n125; \
+    bit<4> n126; \
+    bit<4> n127; \
+    bit<4> n128; \
+    bit<4> n129; \
+    bit<4> n130; \
+    bit<4> n131; \
+    bit<4> n132; \
+    bit<4> n133; \
+    bit<4> n134; \
+    bit<4> n135; \
+    bit<4> n136; \
+    bit<4> n137; \
+    bit<4> n138; \
+    bit<4> n139; \
+    bit<4> n140; \
+    bit<4> n141; \
+    bit<4> n142; \
+    bit<4> n143; \
+    bit<4> n144; \
+    bit<4> n145; \
+    bit<4> n146; \
+    bit<4> n147; \
+    bit<4> n148; \
+    bit<4> n149; \
+    bit<4> n150; \
+    bit<4> n151; \
+    bit<4> n152; \
+    bit<4> n153; \
+    bit<4> n154; \
+    bit<4> n155; \
+    bit<4> n156; \
+    bit<4> n157; \
+    bit<4> n158; \
+    bit<4> n159; \
+    bit<4> n160; \
+    bit<4> n161; \
+    bit<4> n162; \
+    bit<4> n163; \
+    bit<4> n164; \
+    bit<4> n165; \
+    bit<4> n166; \
+    bit<4> n167;
+
+#define NIB_FIELDS_1 \
+    bit<4> n168; \
+    bit<4> n169; \
+    bit<4> n170; \
+    bit<4> n171; \
+    bit<4> n172; \
+    bit<4> n173; \
+    bit<4> n174; \
+    bit<4> n175; \
+    bit<4> n176; \
+    bit<4> n177; \
+    bit<4> n178; \
+    bit<4> n179; \
+    bit<4> n180; \
+    bit<4> n181; \
+    bit<4> n182; \
+    bit<4> n183; \
+    bit<4> n184; \
+    bit<4> n185; \
+    bit<4> n186; \
+    bit<4> n187; \
+    bit<4> n188; \
+    bit<4> n189; \
+    bit<4> n190; \
+    bit<4> n191; \
+    bit<4> n192; \
+    bit<4> n193; \
+    bit<4> n194; \
+    bit<4> n195; \
+    bit<4> n196; \
+    bit<4> n197; \
+    bit<4> n198; \
+    bit<4> n199; \
+    bit<4> n200; \
+    bit<4> n201; \
+    bit<4> n202; \
+    bit<4> n203; \
+    bit<4> n204; \
+    bit<4> n205; \
+    bit<4> n206; \
+    bit<4> n207; \
+    bit<4> n208; \
+    bit<4> n209; \
+    bit<4> n210; \
+    bit<4> n211; \
+    bit<4> n212; \
+    bit<4> n213; \
+    bit<4> n214; \
+    bit<4> n215; \
+    bit<4> n216; \
+    bit<4> n217; \
+    bit<4> n218; \
+    bit<4> n219; \
+    bit<4> n220; \
+    bit<4> n221; \
+    bit<4> n222; \
+    bit<4> n223; \
+    bit<4> n224; \
+    bit<4> n225; \
+    bit<4> n226; \
+    bit<4> n227; \
+    bit<4> n228; \
+    bit<4> n229; \
+    bit<4> n230; \
+    bit<4> n231; \
+    bit<4> n232; \
+    bit<4> n233; \
+    bit<4> n234; \
+    bit<4> n235; \
+    bit<4> n236; \
+    bit<4> n237; \
+    bit<4> n238; \
+    bit<4> n239; \
+    bit<4> n240; \
+    bit<4> n241; \
+    bit<4> n242; \
+    bit<4> n243; \
+    bit<4> n244; \
+    bit<4> n245; \
+    bit<4> n246; \
+    bit<4> n247; \
+    bit<4> n248; \
+    bit<4> n249; \
+    bit<4> n250; \
+    bit<4> n251; \
+    bit<4> n252; \
+    bit<4> n253; \
+    bit<4> n254; \
+    bit<4> n255; \
+    bit<4> n256; \
+    bit<4> n257; \
+    bit<4> n258; \
+    bit<4> n259; \
+    bit<4> n260; \
+    bit<4> n261; \
+    bit<4> n262; \
+    bit<4> n263; \
+    bit<4> n264; \
+    bit<4> n265; \
+    bit<4> n266; \
+    bit<4> n267; \
+    bit<4> n268; \
+    bit<4> n269; \
+    bit<4> n270; \
+    bit<4> n271; \
+    bit<4> n272; \
+    bit<4> n273; \
+    bit<4> n274; \
+    bit<4> n275; \
+    bit<4> n276; \
+    bit<4> n277; \
+    bit<4> n278; \
+    bit<4> n279; \
+    bit<4> n280; \
+    bit<4> n281; \
+    bit<4> n282; \
+    bit<4> n283; \
+    bit<4> n284; \
+    bit<4> n285; \
+    bit<4> n286; \
+    bit<4> n287; \
+    bit<4> n288; \
+    bit<4> n289; \
+    bit<4> n290; \
+    bit<4> n291; \
+    bit<4> n292; \
+    bit<4> n293; \
+    bit<4> n294; \
+    bit<4> n295; \
+    bit<4> n296; \
+    bit<4> n297; \
+    bit<4> n298; \
+    bit<4> n299; \
+    bit<4> n300; \
+    bit<4> n301; \
+    bit<4> n302; \
+    bit<4> n303; \
+    bit<4> n304; \
+    bit<4> n305; \
+    bit<4> n306; \
+    bit<4> n307; \
+    bit<4> n308; \
+    bit<4> n309; \
+    bit<4> n310; \
+    bit<4> n311; \
+    bit<4> n312; \
+    bit<4> n313; \
+    bit<4> n314; \
+    bit<4> n315; \
+    bit<4> n316; \
+    bit<4> n317; \
+    bit<4> n318; \
+    bit<4> n319; \
+    bit<4> n320; \
+    bit<4> n321; \
+    bit<4> n322; \
+    bit<4> n323; \
+    bit<4> n324; \
+    bit<4> n325; \
+    bit<4> n326; \
+    bit<4> n327; \
+    bit<4> n328; \
+    bit<4> n329; \
+    bit<4> n330; \
+    bit<4> n331; \
+    bit<4> n332; \
+    bit<4> n333; \
+    bit<4> n334; \
+    bit<4> n335; \
+    bit<4> n336; \
+    bit<4> n337; \
+    bit<4> n338; \
+    bit<4> n339; \
+    bit<4> n340; \
+    bit<4> n341; \
+    bit<4> n342; \
+    bit<4> n343; \
+    bit<4> n344; \
+    bit<4> n345; \
+    bit<4> n346; \
+    bit<4> n347; \
+    bit<4> n348; \
+    bit<4> n349; \
+    bit<4> n350; \
+    bit<4> n351; \
+    bit<4> n352; \
+    bit<4> n353; \
+    bit<4> n354; \
+    bit<4> n355; \
+    bit<4> n356; \
+    bit<4> n357; \
+    bit<4> n358; \
+    bit<4> n359; \
+    bit<4> n360; \
+    bit<4> n361; \
+    bit<4> n362; \
+    bit<4> n363; \
+    bit<4> n364; \
+    bit<4> n365; \
+    bit<4> n366; \
+    bit<4> n367; \
+    bit<4> n368; \
+    bit<4> n369; \
+    bit<4> n370; \
+    bit<4> n371; \
+    bit<4> n372; \
+    bit<4> n373; \
+    bit<4> n374; \
+    bit<4> n375; \
+    bit<4> n376; \
+    bit<4> n377; \
+    bit<4> n378; \
+    bit<4> n379; \
+    bit<4> n380; \
+    bit<4> n381; \
+    bit<4> n382; \
+    bit<4> n383; \
+    bit<4> n384; \
+    bit<4> n385; \
+    bit<4> n386; \
+    bit<4> n387; \
+    bit<4> n388; \
+    bit<4> n389; \
+    bit<4> n390; \
+    bit<4> n391; \
+    bit<4> n392; \
+    bit<4> n393; \
+    bit<4> n394; \
+    bit<4> n395; \
+    bit<4> n396; \
+    bit<4> n397; \
+    bit<4> n398; \
+    bit<4> n399; \
+    bit<4> n400; \
+    bit<4> n401; \
+    bit<4> n402; \
+    bit<4> n403; \
+    bit<4> n404; \
+    bit<4> n405; \
+    bit<4> n406; \
+    bit<4> n407; \
+    bit<4> n408; \
+    bit<4> n409; \
+    bit<4> n410; \
+    bit<4> n411; \
+    bit<4> n412; \
+    bit<4> n413; \
+    bit<4> n414; \
+    bit<4> n415; \
+    bit<4> n416; \
+    bit<4> n417; \
+    bit<4> n418; \
+    bit<4> n419; \
+    bit<4> n420; \
+    bit<4> n421; \
+    bit<4> n422; \
+    bit<4> n423; \
+    bit<4> n424; \
+    bit<4> n425; \
+    bit<4> n426; \
+    bit<4> n427; \
+    bit<4> n428; \
+    bit<4> n429; \
+    bit<4> n430; \
+    bit<4> n431; \
+    bit<4> n432; \
+    bit<4> n433; \
+    bit<4> n434; \
+    bit<4> n435; \
+    bit<4> n436; \
+    bit<4> n437; \
+    bit<4> n438; \
+    bit<4> n439; \
+    bit<4> n440; \
+    bit<4> n441; \
+    bit<4> n442; \
+    bit<4> n443; \
+    bit<4> n444; \
+    bit<4> n445; \
+    bit<4> n446; \
+    bit<4> n447; \
+    bit<4> n448; \
+    bit<4> n449; \
+    bit<4> n450; \
+    bit<4> n451; \
+    bit<4> n452; \
+    bit<4> n453; \
+    bit<4> n454; \
+    bit<4> n455; \
+    bit<4> n456; \
+    bit<4> n457; \
+    bit<4> n458; \
+    bit<4> n459; \
+    bit<4> n460; \
+    bit<4> n461; \
+    bit<4> n462; \
+    bit<4> n463; \
+    bit<4> n464; \
+    bit<4> n465; \
+    bit<4> n466; \
+    bit<4> n467; \
+    bit<4> n468; \
+    bit<4> n469; \
+    bit<4> n470; \
+    bit<4> n471; \
+    bit<4> n472; \
+    bit<4> n473; \
+    bit<4> n474; \
+    bit<4> n475; \
+    bit<4> n476; \
+    bit<4> n477; \
+    bit<4> n478; \
+    bit<4> n479; \
+    bit<4> n480; \
+    bit<4> n481; \
+    bit<4> n482; \
+    bit<4> n483; \
+    bit<4> n484; \
+    bit<4> n485; \
+    bit<4> n486; \
+    bit<4> n487; \
+    bit<4> n488; \
+    bit<4> n489; \
+    bit<4> n490; \
+    bit<4> n491; \
+    bit<4> n492; \
+    bit<4> n493; \
+    bit<4> n494; \
+    bit<4> n495; \
+    bit<4> n496; \
+    bit<4> n497; \
+    bit<4> n498; \
+    bit<4> n499; \
+    bit<4> n500; \
+    bit<4> n501; \
+    bit<4> n502; \
+    bit<4> n503; \
+    bit<4> n504; \
+    bit<4> n505; \
+    bit<4> n506; \
+    bit<4> n507; \
+    bit<4> n508; \
+    bit<4> n509; \
+    bit<4> n510; \
+    bit<4> n511; \
+    bit<4> n512; \
+    bit<4> n513; \
+    bit<4> n514; \
+    bit<4> n515; \
+    bit<4> n516; \
+    bit<4> n517; \
+    bit<4> n518; \
+    bit<4> n519; \
+    bit<4> n520; \
+    bit<4> n521; \
+    bit<4> n522; \
+    bit<4> n523; \
+    bit<4> n524; \
+    bit<4> n525; \
+    bit<4> n526; \
+    bit<4> n527; \
+    bit<4> n528; \
+    bit<4> n529; \
+    bit<4> n530; \
+    bit<4> n531; \
+    bit<4> n532; \
+    bit<4> n533; \
+    bit<4> n534; \
+    bit<4> n535; \
+    bit<4> n536; \
+    bit<4> n537; \
+    bit<4> n538; \
+    bit<4> n539; \
+    bit<4> n540; \
+    bit<4> n541; \
+    bit<4> n542; \
+    bit<4> n543; \
+    bit<4> n544; \
+    bit<4> n545; \
+    bit<4> n546; \
+    bit<4> n547; \
+    bit<4> n548; \
+    bit<4> n549; \
+    bit<4> n550; \
+    bit<4> n551; \
+    bit<4> n552; \
+    bit<4> n553; \
+    bit<4> n554; \
+    bit<4> n555; \
+    bit<4> n556; \
+    bit<4> n557; \
+    bit<4> n558; \
+    bit<4> n559; \
+    bit<4> n560; \
+    bit<4> n561; \
+    bit<4> n562; \
+    bit<4> n563; \
+    bit<4> n564; \
+    bit<4> n565; \
+    bit<4> n566; \
+    bit<4> n567; \
+    bit<4> n568; \
+    bit<4> n569; \
+    bit<4> n570; \
+    bit<4> n571; \
+    bit<4> n572; \
+    bit<4> n573; \
+    bit<4> n574; \
+    bit<4> n575; \
+    bit<4> n576; \
+    bit<4> n577; \
+    bit<4> n578; \
+    bit<4> n579; \
+    bit<4> n580; \
+    bit<4> n581; \
+    bit<4> n582; \
+    bit<4> n583; \
+    bit<4> n584; \
+    bit<4> n585; \
+    bit<4> n586; \
+    bit<4> n587; \
+    bit<4> n588; \
+    bit<4> n589; \
+    bit<4> n590; \
+    bit<4> n591; \
+    bit<4> n592; \
+    bit<4> n593; \
+    bit<4> n594; \
+    bit<4> n595; \
+    bit<4> n596; \
+    bit<4> n597; \
+    bit<4> n598; \
+    bit<4> n599; \
+    bit<4> n600; \
+    bit<4> n601; \
+    bit<4> n602; \
+    bit<4> n603; \
+    bit<4> n604; \
+    bit<4> n605; \
+    bit<4> n606; \
+    bit<4> n607; \
+    bit<4> n608; \
+    bit<4> n609; \
+    bit<4> n610; \
+    bit<4> n611; \
+    bit<4> n612; \
+    bit<4> n613; \
+    bit<4> n614; \
+    bit<4> n615; \
+    bit<4> n616; \
+    bit<4> n617; \
+    bit<4> n618; \
+    bit<4> n619; \
+    bit<4> n620; \
+    bit<4> n621; \
+    bit<4> n622; \
+    bit<4> n623; \
+    bit<4> n624; \
+    bit<4> n625; \
+    bit<4> n626; \
+    bit<4> n627; \
+    bit<4> n628; \
+    bit<4> n629; \
+    bit<4> n630; \
+    bit<4> n631; \
+    bit<4> n632; \
+    bit<4> n633; \
+    bit<4> n634; \
+    bit<4> n635; \
+    bit<4> n636; \
+    bit<4> n637; \
+    bit<4> n638; \
+    bit<4> n639; \
+    bit<4> n640; \
+    bit<4> n641; \
+    bit<4> n642; \
+    bit<4> n643; \
+    bit<4> n644; \
+    bit<4> n645; \
+    bit<4> n646; \
+    bit<4> n647; \
+    bit<4> n648; \
+    bit<4> n649; \
+    bit<4> n650; \
+    bit<4> n651; \
+    bit<4> n652; \
+    bit<4> n653; \
+    bit<4> n654; \
+    bit<4> n655; \
+    bit<4> n656; \
+    bit<4> n657; \
+    bit<4> n658; \
+    bit<4> n659; \
+    bit<4> n660; \
+    bit<4> n661; \
+    bit<4> n662; \
+    bit<4> n663; \
+    bit<4> n664; \
+    bit<4> n665; \
+    bit<4> n666; \
+    bit<4> n667; \
+    bit<4> n668; \
+    bit<4> n669; \
+    bit<4> n670; \
+    bit<4> n671; \
+    bit<4> n672; \
+    bit<4> n673; \
+    bit<4> n674; \
+    bit<4> n675; \
+    bit<4> n676; \
+    bit<4> n677; \
+    bit<4> n678; \
+    bit<4> n679; \
+    bit<4> n680; \
+    bit<4> n681; \
+    bit<4> n682; \
+    bit<4> n683; \
+    bit<4> n684; \
+    bit<4> n685; \
+    bit<4> n686; \
+    bit<4> n687; \
+    bit<4> n688; \
+    bit<4> n689; \
+    bit<4> n690; \
+    bit<4> n691; \
+    bit<4> n692; \
+    bit<4> n693; \
+    bit<4> n694; \
+    bit<4> n695; \
+    bit<4> n696; \
+    bit<4> n697; \
+    bit<4> n698; \
+    bit<4> n699; \
+    bit<4> n700; \
+    bit<4> n701; \
+    bit<4> n702; \
+    bit<4> n703; \
+    bit<4> n704; \
+    bit<4> n705; \
+    bit<4> n706; \
+    bit<4> n707; \
+    bit<4> n708; \
+    bit<4> n709; \
+    bit<4> n710; \
+    bit<4> n711; \
+    bit<4> n712; \
+    bit<4> n713; \
+    bit<4> n714; \
+    bit<4> n715; \
+    bit<4> n716; \
+    bit<4> n717; \
+    bit<4> n718; \
+    bit<4> n719; \
+    bit<4> n720; \
+    bit<4> n721; \
+    bit<4> n722; \
+    bit<4> n723; \
+    bit<4> n724; \
+    bit<4> n725; \
+    bit<4> n726; \
+    bit<4> n727; \
+    bit<4> n728; \
+    bit<4> n729; \
+    bit<4> n730; \
+    bit<4> n731; \
+    bit<4> n732; \
+    bit<4> n733; \
+    bit<4> n734; \
+    bit<4> n735; \
+    bit<4> n736; \
+    bit<4> n737; \
+    bit<4> n738; \
+    bit<4> n739; \
+    bit<4> n740; \
+    bit<4> n741; \
+    bit<4> n742; \
+    bit<4> n743; \
+    bit<4> n744; \
+    bit<4> n745; \
+    bit<4> n746; \
+    bit<4> n747; \
+    bit<4> n748; \
+    bit<4> n749; \
+    bit<4> n750; \
+    bit<4> n751; \
+    bit<4> n752; \
+    bit<4> n753; \
+    bit<4> n754; \
+    bit<4> n755; \
+    bit<4> n756; \
+    bit<4> n757; \
+    bit<4> n758; \
+    bit<4> n759; \
+    bit<4> n760; \
+    bit<4> n761; \
+    bit<4> n762; \
+    bit<4> n763; \
+    bit<4> n764; \
+    bit<4> n765; \
+    bit<4> n766; \
+    bit<4> n767; \
+    bit<4> n768; \
+    bit<4> n769; \
+    bit<4> n770; \
+    bit<4> n771; \
+    bit<4> n772; \
+    bit<4> n773; \
+    bit<4> n774; \
+    bit<4> n775; \
+    bit<4> n776; \
+    bit<4> n777; \
+    bit<4> n778; \
+    bit<4> n779; \
+    bit<4> n780; \
+    bit<4> n781; \
+    bit<4> n782; \
+    bit<4> n783; \
+    bit<4> n784; \
+    bit<4> n785; \
+    bit<4> n786; \
+    bit<4> n787; \
+    bit<4> n788; \
+    bit<4> n789; \
+    bit<4> n790; \
+    bit<4> n791; \
+    bit<4> n792; \
+    bit<4> n793; \
+    bit<4> n794; \
+    bit<4> n795; \
+    bit<4> n796; \
+    bit<4> n797; \
+    bit<4> n798; \
+    bit<4> n799; \
+    bit<4> n800; \
+    bit<4> n801; \
+    bit<4> n802; \
+    bit<4> n803; \
+    bit<4> n804; \
+    bit<4> n805; \
+    bit<4> n806; \
+    bit<4> n807; \
+    bit<4> n808; \
+    bit<4> n809; \
+    bit<4> n810; \
+    bit<4> n811; \
+    bit<4> n812; \
+    bit<4> n813; \
+    bit<4> n814; \
+    bit<4> n815; \
+    bit<4> n816; \
+    bit<4> n817; \
+    bit<4> n818; \
+    bit<4> n819; \
+    bit<4> n820; \
+    bit<4> n821; \
+    bit<4> n822; \
+    bit<4> n823; \
+    bit<4> n824; \
+    bit<4> n825; \
+    bit<4> n826; \
+    bit<4> n827; \
+    bit<4> n828; \
+    bit<4> n829; \
+    bit<4> n830; \
+    bit<4> n831; \
+    bit<4> n832; \
+    bit<4> n833; \
+    bit<4> n834; \
+    bit<4> n835; \
+    bit<4> n836; \
+    bit<4> n837; \
+    bit<4> n838; \
+    bit<4> n839; \
+    bit<4> n840; \
+    bit<4> n841; \
+    bit<4> n842; \
+    bit<4> n843; \
+    bit<4> n844; \
+    bit<4> n845; \
+    bit<4> n846; \
+    bit<4> n847; \
+    bit<4> n848; \
+    bit<4> n849; \
+    bit<4> n850; \
+    bit<4> n851; \
+    bit<4> n852; \
+    bit<4> n853; \
+    bit<4> n854; \
+    bit<4> n855; \
+    bit<4> n856; \
+    bit<4> n857; \
+    bit<4> n858; \
+    bit<4> n859; \
+    bit<4> n860; \
+    bit<4> n861; \
+    bit<4> n862; \
+    bit<4> n863; \
+    bit<4> n864; \
+    bit<4> n865; \
+    bit<4> n866; \
+    bit<4> n867; \
+    bit<4> n868; \
+    bit<4> n869; \
+    bit<4> n870; \
+    bit<4> n871; \
+    bit<4> n872; \
+    bit<4> n873; \
+    bit<4> n874; \
+    bit<4> n875; \
+    bit<4> n876; \
+    bit<4> n877; \
+    bit<4> n878; \
+    bit<4> n879; \
+    bit<4> n880; \
+    bit<4> n881; \
+    bit<4> n882; \
+    bit<4> n883; \
+    bit<4> n884; \
+    bit<4> n885; \
+    bit<4> n886; \
+    bit<4> n887; \
+    bit<4> n888; \
+    bit<4> n889; \
+    bit<4> n890; \
+    bit<4> n891; \
+    bit<4> n892; \
+    bit<4> n893; \
+    bit<4> n894; \
+    bit<4> n895; \
+    bit<4> n896; \
+    bit<4> n897; \
+    bit<4> n898; \
+    bit<4> n899; \
+    bit<4> n900; \
+    bit<4> n901; \
+    bit<4> n902; \
+    bit<4> n903; \
+    bit<4> n904; \
+    bit<4> n905; \
+    bit<4> n906; \
+    bit<4> n907; \
+    bit<4> n908; \
+    bit<4> n909; \
+    bit<4> n910; \
+    bit<4> n911; \
+    bit<4> n912; \
+    bit<4> n913; \
+    bit<4> n914; \
+    bit<4> n915; \
+    bit<4> n916; \
+    bit<4> n917; \
+    bit<4> n918; \
+    bit<4> n919; \
+    bit<4> n920; \
+    bit<4> n921; \
+    bit<4> n922; \
+    bit<4> n923; \
+    bit<4> n924; \
+    bit<4> n925; \
+    bit<4> n926; \
+    bit<4> n927; \
+    bit<4> n928; \
+    bit<4> n929; \
+    bit<4> n930; \
+    bit<4> n931; \
+    bit<4> n932; \
+    bit<4> n933; \
+    bit<4> n934; \
+    bit<4> n935; \
+    bit<4> n936; \
+    bit<4> n937; \
+    bit<4> n938; \
+    bit<4> n939; \
+    bit<4> n940; \
+    bit<4> n941; \
+    bit<4> n942; \
+    bit<4> n943; \
+    bit<4> n944; \
+    bit<4> n945; \
+    bit<4> n946; \
+    bit<4> n947; \
+    bit<4> n948; \
+    bit<4> n949; \
+    bit<4> n950; \
+    bit<4> n951; \
+    bit<4> n952; \
+    bit<4> n953; \
+    bit<4> n954; \
+    bit<4> n955; \
+    bit<4> n956; \
+    bit<4> n957; \
+    bit<4> n958; \
+    bit<4> n959; \
+    bit<4> n960; \
+    bit<4> n961; \
+    bit<4> n962; \
+    bit<4> n963; \
+    bit<4> n964; \
+    bit<4> n965; \
+    bit<4> n966; \
+    bit<4> n967; \
+    bit<4> n968; \
+    bit<4> n969; \
+    bit<4> n970; \
+    bit<4> n971; \
+    bit<4> n972; \
+    bit<4> n973; \
+    bit<4> n974; \
+    bit<4> n975; \
+    bit<4> n976; \
+    bit<4> n977; \
+    bit<4> n978; \
+    bit<4> n979; \
+    bit<4> n980; \
+    bit<4> n981; \
+    bit<4> n982; \
+    bit<4> n983; \
+    bit<4> n984; \
+    bit<4> n985; \
+    bit<4> n986; \
+    bit<4> n987; \
+    bit<4> n988; \
+    bit<4> n989; \
+    bit<4> n990; \
+    bit<4> n991; \
+    bit<4> n992; \
+    bit<4> n993; \
+    bit<4> n994; \
+    bit<4> n995; \
+    bit<4> n996; \
+    bit<4> n997; \
+    bit<4> n998; \
+    bit<4> n999; \
+    bit<4> n1000; \
+    bit<4> n1001; \
+    bit<4> n1002; \
+    bit<4> n1003; \
+    bit<4> n1004; \
+    bit<4> n1005; \
+    bit<4> n1006; \
+    bit<4> n1007; \
+    bit<4> n1008; \
+    bit<4> n1009; \
+    bit<4> n1010; \
+    bit<4> n1011; \
+    bit<4> n1012; \
+    bit<4> n1013; \
+    bit<4> n1014; \
+    bit<4> n1015; \
+    bit<4> n1016; \
+    bit<4> n1017; \
+    bit<4> n1018; \
+    bit<4> n1019; \
+    bit<4> n1020; \
+    bit<4> n1021; \
+    bit<4> n1022; \
+    bit<4> n1023; \
+    bit<4> n1024; \
+    bit<4> n1025; \
+    bit<4> n1026; \
+    bit<4> n1027; \
+    bit<4> n1028; \
+    bit<4> n1029; \
+    bit<4> n1030; \
+    bit<4> n1031; \
+    bit<4> n1032; \
+    bit<4> n1033; \
+    bit<4> n1034; \
+    bit<4> n1035; \
+    bit<4> n1036; \
+    bit<4> n1037; \
+    bit<4> n1038; \
+    bit<4> n1039; \
+    bit<4> n1040; \
+    bit<4> n1041; \
+    bit<4> n1042; \
+    bit<4> n1043; \
+    bit<4> n1044; \
+    bit<4> n1045; \
+    bit<4> n1046; \
+    bit<4> n1047; \
+    bit<4> n1048; \
+    bit<4> n1049; \
+    bit<4> n1050; \
+    bit<4> n1051; \
+    bit<4> n1052; \
+    bit<4> n1053; \
+    bit<4> n1054; \
+    bit<4> n1055; \
+    bit<4> n1056; \
+    bit<4> n1057; \
+    bit<4> n1058; \
+    bit<4> n1059; \
+    bit<4> n1060; \
+    bit<4> n1061; \
+    bit<4> n1062; \
+    bit<4> n1063; \
+    bit<4> n1064; \
+    bit<4> n1065; \
+    bit<4> n1066; \
+    bit<4> n1067; \
+    bit<4> n1068; \
+    bit<4> n1069; \
+    bit<4> n1070; \
+    bit<4> n1071; \
+    bit<4> n1072; \
+    bit<4> n1073; \
+    bit<4> n1074; \
+    bit<4> n1075; \
+    bit<4> n1076; \
+    bit<4> n1077; \
+    bit<4> n1078; \
+    bit<4> n1079; \
+    bit<4> n1080; \
+    bit<4> n1081; \
+    bit<4> n1082; \
+    bit<4> n1083; \
+    bit<4> n1084; \
+    bit<4> n1085; \
+    bit<4> n1086; \
+    bit<4> n1087; \
+    bit<4> n1088; \
+    bit<4> n1089; \
+    bit<4> n1090; \
+    bit<4> n1091; \
+    bit<4> n1092; \
+    bit<4> n1093; \
+    bit<4> n1094; \
+    bit<4> n1095; \
+    bit<4> n1096; \
+    bit<4> n1097; \
+    bit<4> n1098; \
+    bit<4> n1099; \
+    bit<4> n1100; \
+    bit<4> n1101; \
+    bit<4> n1102; \
+    bit<4> n1103; \
+    bit<4> n1104; \
+    bit<4> n1105; \
+    bit<4> n1106; \
+    bit<4> n1107; \
+    bit<4> n1108; \
+    bit<4> n1109; \
+    bit<4> n1110; \
+    bit<4> n1111; \
+    bit<4> n1112; \
+    bit<4> n1113; \
+    bit<4> n1114; \
+    bit<4> n1115; \
+    bit<4> n1116; \
+    bit<4> n1117; \
+    bit<4> n1118; \
+    bit<4> n1119; \
+    bit<4> n1120; \
+    bit<4> n1121; \
+    bit<4> n1122; \
+    bit<4> n1123; \
+    bit<4> n1124; \
+    bit<4> n1125; \
+    bit<4> n1126; \
+    bit<4> n1127; \
+    bit<4> n1128; \
+    bit<4> n1129; \
+    bit<4> n1130; \
+    bit<4> n1131; \
+    bit<4> n1132; \
+    bit<4> n1133; \
+    bit<4> n1134; \
+    bit<4> n1135; \
+    bit<4> n1136; \
+    bit<4> n1137; \
+    bit<4> n1138; \
+    bit<4> n1139; \
+    bit<4> n1140; \
+    bit<4> n1141; \
+    bit<4> n1142; \
+    bit<4> n1143; \
+    bit<4> n1144; \
+    bit<4> n1145; \
+    bit<4> n1146; \
+    bit<4> n1147; \
+    bit<4> n1148; \
+    bit<4> n1149; \
+    bit<4> n1150; \
+    bit<4> n1151; \
+    bit<4> n1152; \
+    bit<4> n1153; \
+    bit<4> n1154; \
+    bit<4> n1155; \
+    bit<4> n1156; \
+    bit<4> n1157; \
+    bit<4> n1158; \
+    bit<4> n1159; \
+    bit<4> n1160; \
+    bit<4> n1161; \
+    bit<4> n1162; \
+    bit<4> n1163; \
+    bit<4> n1164; \
+    bit<4> n1165; \
+    bit<4> n1166; \
+    bit<4> n1167; \
+    bit<4> n1168; \
+    bit<4> n1169; \
+    bit<4> n1170; \
+    bit<4> n1171; \
+    bit<4> n1172; \
+    bit<4> n1173; \
+    bit<4> n1174; \
+    bit<4> n1175; \
+    bit<4> n1176; \
+    bit<4> n1177; \
+    bit<4> n1178; \
+    bit<4> n1179; \
+    bit<4> n1180; \
+    bit<4> n1181; \
+    bit<4> n1182; \
+    bit<4> n1183; \
+    bit<4> n1184; \
+    bit<4> n1185; \
+    bit<4> n1186; \
+    bit<4> n1187; \
+    bit<4> n1188; \
+    bit<4> n1189; \
+    bit<4> n1190; \
+    bit<4> n1191; \
+    bit<4> n1192; \
+    bit<4> n1193; \
+    bit<4> n1194; \
+    bit<4> n1195; \
+    bit<4> n1196; \
+    bit<4> n1197; \
+    bit<4> n1198; \
+    bit<4> n1199; \
+    bit<4> n1200; \
+    bit<4> n1201; \
+    bit<4> n1202; \
+    bit<4> n1203; \
+    bit<4> n1204; \
+    bit<4> n1205; \
+    bit<4> n1206; \
+    bit<4> n1207; \
+    bit<4> n1208; \
+    bit<4> n1209; \
+    bit<4> n1210; \
+    bit<4> n1211; \
+    bit<4> n1212; \
+    bit<4> n1213; \
+    bit<4> n1214; \
+    bit<4> n1215; \
+    bit<4> n1216; \
+    bit<4> n1217; \
+    bit<4> n1218; \
+    bit<4> n1219; \
+    bit<4> n1220; \
+    bit<4> n1221; \
+    bit<4> n1222; \
+    bit<4> n1223; \
+    bit<4> n1224; \
+    bit<4> n1225; \
+    bit<4> n1226; \
+    bit<4> n1227; \
+    bit<4> n1228; \
+    bit<4> n1229; \
+    bit<4> n1230; \
+    bit<4> n1231; \
+    bit<4> n1232; \
+    bit<4> n1233; \
+    bit<4> n1234; \
+    bit<4> n1235; \
+    bit<4> n1236; \
+    bit<4> n1237; \
+    bit<4> n1238; \
+    bit<4> n1239; \
+    bit<4> n1240; \
+    bit<4> n1241; \
+    bit<4> n1242; \
+    bit<4> n1243; \
+    bit<4> n1244; \
+    bit<4> n1245; \
+    bit<4> n1246; \
+    bit<4> n1247; \
+    bit<4> n1248; \
+    bit<4> n1249; \
+    bit<4> n1250; \
+    bit<4> n1251; \
+    bit<4> n1252; \
+    bit<4> n1253; \
+    bit<4> n1254; \
+    bit<4> n1255; \
+    bit<4> n1256; \
+    bit<4> n1257; \
+    bit<4> n1258; \
+    bit<4> n1259; \
+    bit<4> n1260; \
+    bit<4> n1261; \
+    bit<4> n1262; \
+    bit<4> n1263; \
+    bit<4> n1264; \
+    bit<4> n1265; \
+    bit<4> n1266; \
+    bit<4> n1267; \
+    bit<4> n1268; \
+    bit<4> n1269; \
+    bit<4> n1270; \
+    bit<4> n1271; \
+    bit<4> n1272; \
+    bit<4> n1273; \
+    bit<4> n1274; \
+    bit<4> n1275; \
+    bit<4> n1276; \
+    bit<4> n1277; \
+    bit<4> n1278; \
+    bit<4> n1279; \
+    bit<4> n1280; \
+    bit<4> n1281; \
+    bit<4> n1282; \
+    bit<4> n1283; \
+    bit<4> n1284; \
+    bit<4> n1285; \
+    bit<4> n1286; \
+    bit<4> n1287; \
+    bit<4> n1288; \
+    bit<4> n1289; \
+    bit<4> n1290; \
+    bit<4> n1291; \
+    bit<4> n1292; \
+    bit<4> n1293; \
+    bit<4> n1294; \
+    bit<4> n1295; \
+    bit<4> n1296; \
+    bit<4> n1297; \
+    bit<4> n1298; \
+    bit<4> n1299; \
+    bit<4> n1300; \
+    bit<4> n1301; \
+    bit<4> n1302; \
+    bit<4> n1303; \
+    bit<4> n1304; \
+    bit<4> n1305; \
+    bit<4> n1306; \
+    bit<4> n1307; \
+    bit<4> n1308; \
+    bit<4> n1309; \
+    bit<4> n1310; \
+    bit<4> n1311; \
+    bit<4> n1312; \
+    bit<4> n1313; \
+    bit<4> n1314; \
+    bit<4> n1315; \
+    bit<4> n1316; \
+    bit<4> n1317; \
+    bit<4> n1318; \
+    bit<4> n1319; \
+    bit<4> n1320; \
+    bit<4> n1321; \
+    bit<4> n1322; \
+    bit<4> n1323; \
+    bit<4> n1324; \
+    bit<4> n1325; \
+    bit<4> n1326; \
+    bit<4> n1327; \
+    bit<4> n1328; \
+    bit<4> n1329; \
+    bit<4> n1330; \
+    bit<4> n1331; \
+    bit<4> n1332; \
+    bit<4> n1333; \
+    bit<4> n1334; \
+    bit<4> n1335; \
+    bit<4> n1336; \
+    bit<4> n1337; \
+    bit<4> n1338; \
+    bit<4> n1339; \
+    bit<4> n1340; \
+    bit<4> n1341; \
+    bit<4> n1342; \
+    bit<4> n1343; \
+    bit<4> n1344; \
+    bit<4> n1345; \
+    bit<4> n1346; \
+    bit<4> n1347; \
+    bit<4> n1348; \
+    bit<4> n1349; \
+    bit<4> n1350; \
+    bit<4> n1351; \
+    bit<4> n1352; \
+    bit<4> n1353; \
+    bit<4> n1354; \
+    bit<4> n1355; \
+    bit<4> n1356; \
+    bit<4> n1357; \
+    bit<4> n1358; \
+    bit<4> n1359; \
+    bit<4> n1360; \
+    bit<4> n1361; \
+    bit<4> n1362; \
+    bit<4> n1363; \
+    bit<4> n1364; \
+    bit<4> n1365; \
+    bit<4> n1366; \
+    bit<4> n1367; \
+    bit<4> n1368; \
+    bit<4> n1369; \
+    bit<4> n1370; \
+    bit<4> n1371; \
+    bit<4> n1372; \
+    bit<4> n1373; \
+    bit<4> n1374; \
+    bit<4> n1375; \
+    bit<4> n1376; \
+    bit<4> n1377; \
+    bit<4> n1378; \
+    bit<4> n1379; \
+    bit<4> n1380; \
+    bit<4> n1381; \
+    bit<4> n1382; \
+    bit<4> n1383; \
+    bit<4> n1384; \
+    bit<4> n1385; \
+    bit<4> n1386; \
+    bit<4> n1387; \
+    bit<4> n1388; \
+    bit<4> n1389; \
+    bit<4> n1390; \
+    bit<4> n1391; \
+    bit<4> n1392; \
+    bit<4> n1393; \
+    bit<4> n1394; \
+    bit<4> n1395; \
+    bit<4> n1396; \
+    bit<4> n1397; \
+    bit<4> n1398; \
+    bit<4> n1399; \
+    bit<4> n1400; \
+    bit<4> n1401; \
+    bit<4> n1402; \
+    bit<4> n1403; \
+    bit<4> n1404; \
+    bit<4> n1405; \
+    bit<4> n1406; \
+    bit<4> n1407; \
+    bit<4> n1408; \
+    bit<4> n1409; \
+    bit<4> n1410; \
+    bit<4> n1411; \
+    bit<4> n1412; \
+    bit<4> n1413; \
+    bit<4> n1414; \
+    bit<4> n1415; \
+    bit<4> n1416; \
+    bit<4> n1417; \
+    bit<4> n1418; \
+    bit<4> n1419; \
+    bit<4> n1420; \
+    bit<4> n1421; \
+    bit<4> n1422; \
+    bit<4> n1423; \
+    bit<4> n1424; \
+    bit<4> n1425; \
+    bit<4> n1426; \
+    bit<4> n1427; \
+    bit<4> n1428; \
+    bit<4> n1429; \
+    bit<4> n1430; \
+    bit<4> n1431; \
+    bit<4> n1432; \
+    bit<4> n1433; \
+    bit<4> n1434; \
+    bit<4> n1435; \
+    bit<4> n1436; \
+    bit<4> n1437; \
+    bit<4> n1438; \
+    bit<4> n1439; \
+    bit<4> n1440; \
+    bit<4> n1441; \
+    bit<4> n1442; \
+    bit<4> n1443; \
+    bit<4> n1444; \
+    bit<4> n1445; \
+    bit<4> n1446; \
+    bit<4> n1447; \
+    bit<4> n1448; \
+    bit<4> n1449; \
+    bit<4> n1450; \
+    bit<4> n1451; \
+    bit<4> n1452; \
+    bit<4> n1453; \
+    bit<4> n1454; \
+    bit<4> n1455;
+
+#define DECODE_NAT4_0 \
+    hdr.fixed.v0 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n0 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n0 >> 3))) + (bit<32>)(hdr.nib.n0 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n0 ^ 8)) - 1); \
+    hdr.fixed.v1 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1 >> 3))) + (bit<32>)(hdr.nib.n1 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1 ^ 8)) - 1); \
+    hdr.fixed.v2 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n2 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n2 >> 3))) + (bit<32>)(hdr.nib.n2 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n2 ^ 8)) - 1); \
+    hdr.fixed.v3 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n3 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n3 >> 3))) + (bit<32>)(hdr.nib.n3 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n3 ^ 8)) - 1); \
+    hdr.fixed.v4 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n4 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n4 >> 3))) + (bit<32>)(hdr.nib.n4 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n4 ^ 8)) - 1); \
+    hdr.fixed.v5 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n5 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n5 >> 3))) + (bit<32>)(hdr.nib.n5 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n5 ^ 8)) - 1); \
+    hdr.fixed.v6 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n6 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n6 >> 3))) + (bit<32>)(hdr.nib.n6 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n6 ^ 8)) - 1); \
+    hdr.fixed.v7 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n7 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n7 >> 3))) + (bit<32>)(hdr.nib.n7 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n7 ^ 8)) - 1); \
+    hdr.fixed.v8 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n8 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n8 >> 3))) + (bit<32>)(hdr.nib.n8 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n8 ^ 8)) - 1); \
+    hdr.fixed.v9 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n9 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n9 >> 3))) + (bit<32>)(hdr.nib.n9 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n9 ^ 8)) - 1); \
+    hdr.fixed.v10 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n10 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n10 >> 3))) + (bit<32>)(hdr.nib.n10 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n10 ^ 8)) - 1); \
+    hdr.fixed.v11 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n11 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n11 >> 3))) + (bit<32>)(hdr.nib.n11 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n11 ^ 8)) - 1); \
+    hdr.fixed.v12 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n12 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n12 >> 3))) + (bit<32>)(hdr.nib.n12 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n12 ^ 8)) - 1); \
+    hdr.fixed.v13 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n13 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n13 >> 3))) + (bit<32>)(hdr.nib.n13 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n13 ^ 8)) - 1); \
+    hdr.fixed.v14 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n14 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n14 >> 3))) + (bit<32>)(hdr.nib.n14 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n14 ^ 8)) - 1); \
+    hdr.fixed.v15 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n15 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n15 >> 3))) + (bit<32>)(hdr.nib.n15 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n15 ^ 8)) - 1); \
+    hdr.fixed.v16 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n16 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n16 >> 3))) + (bit<32>)(hdr.nib.n16 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n16 ^ 8)) - 1); \
+    hdr.fixed.v17 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n17 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n17 >> 3))) + (bit<32>)(hdr.nib.n17 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n17 ^ 8)) - 1); \
+    hdr.fixed.v18 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n18 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n18 >> 3))) + (bit<32>)(hdr.nib.n18 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n18 ^ 8)) - 1); \
+    hdr.fixed.v19 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n19 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n19 >> 3))) + (bit<32>)(hdr.nib.n19 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n19 ^ 8)) - 1); \
+    hdr.fixed.v20 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n20 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n20 >> 3))) + (bit<32>)(hdr.nib.n20 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n20 ^ 8)) - 1); \
+    hdr.fixed.v21 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n21 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n21 >> 3))) + (bit<32>)(hdr.nib.n21 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n21 ^ 8)) - 1); \
+    hdr.fixed.v22 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n22 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n22 >> 3))) + (bit<32>)(hdr.nib.n22 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n22 ^ 8)) - 1); \
+    hdr.fixed.v23 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n23 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n23 >> 3))) + (bit<32>)(hdr.nib.n23 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n23 ^ 8)) - 1); \
+    hdr.fixed.v24 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n24 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n24 >> 3))) + (bit<32>)(hdr.nib.n24 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n24 ^ 8)) - 1); \
+    hdr.fixed.v25 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n25 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n25 >> 3))) + (bit<32>)(hdr.nib.n25 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n25 ^ 8)) - 1); \
+    hdr.fixed.v26 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n26 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n26 >> 3))) + (bit<32>)(hdr.nib.n26 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n26 ^ 8)) - 1); \
+    hdr.fixed.v27 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n27 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n27 >> 3))) + (bit<32>)(hdr.nib.n27 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n27 ^ 8)) - 1); \
+    hdr.fixed.v28 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n28 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n28 >> 3))) + (bit<32>)(hdr.nib.n28 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n28 ^ 8)) - 1); \
+    hdr.fixed.v29 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n29 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n29 >> 3))) + (bit<32>)(hdr.nib.n29 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n29 ^ 8)) - 1); \
+    hdr.fixed.v30 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n30 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n30 >> 3))) + (bit<32>)(hdr.nib.n30 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n30 ^ 8)) - 1); \
+    hdr.fixed.v31 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n31 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n31 >> 3))) + (bit<32>)(hdr.nib.n31 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n31 ^ 8)) - 1); \
+    hdr.fixed.v32 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n32 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n32 >> 3))) + (bit<32>)(hdr.nib.n32 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n32 ^ 8)) - 1); \
+    hdr.fixed.v33 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n33 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n33 >> 3))) + (bit<32>)(hdr.nib.n33 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n33 ^ 8)) - 1); \
+    hdr.fixed.v34 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n34 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n34 >> 3))) + (bit<32>)(hdr.nib.n34 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n34 ^ 8)) - 1); \
+    hdr.fixed.v35 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n35 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n35 >> 3))) + (bit<32>)(hdr.nib.n35 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n35 ^ 8)) - 1); \
+    hdr.fixed.v36 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n36 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n36 >> 3))) + (bit<32>)(hdr.nib.n36 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n36 ^ 8)) - 1); \
+    hdr.fixed.v37 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n37 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n37 >> 3))) + (bit<32>)(hdr.nib.n37 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n37 ^ 8)) - 1); \
+    hdr.fixed.v38 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n38 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n38 >> 3))) + (bit<32>)(hdr.nib.n38 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n38 ^ 8)) - 1); \
+    hdr.fixed.v39 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n39 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n39 >> 3))) + (bit<32>)(hdr.nib.n39 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n39 ^ 8)) - 1); \
+    hdr.fixed.v40 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n40 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n40 >> 3))) + (bit<32>)(hdr.nib.n40 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n40 ^ 8)) - 1); \
+    hdr.fixed.v41 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n41 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n41 >> 3))) + (bit<32>)(hdr.nib.n41 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n41 ^ 8)) - 1); \
+    hdr.fixed.v42 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n42 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n42 >> 3))) + (bit<32>)(hdr.nib.n42 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n42 ^ 8)) - 1); \
+    hdr.fixed.v43 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n43 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n43 >> 3))) + (bit<32>)(hdr.nib.n43 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n43 ^ 8)) - 1); \
+    hdr.fixed.v44 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n44 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n44 >> 3))) + (bit<32>)(hdr.nib.n44 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n44 ^ 8)) - 1); \
+    hdr.fixed.v45 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n45 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n45 >> 3))) + (bit<32>)(hdr.nib.n45 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n45 ^ 8)) - 1); \
+    hdr.fixed.v46 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n46 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n46 >> 3))) + (bit<32>)(hdr.nib.n46 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n46 ^ 8)) - 1); \
+    hdr.fixed.v47 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n47 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n47 >> 3))) + (bit<32>)(hdr.nib.n47 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n47 ^ 8)) - 1); \
+    hdr.fixed.v48 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n48 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n48 >> 3))) + (bit<32>)(hdr.nib.n48 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n48 ^ 8)) - 1); \
+    hdr.fixed.v49 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n49 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n49 >> 3))) + (bit<32>)(hdr.nib.n49 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n49 ^ 8)) - 1); \
+    hdr.fixed.v50 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n50 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n50 >> 3))) + (bit<32>)(hdr.nib.n50 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n50 ^ 8)) - 1); \
+    hdr.fixed.v51 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n51 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n51 >> 3))) + (bit<32>)(hdr.nib.n51 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n51 ^ 8)) - 1); \
+    hdr.fixed.v52 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n52 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n52 >> 3))) + (bit<32>)(hdr.nib.n52 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n52 ^ 8)) - 1); \
+    hdr.fixed.v53 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n53 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n53 >> 3))) + (bit<32>)(hdr.nib.n53 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n53 ^ 8)) - 1); \
+    hdr.fixed.v54 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n54 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n54 >> 3))) + (bit<32>)(hdr.nib.n54 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n54 ^ 8)) - 1); \
+    hdr.fixed.v55 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n55 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n55 >> 3))) + (bit<32>)(hdr.nib.n55 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n55 ^ 8)) - 1); \
+    hdr.fixed.v56 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n56 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n56 >> 3))) + (bit<32>)(hdr.nib.n56 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n56 ^ 8)) - 1); \
+    hdr.fixed.v57 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n57 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n57 >> 3))) + (bit<32>)(hdr.nib.n57 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n57 ^ 8)) - 1); \
+    hdr.fixed.v58 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n58 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n58 >> 3))) + (bit<32>)(hdr.nib.n58 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n58 ^ 8)) - 1); \
+    hdr.fixed.v59 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n59 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n59 >> 3))) + (bit<32>)(hdr.nib.n59 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n59 ^ 8)) - 1); \
+    hdr.fixed.v60 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n60 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n60 >> 3))) + (bit<32>)(hdr.nib.n60 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n60 ^ 8)) - 1); \
+    hdr.fixed.v61 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n61 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n61 >> 3))) + (bit<32>)(hdr.nib.n61 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n61 ^ 8)) - 1); \
+    hdr.fixed.v62 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n62 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n62 >> 3))) + (bit<32>)(hdr.nib.n62 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n62 ^ 8)) - 1); \
+    hdr.fixed.v63 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n63 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n63 >> 3))) + (bit<32>)(hdr.nib.n63 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n63 ^ 8)) - 1); \
+    hdr.fixed.v64 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n64 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n64 >> 3))) + (bit<32>)(hdr.nib.n64 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n64 ^ 8)) - 1); \
+    hdr.fixed.v65 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n65 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n65 >> 3))) + (bit<32>)(hdr.nib.n65 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n65 ^ 8)) - 1); \
+    hdr.fixed.v66 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n66 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n66 >> 3))) + (bit<32>)(hdr.nib.n66 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n66 ^ 8)) - 1); \
+    hdr.fixed.v67 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n67 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n67 >> 3))) + (bit<32>)(hdr.nib.n67 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n67 ^ 8)) - 1); \
+    hdr.fixed.v68 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n68 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n68 >> 3))) + (bit<32>)(hdr.nib.n68 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n68 ^ 8)) - 1); \
+    hdr.fixed.v69 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n69 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n69 >> 3))) + (bit<32>)(hdr.nib.n69 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n69 ^ 8)) - 1); \
+    hdr.fixed.v70 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n70 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n70 >> 3))) + (bit<32>)(hdr.nib.n70 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n70 ^ 8)) - 1); \
+    hdr.fixed.v71 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n71 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n71 >> 3))) + (bit<32>)(hdr.nib.n71 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n71 ^ 8)) - 1); \
+    hdr.fixed.v72 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n72 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n72 >> 3))) + (bit<32>)(hdr.nib.n72 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n72 ^ 8)) - 1); \
+    hdr.fixed.v73 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n73 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n73 >> 3))) + (bit<32>)(hdr.nib.n73 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n73 ^ 8)) - 1); \
+    hdr.fixed.v74 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n74 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n74 >> 3))) + (bit<32>)(hdr.nib.n74 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n74 ^ 8)) - 1); \
+    hdr.fixed.v75 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n75 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n75 >> 3))) + (bit<32>)(hdr.nib.n75 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n75 ^ 8)) - 1); \
+    hdr.fixed.v76 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n76 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n76 >> 3))) + (bit<32>)(hdr.nib.n76 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n76 ^ 8)) - 1); \
+    hdr.fixed.v77 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n77 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n77 >> 3))) + (bit<32>)(hdr.nib.n77 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n77 ^ 8)) - 1); \
+    hdr.fixed.v78 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n78 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n78 >> 3))) + (bit<32>)(hdr.nib.n78 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n78 ^ 8)) - 1); \
+    hdr.fixed.v79 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n79 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n79 >> 3))) + (bit<32>)(hdr.nib.n79 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n79 ^ 8)) - 1); \
+    hdr.fixed.v80 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n80 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n80 >> 3))) + (bit<32>)(hdr.nib.n80 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n80 ^ 8)) - 1); \
+    hdr.fixed.v81 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n81 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n81 >> 3))) + (bit<32>)(hdr.nib.n81 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n81 ^ 8)) - 1); \
+    hdr.fixed.v82 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n82 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n82 >> 3))) + (bit<32>)(hdr.nib.n82 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n82 ^ 8)) - 1); \
+    hdr.fixed.v83 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n83 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n83 >> 3))) + (bit<32>)(hdr.nib.n83 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n83 ^ 8)) - 1); \
+    hdr.fixed.v84 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n84 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n84 >> 3))) + (bit<32>)(hdr.nib.n84 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n84 ^ 8)) - 1); \
+    hdr.fixed.v85 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n85 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n85 >> 3))) + (bit<32>)(hdr.nib.n85 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n85 ^ 8)) - 1); \
+    hdr.fixed.v86 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n86 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n86 >> 3))) + (bit<32>)(hdr.nib.n86 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n86 ^ 8)) - 1); \
+    hdr.fixed.v87 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n87 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n87 >> 3))) + (bit<32>)(hdr.nib.n87 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n87 ^ 8)) - 1); \
+    hdr.fixed.v88 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n88 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n88 >> 3))) + (bit<32>)(hdr.nib.n88 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n88 ^ 8)) - 1); \
+    hdr.fixed.v89 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n89 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n89 >> 3))) + (bit<32>)(hdr.nib.n89 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n89 ^ 8)) - 1); \
+    hdr.fixed.v90 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n90 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n90 >> 3))) + (bit<32>)(hdr.nib.n90 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n90 ^ 8)) - 1); \
+    hdr.fixed.v91 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n91 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n91 >> 3))) + (bit<32>)(hdr.nib.n91 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n91 ^ 8)) - 1); \
+    hdr.fixed.v92 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n92 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n92 >> 3))) + (bit<32>)(hdr.nib.n92 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n92 ^ 8)) - 1); \
+    hdr.fixed.v93 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n93 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n93 >> 3))) + (bit<32>)(hdr.nib.n93 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n93 ^ 8)) - 1); \
+    hdr.fixed.v94 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n94 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n94 >> 3))) + (bit<32>)(hdr.nib.n94 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n94 ^ 8)) - 1); \
+    hdr.fixed.v95 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n95 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n95 >> 3))) + (bit<32>)(hdr.nib.n95 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n95 ^ 8)) - 1); \
+    hdr.fixed.v96 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n96 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n96 >> 3))) + (bit<32>)(hdr.nib.n96 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n96 ^ 8)) - 1); \
+    hdr.fixed.v97 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n97 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n97 >> 3))) + (bit<32>)(hdr.nib.n97 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n97 ^ 8)) - 1); \
+    hdr.fixed.v98 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n98 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n98 >> 3))) + (bit<32>)(hdr.nib.n98 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n98 ^ 8)) - 1); \
+    hdr.fixed.v99 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n99 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n99 >> 3))) + (bit<32>)(hdr.nib.n99 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n99 ^ 8)) - 1); \
+    hdr.fixed.v100 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n100 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n100 >> 3))) + (bit<32>)(hdr.nib.n100 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n100 ^ 8)) - 1); \
+    hdr.fixed.v101 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n101 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n101 >> 3))) + (bit<32>)(hdr.nib.n101 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n101 ^ 8)) - 1); \
+    hdr.fixed.v102 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n102 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n102 >> 3))) + (bit<32>)(hdr.nib.n102 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n102 ^ 8)) - 1); \
+    hdr.fixed.v103 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n103 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n103 >> 3))) + (bit<32>)(hdr.nib.n103 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n103 ^ 8)) - 1); \
+    hdr.fixed.v104 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n104 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n104 >> 3))) + (bit<32>)(hdr.nib.n104 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n104 ^ 8)) - 1); \
+    hdr.fixed.v105 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n105 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n105 >> 3))) + (bit<32>)(hdr.nib.n105 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n105 ^ 8)) - 1); \
+    hdr.fixed.v106 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n106 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n106 >> 3))) + (bit<32>)(hdr.nib.n106 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n106 ^ 8)) - 1); \
+    hdr.fixed.v107 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n107 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n107 >> 3))) + (bit<32>)(hdr.nib.n107 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n107 ^ 8)) - 1); \
+    hdr.fixed.v108 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n108 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n108 >> 3))) + (bit<32>)(hdr.nib.n108 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n108 ^ 8)) - 1); \
+    hdr.fixed.v109 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n109 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n109 >> 3))) + (bit<32>)(hdr.nib.n109 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n109 ^ 8)) - 1); \
+    hdr.fixed.v110 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n110 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n110 >> 3))) + (bit<32>)(hdr.nib.n110 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n110 ^ 8)) - 1); \
+    hdr.fixed.v111 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n111 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n111 >> 3))) + (bit<32>)(hdr.nib.n111 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n111 ^ 8)) - 1); \
+    hdr.fixed.v112 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n112 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n112 >> 3))) + (bit<32>)(hdr.nib.n112 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n112 ^ 8)) - 1); \
+    hdr.fixed.v113 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n113 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n113 >> 3))) + (bit<32>)(hdr.nib.n113 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n113 ^ 8)) - 1); \
+    hdr.fixed.v114 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n114 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n114 >> 3))) + (bit<32>)(hdr.nib.n114 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n114 ^ 8)) - 1); \
+    hdr.fixed.v115 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n115 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n115 >> 3))) + (bit<32>)(hdr.nib.n115 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n115 ^ 8)) - 1); \
+    hdr.fixed.v116 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n116 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n116 >> 3))) + (bit<32>)(hdr.nib.n116 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n116 ^ 8)) - 1); \
+    hdr.fixed.v117 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n117 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n117 >> 3))) + (bit<32>)(hdr.nib.n117 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n117 ^ 8)) - 1); \
+    hdr.fixed.v118 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n118 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n118 >> 3))) + (bit<32>)(hdr.nib.n118 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n118 ^ 8)) - 1); \
+    hdr.fixed.v119 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n119 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n119 >> 3))) + (bit<32>)(hdr.nib.n119 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n119 ^ 8)) - 1); \
+    hdr.fixed.v120 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n120 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n120 >> 3))) + (bit<32>)(hdr.nib.n120 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n120 ^ 8)) - 1); \
+    hdr.fixed.v121 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n121 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n121 >> 3))) + (bit<32>)(hdr.nib.n121 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n121 ^ 8)) - 1); \
+    hdr.fixed.v122 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n122 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n122 >> 3))) + (bit<32>)(hdr.nib.n122 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n122 ^ 8)) - 1); \
+    hdr.fixed.v123 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n123 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n123 >> 3))) + (bit<32>)(hdr.nib.n123 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n123 ^ 8)) - 1); \
+    hdr.fixed.v124 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n124 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n124 >> 3))) + (bit<32>)(hdr.nib.n124 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n124 ^ 8)) - 1); \
+    hdr.fixed.v125 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n125 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n125 >> 3))) + (bit<32>)(hdr.nib.n125 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n125 ^ 8)) - 1); \
+    hdr.fixed.v126 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n126 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n126 >> 3))) + (bit<32>)(hdr.nib.n126 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n126 ^ 8)) - 1); \
+    hdr.fixed.v127 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n127 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n127 >> 3))) + (bit<32>)(hdr.nib.n127 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n127 ^ 8)) - 1); \
+    hdr.fixed.v128 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n128 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n128 >> 3))) + (bit<32>)(hdr.nib.n128 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n128 ^ 8)) - 1); \
+    hdr.fixed.v129 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n129 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n129 >> 3))) + (bit<32>)(hdr.nib.n129 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n129 ^ 8)) - 1); \
+    hdr.fixed.v130 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n130 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n130 >> 3))) + (bit<32>)(hdr.nib.n130 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n130 ^ 8)) - 1); \
+    hdr.fixed.v131 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n131 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n131 >> 3))) + (bit<32>)(hdr.nib.n131 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n131 ^ 8)) - 1); \
+    hdr.fixed.v132 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n132 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n132 >> 3))) + (bit<32>)(hdr.nib.n132 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n132 ^ 8)) - 1); \
+    hdr.fixed.v133 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n133 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n133 >> 3))) + (bit<32>)(hdr.nib.n133 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n133 ^ 8)) - 1); \
+    hdr.fixed.v134 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n134 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n134 >> 3))) + (bit<32>)(hdr.nib.n134 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n134 ^ 8)) - 1); \
+    hdr.fixed.v135 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n135 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n135 >> 3))) + (bit<32>)(hdr.nib.n135 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n135 ^ 8)) - 1); \
+    hdr.fixed.v136 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n136 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n136 >> 3))) + (bit<32>)(hdr.nib.n136 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n136 ^ 8)) - 1); \
+    hdr.fixed.v137 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n137 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n137 >> 3))) + (bit<32>)(hdr.nib.n137 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n137 ^ 8)) - 1); \
+    hdr.fixed.v138 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n138 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n138 >> 3))) + (bit<32>)(hdr.nib.n138 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n138 ^ 8)) - 1); \
+    hdr.fixed.v139 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n139 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n139 >> 3))) + (bit<32>)(hdr.nib.n139 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n139 ^ 8)) - 1); \
+    hdr.fixed.v140 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n140 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n140 >> 3))) + (bit<32>)(hdr.nib.n140 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n140 ^ 8)) - 1); \
+    hdr.fixed.v141 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n141 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n141 >> 3))) + (bit<32>)(hdr.nib.n141 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n141 ^ 8)) - 1); \
+    hdr.fixed.v142 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n142 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n142 >> 3))) + (bit<32>)(hdr.nib.n142 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n142 ^ 8)) - 1); \
+    hdr.fixed.v143 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n143 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n143 >> 3))) + (bit<32>)(hdr.nib.n143 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n143 ^ 8)) - 1); \
+    hdr.fixed.v144 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n144 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n144 >> 3))) + (bit<32>)(hdr.nib.n144 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n144 ^ 8)) - 1); \
+    hdr.fixed.v145 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n145 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n145 >> 3))) + (bit<32>)(hdr.nib.n145 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n145 ^ 8)) - 1); \
+    hdr.fixed.v146 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n146 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n146 >> 3))) + (bit<32>)(hdr.nib.n146 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n146 ^ 8)) - 1); \
+    hdr.fixed.v147 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n147 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n147 >> 3))) + (bit<32>)(hdr.nib.n147 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n147 ^ 8)) - 1); \
+    hdr.fixed.v148 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n148 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n148 >> 3))) + (bit<32>)(hdr.nib.n148 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n148 ^ 8)) - 1); \
+    hdr.fixed.v149 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n149 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n149 >> 3))) + (bit<32>)(hdr.nib.n149 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n149 ^ 8)) - 1); \
+    hdr.fixed.v150 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n150 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n150 >> 3))) + (bit<32>)(hdr.nib.n150 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n150 ^ 8)) - 1); \
+    hdr.fixed.v151 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n151 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n151 >> 3))) + (bit<32>)(hdr.nib.n151 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n151 ^ 8)) - 1); \
+    hdr.fixed.v152 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n152 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n152 >> 3))) + (bit<32>)(hdr.nib.n152 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n152 ^ 8)) - 1); \
+    hdr.fixed.v153 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n153 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n153 >> 3))) + (bit<32>)(hdr.nib.n153 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n153 ^ 8)) - 1); \
+    hdr.fixed.v154 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n154 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n154 >> 3))) + (bit<32>)(hdr.nib.n154 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n154 ^ 8)) - 1); \
+    hdr.fixed.v155 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n155 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n155 >> 3))) + (bit<32>)(hdr.nib.n155 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n155 ^ 8)) - 1); \
+    hdr.fixed.v156 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n156 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n156 >> 3))) + (bit<32>)(hdr.nib.n156 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n156 ^ 8)) - 1); \
+    hdr.fixed.v157 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n157 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n157 >> 3))) + (bit<32>)(hdr.nib.n157 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n157 ^ 8)) - 1); \
+    hdr.fixed.v158 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n158 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n158 >> 3))) + (bit<32>)(hdr.nib.n158 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n158 ^ 8)) - 1); \
+    hdr.fixed.v159 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n159 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n159 >> 3))) + (bit<32>)(hdr.nib.n159 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n159 ^ 8)) - 1); \
+    hdr.fixed.v160 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n160 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n160 >> 3))) + (bit<32>)(hdr.nib.n160 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n160 ^ 8)) - 1); \
+    hdr.fixed.v161 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n161 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n161 >> 3))) + (bit<32>)(hdr.nib.n161 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n161 ^ 8)) - 1); \
+    hdr.fixed.v162 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n162 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n162 >> 3))) + (bit<32>)(hdr.nib.n162 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n162 ^ 8)) - 1); \
+    hdr.fixed.v163 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n163 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n163 >> 3))) + (bit<32>)(hdr.nib.n163 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n163 ^ 8)) - 1); \
+    hdr.fixed.v164 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n164 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n164 >> 3))) + (bit<32>)(hdr.nib.n164 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n164 ^ 8)) - 1); \
+    hdr.fixed.v165 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n165 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n165 >> 3))) + (bit<32>)(hdr.nib.n165 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n165 ^ 8)) - 1); \
+    hdr.fixed.v166 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n166 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n166 >> 3))) + (bit<32>)(hdr.nib.n166 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n166 ^ 8)) - 1); \
+    hdr.fixed.v167 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n167 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n167 >> 3))) + (bit<32>)(hdr.nib.n167 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n167 ^ 8)) - 1);
+
+#define DECODE_NAT4_1 \
+    hdr.fixed.v168 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n168 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n168 >> 3))) + (bit<32>)(hdr.nib.n168 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n168 ^ 8)) - 1); \
+    hdr.fixed.v169 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n169 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n169 >> 3))) + (bit<32>)(hdr.nib.n169 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n169 ^ 8)) - 1); \
+    hdr.fixed.v170 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n170 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n170 >> 3))) + (bit<32>)(hdr.nib.n170 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n170 ^ 8)) - 1); \
+    hdr.fixed.v171 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n171 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n171 >> 3))) + (bit<32>)(hdr.nib.n171 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n171 ^ 8)) - 1); \
+    hdr.fixed.v172 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n172 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n172 >> 3))) + (bit<32>)(hdr.nib.n172 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n172 ^ 8)) - 1); \
+    hdr.fixed.v173 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n173 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n173 >> 3))) + (bit<32>)(hdr.nib.n173 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n173 ^ 8)) - 1); \
+    hdr.fixed.v174 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n174 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n174 >> 3))) + (bit<32>)(hdr.nib.n174 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n174 ^ 8)) - 1); \
+    hdr.fixed.v175 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n175 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n175 >> 3))) + (bit<32>)(hdr.nib.n175 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n175 ^ 8)) - 1); \
+    hdr.fixed.v176 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n176 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n176 >> 3))) + (bit<32>)(hdr.nib.n176 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n176 ^ 8)) - 1); \
+    hdr.fixed.v177 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n177 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n177 >> 3))) + (bit<32>)(hdr.nib.n177 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n177 ^ 8)) - 1); \
+    hdr.fixed.v178 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n178 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n178 >> 3))) + (bit<32>)(hdr.nib.n178 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n178 ^ 8)) - 1); \
+    hdr.fixed.v179 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n179 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n179 >> 3))) + (bit<32>)(hdr.nib.n179 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n179 ^ 8)) - 1); \
+    hdr.fixed.v180 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n180 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n180 >> 3))) + (bit<32>)(hdr.nib.n180 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n180 ^ 8)) - 1); \
+    hdr.fixed.v181 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n181 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n181 >> 3))) + (bit<32>)(hdr.nib.n181 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n181 ^ 8)) - 1); \
+    hdr.fixed.v182 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n182 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n182 >> 3))) + (bit<32>)(hdr.nib.n182 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n182 ^ 8)) - 1); \
+    hdr.fixed.v183 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n183 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n183 >> 3))) + (bit<32>)(hdr.nib.n183 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n183 ^ 8)) - 1); \
+    hdr.fixed.v184 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n184 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n184 >> 3))) + (bit<32>)(hdr.nib.n184 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n184 ^ 8)) - 1); \
+    hdr.fixed.v185 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n185 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n185 >> 3))) + (bit<32>)(hdr.nib.n185 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n185 ^ 8)) - 1); \
+    hdr.fixed.v186 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n186 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n186 >> 3))) + (bit<32>)(hdr.nib.n186 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n186 ^ 8)) - 1); \
+    hdr.fixed.v187 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n187 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n187 >> 3))) + (bit<32>)(hdr.nib.n187 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n187 ^ 8)) - 1); \
+    hdr.fixed.v188 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n188 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n188 >> 3))) + (bit<32>)(hdr.nib.n188 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n188 ^ 8)) - 1); \
+    hdr.fixed.v189 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n189 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n189 >> 3))) + (bit<32>)(hdr.nib.n189 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n189 ^ 8)) - 1); \
+    hdr.fixed.v190 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n190 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n190 >> 3))) + (bit<32>)(hdr.nib.n190 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n190 ^ 8)) - 1); \
+    hdr.fixed.v191 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n191 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n191 >> 3))) + (bit<32>)(hdr.nib.n191 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n191 ^ 8)) - 1); \
+    hdr.fixed.v192 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n192 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n192 >> 3))) + (bit<32>)(hdr.nib.n192 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n192 ^ 8)) - 1); \
+    hdr.fixed.v193 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n193 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n193 >> 3))) + (bit<32>)(hdr.nib.n193 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n193 ^ 8)) - 1); \
+    hdr.fixed.v194 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n194 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n194 >> 3))) + (bit<32>)(hdr.nib.n194 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n194 ^ 8)) - 1); \
+    hdr.fixed.v195 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n195 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n195 >> 3))) + (bit<32>)(hdr.nib.n195 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n195 ^ 8)) - 1); \
+    hdr.fixed.v196 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n196 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n196 >> 3))) + (bit<32>)(hdr.nib.n196 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n196 ^ 8)) - 1); \
+    hdr.fixed.v197 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n197 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n197 >> 3))) + (bit<32>)(hdr.nib.n197 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n197 ^ 8)) - 1); \
+    hdr.fixed.v198 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n198 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n198 >> 3))) + (bit<32>)(hdr.nib.n198 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n198 ^ 8)) - 1); \
+    hdr.fixed.v199 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n199 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n199 >> 3))) + (bit<32>)(hdr.nib.n199 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n199 ^ 8)) - 1); \
+    hdr.fixed.v200 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n200 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n200 >> 3))) + (bit<32>)(hdr.nib.n200 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n200 ^ 8)) - 1); \
+    hdr.fixed.v201 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n201 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n201 >> 3))) + (bit<32>)(hdr.nib.n201 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n201 ^ 8)) - 1); \
+    hdr.fixed.v202 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n202 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n202 >> 3))) + (bit<32>)(hdr.nib.n202 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n202 ^ 8)) - 1); \
+    hdr.fixed.v203 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n203 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n203 >> 3))) + (bit<32>)(hdr.nib.n203 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n203 ^ 8)) - 1); \
+    hdr.fixed.v204 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n204 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n204 >> 3))) + (bit<32>)(hdr.nib.n204 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n204 ^ 8)) - 1); \
+    hdr.fixed.v205 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n205 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n205 >> 3))) + (bit<32>)(hdr.nib.n205 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n205 ^ 8)) - 1); \
+    hdr.fixed.v206 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n206 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n206 >> 3))) + (bit<32>)(hdr.nib.n206 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n206 ^ 8)) - 1); \
+    hdr.fixed.v207 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n207 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n207 >> 3))) + (bit<32>)(hdr.nib.n207 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n207 ^ 8)) - 1); \
+    hdr.fixed.v208 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n208 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n208 >> 3))) + (bit<32>)(hdr.nib.n208 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n208 ^ 8)) - 1); \
+    hdr.fixed.v209 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n209 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n209 >> 3))) + (bit<32>)(hdr.nib.n209 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n209 ^ 8)) - 1); \
+    hdr.fixed.v210 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n210 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n210 >> 3))) + (bit<32>)(hdr.nib.n210 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n210 ^ 8)) - 1); \
+    hdr.fixed.v211 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n211 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n211 >> 3))) + (bit<32>)(hdr.nib.n211 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n211 ^ 8)) - 1); \
+    hdr.fixed.v212 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n212 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n212 >> 3))) + (bit<32>)(hdr.nib.n212 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n212 ^ 8)) - 1); \
+    hdr.fixed.v213 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n213 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n213 >> 3))) + (bit<32>)(hdr.nib.n213 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n213 ^ 8)) - 1); \
+    hdr.fixed.v214 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n214 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n214 >> 3))) + (bit<32>)(hdr.nib.n214 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n214 ^ 8)) - 1); \
+    hdr.fixed.v215 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n215 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n215 >> 3))) + (bit<32>)(hdr.nib.n215 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n215 ^ 8)) - 1); \
+    hdr.fixed.v216 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n216 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n216 >> 3))) + (bit<32>)(hdr.nib.n216 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n216 ^ 8)) - 1); \
+    hdr.fixed.v217 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n217 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n217 >> 3))) + (bit<32>)(hdr.nib.n217 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n217 ^ 8)) - 1); \
+    hdr.fixed.v218 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n218 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n218 >> 3))) + (bit<32>)(hdr.nib.n218 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n218 ^ 8)) - 1); \
+    hdr.fixed.v219 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n219 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n219 >> 3))) + (bit<32>)(hdr.nib.n219 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n219 ^ 8)) - 1); \
+    hdr.fixed.v220 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n220 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n220 >> 3))) + (bit<32>)(hdr.nib.n220 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n220 ^ 8)) - 1); \
+    hdr.fixed.v221 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n221 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n221 >> 3))) + (bit<32>)(hdr.nib.n221 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n221 ^ 8)) - 1); \
+    hdr.fixed.v222 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n222 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n222 >> 3))) + (bit<32>)(hdr.nib.n222 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n222 ^ 8)) - 1); \
+    hdr.fixed.v223 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n223 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n223 >> 3))) + (bit<32>)(hdr.nib.n223 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n223 ^ 8)) - 1); \
+    hdr.fixed.v224 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n224 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n224 >> 3))) + (bit<32>)(hdr.nib.n224 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n224 ^ 8)) - 1); \
+    hdr.fixed.v225 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n225 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n225 >> 3))) + (bit<32>)(hdr.nib.n225 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n225 ^ 8)) - 1); \
+    hdr.fixed.v226 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n226 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n226 >> 3))) + (bit<32>)(hdr.nib.n226 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n226 ^ 8)) - 1); \
+    hdr.fixed.v227 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n227 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n227 >> 3))) + (bit<32>)(hdr.nib.n227 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n227 ^ 8)) - 1); \
+    hdr.fixed.v228 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n228 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n228 >> 3))) + (bit<32>)(hdr.nib.n228 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n228 ^ 8)) - 1); \
+    hdr.fixed.v229 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n229 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n229 >> 3))) + (bit<32>)(hdr.nib.n229 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n229 ^ 8)) - 1); \
+    hdr.fixed.v230 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n230 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n230 >> 3))) + (bit<32>)(hdr.nib.n230 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n230 ^ 8)) - 1); \
+    hdr.fixed.v231 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n231 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n231 >> 3))) + (bit<32>)(hdr.nib.n231 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n231 ^ 8)) - 1); \
+    hdr.fixed.v232 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n232 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n232 >> 3))) + (bit<32>)(hdr.nib.n232 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n232 ^ 8)) - 1); \
+    hdr.fixed.v233 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n233 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n233 >> 3))) + (bit<32>)(hdr.nib.n233 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n233 ^ 8)) - 1); \
+    hdr.fixed.v234 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n234 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n234 >> 3))) + (bit<32>)(hdr.nib.n234 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n234 ^ 8)) - 1); \
+    hdr.fixed.v235 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n235 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n235 >> 3))) + (bit<32>)(hdr.nib.n235 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n235 ^ 8)) - 1); \
+    hdr.fixed.v236 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n236 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n236 >> 3))) + (bit<32>)(hdr.nib.n236 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n236 ^ 8)) - 1); \
+    hdr.fixed.v237 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n237 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n237 >> 3))) + (bit<32>)(hdr.nib.n237 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n237 ^ 8)) - 1); \
+    hdr.fixed.v238 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n238 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n238 >> 3))) + (bit<32>)(hdr.nib.n238 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n238 ^ 8)) - 1); \
+    hdr.fixed.v239 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n239 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n239 >> 3))) + (bit<32>)(hdr.nib.n239 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n239 ^ 8)) - 1); \
+    hdr.fixed.v240 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n240 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n240 >> 3))) + (bit<32>)(hdr.nib.n240 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n240 ^ 8)) - 1); \
+    hdr.fixed.v241 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n241 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n241 >> 3))) + (bit<32>)(hdr.nib.n241 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n241 ^ 8)) - 1); \
+    hdr.fixed.v242 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n242 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n242 >> 3))) + (bit<32>)(hdr.nib.n242 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n242 ^ 8)) - 1); \
+    hdr.fixed.v243 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n243 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n243 >> 3))) + (bit<32>)(hdr.nib.n243 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n243 ^ 8)) - 1); \
+    hdr.fixed.v244 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n244 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n244 >> 3))) + (bit<32>)(hdr.nib.n244 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n244 ^ 8)) - 1); \
+    hdr.fixed.v245 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n245 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n245 >> 3))) + (bit<32>)(hdr.nib.n245 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n245 ^ 8)) - 1); \
+    hdr.fixed.v246 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n246 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n246 >> 3))) + (bit<32>)(hdr.nib.n246 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n246 ^ 8)) - 1); \
+    hdr.fixed.v247 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n247 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n247 >> 3))) + (bit<32>)(hdr.nib.n247 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n247 ^ 8)) - 1); \
+    hdr.fixed.v248 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n248 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n248 >> 3))) + (bit<32>)(hdr.nib.n248 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n248 ^ 8)) - 1); \
+    hdr.fixed.v249 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n249 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n249 >> 3))) + (bit<32>)(hdr.nib.n249 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n249 ^ 8)) - 1); \
+    hdr.fixed.v250 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n250 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n250 >> 3))) + (bit<32>)(hdr.nib.n250 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n250 ^ 8)) - 1); \
+    hdr.fixed.v251 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n251 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n251 >> 3))) + (bit<32>)(hdr.nib.n251 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n251 ^ 8)) - 1); \
+    hdr.fixed.v252 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n252 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n252 >> 3))) + (bit<32>)(hdr.nib.n252 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n252 ^ 8)) - 1); \
+    hdr.fixed.v253 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n253 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n253 >> 3))) + (bit<32>)(hdr.nib.n253 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n253 ^ 8)) - 1); \
+    hdr.fixed.v254 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n254 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n254 >> 3))) + (bit<32>)(hdr.nib.n254 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n254 ^ 8)) - 1); \
+    hdr.fixed.v255 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n255 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n255 >> 3))) + (bit<32>)(hdr.nib.n255 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n255 ^ 8)) - 1); \
+    hdr.fixed.v256 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n256 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n256 >> 3))) + (bit<32>)(hdr.nib.n256 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n256 ^ 8)) - 1); \
+    hdr.fixed.v257 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n257 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n257 >> 3))) + (bit<32>)(hdr.nib.n257 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n257 ^ 8)) - 1); \
+    hdr.fixed.v258 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n258 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n258 >> 3))) + (bit<32>)(hdr.nib.n258 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n258 ^ 8)) - 1); \
+    hdr.fixed.v259 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n259 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n259 >> 3))) + (bit<32>)(hdr.nib.n259 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n259 ^ 8)) - 1); \
+    hdr.fixed.v260 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n260 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n260 >> 3))) + (bit<32>)(hdr.nib.n260 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n260 ^ 8)) - 1); \
+    hdr.fixed.v261 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n261 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n261 >> 3))) + (bit<32>)(hdr.nib.n261 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n261 ^ 8)) - 1); \
+    hdr.fixed.v262 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n262 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n262 >> 3))) + (bit<32>)(hdr.nib.n262 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n262 ^ 8)) - 1); \
+    hdr.fixed.v263 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n263 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n263 >> 3))) + (bit<32>)(hdr.nib.n263 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n263 ^ 8)) - 1); \
+    hdr.fixed.v264 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n264 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n264 >> 3))) + (bit<32>)(hdr.nib.n264 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n264 ^ 8)) - 1); \
+    hdr.fixed.v265 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n265 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n265 >> 3))) + (bit<32>)(hdr.nib.n265 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n265 ^ 8)) - 1); \
+    hdr.fixed.v266 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n266 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n266 >> 3))) + (bit<32>)(hdr.nib.n266 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n266 ^ 8)) - 1); \
+    hdr.fixed.v267 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n267 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n267 >> 3))) + (bit<32>)(hdr.nib.n267 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n267 ^ 8)) - 1); \
+    hdr.fixed.v268 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n268 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n268 >> 3))) + (bit<32>)(hdr.nib.n268 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n268 ^ 8)) - 1); \
+    hdr.fixed.v269 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n269 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n269 >> 3))) + (bit<32>)(hdr.nib.n269 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n269 ^ 8)) - 1); \
+    hdr.fixed.v270 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n270 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n270 >> 3))) + (bit<32>)(hdr.nib.n270 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n270 ^ 8)) - 1); \
+    hdr.fixed.v271 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n271 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n271 >> 3))) + (bit<32>)(hdr.nib.n271 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n271 ^ 8)) - 1); \
+    hdr.fixed.v272 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n272 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n272 >> 3))) + (bit<32>)(hdr.nib.n272 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n272 ^ 8)) - 1); \
+    hdr.fixed.v273 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n273 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n273 >> 3))) + (bit<32>)(hdr.nib.n273 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n273 ^ 8)) - 1); \
+    hdr.fixed.v274 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n274 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n274 >> 3))) + (bit<32>)(hdr.nib.n274 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n274 ^ 8)) - 1); \
+    hdr.fixed.v275 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n275 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n275 >> 3))) + (bit<32>)(hdr.nib.n275 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n275 ^ 8)) - 1); \
+    hdr.fixed.v276 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n276 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n276 >> 3))) + (bit<32>)(hdr.nib.n276 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n276 ^ 8)) - 1); \
+    hdr.fixed.v277 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n277 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n277 >> 3))) + (bit<32>)(hdr.nib.n277 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n277 ^ 8)) - 1); \
+    hdr.fixed.v278 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n278 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n278 >> 3))) + (bit<32>)(hdr.nib.n278 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n278 ^ 8)) - 1); \
+    hdr.fixed.v279 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n279 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n279 >> 3))) + (bit<32>)(hdr.nib.n279 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n279 ^ 8)) - 1); \
+    hdr.fixed.v280 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n280 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n280 >> 3))) + (bit<32>)(hdr.nib.n280 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n280 ^ 8)) - 1); \
+    hdr.fixed.v281 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n281 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n281 >> 3))) + (bit<32>)(hdr.nib.n281 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n281 ^ 8)) - 1); \
+    hdr.fixed.v282 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n282 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n282 >> 3))) + (bit<32>)(hdr.nib.n282 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n282 ^ 8)) - 1); \
+    hdr.fixed.v283 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n283 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n283 >> 3))) + (bit<32>)(hdr.nib.n283 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n283 ^ 8)) - 1); \
+    hdr.fixed.v284 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n284 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n284 >> 3))) + (bit<32>)(hdr.nib.n284 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n284 ^ 8)) - 1); \
+    hdr.fixed.v285 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n285 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n285 >> 3))) + (bit<32>)(hdr.nib.n285 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n285 ^ 8)) - 1); \
+    hdr.fixed.v286 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n286 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n286 >> 3))) + (bit<32>)(hdr.nib.n286 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n286 ^ 8)) - 1); \
+    hdr.fixed.v287 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n287 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n287 >> 3))) + (bit<32>)(hdr.nib.n287 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n287 ^ 8)) - 1); \
+    hdr.fixed.v288 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n288 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n288 >> 3))) + (bit<32>)(hdr.nib.n288 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n288 ^ 8)) - 1); \
+    hdr.fixed.v289 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n289 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n289 >> 3))) + (bit<32>)(hdr.nib.n289 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n289 ^ 8)) - 1); \
+    hdr.fixed.v290 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n290 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n290 >> 3))) + (bit<32>)(hdr.nib.n290 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n290 ^ 8)) - 1); \
+    hdr.fixed.v291 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n291 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n291 >> 3))) + (bit<32>)(hdr.nib.n291 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n291 ^ 8)) - 1); \
+    hdr.fixed.v292 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n292 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n292 >> 3))) + (bit<32>)(hdr.nib.n292 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n292 ^ 8)) - 1); \
+    hdr.fixed.v293 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n293 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n293 >> 3))) + (bit<32>)(hdr.nib.n293 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n293 ^ 8)) - 1); \
+    hdr.fixed.v294 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n294 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n294 >> 3))) + (bit<32>)(hdr.nib.n294 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n294 ^ 8)) - 1); \
+    hdr.fixed.v295 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n295 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n295 >> 3))) + (bit<32>)(hdr.nib.n295 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n295 ^ 8)) - 1); \
+    hdr.fixed.v296 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n296 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n296 >> 3))) + (bit<32>)(hdr.nib.n296 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n296 ^ 8)) - 1); \
+    hdr.fixed.v297 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n297 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n297 >> 3))) + (bit<32>)(hdr.nib.n297 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n297 ^ 8)) - 1); \
+    hdr.fixed.v298 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n298 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n298 >> 3))) + (bit<32>)(hdr.nib.n298 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n298 ^ 8)) - 1); \
+    hdr.fixed.v299 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n299 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n299 >> 3))) + (bit<32>)(hdr.nib.n299 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n299 ^ 8)) - 1); \
+    hdr.fixed.v300 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n300 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n300 >> 3))) + (bit<32>)(hdr.nib.n300 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n300 ^ 8)) - 1); \
+    hdr.fixed.v301 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n301 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n301 >> 3))) + (bit<32>)(hdr.nib.n301 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n301 ^ 8)) - 1); \
+    hdr.fixed.v302 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n302 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n302 >> 3))) + (bit<32>)(hdr.nib.n302 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n302 ^ 8)) - 1); \
+    hdr.fixed.v303 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n303 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n303 >> 3))) + (bit<32>)(hdr.nib.n303 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n303 ^ 8)) - 1); \
+    hdr.fixed.v304 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n304 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n304 >> 3))) + (bit<32>)(hdr.nib.n304 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n304 ^ 8)) - 1); \
+    hdr.fixed.v305 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n305 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n305 >> 3))) + (bit<32>)(hdr.nib.n305 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n305 ^ 8)) - 1); \
+    hdr.fixed.v306 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n306 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n306 >> 3))) + (bit<32>)(hdr.nib.n306 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n306 ^ 8)) - 1); \
+    hdr.fixed.v307 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n307 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n307 >> 3))) + (bit<32>)(hdr.nib.n307 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n307 ^ 8)) - 1); \
+    hdr.fixed.v308 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n308 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n308 >> 3))) + (bit<32>)(hdr.nib.n308 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n308 ^ 8)) - 1); \
+    hdr.fixed.v309 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n309 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n309 >> 3))) + (bit<32>)(hdr.nib.n309 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n309 ^ 8)) - 1); \
+    hdr.fixed.v310 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n310 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n310 >> 3))) + (bit<32>)(hdr.nib.n310 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n310 ^ 8)) - 1); \
+    hdr.fixed.v311 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n311 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n311 >> 3))) + (bit<32>)(hdr.nib.n311 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n311 ^ 8)) - 1); \
+    hdr.fixed.v312 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n312 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n312 >> 3))) + (bit<32>)(hdr.nib.n312 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n312 ^ 8)) - 1); \
+    hdr.fixed.v313 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n313 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n313 >> 3))) + (bit<32>)(hdr.nib.n313 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n313 ^ 8)) - 1); \
+    hdr.fixed.v314 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n314 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n314 >> 3))) + (bit<32>)(hdr.nib.n314 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n314 ^ 8)) - 1); \
+    hdr.fixed.v315 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n315 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n315 >> 3))) + (bit<32>)(hdr.nib.n315 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n315 ^ 8)) - 1); \
+    hdr.fixed.v316 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n316 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n316 >> 3))) + (bit<32>)(hdr.nib.n316 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n316 ^ 8)) - 1); \
+    hdr.fixed.v317 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n317 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n317 >> 3))) + (bit<32>)(hdr.nib.n317 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n317 ^ 8)) - 1); \
+    hdr.fixed.v318 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n318 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n318 >> 3))) + (bit<32>)(hdr.nib.n318 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n318 ^ 8)) - 1); \
+    hdr.fixed.v319 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n319 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n319 >> 3))) + (bit<32>)(hdr.nib.n319 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n319 ^ 8)) - 1); \
+    hdr.fixed.v320 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n320 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n320 >> 3))) + (bit<32>)(hdr.nib.n320 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n320 ^ 8)) - 1); \
+    hdr.fixed.v321 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n321 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n321 >> 3))) + (bit<32>)(hdr.nib.n321 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n321 ^ 8)) - 1); \
+    hdr.fixed.v322 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n322 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n322 >> 3))) + (bit<32>)(hdr.nib.n322 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n322 ^ 8)) - 1); \
+    hdr.fixed.v323 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n323 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n323 >> 3))) + (bit<32>)(hdr.nib.n323 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n323 ^ 8)) - 1); \
+    hdr.fixed.v324 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n324 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n324 >> 3))) + (bit<32>)(hdr.nib.n324 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n324 ^ 8)) - 1); \
+    hdr.fixed.v325 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n325 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n325 >> 3))) + (bit<32>)(hdr.nib.n325 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n325 ^ 8)) - 1); \
+    hdr.fixed.v326 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n326 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n326 >> 3))) + (bit<32>)(hdr.nib.n326 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n326 ^ 8)) - 1); \
+    hdr.fixed.v327 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n327 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n327 >> 3))) + (bit<32>)(hdr.nib.n327 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n327 ^ 8)) - 1); \
+    hdr.fixed.v328 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n328 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n328 >> 3))) + (bit<32>)(hdr.nib.n328 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n328 ^ 8)) - 1); \
+    hdr.fixed.v329 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n329 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n329 >> 3))) + (bit<32>)(hdr.nib.n329 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n329 ^ 8)) - 1); \
+    hdr.fixed.v330 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n330 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n330 >> 3))) + (bit<32>)(hdr.nib.n330 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n330 ^ 8)) - 1); \
+    hdr.fixed.v331 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n331 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n331 >> 3))) + (bit<32>)(hdr.nib.n331 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n331 ^ 8)) - 1); \
+    hdr.fixed.v332 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n332 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n332 >> 3))) + (bit<32>)(hdr.nib.n332 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n332 ^ 8)) - 1); \
+    hdr.fixed.v333 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n333 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n333 >> 3))) + (bit<32>)(hdr.nib.n333 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n333 ^ 8)) - 1); \
+    hdr.fixed.v334 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n334 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n334 >> 3))) + (bit<32>)(hdr.nib.n334 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n334 ^ 8)) - 1); \
+    hdr.fixed.v335 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n335 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n335 >> 3))) + (bit<32>)(hdr.nib.n335 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n335 ^ 8)) - 1); \
+    hdr.fixed.v336 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n336 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n336 >> 3))) + (bit<32>)(hdr.nib.n336 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n336 ^ 8)) - 1); \
+    hdr.fixed.v337 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n337 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n337 >> 3))) + (bit<32>)(hdr.nib.n337 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n337 ^ 8)) - 1); \
+    hdr.fixed.v338 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n338 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n338 >> 3))) + (bit<32>)(hdr.nib.n338 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n338 ^ 8)) - 1); \
+    hdr.fixed.v339 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n339 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n339 >> 3))) + (bit<32>)(hdr.nib.n339 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n339 ^ 8)) - 1); \
+    hdr.fixed.v340 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n340 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n340 >> 3))) + (bit<32>)(hdr.nib.n340 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n340 ^ 8)) - 1); \
+    hdr.fixed.v341 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n341 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n341 >> 3))) + (bit<32>)(hdr.nib.n341 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n341 ^ 8)) - 1); \
+    hdr.fixed.v342 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n342 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n342 >> 3))) + (bit<32>)(hdr.nib.n342 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n342 ^ 8)) - 1); \
+    hdr.fixed.v343 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n343 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n343 >> 3))) + (bit<32>)(hdr.nib.n343 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n343 ^ 8)) - 1); \
+    hdr.fixed.v344 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n344 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n344 >> 3))) + (bit<32>)(hdr.nib.n344 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n344 ^ 8)) - 1); \
+    hdr.fixed.v345 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n345 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n345 >> 3))) + (bit<32>)(hdr.nib.n345 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n345 ^ 8)) - 1); \
+    hdr.fixed.v346 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n346 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n346 >> 3))) + (bit<32>)(hdr.nib.n346 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n346 ^ 8)) - 1); \
+    hdr.fixed.v347 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n347 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n347 >> 3))) + (bit<32>)(hdr.nib.n347 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n347 ^ 8)) - 1); \
+    hdr.fixed.v348 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n348 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n348 >> 3))) + (bit<32>)(hdr.nib.n348 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n348 ^ 8)) - 1); \
+    hdr.fixed.v349 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n349 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n349 >> 3))) + (bit<32>)(hdr.nib.n349 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n349 ^ 8)) - 1); \
+    hdr.fixed.v350 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n350 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n350 >> 3))) + (bit<32>)(hdr.nib.n350 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n350 ^ 8)) - 1); \
+    hdr.fixed.v351 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n351 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n351 >> 3))) + (bit<32>)(hdr.nib.n351 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n351 ^ 8)) - 1); \
+    hdr.fixed.v352 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n352 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n352 >> 3))) + (bit<32>)(hdr.nib.n352 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n352 ^ 8)) - 1); \
+    hdr.fixed.v353 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n353 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n353 >> 3))) + (bit<32>)(hdr.nib.n353 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n353 ^ 8)) - 1); \
+    hdr.fixed.v354 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n354 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n354 >> 3))) + (bit<32>)(hdr.nib.n354 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n354 ^ 8)) - 1); \
+    hdr.fixed.v355 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n355 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n355 >> 3))) + (bit<32>)(hdr.nib.n355 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n355 ^ 8)) - 1); \
+    hdr.fixed.v356 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n356 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n356 >> 3))) + (bit<32>)(hdr.nib.n356 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n356 ^ 8)) - 1); \
+    hdr.fixed.v357 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n357 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n357 >> 3))) + (bit<32>)(hdr.nib.n357 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n357 ^ 8)) - 1); \
+    hdr.fixed.v358 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n358 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n358 >> 3))) + (bit<32>)(hdr.nib.n358 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n358 ^ 8)) - 1); \
+    hdr.fixed.v359 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n359 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n359 >> 3))) + (bit<32>)(hdr.nib.n359 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n359 ^ 8)) - 1); \
+    hdr.fixed.v360 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n360 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n360 >> 3))) + (bit<32>)(hdr.nib.n360 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n360 ^ 8)) - 1); \
+    hdr.fixed.v361 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n361 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n361 >> 3))) + (bit<32>)(hdr.nib.n361 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n361 ^ 8)) - 1); \
+    hdr.fixed.v362 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n362 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n362 >> 3))) + (bit<32>)(hdr.nib.n362 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n362 ^ 8)) - 1); \
+    hdr.fixed.v363 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n363 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n363 >> 3))) + (bit<32>)(hdr.nib.n363 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n363 ^ 8)) - 1); \
+    hdr.fixed.v364 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n364 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n364 >> 3))) + (bit<32>)(hdr.nib.n364 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n364 ^ 8)) - 1); \
+    hdr.fixed.v365 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n365 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n365 >> 3))) + (bit<32>)(hdr.nib.n365 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n365 ^ 8)) - 1); \
+    hdr.fixed.v366 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n366 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n366 >> 3))) + (bit<32>)(hdr.nib.n366 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n366 ^ 8)) - 1); \
+    hdr.fixed.v367 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n367 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n367 >> 3))) + (bit<32>)(hdr.nib.n367 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n367 ^ 8)) - 1); \
+    hdr.fixed.v368 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n368 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n368 >> 3))) + (bit<32>)(hdr.nib.n368 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n368 ^ 8)) - 1); \
+    hdr.fixed.v369 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n369 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n369 >> 3))) + (bit<32>)(hdr.nib.n369 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n369 ^ 8)) - 1); \
+    hdr.fixed.v370 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n370 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n370 >> 3))) + (bit<32>)(hdr.nib.n370 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n370 ^ 8)) - 1); \
+    hdr.fixed.v371 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n371 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n371 >> 3))) + (bit<32>)(hdr.nib.n371 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n371 ^ 8)) - 1); \
+    hdr.fixed.v372 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n372 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n372 >> 3))) + (bit<32>)(hdr.nib.n372 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n372 ^ 8)) - 1); \
+    hdr.fixed.v373 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n373 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n373 >> 3))) + (bit<32>)(hdr.nib.n373 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n373 ^ 8)) - 1); \
+    hdr.fixed.v374 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n374 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n374 >> 3))) + (bit<32>)(hdr.nib.n374 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n374 ^ 8)) - 1); \
+    hdr.fixed.v375 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n375 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n375 >> 3))) + (bit<32>)(hdr.nib.n375 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n375 ^ 8)) - 1); \
+    hdr.fixed.v376 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n376 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n376 >> 3))) + (bit<32>)(hdr.nib.n376 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n376 ^ 8)) - 1); \
+    hdr.fixed.v377 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n377 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n377 >> 3))) + (bit<32>)(hdr.nib.n377 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n377 ^ 8)) - 1); \
+    hdr.fixed.v378 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n378 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n378 >> 3))) + (bit<32>)(hdr.nib.n378 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n378 ^ 8)) - 1); \
+    hdr.fixed.v379 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n379 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n379 >> 3))) + (bit<32>)(hdr.nib.n379 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n379 ^ 8)) - 1); \
+    hdr.fixed.v380 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n380 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n380 >> 3))) + (bit<32>)(hdr.nib.n380 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n380 ^ 8)) - 1); \
+    hdr.fixed.v381 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n381 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n381 >> 3))) + (bit<32>)(hdr.nib.n381 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n381 ^ 8)) - 1); \
+    hdr.fixed.v382 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n382 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n382 >> 3))) + (bit<32>)(hdr.nib.n382 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n382 ^ 8)) - 1); \
+    hdr.fixed.v383 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n383 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n383 >> 3))) + (bit<32>)(hdr.nib.n383 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n383 ^ 8)) - 1); \
+    hdr.fixed.v384 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n384 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n384 >> 3))) + (bit<32>)(hdr.nib.n384 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n384 ^ 8)) - 1); \
+    hdr.fixed.v385 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n385 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n385 >> 3))) + (bit<32>)(hdr.nib.n385 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n385 ^ 8)) - 1); \
+    hdr.fixed.v386 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n386 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n386 >> 3))) + (bit<32>)(hdr.nib.n386 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n386 ^ 8)) - 1); \
+    hdr.fixed.v387 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n387 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n387 >> 3))) + (bit<32>)(hdr.nib.n387 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n387 ^ 8)) - 1); \
+    hdr.fixed.v388 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n388 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n388 >> 3))) + (bit<32>)(hdr.nib.n388 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n388 ^ 8)) - 1); \
+    hdr.fixed.v389 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n389 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n389 >> 3))) + (bit<32>)(hdr.nib.n389 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n389 ^ 8)) - 1); \
+    hdr.fixed.v390 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n390 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n390 >> 3))) + (bit<32>)(hdr.nib.n390 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n390 ^ 8)) - 1); \
+    hdr.fixed.v391 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n391 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n391 >> 3))) + (bit<32>)(hdr.nib.n391 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n391 ^ 8)) - 1); \
+    hdr.fixed.v392 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n392 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n392 >> 3))) + (bit<32>)(hdr.nib.n392 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n392 ^ 8)) - 1); \
+    hdr.fixed.v393 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n393 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n393 >> 3))) + (bit<32>)(hdr.nib.n393 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n393 ^ 8)) - 1); \
+    hdr.fixed.v394 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n394 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n394 >> 3))) + (bit<32>)(hdr.nib.n394 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n394 ^ 8)) - 1); \
+    hdr.fixed.v395 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n395 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n395 >> 3))) + (bit<32>)(hdr.nib.n395 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n395 ^ 8)) - 1); \
+    hdr.fixed.v396 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n396 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n396 >> 3))) + (bit<32>)(hdr.nib.n396 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n396 ^ 8)) - 1); \
+    hdr.fixed.v397 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n397 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n397 >> 3))) + (bit<32>)(hdr.nib.n397 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n397 ^ 8)) - 1); \
+    hdr.fixed.v398 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n398 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n398 >> 3))) + (bit<32>)(hdr.nib.n398 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n398 ^ 8)) - 1); \
+    hdr.fixed.v399 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n399 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n399 >> 3))) + (bit<32>)(hdr.nib.n399 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n399 ^ 8)) - 1); \
+    hdr.fixed.v400 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n400 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n400 >> 3))) + (bit<32>)(hdr.nib.n400 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n400 ^ 8)) - 1); \
+    hdr.fixed.v401 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n401 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n401 >> 3))) + (bit<32>)(hdr.nib.n401 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n401 ^ 8)) - 1); \
+    hdr.fixed.v402 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n402 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n402 >> 3))) + (bit<32>)(hdr.nib.n402 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n402 ^ 8)) - 1); \
+    hdr.fixed.v403 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n403 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n403 >> 3))) + (bit<32>)(hdr.nib.n403 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n403 ^ 8)) - 1); \
+    hdr.fixed.v404 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n404 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n404 >> 3))) + (bit<32>)(hdr.nib.n404 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n404 ^ 8)) - 1); \
+    hdr.fixed.v405 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n405 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n405 >> 3))) + (bit<32>)(hdr.nib.n405 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n405 ^ 8)) - 1); \
+    hdr.fixed.v406 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n406 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n406 >> 3))) + (bit<32>)(hdr.nib.n406 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n406 ^ 8)) - 1); \
+    hdr.fixed.v407 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n407 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n407 >> 3))) + (bit<32>)(hdr.nib.n407 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n407 ^ 8)) - 1); \
+    hdr.fixed.v408 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n408 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n408 >> 3))) + (bit<32>)(hdr.nib.n408 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n408 ^ 8)) - 1); \
+    hdr.fixed.v409 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n409 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n409 >> 3))) + (bit<32>)(hdr.nib.n409 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n409 ^ 8)) - 1); \
+    hdr.fixed.v410 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n410 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n410 >> 3))) + (bit<32>)(hdr.nib.n410 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n410 ^ 8)) - 1); \
+    hdr.fixed.v411 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n411 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n411 >> 3))) + (bit<32>)(hdr.nib.n411 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n411 ^ 8)) - 1); \
+    hdr.fixed.v412 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n412 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n412 >> 3))) + (bit<32>)(hdr.nib.n412 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n412 ^ 8)) - 1); \
+    hdr.fixed.v413 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n413 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n413 >> 3))) + (bit<32>)(hdr.nib.n413 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n413 ^ 8)) - 1); \
+    hdr.fixed.v414 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n414 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n414 >> 3))) + (bit<32>)(hdr.nib.n414 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n414 ^ 8)) - 1); \
+    hdr.fixed.v415 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n415 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n415 >> 3))) + (bit<32>)(hdr.nib.n415 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n415 ^ 8)) - 1); \
+    hdr.fixed.v416 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n416 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n416 >> 3))) + (bit<32>)(hdr.nib.n416 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n416 ^ 8)) - 1); \
+    hdr.fixed.v417 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n417 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n417 >> 3))) + (bit<32>)(hdr.nib.n417 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n417 ^ 8)) - 1); \
+    hdr.fixed.v418 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n418 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n418 >> 3))) + (bit<32>)(hdr.nib.n418 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n418 ^ 8)) - 1); \
+    hdr.fixed.v419 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n419 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n419 >> 3))) + (bit<32>)(hdr.nib.n419 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n419 ^ 8)) - 1); \
+    hdr.fixed.v420 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n420 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n420 >> 3))) + (bit<32>)(hdr.nib.n420 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n420 ^ 8)) - 1); \
+    hdr.fixed.v421 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n421 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n421 >> 3))) + (bit<32>)(hdr.nib.n421 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n421 ^ 8)) - 1); \
+    hdr.fixed.v422 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n422 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n422 >> 3))) + (bit<32>)(hdr.nib.n422 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n422 ^ 8)) - 1); \
+    hdr.fixed.v423 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n423 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n423 >> 3))) + (bit<32>)(hdr.nib.n423 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n423 ^ 8)) - 1); \
+    hdr.fixed.v424 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n424 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n424 >> 3))) + (bit<32>)(hdr.nib.n424 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n424 ^ 8)) - 1); \
+    hdr.fixed.v425 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n425 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n425 >> 3))) + (bit<32>)(hdr.nib.n425 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n425 ^ 8)) - 1); \
+    hdr.fixed.v426 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n426 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n426 >> 3))) + (bit<32>)(hdr.nib.n426 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n426 ^ 8)) - 1); \
+    hdr.fixed.v427 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n427 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n427 >> 3))) + (bit<32>)(hdr.nib.n427 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n427 ^ 8)) - 1); \
+    hdr.fixed.v428 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n428 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n428 >> 3))) + (bit<32>)(hdr.nib.n428 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n428 ^ 8)) - 1); \
+    hdr.fixed.v429 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n429 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n429 >> 3))) + (bit<32>)(hdr.nib.n429 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n429 ^ 8)) - 1); \
+    hdr.fixed.v430 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n430 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n430 >> 3))) + (bit<32>)(hdr.nib.n430 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n430 ^ 8)) - 1); \
+    hdr.fixed.v431 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n431 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n431 >> 3))) + (bit<32>)(hdr.nib.n431 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n431 ^ 8)) - 1); \
+    hdr.fixed.v432 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n432 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n432 >> 3))) + (bit<32>)(hdr.nib.n432 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n432 ^ 8)) - 1); \
+    hdr.fixed.v433 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n433 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n433 >> 3))) + (bit<32>)(hdr.nib.n433 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n433 ^ 8)) - 1); \
+    hdr.fixed.v434 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n434 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n434 >> 3))) + (bit<32>)(hdr.nib.n434 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n434 ^ 8)) - 1); \
+    hdr.fixed.v435 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n435 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n435 >> 3))) + (bit<32>)(hdr.nib.n435 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n435 ^ 8)) - 1); \
+    hdr.fixed.v436 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n436 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n436 >> 3))) + (bit<32>)(hdr.nib.n436 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n436 ^ 8)) - 1); \
+    hdr.fixed.v437 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n437 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n437 >> 3))) + (bit<32>)(hdr.nib.n437 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n437 ^ 8)) - 1); \
+    hdr.fixed.v438 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n438 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n438 >> 3))) + (bit<32>)(hdr.nib.n438 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n438 ^ 8)) - 1); \
+    hdr.fixed.v439 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n439 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n439 >> 3))) + (bit<32>)(hdr.nib.n439 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n439 ^ 8)) - 1); \
+    hdr.fixed.v440 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n440 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n440 >> 3))) + (bit<32>)(hdr.nib.n440 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n440 ^ 8)) - 1); \
+    hdr.fixed.v441 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n441 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n441 >> 3))) + (bit<32>)(hdr.nib.n441 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n441 ^ 8)) - 1); \
+    hdr.fixed.v442 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n442 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n442 >> 3))) + (bit<32>)(hdr.nib.n442 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n442 ^ 8)) - 1); \
+    hdr.fixed.v443 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n443 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n443 >> 3))) + (bit<32>)(hdr.nib.n443 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n443 ^ 8)) - 1); \
+    hdr.fixed.v444 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n444 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n444 >> 3))) + (bit<32>)(hdr.nib.n444 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n444 ^ 8)) - 1); \
+    hdr.fixed.v445 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n445 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n445 >> 3))) + (bit<32>)(hdr.nib.n445 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n445 ^ 8)) - 1); \
+    hdr.fixed.v446 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n446 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n446 >> 3))) + (bit<32>)(hdr.nib.n446 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n446 ^ 8)) - 1); \
+    hdr.fixed.v447 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n447 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n447 >> 3))) + (bit<32>)(hdr.nib.n447 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n447 ^ 8)) - 1); \
+    hdr.fixed.v448 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n448 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n448 >> 3))) + (bit<32>)(hdr.nib.n448 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n448 ^ 8)) - 1); \
+    hdr.fixed.v449 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n449 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n449 >> 3))) + (bit<32>)(hdr.nib.n449 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n449 ^ 8)) - 1); \
+    hdr.fixed.v450 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n450 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n450 >> 3))) + (bit<32>)(hdr.nib.n450 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n450 ^ 8)) - 1); \
+    hdr.fixed.v451 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n451 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n451 >> 3))) + (bit<32>)(hdr.nib.n451 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n451 ^ 8)) - 1); \
+    hdr.fixed.v452 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n452 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n452 >> 3))) + (bit<32>)(hdr.nib.n452 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n452 ^ 8)) - 1); \
+    hdr.fixed.v453 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n453 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n453 >> 3))) + (bit<32>)(hdr.nib.n453 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n453 ^ 8)) - 1); \
+    hdr.fixed.v454 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n454 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n454 >> 3))) + (bit<32>)(hdr.nib.n454 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n454 ^ 8)) - 1); \
+    hdr.fixed.v455 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n455 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n455 >> 3))) + (bit<32>)(hdr.nib.n455 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n455 ^ 8)) - 1); \
+    hdr.fixed.v456 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n456 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n456 >> 3))) + (bit<32>)(hdr.nib.n456 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n456 ^ 8)) - 1); \
+    hdr.fixed.v457 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n457 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n457 >> 3))) + (bit<32>)(hdr.nib.n457 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n457 ^ 8)) - 1); \
+    hdr.fixed.v458 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n458 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n458 >> 3))) + (bit<32>)(hdr.nib.n458 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n458 ^ 8)) - 1); \
+    hdr.fixed.v459 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n459 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n459 >> 3))) + (bit<32>)(hdr.nib.n459 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n459 ^ 8)) - 1); \
+    hdr.fixed.v460 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n460 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n460 >> 3))) + (bit<32>)(hdr.nib.n460 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n460 ^ 8)) - 1); \
+    hdr.fixed.v461 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n461 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n461 >> 3))) + (bit<32>)(hdr.nib.n461 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n461 ^ 8)) - 1); \
+    hdr.fixed.v462 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n462 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n462 >> 3))) + (bit<32>)(hdr.nib.n462 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n462 ^ 8)) - 1); \
+    hdr.fixed.v463 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n463 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n463 >> 3))) + (bit<32>)(hdr.nib.n463 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n463 ^ 8)) - 1); \
+    hdr.fixed.v464 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n464 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n464 >> 3))) + (bit<32>)(hdr.nib.n464 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n464 ^ 8)) - 1); \
+    hdr.fixed.v465 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n465 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n465 >> 3))) + (bit<32>)(hdr.nib.n465 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n465 ^ 8)) - 1); \
+    hdr.fixed.v466 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n466 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n466 >> 3))) + (bit<32>)(hdr.nib.n466 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n466 ^ 8)) - 1); \
+    hdr.fixed.v467 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n467 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n467 >> 3))) + (bit<32>)(hdr.nib.n467 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n467 ^ 8)) - 1); \
+    hdr.fixed.v468 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n468 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n468 >> 3))) + (bit<32>)(hdr.nib.n468 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n468 ^ 8)) - 1); \
+    hdr.fixed.v469 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n469 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n469 >> 3))) + (bit<32>)(hdr.nib.n469 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n469 ^ 8)) - 1); \
+    hdr.fixed.v470 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n470 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n470 >> 3))) + (bit<32>)(hdr.nib.n470 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n470 ^ 8)) - 1); \
+    hdr.fixed.v471 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n471 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n471 >> 3))) + (bit<32>)(hdr.nib.n471 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n471 ^ 8)) - 1); \
+    hdr.fixed.v472 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n472 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n472 >> 3))) + (bit<32>)(hdr.nib.n472 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n472 ^ 8)) - 1); \
+    hdr.fixed.v473 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n473 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n473 >> 3))) + (bit<32>)(hdr.nib.n473 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n473 ^ 8)) - 1); \
+    hdr.fixed.v474 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n474 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n474 >> 3))) + (bit<32>)(hdr.nib.n474 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n474 ^ 8)) - 1); \
+    hdr.fixed.v475 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n475 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n475 >> 3))) + (bit<32>)(hdr.nib.n475 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n475 ^ 8)) - 1); \
+    hdr.fixed.v476 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n476 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n476 >> 3))) + (bit<32>)(hdr.nib.n476 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n476 ^ 8)) - 1); \
+    hdr.fixed.v477 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n477 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n477 >> 3))) + (bit<32>)(hdr.nib.n477 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n477 ^ 8)) - 1); \
+    hdr.fixed.v478 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n478 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n478 >> 3))) + (bit<32>)(hdr.nib.n478 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n478 ^ 8)) - 1); \
+    hdr.fixed.v479 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n479 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n479 >> 3))) + (bit<32>)(hdr.nib.n479 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n479 ^ 8)) - 1); \
+    hdr.fixed.v480 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n480 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n480 >> 3))) + (bit<32>)(hdr.nib.n480 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n480 ^ 8)) - 1); \
+    hdr.fixed.v481 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n481 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n481 >> 3))) + (bit<32>)(hdr.nib.n481 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n481 ^ 8)) - 1); \
+    hdr.fixed.v482 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n482 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n482 >> 3))) + (bit<32>)(hdr.nib.n482 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n482 ^ 8)) - 1); \
+    hdr.fixed.v483 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n483 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n483 >> 3))) + (bit<32>)(hdr.nib.n483 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n483 ^ 8)) - 1); \
+    hdr.fixed.v484 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n484 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n484 >> 3))) + (bit<32>)(hdr.nib.n484 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n484 ^ 8)) - 1); \
+    hdr.fixed.v485 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n485 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n485 >> 3))) + (bit<32>)(hdr.nib.n485 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n485 ^ 8)) - 1); \
+    hdr.fixed.v486 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n486 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n486 >> 3))) + (bit<32>)(hdr.nib.n486 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n486 ^ 8)) - 1); \
+    hdr.fixed.v487 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n487 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n487 >> 3))) + (bit<32>)(hdr.nib.n487 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n487 ^ 8)) - 1); \
+    hdr.fixed.v488 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n488 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n488 >> 3))) + (bit<32>)(hdr.nib.n488 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n488 ^ 8)) - 1); \
+    hdr.fixed.v489 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n489 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n489 >> 3))) + (bit<32>)(hdr.nib.n489 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n489 ^ 8)) - 1); \
+    hdr.fixed.v490 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n490 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n490 >> 3))) + (bit<32>)(hdr.nib.n490 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n490 ^ 8)) - 1); \
+    hdr.fixed.v491 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n491 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n491 >> 3))) + (bit<32>)(hdr.nib.n491 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n491 ^ 8)) - 1); \
+    hdr.fixed.v492 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n492 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n492 >> 3))) + (bit<32>)(hdr.nib.n492 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n492 ^ 8)) - 1); \
+    hdr.fixed.v493 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n493 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n493 >> 3))) + (bit<32>)(hdr.nib.n493 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n493 ^ 8)) - 1); \
+    hdr.fixed.v494 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n494 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n494 >> 3))) + (bit<32>)(hdr.nib.n494 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n494 ^ 8)) - 1); \
+    hdr.fixed.v495 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n495 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n495 >> 3))) + (bit<32>)(hdr.nib.n495 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n495 ^ 8)) - 1); \
+    hdr.fixed.v496 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n496 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n496 >> 3))) + (bit<32>)(hdr.nib.n496 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n496 ^ 8)) - 1); \
+    hdr.fixed.v497 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n497 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n497 >> 3))) + (bit<32>)(hdr.nib.n497 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n497 ^ 8)) - 1); \
+    hdr.fixed.v498 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n498 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n498 >> 3))) + (bit<32>)(hdr.nib.n498 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n498 ^ 8)) - 1); \
+    hdr.fixed.v499 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n499 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n499 >> 3))) + (bit<32>)(hdr.nib.n499 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n499 ^ 8)) - 1); \
+    hdr.fixed.v500 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n500 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n500 >> 3))) + (bit<32>)(hdr.nib.n500 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n500 ^ 8)) - 1); \
+    hdr.fixed.v501 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n501 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n501 >> 3))) + (bit<32>)(hdr.nib.n501 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n501 ^ 8)) - 1); \
+    hdr.fixed.v502 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n502 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n502 >> 3))) + (bit<32>)(hdr.nib.n502 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n502 ^ 8)) - 1); \
+    hdr.fixed.v503 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n503 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n503 >> 3))) + (bit<32>)(hdr.nib.n503 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n503 ^ 8)) - 1); \
+    hdr.fixed.v504 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n504 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n504 >> 3))) + (bit<32>)(hdr.nib.n504 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n504 ^ 8)) - 1); \
+    hdr.fixed.v505 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n505 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n505 >> 3))) + (bit<32>)(hdr.nib.n505 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n505 ^ 8)) - 1); \
+    hdr.fixed.v506 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n506 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n506 >> 3))) + (bit<32>)(hdr.nib.n506 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n506 ^ 8)) - 1); \
+    hdr.fixed.v507 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n507 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n507 >> 3))) + (bit<32>)(hdr.nib.n507 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n507 ^ 8)) - 1); \
+    hdr.fixed.v508 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n508 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n508 >> 3))) + (bit<32>)(hdr.nib.n508 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n508 ^ 8)) - 1); \
+    hdr.fixed.v509 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n509 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n509 >> 3))) + (bit<32>)(hdr.nib.n509 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n509 ^ 8)) - 1); \
+    hdr.fixed.v510 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n510 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n510 >> 3))) + (bit<32>)(hdr.nib.n510 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n510 ^ 8)) - 1); \
+    hdr.fixed.v511 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n511 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n511 >> 3))) + (bit<32>)(hdr.nib.n511 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n511 ^ 8)) - 1); \
+    hdr.fixed.v512 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n512 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n512 >> 3))) + (bit<32>)(hdr.nib.n512 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n512 ^ 8)) - 1); \
+    hdr.fixed.v513 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n513 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n513 >> 3))) + (bit<32>)(hdr.nib.n513 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n513 ^ 8)) - 1); \
+    hdr.fixed.v514 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n514 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n514 >> 3))) + (bit<32>)(hdr.nib.n514 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n514 ^ 8)) - 1); \
+    hdr.fixed.v515 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n515 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n515 >> 3))) + (bit<32>)(hdr.nib.n515 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n515 ^ 8)) - 1); \
+    hdr.fixed.v516 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n516 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n516 >> 3))) + (bit<32>)(hdr.nib.n516 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n516 ^ 8)) - 1); \
+    hdr.fixed.v517 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n517 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n517 >> 3))) + (bit<32>)(hdr.nib.n517 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n517 ^ 8)) - 1); \
+    hdr.fixed.v518 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n518 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n518 >> 3))) + (bit<32>)(hdr.nib.n518 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n518 ^ 8)) - 1); \
+    hdr.fixed.v519 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n519 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n519 >> 3))) + (bit<32>)(hdr.nib.n519 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n519 ^ 8)) - 1); \
+    hdr.fixed.v520 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n520 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n520 >> 3))) + (bit<32>)(hdr.nib.n520 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n520 ^ 8)) - 1); \
+    hdr.fixed.v521 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n521 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n521 >> 3))) + (bit<32>)(hdr.nib.n521 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n521 ^ 8)) - 1); \
+    hdr.fixed.v522 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n522 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n522 >> 3))) + (bit<32>)(hdr.nib.n522 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n522 ^ 8)) - 1); \
+    hdr.fixed.v523 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n523 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n523 >> 3))) + (bit<32>)(hdr.nib.n523 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n523 ^ 8)) - 1); \
+    hdr.fixed.v524 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n524 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n524 >> 3))) + (bit<32>)(hdr.nib.n524 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n524 ^ 8)) - 1); \
+    hdr.fixed.v525 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n525 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n525 >> 3))) + (bit<32>)(hdr.nib.n525 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n525 ^ 8)) - 1); \
+    hdr.fixed.v526 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n526 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n526 >> 3))) + (bit<32>)(hdr.nib.n526 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n526 ^ 8)) - 1); \
+    hdr.fixed.v527 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n527 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n527 >> 3))) + (bit<32>)(hdr.nib.n527 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n527 ^ 8)) - 1); \
+    hdr.fixed.v528 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n528 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n528 >> 3))) + (bit<32>)(hdr.nib.n528 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n528 ^ 8)) - 1); \
+    hdr.fixed.v529 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n529 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n529 >> 3))) + (bit<32>)(hdr.nib.n529 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n529 ^ 8)) - 1); \
+    hdr.fixed.v530 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n530 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n530 >> 3))) + (bit<32>)(hdr.nib.n530 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n530 ^ 8)) - 1); \
+    hdr.fixed.v531 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n531 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n531 >> 3))) + (bit<32>)(hdr.nib.n531 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n531 ^ 8)) - 1); \
+    hdr.fixed.v532 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n532 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n532 >> 3))) + (bit<32>)(hdr.nib.n532 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n532 ^ 8)) - 1); \
+    hdr.fixed.v533 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n533 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n533 >> 3))) + (bit<32>)(hdr.nib.n533 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n533 ^ 8)) - 1); \
+    hdr.fixed.v534 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n534 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n534 >> 3))) + (bit<32>)(hdr.nib.n534 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n534 ^ 8)) - 1); \
+    hdr.fixed.v535 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n535 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n535 >> 3))) + (bit<32>)(hdr.nib.n535 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n535 ^ 8)) - 1); \
+    hdr.fixed.v536 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n536 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n536 >> 3))) + (bit<32>)(hdr.nib.n536 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n536 ^ 8)) - 1); \
+    hdr.fixed.v537 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n537 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n537 >> 3))) + (bit<32>)(hdr.nib.n537 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n537 ^ 8)) - 1); \
+    hdr.fixed.v538 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n538 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n538 >> 3))) + (bit<32>)(hdr.nib.n538 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n538 ^ 8)) - 1); \
+    hdr.fixed.v539 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n539 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n539 >> 3))) + (bit<32>)(hdr.nib.n539 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n539 ^ 8)) - 1); \
+    hdr.fixed.v540 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n540 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n540 >> 3))) + (bit<32>)(hdr.nib.n540 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n540 ^ 8)) - 1); \
+    hdr.fixed.v541 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n541 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n541 >> 3))) + (bit<32>)(hdr.nib.n541 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n541 ^ 8)) - 1); \
+    hdr.fixed.v542 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n542 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n542 >> 3))) + (bit<32>)(hdr.nib.n542 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n542 ^ 8)) - 1); \
+    hdr.fixed.v543 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n543 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n543 >> 3))) + (bit<32>)(hdr.nib.n543 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n543 ^ 8)) - 1); \
+    hdr.fixed.v544 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n544 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n544 >> 3))) + (bit<32>)(hdr.nib.n544 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n544 ^ 8)) - 1); \
+    hdr.fixed.v545 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n545 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n545 >> 3))) + (bit<32>)(hdr.nib.n545 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n545 ^ 8)) - 1); \
+    hdr.fixed.v546 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n546 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n546 >> 3))) + (bit<32>)(hdr.nib.n546 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n546 ^ 8)) - 1); \
+    hdr.fixed.v547 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n547 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n547 >> 3))) + (bit<32>)(hdr.nib.n547 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n547 ^ 8)) - 1); \
+    hdr.fixed.v548 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n548 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n548 >> 3))) + (bit<32>)(hdr.nib.n548 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n548 ^ 8)) - 1); \
+    hdr.fixed.v549 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n549 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n549 >> 3))) + (bit<32>)(hdr.nib.n549 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n549 ^ 8)) - 1); \
+    hdr.fixed.v550 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n550 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n550 >> 3))) + (bit<32>)(hdr.nib.n550 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n550 ^ 8)) - 1); \
+    hdr.fixed.v551 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n551 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n551 >> 3))) + (bit<32>)(hdr.nib.n551 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n551 ^ 8)) - 1); \
+    hdr.fixed.v552 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n552 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n552 >> 3))) + (bit<32>)(hdr.nib.n552 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n552 ^ 8)) - 1); \
+    hdr.fixed.v553 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n553 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n553 >> 3))) + (bit<32>)(hdr.nib.n553 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n553 ^ 8)) - 1); \
+    hdr.fixed.v554 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n554 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n554 >> 3))) + (bit<32>)(hdr.nib.n554 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n554 ^ 8)) - 1); \
+    hdr.fixed.v555 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n555 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n555 >> 3))) + (bit<32>)(hdr.nib.n555 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n555 ^ 8)) - 1); \
+    hdr.fixed.v556 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n556 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n556 >> 3))) + (bit<32>)(hdr.nib.n556 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n556 ^ 8)) - 1); \
+    hdr.fixed.v557 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n557 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n557 >> 3))) + (bit<32>)(hdr.nib.n557 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n557 ^ 8)) - 1); \
+    hdr.fixed.v558 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n558 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n558 >> 3))) + (bit<32>)(hdr.nib.n558 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n558 ^ 8)) - 1); \
+    hdr.fixed.v559 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n559 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n559 >> 3))) + (bit<32>)(hdr.nib.n559 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n559 ^ 8)) - 1); \
+    hdr.fixed.v560 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n560 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n560 >> 3))) + (bit<32>)(hdr.nib.n560 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n560 ^ 8)) - 1); \
+    hdr.fixed.v561 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n561 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n561 >> 3))) + (bit<32>)(hdr.nib.n561 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n561 ^ 8)) - 1); \
+    hdr.fixed.v562 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n562 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n562 >> 3))) + (bit<32>)(hdr.nib.n562 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n562 ^ 8)) - 1); \
+    hdr.fixed.v563 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n563 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n563 >> 3))) + (bit<32>)(hdr.nib.n563 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n563 ^ 8)) - 1); \
+    hdr.fixed.v564 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n564 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n564 >> 3))) + (bit<32>)(hdr.nib.n564 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n564 ^ 8)) - 1); \
+    hdr.fixed.v565 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n565 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n565 >> 3))) + (bit<32>)(hdr.nib.n565 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n565 ^ 8)) - 1); \
+    hdr.fixed.v566 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n566 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n566 >> 3))) + (bit<32>)(hdr.nib.n566 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n566 ^ 8)) - 1); \
+    hdr.fixed.v567 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n567 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n567 >> 3))) + (bit<32>)(hdr.nib.n567 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n567 ^ 8)) - 1); \
+    hdr.fixed.v568 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n568 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n568 >> 3))) + (bit<32>)(hdr.nib.n568 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n568 ^ 8)) - 1); \
+    hdr.fixed.v569 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n569 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n569 >> 3))) + (bit<32>)(hdr.nib.n569 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n569 ^ 8)) - 1); \
+    hdr.fixed.v570 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n570 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n570 >> 3))) + (bit<32>)(hdr.nib.n570 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n570 ^ 8)) - 1); \
+    hdr.fixed.v571 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n571 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n571 >> 3))) + (bit<32>)(hdr.nib.n571 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n571 ^ 8)) - 1); \
+    hdr.fixed.v572 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n572 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n572 >> 3))) + (bit<32>)(hdr.nib.n572 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n572 ^ 8)) - 1); \
+    hdr.fixed.v573 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n573 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n573 >> 3))) + (bit<32>)(hdr.nib.n573 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n573 ^ 8)) - 1); \
+    hdr.fixed.v574 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n574 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n574 >> 3))) + (bit<32>)(hdr.nib.n574 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n574 ^ 8)) - 1); \
+    hdr.fixed.v575 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n575 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n575 >> 3))) + (bit<32>)(hdr.nib.n575 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n575 ^ 8)) - 1); \
+    hdr.fixed.v576 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n576 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n576 >> 3))) + (bit<32>)(hdr.nib.n576 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n576 ^ 8)) - 1); \
+    hdr.fixed.v577 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n577 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n577 >> 3))) + (bit<32>)(hdr.nib.n577 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n577 ^ 8)) - 1); \
+    hdr.fixed.v578 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n578 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n578 >> 3))) + (bit<32>)(hdr.nib.n578 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n578 ^ 8)) - 1); \
+    hdr.fixed.v579 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n579 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n579 >> 3))) + (bit<32>)(hdr.nib.n579 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n579 ^ 8)) - 1); \
+    hdr.fixed.v580 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n580 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n580 >> 3))) + (bit<32>)(hdr.nib.n580 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n580 ^ 8)) - 1); \
+    hdr.fixed.v581 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n581 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n581 >> 3))) + (bit<32>)(hdr.nib.n581 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n581 ^ 8)) - 1); \
+    hdr.fixed.v582 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n582 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n582 >> 3))) + (bit<32>)(hdr.nib.n582 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n582 ^ 8)) - 1); \
+    hdr.fixed.v583 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n583 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n583 >> 3))) + (bit<32>)(hdr.nib.n583 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n583 ^ 8)) - 1); \
+    hdr.fixed.v584 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n584 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n584 >> 3))) + (bit<32>)(hdr.nib.n584 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n584 ^ 8)) - 1); \
+    hdr.fixed.v585 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n585 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n585 >> 3))) + (bit<32>)(hdr.nib.n585 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n585 ^ 8)) - 1); \
+    hdr.fixed.v586 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n586 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n586 >> 3))) + (bit<32>)(hdr.nib.n586 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n586 ^ 8)) - 1); \
+    hdr.fixed.v587 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n587 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n587 >> 3))) + (bit<32>)(hdr.nib.n587 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n587 ^ 8)) - 1); \
+    hdr.fixed.v588 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n588 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n588 >> 3))) + (bit<32>)(hdr.nib.n588 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n588 ^ 8)) - 1); \
+    hdr.fixed.v589 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n589 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n589 >> 3))) + (bit<32>)(hdr.nib.n589 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n589 ^ 8)) - 1); \
+    hdr.fixed.v590 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n590 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n590 >> 3))) + (bit<32>)(hdr.nib.n590 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n590 ^ 8)) - 1); \
+    hdr.fixed.v591 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n591 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n591 >> 3))) + (bit<32>)(hdr.nib.n591 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n591 ^ 8)) - 1); \
+    hdr.fixed.v592 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n592 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n592 >> 3))) + (bit<32>)(hdr.nib.n592 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n592 ^ 8)) - 1); \
+    hdr.fixed.v593 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n593 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n593 >> 3))) + (bit<32>)(hdr.nib.n593 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n593 ^ 8)) - 1); \
+    hdr.fixed.v594 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n594 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n594 >> 3))) + (bit<32>)(hdr.nib.n594 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n594 ^ 8)) - 1); \
+    hdr.fixed.v595 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n595 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n595 >> 3))) + (bit<32>)(hdr.nib.n595 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n595 ^ 8)) - 1); \
+    hdr.fixed.v596 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n596 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n596 >> 3))) + (bit<32>)(hdr.nib.n596 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n596 ^ 8)) - 1); \
+    hdr.fixed.v597 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n597 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n597 >> 3))) + (bit<32>)(hdr.nib.n597 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n597 ^ 8)) - 1); \
+    hdr.fixed.v598 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n598 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n598 >> 3))) + (bit<32>)(hdr.nib.n598 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n598 ^ 8)) - 1); \
+    hdr.fixed.v599 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n599 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n599 >> 3))) + (bit<32>)(hdr.nib.n599 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n599 ^ 8)) - 1); \
+    hdr.fixed.v600 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n600 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n600 >> 3))) + (bit<32>)(hdr.nib.n600 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n600 ^ 8)) - 1); \
+    hdr.fixed.v601 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n601 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n601 >> 3))) + (bit<32>)(hdr.nib.n601 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n601 ^ 8)) - 1); \
+    hdr.fixed.v602 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n602 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n602 >> 3))) + (bit<32>)(hdr.nib.n602 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n602 ^ 8)) - 1); \
+    hdr.fixed.v603 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n603 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n603 >> 3))) + (bit<32>)(hdr.nib.n603 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n603 ^ 8)) - 1); \
+    hdr.fixed.v604 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n604 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n604 >> 3))) + (bit<32>)(hdr.nib.n604 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n604 ^ 8)) - 1); \
+    hdr.fixed.v605 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n605 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n605 >> 3))) + (bit<32>)(hdr.nib.n605 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n605 ^ 8)) - 1); \
+    hdr.fixed.v606 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n606 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n606 >> 3))) + (bit<32>)(hdr.nib.n606 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n606 ^ 8)) - 1); \
+    hdr.fixed.v607 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n607 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n607 >> 3))) + (bit<32>)(hdr.nib.n607 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n607 ^ 8)) - 1); \
+    hdr.fixed.v608 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n608 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n608 >> 3))) + (bit<32>)(hdr.nib.n608 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n608 ^ 8)) - 1); \
+    hdr.fixed.v609 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n609 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n609 >> 3))) + (bit<32>)(hdr.nib.n609 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n609 ^ 8)) - 1); \
+    hdr.fixed.v610 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n610 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n610 >> 3))) + (bit<32>)(hdr.nib.n610 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n610 ^ 8)) - 1); \
+    hdr.fixed.v611 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n611 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n611 >> 3))) + (bit<32>)(hdr.nib.n611 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n611 ^ 8)) - 1); \
+    hdr.fixed.v612 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n612 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n612 >> 3))) + (bit<32>)(hdr.nib.n612 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n612 ^ 8)) - 1); \
+    hdr.fixed.v613 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n613 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n613 >> 3))) + (bit<32>)(hdr.nib.n613 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n613 ^ 8)) - 1); \
+    hdr.fixed.v614 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n614 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n614 >> 3))) + (bit<32>)(hdr.nib.n614 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n614 ^ 8)) - 1); \
+    hdr.fixed.v615 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n615 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n615 >> 3))) + (bit<32>)(hdr.nib.n615 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n615 ^ 8)) - 1); \
+    hdr.fixed.v616 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n616 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n616 >> 3))) + (bit<32>)(hdr.nib.n616 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n616 ^ 8)) - 1); \
+    hdr.fixed.v617 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n617 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n617 >> 3))) + (bit<32>)(hdr.nib.n617 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n617 ^ 8)) - 1); \
+    hdr.fixed.v618 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n618 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n618 >> 3))) + (bit<32>)(hdr.nib.n618 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n618 ^ 8)) - 1); \
+    hdr.fixed.v619 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n619 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n619 >> 3))) + (bit<32>)(hdr.nib.n619 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n619 ^ 8)) - 1); \
+    hdr.fixed.v620 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n620 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n620 >> 3))) + (bit<32>)(hdr.nib.n620 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n620 ^ 8)) - 1); \
+    hdr.fixed.v621 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n621 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n621 >> 3))) + (bit<32>)(hdr.nib.n621 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n621 ^ 8)) - 1); \
+    hdr.fixed.v622 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n622 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n622 >> 3))) + (bit<32>)(hdr.nib.n622 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n622 ^ 8)) - 1); \
+    hdr.fixed.v623 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n623 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n623 >> 3))) + (bit<32>)(hdr.nib.n623 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n623 ^ 8)) - 1); \
+    hdr.fixed.v624 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n624 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n624 >> 3))) + (bit<32>)(hdr.nib.n624 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n624 ^ 8)) - 1); \
+    hdr.fixed.v625 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n625 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n625 >> 3))) + (bit<32>)(hdr.nib.n625 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n625 ^ 8)) - 1); \
+    hdr.fixed.v626 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n626 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n626 >> 3))) + (bit<32>)(hdr.nib.n626 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n626 ^ 8)) - 1); \
+    hdr.fixed.v627 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n627 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n627 >> 3))) + (bit<32>)(hdr.nib.n627 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n627 ^ 8)) - 1); \
+    hdr.fixed.v628 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n628 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n628 >> 3))) + (bit<32>)(hdr.nib.n628 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n628 ^ 8)) - 1); \
+    hdr.fixed.v629 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n629 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n629 >> 3))) + (bit<32>)(hdr.nib.n629 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n629 ^ 8)) - 1); \
+    hdr.fixed.v630 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n630 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n630 >> 3))) + (bit<32>)(hdr.nib.n630 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n630 ^ 8)) - 1); \
+    hdr.fixed.v631 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n631 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n631 >> 3))) + (bit<32>)(hdr.nib.n631 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n631 ^ 8)) - 1); \
+    hdr.fixed.v632 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n632 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n632 >> 3))) + (bit<32>)(hdr.nib.n632 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n632 ^ 8)) - 1); \
+    hdr.fixed.v633 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n633 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n633 >> 3))) + (bit<32>)(hdr.nib.n633 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n633 ^ 8)) - 1); \
+    hdr.fixed.v634 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n634 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n634 >> 3))) + (bit<32>)(hdr.nib.n634 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n634 ^ 8)) - 1); \
+    hdr.fixed.v635 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n635 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n635 >> 3))) + (bit<32>)(hdr.nib.n635 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n635 ^ 8)) - 1); \
+    hdr.fixed.v636 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n636 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n636 >> 3))) + (bit<32>)(hdr.nib.n636 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n636 ^ 8)) - 1); \
+    hdr.fixed.v637 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n637 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n637 >> 3))) + (bit<32>)(hdr.nib.n637 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n637 ^ 8)) - 1); \
+    hdr.fixed.v638 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n638 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n638 >> 3))) + (bit<32>)(hdr.nib.n638 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n638 ^ 8)) - 1); \
+    hdr.fixed.v639 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n639 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n639 >> 3))) + (bit<32>)(hdr.nib.n639 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n639 ^ 8)) - 1); \
+    hdr.fixed.v640 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n640 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n640 >> 3))) + (bit<32>)(hdr.nib.n640 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n640 ^ 8)) - 1); \
+    hdr.fixed.v641 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n641 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n641 >> 3))) + (bit<32>)(hdr.nib.n641 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n641 ^ 8)) - 1); \
+    hdr.fixed.v642 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n642 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n642 >> 3))) + (bit<32>)(hdr.nib.n642 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n642 ^ 8)) - 1); \
+    hdr.fixed.v643 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n643 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n643 >> 3))) + (bit<32>)(hdr.nib.n643 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n643 ^ 8)) - 1); \
+    hdr.fixed.v644 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n644 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n644 >> 3))) + (bit<32>)(hdr.nib.n644 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n644 ^ 8)) - 1); \
+    hdr.fixed.v645 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n645 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n645 >> 3))) + (bit<32>)(hdr.nib.n645 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n645 ^ 8)) - 1); \
+    hdr.fixed.v646 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n646 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n646 >> 3))) + (bit<32>)(hdr.nib.n646 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n646 ^ 8)) - 1); \
+    hdr.fixed.v647 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n647 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n647 >> 3))) + (bit<32>)(hdr.nib.n647 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n647 ^ 8)) - 1); \
+    hdr.fixed.v648 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n648 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n648 >> 3))) + (bit<32>)(hdr.nib.n648 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n648 ^ 8)) - 1); \
+    hdr.fixed.v649 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n649 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n649 >> 3))) + (bit<32>)(hdr.nib.n649 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n649 ^ 8)) - 1); \
+    hdr.fixed.v650 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n650 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n650 >> 3))) + (bit<32>)(hdr.nib.n650 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n650 ^ 8)) - 1); \
+    hdr.fixed.v651 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n651 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n651 >> 3))) + (bit<32>)(hdr.nib.n651 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n651 ^ 8)) - 1); \
+    hdr.fixed.v652 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n652 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n652 >> 3))) + (bit<32>)(hdr.nib.n652 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n652 ^ 8)) - 1); \
+    hdr.fixed.v653 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n653 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n653 >> 3))) + (bit<32>)(hdr.nib.n653 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n653 ^ 8)) - 1); \
+    hdr.fixed.v654 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n654 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n654 >> 3))) + (bit<32>)(hdr.nib.n654 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n654 ^ 8)) - 1); \
+    hdr.fixed.v655 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n655 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n655 >> 3))) + (bit<32>)(hdr.nib.n655 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n655 ^ 8)) - 1); \
+    hdr.fixed.v656 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n656 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n656 >> 3))) + (bit<32>)(hdr.nib.n656 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n656 ^ 8)) - 1); \
+    hdr.fixed.v657 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n657 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n657 >> 3))) + (bit<32>)(hdr.nib.n657 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n657 ^ 8)) - 1); \
+    hdr.fixed.v658 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n658 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n658 >> 3))) + (bit<32>)(hdr.nib.n658 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n658 ^ 8)) - 1); \
+    hdr.fixed.v659 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n659 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n659 >> 3))) + (bit<32>)(hdr.nib.n659 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n659 ^ 8)) - 1); \
+    hdr.fixed.v660 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n660 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n660 >> 3))) + (bit<32>)(hdr.nib.n660 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n660 ^ 8)) - 1); \
+    hdr.fixed.v661 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n661 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n661 >> 3))) + (bit<32>)(hdr.nib.n661 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n661 ^ 8)) - 1); \
+    hdr.fixed.v662 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n662 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n662 >> 3))) + (bit<32>)(hdr.nib.n662 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n662 ^ 8)) - 1); \
+    hdr.fixed.v663 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n663 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n663 >> 3))) + (bit<32>)(hdr.nib.n663 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n663 ^ 8)) - 1); \
+    hdr.fixed.v664 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n664 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n664 >> 3))) + (bit<32>)(hdr.nib.n664 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n664 ^ 8)) - 1); \
+    hdr.fixed.v665 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n665 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n665 >> 3))) + (bit<32>)(hdr.nib.n665 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n665 ^ 8)) - 1); \
+    hdr.fixed.v666 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n666 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n666 >> 3))) + (bit<32>)(hdr.nib.n666 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n666 ^ 8)) - 1); \
+    hdr.fixed.v667 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n667 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n667 >> 3))) + (bit<32>)(hdr.nib.n667 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n667 ^ 8)) - 1); \
+    hdr.fixed.v668 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n668 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n668 >> 3))) + (bit<32>)(hdr.nib.n668 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n668 ^ 8)) - 1); \
+    hdr.fixed.v669 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n669 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n669 >> 3))) + (bit<32>)(hdr.nib.n669 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n669 ^ 8)) - 1); \
+    hdr.fixed.v670 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n670 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n670 >> 3))) + (bit<32>)(hdr.nib.n670 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n670 ^ 8)) - 1); \
+    hdr.fixed.v671 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n671 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n671 >> 3))) + (bit<32>)(hdr.nib.n671 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n671 ^ 8)) - 1); \
+    hdr.fixed.v672 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n672 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n672 >> 3))) + (bit<32>)(hdr.nib.n672 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n672 ^ 8)) - 1); \
+    hdr.fixed.v673 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n673 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n673 >> 3))) + (bit<32>)(hdr.nib.n673 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n673 ^ 8)) - 1); \
+    hdr.fixed.v674 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n674 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n674 >> 3))) + (bit<32>)(hdr.nib.n674 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n674 ^ 8)) - 1); \
+    hdr.fixed.v675 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n675 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n675 >> 3))) + (bit<32>)(hdr.nib.n675 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n675 ^ 8)) - 1); \
+    hdr.fixed.v676 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n676 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n676 >> 3))) + (bit<32>)(hdr.nib.n676 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n676 ^ 8)) - 1); \
+    hdr.fixed.v677 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n677 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n677 >> 3))) + (bit<32>)(hdr.nib.n677 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n677 ^ 8)) - 1); \
+    hdr.fixed.v678 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n678 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n678 >> 3))) + (bit<32>)(hdr.nib.n678 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n678 ^ 8)) - 1); \
+    hdr.fixed.v679 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n679 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n679 >> 3))) + (bit<32>)(hdr.nib.n679 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n679 ^ 8)) - 1); \
+    hdr.fixed.v680 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n680 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n680 >> 3))) + (bit<32>)(hdr.nib.n680 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n680 ^ 8)) - 1); \
+    hdr.fixed.v681 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n681 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n681 >> 3))) + (bit<32>)(hdr.nib.n681 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n681 ^ 8)) - 1); \
+    hdr.fixed.v682 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n682 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n682 >> 3))) + (bit<32>)(hdr.nib.n682 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n682 ^ 8)) - 1); \
+    hdr.fixed.v683 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n683 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n683 >> 3))) + (bit<32>)(hdr.nib.n683 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n683 ^ 8)) - 1); \
+    hdr.fixed.v684 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n684 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n684 >> 3))) + (bit<32>)(hdr.nib.n684 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n684 ^ 8)) - 1); \
+    hdr.fixed.v685 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n685 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n685 >> 3))) + (bit<32>)(hdr.nib.n685 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n685 ^ 8)) - 1); \
+    hdr.fixed.v686 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n686 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n686 >> 3))) + (bit<32>)(hdr.nib.n686 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n686 ^ 8)) - 1); \
+    hdr.fixed.v687 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n687 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n687 >> 3))) + (bit<32>)(hdr.nib.n687 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n687 ^ 8)) - 1); \
+    hdr.fixed.v688 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n688 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n688 >> 3))) + (bit<32>)(hdr.nib.n688 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n688 ^ 8)) - 1); \
+    hdr.fixed.v689 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n689 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n689 >> 3))) + (bit<32>)(hdr.nib.n689 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n689 ^ 8)) - 1); \
+    hdr.fixed.v690 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n690 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n690 >> 3))) + (bit<32>)(hdr.nib.n690 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n690 ^ 8)) - 1); \
+    hdr.fixed.v691 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n691 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n691 >> 3))) + (bit<32>)(hdr.nib.n691 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n691 ^ 8)) - 1); \
+    hdr.fixed.v692 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n692 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n692 >> 3))) + (bit<32>)(hdr.nib.n692 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n692 ^ 8)) - 1); \
+    hdr.fixed.v693 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n693 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n693 >> 3))) + (bit<32>)(hdr.nib.n693 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n693 ^ 8)) - 1); \
+    hdr.fixed.v694 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n694 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n694 >> 3))) + (bit<32>)(hdr.nib.n694 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n694 ^ 8)) - 1); \
+    hdr.fixed.v695 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n695 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n695 >> 3))) + (bit<32>)(hdr.nib.n695 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n695 ^ 8)) - 1); \
+    hdr.fixed.v696 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n696 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n696 >> 3))) + (bit<32>)(hdr.nib.n696 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n696 ^ 8)) - 1); \
+    hdr.fixed.v697 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n697 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n697 >> 3))) + (bit<32>)(hdr.nib.n697 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n697 ^ 8)) - 1); \
+    hdr.fixed.v698 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n698 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n698 >> 3))) + (bit<32>)(hdr.nib.n698 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n698 ^ 8)) - 1); \
+    hdr.fixed.v699 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n699 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n699 >> 3))) + (bit<32>)(hdr.nib.n699 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n699 ^ 8)) - 1); \
+    hdr.fixed.v700 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n700 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n700 >> 3))) + (bit<32>)(hdr.nib.n700 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n700 ^ 8)) - 1); \
+    hdr.fixed.v701 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n701 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n701 >> 3))) + (bit<32>)(hdr.nib.n701 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n701 ^ 8)) - 1); \
+    hdr.fixed.v702 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n702 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n702 >> 3))) + (bit<32>)(hdr.nib.n702 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n702 ^ 8)) - 1); \
+    hdr.fixed.v703 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n703 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n703 >> 3))) + (bit<32>)(hdr.nib.n703 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n703 ^ 8)) - 1); \
+    hdr.fixed.v704 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n704 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n704 >> 3))) + (bit<32>)(hdr.nib.n704 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n704 ^ 8)) - 1); \
+    hdr.fixed.v705 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n705 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n705 >> 3))) + (bit<32>)(hdr.nib.n705 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n705 ^ 8)) - 1); \
+    hdr.fixed.v706 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n706 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n706 >> 3))) + (bit<32>)(hdr.nib.n706 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n706 ^ 8)) - 1); \
+    hdr.fixed.v707 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n707 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n707 >> 3))) + (bit<32>)(hdr.nib.n707 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n707 ^ 8)) - 1); \
+    hdr.fixed.v708 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n708 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n708 >> 3))) + (bit<32>)(hdr.nib.n708 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n708 ^ 8)) - 1); \
+    hdr.fixed.v709 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n709 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n709 >> 3))) + (bit<32>)(hdr.nib.n709 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n709 ^ 8)) - 1); \
+    hdr.fixed.v710 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n710 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n710 >> 3))) + (bit<32>)(hdr.nib.n710 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n710 ^ 8)) - 1); \
+    hdr.fixed.v711 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n711 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n711 >> 3))) + (bit<32>)(hdr.nib.n711 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n711 ^ 8)) - 1); \
+    hdr.fixed.v712 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n712 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n712 >> 3))) + (bit<32>)(hdr.nib.n712 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n712 ^ 8)) - 1); \
+    hdr.fixed.v713 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n713 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n713 >> 3))) + (bit<32>)(hdr.nib.n713 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n713 ^ 8)) - 1); \
+    hdr.fixed.v714 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n714 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n714 >> 3))) + (bit<32>)(hdr.nib.n714 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n714 ^ 8)) - 1); \
+    hdr.fixed.v715 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n715 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n715 >> 3))) + (bit<32>)(hdr.nib.n715 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n715 ^ 8)) - 1); \
+    hdr.fixed.v716 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n716 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n716 >> 3))) + (bit<32>)(hdr.nib.n716 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n716 ^ 8)) - 1); \
+    hdr.fixed.v717 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n717 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n717 >> 3))) + (bit<32>)(hdr.nib.n717 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n717 ^ 8)) - 1); \
+    hdr.fixed.v718 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n718 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n718 >> 3))) + (bit<32>)(hdr.nib.n718 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n718 ^ 8)) - 1); \
+    hdr.fixed.v719 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n719 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n719 >> 3))) + (bit<32>)(hdr.nib.n719 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n719 ^ 8)) - 1); \
+    hdr.fixed.v720 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n720 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n720 >> 3))) + (bit<32>)(hdr.nib.n720 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n720 ^ 8)) - 1); \
+    hdr.fixed.v721 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n721 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n721 >> 3))) + (bit<32>)(hdr.nib.n721 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n721 ^ 8)) - 1); \
+    hdr.fixed.v722 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n722 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n722 >> 3))) + (bit<32>)(hdr.nib.n722 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n722 ^ 8)) - 1); \
+    hdr.fixed.v723 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n723 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n723 >> 3))) + (bit<32>)(hdr.nib.n723 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n723 ^ 8)) - 1); \
+    hdr.fixed.v724 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n724 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n724 >> 3))) + (bit<32>)(hdr.nib.n724 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n724 ^ 8)) - 1); \
+    hdr.fixed.v725 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n725 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n725 >> 3))) + (bit<32>)(hdr.nib.n725 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n725 ^ 8)) - 1); \
+    hdr.fixed.v726 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n726 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n726 >> 3))) + (bit<32>)(hdr.nib.n726 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n726 ^ 8)) - 1); \
+    hdr.fixed.v727 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n727 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n727 >> 3))) + (bit<32>)(hdr.nib.n727 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n727 ^ 8)) - 1); \
+    hdr.fixed.v728 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n728 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n728 >> 3))) + (bit<32>)(hdr.nib.n728 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n728 ^ 8)) - 1); \
+    hdr.fixed.v729 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n729 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n729 >> 3))) + (bit<32>)(hdr.nib.n729 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n729 ^ 8)) - 1); \
+    hdr.fixed.v730 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n730 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n730 >> 3))) + (bit<32>)(hdr.nib.n730 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n730 ^ 8)) - 1); \
+    hdr.fixed.v731 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n731 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n731 >> 3))) + (bit<32>)(hdr.nib.n731 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n731 ^ 8)) - 1); \
+    hdr.fixed.v732 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n732 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n732 >> 3))) + (bit<32>)(hdr.nib.n732 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n732 ^ 8)) - 1); \
+    hdr.fixed.v733 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n733 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n733 >> 3))) + (bit<32>)(hdr.nib.n733 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n733 ^ 8)) - 1); \
+    hdr.fixed.v734 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n734 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n734 >> 3))) + (bit<32>)(hdr.nib.n734 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n734 ^ 8)) - 1); \
+    hdr.fixed.v735 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n735 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n735 >> 3))) + (bit<32>)(hdr.nib.n735 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n735 ^ 8)) - 1); \
+    hdr.fixed.v736 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n736 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n736 >> 3))) + (bit<32>)(hdr.nib.n736 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n736 ^ 8)) - 1); \
+    hdr.fixed.v737 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n737 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n737 >> 3))) + (bit<32>)(hdr.nib.n737 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n737 ^ 8)) - 1); \
+    hdr.fixed.v738 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n738 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n738 >> 3))) + (bit<32>)(hdr.nib.n738 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n738 ^ 8)) - 1); \
+    hdr.fixed.v739 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n739 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n739 >> 3))) + (bit<32>)(hdr.nib.n739 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n739 ^ 8)) - 1); \
+    hdr.fixed.v740 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n740 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n740 >> 3))) + (bit<32>)(hdr.nib.n740 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n740 ^ 8)) - 1); \
+    hdr.fixed.v741 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n741 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n741 >> 3))) + (bit<32>)(hdr.nib.n741 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n741 ^ 8)) - 1); \
+    hdr.fixed.v742 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n742 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n742 >> 3))) + (bit<32>)(hdr.nib.n742 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n742 ^ 8)) - 1); \
+    hdr.fixed.v743 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n743 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n743 >> 3))) + (bit<32>)(hdr.nib.n743 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n743 ^ 8)) - 1); \
+    hdr.fixed.v744 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n744 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n744 >> 3))) + (bit<32>)(hdr.nib.n744 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n744 ^ 8)) - 1); \
+    hdr.fixed.v745 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n745 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n745 >> 3))) + (bit<32>)(hdr.nib.n745 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n745 ^ 8)) - 1); \
+    hdr.fixed.v746 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n746 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n746 >> 3))) + (bit<32>)(hdr.nib.n746 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n746 ^ 8)) - 1); \
+    hdr.fixed.v747 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n747 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n747 >> 3))) + (bit<32>)(hdr.nib.n747 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n747 ^ 8)) - 1); \
+    hdr.fixed.v748 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n748 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n748 >> 3))) + (bit<32>)(hdr.nib.n748 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n748 ^ 8)) - 1); \
+    hdr.fixed.v749 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n749 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n749 >> 3))) + (bit<32>)(hdr.nib.n749 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n749 ^ 8)) - 1); \
+    hdr.fixed.v750 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n750 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n750 >> 3))) + (bit<32>)(hdr.nib.n750 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n750 ^ 8)) - 1); \
+    hdr.fixed.v751 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n751 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n751 >> 3))) + (bit<32>)(hdr.nib.n751 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n751 ^ 8)) - 1); \
+    hdr.fixed.v752 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n752 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n752 >> 3))) + (bit<32>)(hdr.nib.n752 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n752 ^ 8)) - 1); \
+    hdr.fixed.v753 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n753 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n753 >> 3))) + (bit<32>)(hdr.nib.n753 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n753 ^ 8)) - 1); \
+    hdr.fixed.v754 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n754 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n754 >> 3))) + (bit<32>)(hdr.nib.n754 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n754 ^ 8)) - 1); \
+    hdr.fixed.v755 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n755 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n755 >> 3))) + (bit<32>)(hdr.nib.n755 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n755 ^ 8)) - 1); \
+    hdr.fixed.v756 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n756 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n756 >> 3))) + (bit<32>)(hdr.nib.n756 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n756 ^ 8)) - 1); \
+    hdr.fixed.v757 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n757 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n757 >> 3))) + (bit<32>)(hdr.nib.n757 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n757 ^ 8)) - 1); \
+    hdr.fixed.v758 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n758 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n758 >> 3))) + (bit<32>)(hdr.nib.n758 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n758 ^ 8)) - 1); \
+    hdr.fixed.v759 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n759 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n759 >> 3))) + (bit<32>)(hdr.nib.n759 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n759 ^ 8)) - 1); \
+    hdr.fixed.v760 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n760 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n760 >> 3))) + (bit<32>)(hdr.nib.n760 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n760 ^ 8)) - 1); \
+    hdr.fixed.v761 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n761 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n761 >> 3))) + (bit<32>)(hdr.nib.n761 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n761 ^ 8)) - 1); \
+    hdr.fixed.v762 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n762 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n762 >> 3))) + (bit<32>)(hdr.nib.n762 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n762 ^ 8)) - 1); \
+    hdr.fixed.v763 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n763 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n763 >> 3))) + (bit<32>)(hdr.nib.n763 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n763 ^ 8)) - 1); \
+    hdr.fixed.v764 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n764 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n764 >> 3))) + (bit<32>)(hdr.nib.n764 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n764 ^ 8)) - 1); \
+    hdr.fixed.v765 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n765 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n765 >> 3))) + (bit<32>)(hdr.nib.n765 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n765 ^ 8)) - 1); \
+    hdr.fixed.v766 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n766 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n766 >> 3))) + (bit<32>)(hdr.nib.n766 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n766 ^ 8)) - 1); \
+    hdr.fixed.v767 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n767 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n767 >> 3))) + (bit<32>)(hdr.nib.n767 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n767 ^ 8)) - 1); \
+    hdr.fixed.v768 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n768 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n768 >> 3))) + (bit<32>)(hdr.nib.n768 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n768 ^ 8)) - 1); \
+    hdr.fixed.v769 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n769 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n769 >> 3))) + (bit<32>)(hdr.nib.n769 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n769 ^ 8)) - 1); \
+    hdr.fixed.v770 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n770 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n770 >> 3))) + (bit<32>)(hdr.nib.n770 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n770 ^ 8)) - 1); \
+    hdr.fixed.v771 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n771 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n771 >> 3))) + (bit<32>)(hdr.nib.n771 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n771 ^ 8)) - 1); \
+    hdr.fixed.v772 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n772 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n772 >> 3))) + (bit<32>)(hdr.nib.n772 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n772 ^ 8)) - 1); \
+    hdr.fixed.v773 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n773 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n773 >> 3))) + (bit<32>)(hdr.nib.n773 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n773 ^ 8)) - 1); \
+    hdr.fixed.v774 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n774 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n774 >> 3))) + (bit<32>)(hdr.nib.n774 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n774 ^ 8)) - 1); \
+    hdr.fixed.v775 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n775 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n775 >> 3))) + (bit<32>)(hdr.nib.n775 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n775 ^ 8)) - 1); \
+    hdr.fixed.v776 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n776 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n776 >> 3))) + (bit<32>)(hdr.nib.n776 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n776 ^ 8)) - 1); \
+    hdr.fixed.v777 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n777 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n777 >> 3))) + (bit<32>)(hdr.nib.n777 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n777 ^ 8)) - 1); \
+    hdr.fixed.v778 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n778 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n778 >> 3))) + (bit<32>)(hdr.nib.n778 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n778 ^ 8)) - 1); \
+    hdr.fixed.v779 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n779 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n779 >> 3))) + (bit<32>)(hdr.nib.n779 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n779 ^ 8)) - 1); \
+    hdr.fixed.v780 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n780 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n780 >> 3))) + (bit<32>)(hdr.nib.n780 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n780 ^ 8)) - 1); \
+    hdr.fixed.v781 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n781 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n781 >> 3))) + (bit<32>)(hdr.nib.n781 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n781 ^ 8)) - 1); \
+    hdr.fixed.v782 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n782 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n782 >> 3))) + (bit<32>)(hdr.nib.n782 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n782 ^ 8)) - 1); \
+    hdr.fixed.v783 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n783 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n783 >> 3))) + (bit<32>)(hdr.nib.n783 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n783 ^ 8)) - 1); \
+    hdr.fixed.v784 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n784 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n784 >> 3))) + (bit<32>)(hdr.nib.n784 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n784 ^ 8)) - 1); \
+    hdr.fixed.v785 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n785 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n785 >> 3))) + (bit<32>)(hdr.nib.n785 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n785 ^ 8)) - 1); \
+    hdr.fixed.v786 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n786 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n786 >> 3))) + (bit<32>)(hdr.nib.n786 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n786 ^ 8)) - 1); \
+    hdr.fixed.v787 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n787 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n787 >> 3))) + (bit<32>)(hdr.nib.n787 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n787 ^ 8)) - 1); \
+    hdr.fixed.v788 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n788 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n788 >> 3))) + (bit<32>)(hdr.nib.n788 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n788 ^ 8)) - 1); \
+    hdr.fixed.v789 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n789 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n789 >> 3))) + (bit<32>)(hdr.nib.n789 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n789 ^ 8)) - 1); \
+    hdr.fixed.v790 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n790 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n790 >> 3))) + (bit<32>)(hdr.nib.n790 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n790 ^ 8)) - 1); \
+    hdr.fixed.v791 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n791 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n791 >> 3))) + (bit<32>)(hdr.nib.n791 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n791 ^ 8)) - 1); \
+    hdr.fixed.v792 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n792 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n792 >> 3))) + (bit<32>)(hdr.nib.n792 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n792 ^ 8)) - 1); \
+    hdr.fixed.v793 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n793 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n793 >> 3))) + (bit<32>)(hdr.nib.n793 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n793 ^ 8)) - 1); \
+    hdr.fixed.v794 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n794 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n794 >> 3))) + (bit<32>)(hdr.nib.n794 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n794 ^ 8)) - 1); \
+    hdr.fixed.v795 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n795 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n795 >> 3))) + (bit<32>)(hdr.nib.n795 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n795 ^ 8)) - 1); \
+    hdr.fixed.v796 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n796 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n796 >> 3))) + (bit<32>)(hdr.nib.n796 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n796 ^ 8)) - 1); \
+    hdr.fixed.v797 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n797 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n797 >> 3))) + (bit<32>)(hdr.nib.n797 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n797 ^ 8)) - 1); \
+    hdr.fixed.v798 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n798 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n798 >> 3))) + (bit<32>)(hdr.nib.n798 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n798 ^ 8)) - 1); \
+    hdr.fixed.v799 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n799 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n799 >> 3))) + (bit<32>)(hdr.nib.n799 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n799 ^ 8)) - 1); \
+    hdr.fixed.v800 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n800 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n800 >> 3))) + (bit<32>)(hdr.nib.n800 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n800 ^ 8)) - 1); \
+    hdr.fixed.v801 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n801 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n801 >> 3))) + (bit<32>)(hdr.nib.n801 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n801 ^ 8)) - 1); \
+    hdr.fixed.v802 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n802 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n802 >> 3))) + (bit<32>)(hdr.nib.n802 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n802 ^ 8)) - 1); \
+    hdr.fixed.v803 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n803 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n803 >> 3))) + (bit<32>)(hdr.nib.n803 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n803 ^ 8)) - 1); \
+    hdr.fixed.v804 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n804 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n804 >> 3))) + (bit<32>)(hdr.nib.n804 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n804 ^ 8)) - 1); \
+    hdr.fixed.v805 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n805 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n805 >> 3))) + (bit<32>)(hdr.nib.n805 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n805 ^ 8)) - 1); \
+    hdr.fixed.v806 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n806 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n806 >> 3))) + (bit<32>)(hdr.nib.n806 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n806 ^ 8)) - 1); \
+    hdr.fixed.v807 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n807 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n807 >> 3))) + (bit<32>)(hdr.nib.n807 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n807 ^ 8)) - 1); \
+    hdr.fixed.v808 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n808 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n808 >> 3))) + (bit<32>)(hdr.nib.n808 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n808 ^ 8)) - 1); \
+    hdr.fixed.v809 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n809 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n809 >> 3))) + (bit<32>)(hdr.nib.n809 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n809 ^ 8)) - 1); \
+    hdr.fixed.v810 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n810 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n810 >> 3))) + (bit<32>)(hdr.nib.n810 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n810 ^ 8)) - 1); \
+    hdr.fixed.v811 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n811 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n811 >> 3))) + (bit<32>)(hdr.nib.n811 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n811 ^ 8)) - 1); \
+    hdr.fixed.v812 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n812 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n812 >> 3))) + (bit<32>)(hdr.nib.n812 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n812 ^ 8)) - 1); \
+    hdr.fixed.v813 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n813 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n813 >> 3))) + (bit<32>)(hdr.nib.n813 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n813 ^ 8)) - 1); \
+    hdr.fixed.v814 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n814 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n814 >> 3))) + (bit<32>)(hdr.nib.n814 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n814 ^ 8)) - 1); \
+    hdr.fixed.v815 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n815 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n815 >> 3))) + (bit<32>)(hdr.nib.n815 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n815 ^ 8)) - 1); \
+    hdr.fixed.v816 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n816 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n816 >> 3))) + (bit<32>)(hdr.nib.n816 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n816 ^ 8)) - 1); \
+    hdr.fixed.v817 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n817 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n817 >> 3))) + (bit<32>)(hdr.nib.n817 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n817 ^ 8)) - 1); \
+    hdr.fixed.v818 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n818 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n818 >> 3))) + (bit<32>)(hdr.nib.n818 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n818 ^ 8)) - 1); \
+    hdr.fixed.v819 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n819 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n819 >> 3))) + (bit<32>)(hdr.nib.n819 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n819 ^ 8)) - 1); \
+    hdr.fixed.v820 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n820 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n820 >> 3))) + (bit<32>)(hdr.nib.n820 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n820 ^ 8)) - 1); \
+    hdr.fixed.v821 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n821 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n821 >> 3))) + (bit<32>)(hdr.nib.n821 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n821 ^ 8)) - 1); \
+    hdr.fixed.v822 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n822 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n822 >> 3))) + (bit<32>)(hdr.nib.n822 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n822 ^ 8)) - 1); \
+    hdr.fixed.v823 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n823 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n823 >> 3))) + (bit<32>)(hdr.nib.n823 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n823 ^ 8)) - 1); \
+    hdr.fixed.v824 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n824 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n824 >> 3))) + (bit<32>)(hdr.nib.n824 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n824 ^ 8)) - 1); \
+    hdr.fixed.v825 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n825 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n825 >> 3))) + (bit<32>)(hdr.nib.n825 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n825 ^ 8)) - 1); \
+    hdr.fixed.v826 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n826 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n826 >> 3))) + (bit<32>)(hdr.nib.n826 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n826 ^ 8)) - 1); \
+    hdr.fixed.v827 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n827 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n827 >> 3))) + (bit<32>)(hdr.nib.n827 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n827 ^ 8)) - 1); \
+    hdr.fixed.v828 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n828 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n828 >> 3))) + (bit<32>)(hdr.nib.n828 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n828 ^ 8)) - 1); \
+    hdr.fixed.v829 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n829 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n829 >> 3))) + (bit<32>)(hdr.nib.n829 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n829 ^ 8)) - 1); \
+    hdr.fixed.v830 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n830 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n830 >> 3))) + (bit<32>)(hdr.nib.n830 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n830 ^ 8)) - 1); \
+    hdr.fixed.v831 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n831 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n831 >> 3))) + (bit<32>)(hdr.nib.n831 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n831 ^ 8)) - 1); \
+    hdr.fixed.v832 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n832 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n832 >> 3))) + (bit<32>)(hdr.nib.n832 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n832 ^ 8)) - 1); \
+    hdr.fixed.v833 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n833 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n833 >> 3))) + (bit<32>)(hdr.nib.n833 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n833 ^ 8)) - 1); \
+    hdr.fixed.v834 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n834 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n834 >> 3))) + (bit<32>)(hdr.nib.n834 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n834 ^ 8)) - 1); \
+    hdr.fixed.v835 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n835 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n835 >> 3))) + (bit<32>)(hdr.nib.n835 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n835 ^ 8)) - 1); \
+    hdr.fixed.v836 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n836 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n836 >> 3))) + (bit<32>)(hdr.nib.n836 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n836 ^ 8)) - 1); \
+    hdr.fixed.v837 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n837 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n837 >> 3))) + (bit<32>)(hdr.nib.n837 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n837 ^ 8)) - 1); \
+    hdr.fixed.v838 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n838 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n838 >> 3))) + (bit<32>)(hdr.nib.n838 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n838 ^ 8)) - 1); \
+    hdr.fixed.v839 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n839 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n839 >> 3))) + (bit<32>)(hdr.nib.n839 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n839 ^ 8)) - 1); \
+    hdr.fixed.v840 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n840 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n840 >> 3))) + (bit<32>)(hdr.nib.n840 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n840 ^ 8)) - 1); \
+    hdr.fixed.v841 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n841 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n841 >> 3))) + (bit<32>)(hdr.nib.n841 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n841 ^ 8)) - 1); \
+    hdr.fixed.v842 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n842 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n842 >> 3))) + (bit<32>)(hdr.nib.n842 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n842 ^ 8)) - 1); \
+    hdr.fixed.v843 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n843 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n843 >> 3))) + (bit<32>)(hdr.nib.n843 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n843 ^ 8)) - 1); \
+    hdr.fixed.v844 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n844 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n844 >> 3))) + (bit<32>)(hdr.nib.n844 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n844 ^ 8)) - 1); \
+    hdr.fixed.v845 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n845 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n845 >> 3))) + (bit<32>)(hdr.nib.n845 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n845 ^ 8)) - 1); \
+    hdr.fixed.v846 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n846 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n846 >> 3))) + (bit<32>)(hdr.nib.n846 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n846 ^ 8)) - 1); \
+    hdr.fixed.v847 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n847 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n847 >> 3))) + (bit<32>)(hdr.nib.n847 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n847 ^ 8)) - 1); \
+    hdr.fixed.v848 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n848 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n848 >> 3))) + (bit<32>)(hdr.nib.n848 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n848 ^ 8)) - 1); \
+    hdr.fixed.v849 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n849 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n849 >> 3))) + (bit<32>)(hdr.nib.n849 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n849 ^ 8)) - 1); \
+    hdr.fixed.v850 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n850 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n850 >> 3))) + (bit<32>)(hdr.nib.n850 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n850 ^ 8)) - 1); \
+    hdr.fixed.v851 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n851 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n851 >> 3))) + (bit<32>)(hdr.nib.n851 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n851 ^ 8)) - 1); \
+    hdr.fixed.v852 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n852 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n852 >> 3))) + (bit<32>)(hdr.nib.n852 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n852 ^ 8)) - 1); \
+    hdr.fixed.v853 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n853 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n853 >> 3))) + (bit<32>)(hdr.nib.n853 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n853 ^ 8)) - 1); \
+    hdr.fixed.v854 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n854 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n854 >> 3))) + (bit<32>)(hdr.nib.n854 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n854 ^ 8)) - 1); \
+    hdr.fixed.v855 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n855 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n855 >> 3))) + (bit<32>)(hdr.nib.n855 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n855 ^ 8)) - 1); \
+    hdr.fixed.v856 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n856 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n856 >> 3))) + (bit<32>)(hdr.nib.n856 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n856 ^ 8)) - 1); \
+    hdr.fixed.v857 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n857 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n857 >> 3))) + (bit<32>)(hdr.nib.n857 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n857 ^ 8)) - 1); \
+    hdr.fixed.v858 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n858 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n858 >> 3))) + (bit<32>)(hdr.nib.n858 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n858 ^ 8)) - 1); \
+    hdr.fixed.v859 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n859 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n859 >> 3))) + (bit<32>)(hdr.nib.n859 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n859 ^ 8)) - 1); \
+    hdr.fixed.v860 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n860 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n860 >> 3))) + (bit<32>)(hdr.nib.n860 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n860 ^ 8)) - 1); \
+    hdr.fixed.v861 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n861 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n861 >> 3))) + (bit<32>)(hdr.nib.n861 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n861 ^ 8)) - 1); \
+    hdr.fixed.v862 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n862 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n862 >> 3))) + (bit<32>)(hdr.nib.n862 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n862 ^ 8)) - 1); \
+    hdr.fixed.v863 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n863 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n863 >> 3))) + (bit<32>)(hdr.nib.n863 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n863 ^ 8)) - 1); \
+    hdr.fixed.v864 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n864 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n864 >> 3))) + (bit<32>)(hdr.nib.n864 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n864 ^ 8)) - 1); \
+    hdr.fixed.v865 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n865 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n865 >> 3))) + (bit<32>)(hdr.nib.n865 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n865 ^ 8)) - 1); \
+    hdr.fixed.v866 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n866 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n866 >> 3))) + (bit<32>)(hdr.nib.n866 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n866 ^ 8)) - 1); \
+    hdr.fixed.v867 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n867 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n867 >> 3))) + (bit<32>)(hdr.nib.n867 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n867 ^ 8)) - 1); \
+    hdr.fixed.v868 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n868 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n868 >> 3))) + (bit<32>)(hdr.nib.n868 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n868 ^ 8)) - 1); \
+    hdr.fixed.v869 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n869 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n869 >> 3))) + (bit<32>)(hdr.nib.n869 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n869 ^ 8)) - 1); \
+    hdr.fixed.v870 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n870 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n870 >> 3))) + (bit<32>)(hdr.nib.n870 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n870 ^ 8)) - 1); \
+    hdr.fixed.v871 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n871 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n871 >> 3))) + (bit<32>)(hdr.nib.n871 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n871 ^ 8)) - 1); \
+    hdr.fixed.v872 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n872 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n872 >> 3))) + (bit<32>)(hdr.nib.n872 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n872 ^ 8)) - 1); \
+    hdr.fixed.v873 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n873 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n873 >> 3))) + (bit<32>)(hdr.nib.n873 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n873 ^ 8)) - 1); \
+    hdr.fixed.v874 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n874 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n874 >> 3))) + (bit<32>)(hdr.nib.n874 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n874 ^ 8)) - 1); \
+    hdr.fixed.v875 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n875 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n875 >> 3))) + (bit<32>)(hdr.nib.n875 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n875 ^ 8)) - 1); \
+    hdr.fixed.v876 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n876 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n876 >> 3))) + (bit<32>)(hdr.nib.n876 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n876 ^ 8)) - 1); \
+    hdr.fixed.v877 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n877 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n877 >> 3))) + (bit<32>)(hdr.nib.n877 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n877 ^ 8)) - 1); \
+    hdr.fixed.v878 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n878 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n878 >> 3))) + (bit<32>)(hdr.nib.n878 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n878 ^ 8)) - 1); \
+    hdr.fixed.v879 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n879 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n879 >> 3))) + (bit<32>)(hdr.nib.n879 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n879 ^ 8)) - 1); \
+    hdr.fixed.v880 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n880 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n880 >> 3))) + (bit<32>)(hdr.nib.n880 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n880 ^ 8)) - 1); \
+    hdr.fixed.v881 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n881 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n881 >> 3))) + (bit<32>)(hdr.nib.n881 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n881 ^ 8)) - 1); \
+    hdr.fixed.v882 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n882 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n882 >> 3))) + (bit<32>)(hdr.nib.n882 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n882 ^ 8)) - 1); \
+    hdr.fixed.v883 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n883 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n883 >> 3))) + (bit<32>)(hdr.nib.n883 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n883 ^ 8)) - 1); \
+    hdr.fixed.v884 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n884 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n884 >> 3))) + (bit<32>)(hdr.nib.n884 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n884 ^ 8)) - 1); \
+    hdr.fixed.v885 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n885 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n885 >> 3))) + (bit<32>)(hdr.nib.n885 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n885 ^ 8)) - 1); \
+    hdr.fixed.v886 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n886 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n886 >> 3))) + (bit<32>)(hdr.nib.n886 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n886 ^ 8)) - 1); \
+    hdr.fixed.v887 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n887 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n887 >> 3))) + (bit<32>)(hdr.nib.n887 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n887 ^ 8)) - 1); \
+    hdr.fixed.v888 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n888 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n888 >> 3))) + (bit<32>)(hdr.nib.n888 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n888 ^ 8)) - 1); \
+    hdr.fixed.v889 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n889 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n889 >> 3))) + (bit<32>)(hdr.nib.n889 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n889 ^ 8)) - 1); \
+    hdr.fixed.v890 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n890 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n890 >> 3))) + (bit<32>)(hdr.nib.n890 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n890 ^ 8)) - 1); \
+    hdr.fixed.v891 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n891 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n891 >> 3))) + (bit<32>)(hdr.nib.n891 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n891 ^ 8)) - 1); \
+    hdr.fixed.v892 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n892 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n892 >> 3))) + (bit<32>)(hdr.nib.n892 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n892 ^ 8)) - 1); \
+    hdr.fixed.v893 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n893 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n893 >> 3))) + (bit<32>)(hdr.nib.n893 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n893 ^ 8)) - 1); \
+    hdr.fixed.v894 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n894 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n894 >> 3))) + (bit<32>)(hdr.nib.n894 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n894 ^ 8)) - 1); \
+    hdr.fixed.v895 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n895 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n895 >> 3))) + (bit<32>)(hdr.nib.n895 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n895 ^ 8)) - 1); \
+    hdr.fixed.v896 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n896 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n896 >> 3))) + (bit<32>)(hdr.nib.n896 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n896 ^ 8)) - 1); \
+    hdr.fixed.v897 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n897 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n897 >> 3))) + (bit<32>)(hdr.nib.n897 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n897 ^ 8)) - 1); \
+    hdr.fixed.v898 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n898 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n898 >> 3))) + (bit<32>)(hdr.nib.n898 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n898 ^ 8)) - 1); \
+    hdr.fixed.v899 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n899 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n899 >> 3))) + (bit<32>)(hdr.nib.n899 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n899 ^ 8)) - 1); \
+    hdr.fixed.v900 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n900 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n900 >> 3))) + (bit<32>)(hdr.nib.n900 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n900 ^ 8)) - 1); \
+    hdr.fixed.v901 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n901 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n901 >> 3))) + (bit<32>)(hdr.nib.n901 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n901 ^ 8)) - 1); \
+    hdr.fixed.v902 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n902 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n902 >> 3))) + (bit<32>)(hdr.nib.n902 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n902 ^ 8)) - 1); \
+    hdr.fixed.v903 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n903 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n903 >> 3))) + (bit<32>)(hdr.nib.n903 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n903 ^ 8)) - 1); \
+    hdr.fixed.v904 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n904 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n904 >> 3))) + (bit<32>)(hdr.nib.n904 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n904 ^ 8)) - 1); \
+    hdr.fixed.v905 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n905 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n905 >> 3))) + (bit<32>)(hdr.nib.n905 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n905 ^ 8)) - 1); \
+    hdr.fixed.v906 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n906 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n906 >> 3))) + (bit<32>)(hdr.nib.n906 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n906 ^ 8)) - 1); \
+    hdr.fixed.v907 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n907 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n907 >> 3))) + (bit<32>)(hdr.nib.n907 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n907 ^ 8)) - 1); \
+    hdr.fixed.v908 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n908 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n908 >> 3))) + (bit<32>)(hdr.nib.n908 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n908 ^ 8)) - 1); \
+    hdr.fixed.v909 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n909 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n909 >> 3))) + (bit<32>)(hdr.nib.n909 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n909 ^ 8)) - 1); \
+    hdr.fixed.v910 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n910 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n910 >> 3))) + (bit<32>)(hdr.nib.n910 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n910 ^ 8)) - 1); \
+    hdr.fixed.v911 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n911 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n911 >> 3))) + (bit<32>)(hdr.nib.n911 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n911 ^ 8)) - 1); \
+    hdr.fixed.v912 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n912 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n912 >> 3))) + (bit<32>)(hdr.nib.n912 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n912 ^ 8)) - 1); \
+    hdr.fixed.v913 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n913 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n913 >> 3))) + (bit<32>)(hdr.nib.n913 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n913 ^ 8)) - 1); \
+    hdr.fixed.v914 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n914 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n914 >> 3))) + (bit<32>)(hdr.nib.n914 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n914 ^ 8)) - 1); \
+    hdr.fixed.v915 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n915 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n915 >> 3))) + (bit<32>)(hdr.nib.n915 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n915 ^ 8)) - 1); \
+    hdr.fixed.v916 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n916 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n916 >> 3))) + (bit<32>)(hdr.nib.n916 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n916 ^ 8)) - 1); \
+    hdr.fixed.v917 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n917 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n917 >> 3))) + (bit<32>)(hdr.nib.n917 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n917 ^ 8)) - 1); \
+    hdr.fixed.v918 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n918 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n918 >> 3))) + (bit<32>)(hdr.nib.n918 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n918 ^ 8)) - 1); \
+    hdr.fixed.v919 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n919 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n919 >> 3))) + (bit<32>)(hdr.nib.n919 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n919 ^ 8)) - 1); \
+    hdr.fixed.v920 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n920 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n920 >> 3))) + (bit<32>)(hdr.nib.n920 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n920 ^ 8)) - 1); \
+    hdr.fixed.v921 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n921 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n921 >> 3))) + (bit<32>)(hdr.nib.n921 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n921 ^ 8)) - 1); \
+    hdr.fixed.v922 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n922 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n922 >> 3))) + (bit<32>)(hdr.nib.n922 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n922 ^ 8)) - 1); \
+    hdr.fixed.v923 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n923 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n923 >> 3))) + (bit<32>)(hdr.nib.n923 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n923 ^ 8)) - 1); \
+    hdr.fixed.v924 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n924 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n924 >> 3))) + (bit<32>)(hdr.nib.n924 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n924 ^ 8)) - 1); \
+    hdr.fixed.v925 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n925 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n925 >> 3))) + (bit<32>)(hdr.nib.n925 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n925 ^ 8)) - 1); \
+    hdr.fixed.v926 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n926 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n926 >> 3))) + (bit<32>)(hdr.nib.n926 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n926 ^ 8)) - 1); \
+    hdr.fixed.v927 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n927 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n927 >> 3))) + (bit<32>)(hdr.nib.n927 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n927 ^ 8)) - 1); \
+    hdr.fixed.v928 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n928 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n928 >> 3))) + (bit<32>)(hdr.nib.n928 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n928 ^ 8)) - 1); \
+    hdr.fixed.v929 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n929 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n929 >> 3))) + (bit<32>)(hdr.nib.n929 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n929 ^ 8)) - 1); \
+    hdr.fixed.v930 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n930 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n930 >> 3))) + (bit<32>)(hdr.nib.n930 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n930 ^ 8)) - 1); \
+    hdr.fixed.v931 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n931 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n931 >> 3))) + (bit<32>)(hdr.nib.n931 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n931 ^ 8)) - 1); \
+    hdr.fixed.v932 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n932 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n932 >> 3))) + (bit<32>)(hdr.nib.n932 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n932 ^ 8)) - 1); \
+    hdr.fixed.v933 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n933 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n933 >> 3))) + (bit<32>)(hdr.nib.n933 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n933 ^ 8)) - 1); \
+    hdr.fixed.v934 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n934 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n934 >> 3))) + (bit<32>)(hdr.nib.n934 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n934 ^ 8)) - 1); \
+    hdr.fixed.v935 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n935 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n935 >> 3))) + (bit<32>)(hdr.nib.n935 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n935 ^ 8)) - 1); \
+    hdr.fixed.v936 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n936 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n936 >> 3))) + (bit<32>)(hdr.nib.n936 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n936 ^ 8)) - 1); \
+    hdr.fixed.v937 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n937 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n937 >> 3))) + (bit<32>)(hdr.nib.n937 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n937 ^ 8)) - 1); \
+    hdr.fixed.v938 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n938 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n938 >> 3))) + (bit<32>)(hdr.nib.n938 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n938 ^ 8)) - 1); \
+    hdr.fixed.v939 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n939 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n939 >> 3))) + (bit<32>)(hdr.nib.n939 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n939 ^ 8)) - 1); \
+    hdr.fixed.v940 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n940 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n940 >> 3))) + (bit<32>)(hdr.nib.n940 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n940 ^ 8)) - 1); \
+    hdr.fixed.v941 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n941 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n941 >> 3))) + (bit<32>)(hdr.nib.n941 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n941 ^ 8)) - 1); \
+    hdr.fixed.v942 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n942 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n942 >> 3))) + (bit<32>)(hdr.nib.n942 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n942 ^ 8)) - 1); \
+    hdr.fixed.v943 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n943 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n943 >> 3))) + (bit<32>)(hdr.nib.n943 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n943 ^ 8)) - 1); \
+    hdr.fixed.v944 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n944 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n944 >> 3))) + (bit<32>)(hdr.nib.n944 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n944 ^ 8)) - 1); \
+    hdr.fixed.v945 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n945 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n945 >> 3))) + (bit<32>)(hdr.nib.n945 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n945 ^ 8)) - 1); \
+    hdr.fixed.v946 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n946 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n946 >> 3))) + (bit<32>)(hdr.nib.n946 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n946 ^ 8)) - 1); \
+    hdr.fixed.v947 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n947 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n947 >> 3))) + (bit<32>)(hdr.nib.n947 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n947 ^ 8)) - 1); \
+    hdr.fixed.v948 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n948 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n948 >> 3))) + (bit<32>)(hdr.nib.n948 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n948 ^ 8)) - 1); \
+    hdr.fixed.v949 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n949 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n949 >> 3))) + (bit<32>)(hdr.nib.n949 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n949 ^ 8)) - 1); \
+    hdr.fixed.v950 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n950 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n950 >> 3))) + (bit<32>)(hdr.nib.n950 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n950 ^ 8)) - 1); \
+    hdr.fixed.v951 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n951 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n951 >> 3))) + (bit<32>)(hdr.nib.n951 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n951 ^ 8)) - 1); \
+    hdr.fixed.v952 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n952 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n952 >> 3))) + (bit<32>)(hdr.nib.n952 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n952 ^ 8)) - 1); \
+    hdr.fixed.v953 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n953 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n953 >> 3))) + (bit<32>)(hdr.nib.n953 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n953 ^ 8)) - 1); \
+    hdr.fixed.v954 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n954 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n954 >> 3))) + (bit<32>)(hdr.nib.n954 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n954 ^ 8)) - 1); \
+    hdr.fixed.v955 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n955 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n955 >> 3))) + (bit<32>)(hdr.nib.n955 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n955 ^ 8)) - 1); \
+    hdr.fixed.v956 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n956 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n956 >> 3))) + (bit<32>)(hdr.nib.n956 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n956 ^ 8)) - 1); \
+    hdr.fixed.v957 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n957 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n957 >> 3))) + (bit<32>)(hdr.nib.n957 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n957 ^ 8)) - 1); \
+    hdr.fixed.v958 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n958 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n958 >> 3))) + (bit<32>)(hdr.nib.n958 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n958 ^ 8)) - 1); \
+    hdr.fixed.v959 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n959 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n959 >> 3))) + (bit<32>)(hdr.nib.n959 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n959 ^ 8)) - 1); \
+    hdr.fixed.v960 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n960 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n960 >> 3))) + (bit<32>)(hdr.nib.n960 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n960 ^ 8)) - 1); \
+    hdr.fixed.v961 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n961 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n961 >> 3))) + (bit<32>)(hdr.nib.n961 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n961 ^ 8)) - 1); \
+    hdr.fixed.v962 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n962 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n962 >> 3))) + (bit<32>)(hdr.nib.n962 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n962 ^ 8)) - 1); \
+    hdr.fixed.v963 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n963 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n963 >> 3))) + (bit<32>)(hdr.nib.n963 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n963 ^ 8)) - 1); \
+    hdr.fixed.v964 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n964 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n964 >> 3))) + (bit<32>)(hdr.nib.n964 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n964 ^ 8)) - 1); \
+    hdr.fixed.v965 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n965 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n965 >> 3))) + (bit<32>)(hdr.nib.n965 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n965 ^ 8)) - 1); \
+    hdr.fixed.v966 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n966 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n966 >> 3))) + (bit<32>)(hdr.nib.n966 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n966 ^ 8)) - 1); \
+    hdr.fixed.v967 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n967 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n967 >> 3))) + (bit<32>)(hdr.nib.n967 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n967 ^ 8)) - 1); \
+    hdr.fixed.v968 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n968 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n968 >> 3))) + (bit<32>)(hdr.nib.n968 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n968 ^ 8)) - 1); \
+    hdr.fixed.v969 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n969 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n969 >> 3))) + (bit<32>)(hdr.nib.n969 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n969 ^ 8)) - 1); \
+    hdr.fixed.v970 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n970 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n970 >> 3))) + (bit<32>)(hdr.nib.n970 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n970 ^ 8)) - 1); \
+    hdr.fixed.v971 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n971 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n971 >> 3))) + (bit<32>)(hdr.nib.n971 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n971 ^ 8)) - 1); \
+    hdr.fixed.v972 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n972 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n972 >> 3))) + (bit<32>)(hdr.nib.n972 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n972 ^ 8)) - 1); \
+    hdr.fixed.v973 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n973 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n973 >> 3))) + (bit<32>)(hdr.nib.n973 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n973 ^ 8)) - 1); \
+    hdr.fixed.v974 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n974 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n974 >> 3))) + (bit<32>)(hdr.nib.n974 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n974 ^ 8)) - 1); \
+    hdr.fixed.v975 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n975 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n975 >> 3))) + (bit<32>)(hdr.nib.n975 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n975 ^ 8)) - 1); \
+    hdr.fixed.v976 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n976 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n976 >> 3))) + (bit<32>)(hdr.nib.n976 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n976 ^ 8)) - 1); \
+    hdr.fixed.v977 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n977 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n977 >> 3))) + (bit<32>)(hdr.nib.n977 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n977 ^ 8)) - 1); \
+    hdr.fixed.v978 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n978 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n978 >> 3))) + (bit<32>)(hdr.nib.n978 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n978 ^ 8)) - 1); \
+    hdr.fixed.v979 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n979 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n979 >> 3))) + (bit<32>)(hdr.nib.n979 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n979 ^ 8)) - 1); \
+    hdr.fixed.v980 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n980 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n980 >> 3))) + (bit<32>)(hdr.nib.n980 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n980 ^ 8)) - 1); \
+    hdr.fixed.v981 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n981 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n981 >> 3))) + (bit<32>)(hdr.nib.n981 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n981 ^ 8)) - 1); \
+    hdr.fixed.v982 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n982 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n982 >> 3))) + (bit<32>)(hdr.nib.n982 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n982 ^ 8)) - 1); \
+    hdr.fixed.v983 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n983 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n983 >> 3))) + (bit<32>)(hdr.nib.n983 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n983 ^ 8)) - 1); \
+    hdr.fixed.v984 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n984 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n984 >> 3))) + (bit<32>)(hdr.nib.n984 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n984 ^ 8)) - 1); \
+    hdr.fixed.v985 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n985 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n985 >> 3))) + (bit<32>)(hdr.nib.n985 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n985 ^ 8)) - 1); \
+    hdr.fixed.v986 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n986 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n986 >> 3))) + (bit<32>)(hdr.nib.n986 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n986 ^ 8)) - 1); \
+    hdr.fixed.v987 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n987 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n987 >> 3))) + (bit<32>)(hdr.nib.n987 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n987 ^ 8)) - 1); \
+    hdr.fixed.v988 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n988 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n988 >> 3))) + (bit<32>)(hdr.nib.n988 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n988 ^ 8)) - 1); \
+    hdr.fixed.v989 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n989 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n989 >> 3))) + (bit<32>)(hdr.nib.n989 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n989 ^ 8)) - 1); \
+    hdr.fixed.v990 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n990 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n990 >> 3))) + (bit<32>)(hdr.nib.n990 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n990 ^ 8)) - 1); \
+    hdr.fixed.v991 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n991 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n991 >> 3))) + (bit<32>)(hdr.nib.n991 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n991 ^ 8)) - 1); \
+    hdr.fixed.v992 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n992 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n992 >> 3))) + (bit<32>)(hdr.nib.n992 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n992 ^ 8)) - 1); \
+    hdr.fixed.v993 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n993 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n993 >> 3))) + (bit<32>)(hdr.nib.n993 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n993 ^ 8)) - 1); \
+    hdr.fixed.v994 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n994 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n994 >> 3))) + (bit<32>)(hdr.nib.n994 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n994 ^ 8)) - 1); \
+    hdr.fixed.v995 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n995 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n995 >> 3))) + (bit<32>)(hdr.nib.n995 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n995 ^ 8)) - 1); \
+    hdr.fixed.v996 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n996 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n996 >> 3))) + (bit<32>)(hdr.nib.n996 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n996 ^ 8)) - 1); \
+    hdr.fixed.v997 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n997 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n997 >> 3))) + (bit<32>)(hdr.nib.n997 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n997 ^ 8)) - 1); \
+    hdr.fixed.v998 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n998 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n998 >> 3))) + (bit<32>)(hdr.nib.n998 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n998 ^ 8)) - 1); \
+    hdr.fixed.v999 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n999 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n999 >> 3))) + (bit<32>)(hdr.nib.n999 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n999 ^ 8)) - 1); \
+    hdr.fixed.v1000 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1000 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1000 >> 3))) + (bit<32>)(hdr.nib.n1000 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1000 ^ 8)) - 1); \
+    hdr.fixed.v1001 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1001 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1001 >> 3))) + (bit<32>)(hdr.nib.n1001 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1001 ^ 8)) - 1); \
+    hdr.fixed.v1002 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1002 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1002 >> 3))) + (bit<32>)(hdr.nib.n1002 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1002 ^ 8)) - 1); \
+    hdr.fixed.v1003 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1003 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1003 >> 3))) + (bit<32>)(hdr.nib.n1003 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1003 ^ 8)) - 1); \
+    hdr.fixed.v1004 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1004 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1004 >> 3))) + (bit<32>)(hdr.nib.n1004 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1004 ^ 8)) - 1); \
+    hdr.fixed.v1005 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1005 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1005 >> 3))) + (bit<32>)(hdr.nib.n1005 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1005 ^ 8)) - 1); \
+    hdr.fixed.v1006 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1006 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1006 >> 3))) + (bit<32>)(hdr.nib.n1006 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1006 ^ 8)) - 1); \
+    hdr.fixed.v1007 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1007 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1007 >> 3))) + (bit<32>)(hdr.nib.n1007 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1007 ^ 8)) - 1); \
+    hdr.fixed.v1008 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1008 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1008 >> 3))) + (bit<32>)(hdr.nib.n1008 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1008 ^ 8)) - 1); \
+    hdr.fixed.v1009 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1009 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1009 >> 3))) + (bit<32>)(hdr.nib.n1009 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1009 ^ 8)) - 1); \
+    hdr.fixed.v1010 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1010 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1010 >> 3))) + (bit<32>)(hdr.nib.n1010 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1010 ^ 8)) - 1); \
+    hdr.fixed.v1011 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1011 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1011 >> 3))) + (bit<32>)(hdr.nib.n1011 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1011 ^ 8)) - 1); \
+    hdr.fixed.v1012 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1012 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1012 >> 3))) + (bit<32>)(hdr.nib.n1012 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1012 ^ 8)) - 1); \
+    hdr.fixed.v1013 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1013 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1013 >> 3))) + (bit<32>)(hdr.nib.n1013 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1013 ^ 8)) - 1); \
+    hdr.fixed.v1014 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1014 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1014 >> 3))) + (bit<32>)(hdr.nib.n1014 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1014 ^ 8)) - 1); \
+    hdr.fixed.v1015 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1015 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1015 >> 3))) + (bit<32>)(hdr.nib.n1015 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1015 ^ 8)) - 1); \
+    hdr.fixed.v1016 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1016 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1016 >> 3))) + (bit<32>)(hdr.nib.n1016 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1016 ^ 8)) - 1); \
+    hdr.fixed.v1017 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1017 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1017 >> 3))) + (bit<32>)(hdr.nib.n1017 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1017 ^ 8)) - 1); \
+    hdr.fixed.v1018 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1018 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1018 >> 3))) + (bit<32>)(hdr.nib.n1018 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1018 ^ 8)) - 1); \
+    hdr.fixed.v1019 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1019 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1019 >> 3))) + (bit<32>)(hdr.nib.n1019 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1019 ^ 8)) - 1); \
+    hdr.fixed.v1020 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1020 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1020 >> 3))) + (bit<32>)(hdr.nib.n1020 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1020 ^ 8)) - 1); \
+    hdr.fixed.v1021 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1021 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1021 >> 3))) + (bit<32>)(hdr.nib.n1021 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1021 ^ 8)) - 1); \
+    hdr.fixed.v1022 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1022 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1022 >> 3))) + (bit<32>)(hdr.nib.n1022 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1022 ^ 8)) - 1); \
+    hdr.fixed.v1023 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1023 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1023 >> 3))) + (bit<32>)(hdr.nib.n1023 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1023 ^ 8)) - 1); \
+    hdr.fixed.v1024 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1024 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1024 >> 3))) + (bit<32>)(hdr.nib.n1024 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1024 ^ 8)) - 1); \
+    hdr.fixed.v1025 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1025 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1025 >> 3))) + (bit<32>)(hdr.nib.n1025 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1025 ^ 8)) - 1); \
+    hdr.fixed.v1026 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1026 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1026 >> 3))) + (bit<32>)(hdr.nib.n1026 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1026 ^ 8)) - 1); \
+    hdr.fixed.v1027 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1027 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1027 >> 3))) + (bit<32>)(hdr.nib.n1027 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1027 ^ 8)) - 1); \
+    hdr.fixed.v1028 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1028 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1028 >> 3))) + (bit<32>)(hdr.nib.n1028 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1028 ^ 8)) - 1); \
+    hdr.fixed.v1029 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1029 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1029 >> 3))) + (bit<32>)(hdr.nib.n1029 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1029 ^ 8)) - 1); \
+    hdr.fixed.v1030 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1030 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1030 >> 3))) + (bit<32>)(hdr.nib.n1030 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1030 ^ 8)) - 1); \
+    hdr.fixed.v1031 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1031 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1031 >> 3))) + (bit<32>)(hdr.nib.n1031 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1031 ^ 8)) - 1); \
+    hdr.fixed.v1032 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1032 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1032 >> 3))) + (bit<32>)(hdr.nib.n1032 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1032 ^ 8)) - 1); \
+    hdr.fixed.v1033 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1033 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1033 >> 3))) + (bit<32>)(hdr.nib.n1033 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1033 ^ 8)) - 1); \
+    hdr.fixed.v1034 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1034 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1034 >> 3))) + (bit<32>)(hdr.nib.n1034 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1034 ^ 8)) - 1); \
+    hdr.fixed.v1035 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1035 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1035 >> 3))) + (bit<32>)(hdr.nib.n1035 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1035 ^ 8)) - 1); \
+    hdr.fixed.v1036 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1036 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1036 >> 3))) + (bit<32>)(hdr.nib.n1036 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1036 ^ 8)) - 1); \
+    hdr.fixed.v1037 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1037 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1037 >> 3))) + (bit<32>)(hdr.nib.n1037 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1037 ^ 8)) - 1); \
+    hdr.fixed.v1038 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1038 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1038 >> 3))) + (bit<32>)(hdr.nib.n1038 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1038 ^ 8)) - 1); \
+    hdr.fixed.v1039 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1039 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1039 >> 3))) + (bit<32>)(hdr.nib.n1039 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1039 ^ 8)) - 1); \
+    hdr.fixed.v1040 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1040 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1040 >> 3))) + (bit<32>)(hdr.nib.n1040 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1040 ^ 8)) - 1); \
+    hdr.fixed.v1041 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1041 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1041 >> 3))) + (bit<32>)(hdr.nib.n1041 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1041 ^ 8)) - 1); \
+    hdr.fixed.v1042 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1042 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1042 >> 3))) + (bit<32>)(hdr.nib.n1042 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1042 ^ 8)) - 1); \
+    hdr.fixed.v1043 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1043 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1043 >> 3))) + (bit<32>)(hdr.nib.n1043 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1043 ^ 8)) - 1); \
+    hdr.fixed.v1044 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1044 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1044 >> 3))) + (bit<32>)(hdr.nib.n1044 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1044 ^ 8)) - 1); \
+    hdr.fixed.v1045 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1045 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1045 >> 3))) + (bit<32>)(hdr.nib.n1045 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1045 ^ 8)) - 1); \
+    hdr.fixed.v1046 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1046 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1046 >> 3))) + (bit<32>)(hdr.nib.n1046 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1046 ^ 8)) - 1); \
+    hdr.fixed.v1047 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1047 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1047 >> 3))) + (bit<32>)(hdr.nib.n1047 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1047 ^ 8)) - 1); \
+    hdr.fixed.v1048 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1048 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1048 >> 3))) + (bit<32>)(hdr.nib.n1048 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1048 ^ 8)) - 1); \
+    hdr.fixed.v1049 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1049 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1049 >> 3))) + (bit<32>)(hdr.nib.n1049 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1049 ^ 8)) - 1); \
+    hdr.fixed.v1050 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1050 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1050 >> 3))) + (bit<32>)(hdr.nib.n1050 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1050 ^ 8)) - 1); \
+    hdr.fixed.v1051 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1051 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1051 >> 3))) + (bit<32>)(hdr.nib.n1051 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1051 ^ 8)) - 1); \
+    hdr.fixed.v1052 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1052 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1052 >> 3))) + (bit<32>)(hdr.nib.n1052 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1052 ^ 8)) - 1); \
+    hdr.fixed.v1053 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1053 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1053 >> 3))) + (bit<32>)(hdr.nib.n1053 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1053 ^ 8)) - 1); \
+    hdr.fixed.v1054 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1054 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1054 >> 3))) + (bit<32>)(hdr.nib.n1054 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1054 ^ 8)) - 1); \
+    hdr.fixed.v1055 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1055 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1055 >> 3))) + (bit<32>)(hdr.nib.n1055 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1055 ^ 8)) - 1); \
+    hdr.fixed.v1056 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1056 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1056 >> 3))) + (bit<32>)(hdr.nib.n1056 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1056 ^ 8)) - 1); \
+    hdr.fixed.v1057 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1057 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1057 >> 3))) + (bit<32>)(hdr.nib.n1057 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1057 ^ 8)) - 1); \
+    hdr.fixed.v1058 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1058 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1058 >> 3))) + (bit<32>)(hdr.nib.n1058 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1058 ^ 8)) - 1); \
+    hdr.fixed.v1059 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1059 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1059 >> 3))) + (bit<32>)(hdr.nib.n1059 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1059 ^ 8)) - 1); \
+    hdr.fixed.v1060 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1060 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1060 >> 3))) + (bit<32>)(hdr.nib.n1060 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1060 ^ 8)) - 1); \
+    hdr.fixed.v1061 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1061 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1061 >> 3))) + (bit<32>)(hdr.nib.n1061 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1061 ^ 8)) - 1); \
+    hdr.fixed.v1062 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1062 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1062 >> 3))) + (bit<32>)(hdr.nib.n1062 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1062 ^ 8)) - 1); \
+    hdr.fixed.v1063 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1063 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1063 >> 3))) + (bit<32>)(hdr.nib.n1063 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1063 ^ 8)) - 1); \
+    hdr.fixed.v1064 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1064 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1064 >> 3))) + (bit<32>)(hdr.nib.n1064 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1064 ^ 8)) - 1); \
+    hdr.fixed.v1065 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1065 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1065 >> 3))) + (bit<32>)(hdr.nib.n1065 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1065 ^ 8)) - 1); \
+    hdr.fixed.v1066 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1066 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1066 >> 3))) + (bit<32>)(hdr.nib.n1066 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1066 ^ 8)) - 1); \
+    hdr.fixed.v1067 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1067 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1067 >> 3))) + (bit<32>)(hdr.nib.n1067 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1067 ^ 8)) - 1); \
+    hdr.fixed.v1068 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1068 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1068 >> 3))) + (bit<32>)(hdr.nib.n1068 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1068 ^ 8)) - 1); \
+    hdr.fixed.v1069 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1069 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1069 >> 3))) + (bit<32>)(hdr.nib.n1069 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1069 ^ 8)) - 1); \
+    hdr.fixed.v1070 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1070 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1070 >> 3))) + (bit<32>)(hdr.nib.n1070 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1070 ^ 8)) - 1); \
+    hdr.fixed.v1071 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1071 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1071 >> 3))) + (bit<32>)(hdr.nib.n1071 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1071 ^ 8)) - 1); \
+    hdr.fixed.v1072 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1072 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1072 >> 3))) + (bit<32>)(hdr.nib.n1072 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1072 ^ 8)) - 1); \
+    hdr.fixed.v1073 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1073 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1073 >> 3))) + (bit<32>)(hdr.nib.n1073 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1073 ^ 8)) - 1); \
+    hdr.fixed.v1074 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1074 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1074 >> 3))) + (bit<32>)(hdr.nib.n1074 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1074 ^ 8)) - 1); \
+    hdr.fixed.v1075 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1075 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1075 >> 3))) + (bit<32>)(hdr.nib.n1075 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1075 ^ 8)) - 1); \
+    hdr.fixed.v1076 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1076 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1076 >> 3))) + (bit<32>)(hdr.nib.n1076 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1076 ^ 8)) - 1); \
+    hdr.fixed.v1077 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1077 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1077 >> 3))) + (bit<32>)(hdr.nib.n1077 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1077 ^ 8)) - 1); \
+    hdr.fixed.v1078 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1078 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1078 >> 3))) + (bit<32>)(hdr.nib.n1078 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1078 ^ 8)) - 1); \
+    hdr.fixed.v1079 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1079 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1079 >> 3))) + (bit<32>)(hdr.nib.n1079 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1079 ^ 8)) - 1); \
+    hdr.fixed.v1080 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1080 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1080 >> 3))) + (bit<32>)(hdr.nib.n1080 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1080 ^ 8)) - 1); \
+    hdr.fixed.v1081 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1081 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1081 >> 3))) + (bit<32>)(hdr.nib.n1081 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1081 ^ 8)) - 1); \
+    hdr.fixed.v1082 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1082 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1082 >> 3))) + (bit<32>)(hdr.nib.n1082 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1082 ^ 8)) - 1); \
+    hdr.fixed.v1083 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1083 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1083 >> 3))) + (bit<32>)(hdr.nib.n1083 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1083 ^ 8)) - 1); \
+    hdr.fixed.v1084 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1084 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1084 >> 3))) + (bit<32>)(hdr.nib.n1084 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1084 ^ 8)) - 1); \
+    hdr.fixed.v1085 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1085 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1085 >> 3))) + (bit<32>)(hdr.nib.n1085 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1085 ^ 8)) - 1); \
+    hdr.fixed.v1086 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1086 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1086 >> 3))) + (bit<32>)(hdr.nib.n1086 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1086 ^ 8)) - 1); \
+    hdr.fixed.v1087 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1087 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1087 >> 3))) + (bit<32>)(hdr.nib.n1087 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1087 ^ 8)) - 1); \
+    hdr.fixed.v1088 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1088 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1088 >> 3))) + (bit<32>)(hdr.nib.n1088 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1088 ^ 8)) - 1); \
+    hdr.fixed.v1089 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1089 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1089 >> 3))) + (bit<32>)(hdr.nib.n1089 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1089 ^ 8)) - 1); \
+    hdr.fixed.v1090 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1090 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1090 >> 3))) + (bit<32>)(hdr.nib.n1090 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1090 ^ 8)) - 1); \
+    hdr.fixed.v1091 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1091 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1091 >> 3))) + (bit<32>)(hdr.nib.n1091 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1091 ^ 8)) - 1); \
+    hdr.fixed.v1092 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1092 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1092 >> 3))) + (bit<32>)(hdr.nib.n1092 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1092 ^ 8)) - 1); \
+    hdr.fixed.v1093 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1093 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1093 >> 3))) + (bit<32>)(hdr.nib.n1093 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1093 ^ 8)) - 1); \
+    hdr.fixed.v1094 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1094 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1094 >> 3))) + (bit<32>)(hdr.nib.n1094 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1094 ^ 8)) - 1); \
+    hdr.fixed.v1095 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1095 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1095 >> 3))) + (bit<32>)(hdr.nib.n1095 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1095 ^ 8)) - 1); \
+    hdr.fixed.v1096 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1096 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1096 >> 3))) + (bit<32>)(hdr.nib.n1096 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1096 ^ 8)) - 1); \
+    hdr.fixed.v1097 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1097 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1097 >> 3))) + (bit<32>)(hdr.nib.n1097 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1097 ^ 8)) - 1); \
+    hdr.fixed.v1098 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1098 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1098 >> 3))) + (bit<32>)(hdr.nib.n1098 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1098 ^ 8)) - 1); \
+    hdr.fixed.v1099 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1099 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1099 >> 3))) + (bit<32>)(hdr.nib.n1099 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1099 ^ 8)) - 1); \
+    hdr.fixed.v1100 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1100 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1100 >> 3))) + (bit<32>)(hdr.nib.n1100 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1100 ^ 8)) - 1); \
+    hdr.fixed.v1101 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1101 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1101 >> 3))) + (bit<32>)(hdr.nib.n1101 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1101 ^ 8)) - 1); \
+    hdr.fixed.v1102 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1102 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1102 >> 3))) + (bit<32>)(hdr.nib.n1102 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1102 ^ 8)) - 1); \
+    hdr.fixed.v1103 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1103 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1103 >> 3))) + (bit<32>)(hdr.nib.n1103 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1103 ^ 8)) - 1); \
+    hdr.fixed.v1104 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1104 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1104 >> 3))) + (bit<32>)(hdr.nib.n1104 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1104 ^ 8)) - 1); \
+    hdr.fixed.v1105 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1105 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1105 >> 3))) + (bit<32>)(hdr.nib.n1105 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1105 ^ 8)) - 1); \
+    hdr.fixed.v1106 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1106 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1106 >> 3))) + (bit<32>)(hdr.nib.n1106 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1106 ^ 8)) - 1); \
+    hdr.fixed.v1107 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1107 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1107 >> 3))) + (bit<32>)(hdr.nib.n1107 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1107 ^ 8)) - 1); \
+    hdr.fixed.v1108 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1108 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1108 >> 3))) + (bit<32>)(hdr.nib.n1108 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1108 ^ 8)) - 1); \
+    hdr.fixed.v1109 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1109 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1109 >> 3))) + (bit<32>)(hdr.nib.n1109 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1109 ^ 8)) - 1); \
+    hdr.fixed.v1110 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1110 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1110 >> 3))) + (bit<32>)(hdr.nib.n1110 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1110 ^ 8)) - 1); \
+    hdr.fixed.v1111 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1111 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1111 >> 3))) + (bit<32>)(hdr.nib.n1111 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1111 ^ 8)) - 1); \
+    hdr.fixed.v1112 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1112 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1112 >> 3))) + (bit<32>)(hdr.nib.n1112 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1112 ^ 8)) - 1); \
+    hdr.fixed.v1113 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1113 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1113 >> 3))) + (bit<32>)(hdr.nib.n1113 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1113 ^ 8)) - 1); \
+    hdr.fixed.v1114 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1114 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1114 >> 3))) + (bit<32>)(hdr.nib.n1114 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1114 ^ 8)) - 1); \
+    hdr.fixed.v1115 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1115 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1115 >> 3))) + (bit<32>)(hdr.nib.n1115 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1115 ^ 8)) - 1); \
+    hdr.fixed.v1116 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1116 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1116 >> 3))) + (bit<32>)(hdr.nib.n1116 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1116 ^ 8)) - 1); \
+    hdr.fixed.v1117 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1117 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1117 >> 3))) + (bit<32>)(hdr.nib.n1117 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1117 ^ 8)) - 1); \
+    hdr.fixed.v1118 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1118 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1118 >> 3))) + (bit<32>)(hdr.nib.n1118 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1118 ^ 8)) - 1); \
+    hdr.fixed.v1119 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1119 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1119 >> 3))) + (bit<32>)(hdr.nib.n1119 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1119 ^ 8)) - 1); \
+    hdr.fixed.v1120 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1120 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1120 >> 3))) + (bit<32>)(hdr.nib.n1120 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1120 ^ 8)) - 1); \
+    hdr.fixed.v1121 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1121 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1121 >> 3))) + (bit<32>)(hdr.nib.n1121 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1121 ^ 8)) - 1); \
+    hdr.fixed.v1122 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1122 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1122 >> 3))) + (bit<32>)(hdr.nib.n1122 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1122 ^ 8)) - 1); \
+    hdr.fixed.v1123 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1123 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1123 >> 3))) + (bit<32>)(hdr.nib.n1123 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1123 ^ 8)) - 1); \
+    hdr.fixed.v1124 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1124 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1124 >> 3))) + (bit<32>)(hdr.nib.n1124 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1124 ^ 8)) - 1); \
+    hdr.fixed.v1125 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1125 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1125 >> 3))) + (bit<32>)(hdr.nib.n1125 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1125 ^ 8)) - 1); \
+    hdr.fixed.v1126 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1126 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1126 >> 3))) + (bit<32>)(hdr.nib.n1126 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1126 ^ 8)) - 1); \
+    hdr.fixed.v1127 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1127 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1127 >> 3))) + (bit<32>)(hdr.nib.n1127 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1127 ^ 8)) - 1); \
+    hdr.fixed.v1128 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1128 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1128 >> 3))) + (bit<32>)(hdr.nib.n1128 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1128 ^ 8)) - 1); \
+    hdr.fixed.v1129 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1129 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1129 >> 3))) + (bit<32>)(hdr.nib.n1129 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1129 ^ 8)) - 1); \
+    hdr.fixed.v1130 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1130 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1130 >> 3))) + (bit<32>)(hdr.nib.n1130 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1130 ^ 8)) - 1); \
+    hdr.fixed.v1131 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1131 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1131 >> 3))) + (bit<32>)(hdr.nib.n1131 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1131 ^ 8)) - 1); \
+    hdr.fixed.v1132 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1132 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1132 >> 3))) + (bit<32>)(hdr.nib.n1132 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1132 ^ 8)) - 1); \
+    hdr.fixed.v1133 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1133 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1133 >> 3))) + (bit<32>)(hdr.nib.n1133 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1133 ^ 8)) - 1); \
+    hdr.fixed.v1134 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1134 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1134 >> 3))) + (bit<32>)(hdr.nib.n1134 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1134 ^ 8)) - 1); \
+    hdr.fixed.v1135 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1135 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1135 >> 3))) + (bit<32>)(hdr.nib.n1135 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1135 ^ 8)) - 1); \
+    hdr.fixed.v1136 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1136 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1136 >> 3))) + (bit<32>)(hdr.nib.n1136 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1136 ^ 8)) - 1); \
+    hdr.fixed.v1137 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1137 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1137 >> 3))) + (bit<32>)(hdr.nib.n1137 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1137 ^ 8)) - 1); \
+    hdr.fixed.v1138 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1138 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1138 >> 3))) + (bit<32>)(hdr.nib.n1138 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1138 ^ 8)) - 1); \
+    hdr.fixed.v1139 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1139 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1139 >> 3))) + (bit<32>)(hdr.nib.n1139 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1139 ^ 8)) - 1); \
+    hdr.fixed.v1140 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1140 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1140 >> 3))) + (bit<32>)(hdr.nib.n1140 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1140 ^ 8)) - 1); \
+    hdr.fixed.v1141 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1141 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1141 >> 3))) + (bit<32>)(hdr.nib.n1141 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1141 ^ 8)) - 1); \
+    hdr.fixed.v1142 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1142 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1142 >> 3))) + (bit<32>)(hdr.nib.n1142 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1142 ^ 8)) - 1); \
+    hdr.fixed.v1143 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1143 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1143 >> 3))) + (bit<32>)(hdr.nib.n1143 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1143 ^ 8)) - 1); \
+    hdr.fixed.v1144 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1144 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1144 >> 3))) + (bit<32>)(hdr.nib.n1144 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1144 ^ 8)) - 1); \
+    hdr.fixed.v1145 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1145 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1145 >> 3))) + (bit<32>)(hdr.nib.n1145 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1145 ^ 8)) - 1); \
+    hdr.fixed.v1146 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1146 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1146 >> 3))) + (bit<32>)(hdr.nib.n1146 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1146 ^ 8)) - 1); \
+    hdr.fixed.v1147 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1147 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1147 >> 3))) + (bit<32>)(hdr.nib.n1147 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1147 ^ 8)) - 1); \
+    hdr.fixed.v1148 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1148 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1148 >> 3))) + (bit<32>)(hdr.nib.n1148 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1148 ^ 8)) - 1); \
+    hdr.fixed.v1149 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1149 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1149 >> 3))) + (bit<32>)(hdr.nib.n1149 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1149 ^ 8)) - 1); \
+    hdr.fixed.v1150 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1150 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1150 >> 3))) + (bit<32>)(hdr.nib.n1150 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1150 ^ 8)) - 1); \
+    hdr.fixed.v1151 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1151 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1151 >> 3))) + (bit<32>)(hdr.nib.n1151 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1151 ^ 8)) - 1); \
+    hdr.fixed.v1152 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1152 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1152 >> 3))) + (bit<32>)(hdr.nib.n1152 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1152 ^ 8)) - 1); \
+    hdr.fixed.v1153 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1153 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1153 >> 3))) + (bit<32>)(hdr.nib.n1153 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1153 ^ 8)) - 1); \
+    hdr.fixed.v1154 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1154 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1154 >> 3))) + (bit<32>)(hdr.nib.n1154 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1154 ^ 8)) - 1); \
+    hdr.fixed.v1155 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1155 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1155 >> 3))) + (bit<32>)(hdr.nib.n1155 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1155 ^ 8)) - 1); \
+    hdr.fixed.v1156 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1156 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1156 >> 3))) + (bit<32>)(hdr.nib.n1156 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1156 ^ 8)) - 1); \
+    hdr.fixed.v1157 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1157 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1157 >> 3))) + (bit<32>)(hdr.nib.n1157 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1157 ^ 8)) - 1); \
+    hdr.fixed.v1158 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1158 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1158 >> 3))) + (bit<32>)(hdr.nib.n1158 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1158 ^ 8)) - 1); \
+    hdr.fixed.v1159 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1159 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1159 >> 3))) + (bit<32>)(hdr.nib.n1159 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1159 ^ 8)) - 1); \
+    hdr.fixed.v1160 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1160 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1160 >> 3))) + (bit<32>)(hdr.nib.n1160 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1160 ^ 8)) - 1); \
+    hdr.fixed.v1161 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1161 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1161 >> 3))) + (bit<32>)(hdr.nib.n1161 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1161 ^ 8)) - 1); \
+    hdr.fixed.v1162 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1162 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1162 >> 3))) + (bit<32>)(hdr.nib.n1162 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1162 ^ 8)) - 1); \
+    hdr.fixed.v1163 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1163 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1163 >> 3))) + (bit<32>)(hdr.nib.n1163 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1163 ^ 8)) - 1); \
+    hdr.fixed.v1164 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1164 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1164 >> 3))) + (bit<32>)(hdr.nib.n1164 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1164 ^ 8)) - 1); \
+    hdr.fixed.v1165 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1165 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1165 >> 3))) + (bit<32>)(hdr.nib.n1165 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1165 ^ 8)) - 1); \
+    hdr.fixed.v1166 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1166 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1166 >> 3))) + (bit<32>)(hdr.nib.n1166 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1166 ^ 8)) - 1); \
+    hdr.fixed.v1167 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1167 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1167 >> 3))) + (bit<32>)(hdr.nib.n1167 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1167 ^ 8)) - 1); \
+    hdr.fixed.v1168 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1168 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1168 >> 3))) + (bit<32>)(hdr.nib.n1168 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1168 ^ 8)) - 1); \
+    hdr.fixed.v1169 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1169 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1169 >> 3))) + (bit<32>)(hdr.nib.n1169 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1169 ^ 8)) - 1); \
+    hdr.fixed.v1170 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1170 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1170 >> 3))) + (bit<32>)(hdr.nib.n1170 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1170 ^ 8)) - 1); \
+    hdr.fixed.v1171 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1171 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1171 >> 3))) + (bit<32>)(hdr.nib.n1171 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1171 ^ 8)) - 1); \
+    hdr.fixed.v1172 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1172 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1172 >> 3))) + (bit<32>)(hdr.nib.n1172 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1172 ^ 8)) - 1); \
+    hdr.fixed.v1173 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1173 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1173 >> 3))) + (bit<32>)(hdr.nib.n1173 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1173 ^ 8)) - 1); \
+    hdr.fixed.v1174 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1174 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1174 >> 3))) + (bit<32>)(hdr.nib.n1174 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1174 ^ 8)) - 1); \
+    hdr.fixed.v1175 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1175 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1175 >> 3))) + (bit<32>)(hdr.nib.n1175 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1175 ^ 8)) - 1); \
+    hdr.fixed.v1176 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1176 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1176 >> 3))) + (bit<32>)(hdr.nib.n1176 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1176 ^ 8)) - 1); \
+    hdr.fixed.v1177 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1177 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1177 >> 3))) + (bit<32>)(hdr.nib.n1177 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1177 ^ 8)) - 1); \
+    hdr.fixed.v1178 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1178 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1178 >> 3))) + (bit<32>)(hdr.nib.n1178 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1178 ^ 8)) - 1); \
+    hdr.fixed.v1179 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1179 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1179 >> 3))) + (bit<32>)(hdr.nib.n1179 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1179 ^ 8)) - 1); \
+    hdr.fixed.v1180 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1180 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1180 >> 3))) + (bit<32>)(hdr.nib.n1180 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1180 ^ 8)) - 1); \
+    hdr.fixed.v1181 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1181 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1181 >> 3))) + (bit<32>)(hdr.nib.n1181 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1181 ^ 8)) - 1); \
+    hdr.fixed.v1182 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1182 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1182 >> 3))) + (bit<32>)(hdr.nib.n1182 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1182 ^ 8)) - 1); \
+    hdr.fixed.v1183 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1183 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1183 >> 3))) + (bit<32>)(hdr.nib.n1183 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1183 ^ 8)) - 1); \
+    hdr.fixed.v1184 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1184 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1184 >> 3))) + (bit<32>)(hdr.nib.n1184 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1184 ^ 8)) - 1); \
+    hdr.fixed.v1185 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1185 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1185 >> 3))) + (bit<32>)(hdr.nib.n1185 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1185 ^ 8)) - 1); \
+    hdr.fixed.v1186 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1186 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1186 >> 3))) + (bit<32>)(hdr.nib.n1186 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1186 ^ 8)) - 1); \
+    hdr.fixed.v1187 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1187 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1187 >> 3))) + (bit<32>)(hdr.nib.n1187 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1187 ^ 8)) - 1); \
+    hdr.fixed.v1188 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1188 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1188 >> 3))) + (bit<32>)(hdr.nib.n1188 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1188 ^ 8)) - 1); \
+    hdr.fixed.v1189 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1189 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1189 >> 3))) + (bit<32>)(hdr.nib.n1189 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1189 ^ 8)) - 1); \
+    hdr.fixed.v1190 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1190 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1190 >> 3))) + (bit<32>)(hdr.nib.n1190 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1190 ^ 8)) - 1); \
+    hdr.fixed.v1191 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1191 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1191 >> 3))) + (bit<32>)(hdr.nib.n1191 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1191 ^ 8)) - 1); \
+    hdr.fixed.v1192 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1192 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1192 >> 3))) + (bit<32>)(hdr.nib.n1192 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1192 ^ 8)) - 1); \
+    hdr.fixed.v1193 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1193 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1193 >> 3))) + (bit<32>)(hdr.nib.n1193 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1193 ^ 8)) - 1); \
+    hdr.fixed.v1194 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1194 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1194 >> 3))) + (bit<32>)(hdr.nib.n1194 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1194 ^ 8)) - 1); \
+    hdr.fixed.v1195 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1195 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1195 >> 3))) + (bit<32>)(hdr.nib.n1195 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1195 ^ 8)) - 1); \
+    hdr.fixed.v1196 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1196 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1196 >> 3))) + (bit<32>)(hdr.nib.n1196 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1196 ^ 8)) - 1); \
+    hdr.fixed.v1197 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1197 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1197 >> 3))) + (bit<32>)(hdr.nib.n1197 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1197 ^ 8)) - 1); \
+    hdr.fixed.v1198 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1198 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1198 >> 3))) + (bit<32>)(hdr.nib.n1198 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1198 ^ 8)) - 1); \
+    hdr.fixed.v1199 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1199 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1199 >> 3))) + (bit<32>)(hdr.nib.n1199 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1199 ^ 8)) - 1); \
+    hdr.fixed.v1200 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1200 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1200 >> 3))) + (bit<32>)(hdr.nib.n1200 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1200 ^ 8)) - 1); \
+    hdr.fixed.v1201 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1201 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1201 >> 3))) + (bit<32>)(hdr.nib.n1201 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1201 ^ 8)) - 1); \
+    hdr.fixed.v1202 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1202 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1202 >> 3))) + (bit<32>)(hdr.nib.n1202 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1202 ^ 8)) - 1); \
+    hdr.fixed.v1203 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1203 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1203 >> 3))) + (bit<32>)(hdr.nib.n1203 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1203 ^ 8)) - 1); \
+    hdr.fixed.v1204 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1204 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1204 >> 3))) + (bit<32>)(hdr.nib.n1204 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1204 ^ 8)) - 1); \
+    hdr.fixed.v1205 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1205 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1205 >> 3))) + (bit<32>)(hdr.nib.n1205 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1205 ^ 8)) - 1); \
+    hdr.fixed.v1206 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1206 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1206 >> 3))) + (bit<32>)(hdr.nib.n1206 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1206 ^ 8)) - 1); \
+    hdr.fixed.v1207 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1207 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1207 >> 3))) + (bit<32>)(hdr.nib.n1207 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1207 ^ 8)) - 1); \
+    hdr.fixed.v1208 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1208 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1208 >> 3))) + (bit<32>)(hdr.nib.n1208 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1208 ^ 8)) - 1); \
+    hdr.fixed.v1209 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1209 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1209 >> 3))) + (bit<32>)(hdr.nib.n1209 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1209 ^ 8)) - 1); \
+    hdr.fixed.v1210 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1210 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1210 >> 3))) + (bit<32>)(hdr.nib.n1210 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1210 ^ 8)) - 1); \
+    hdr.fixed.v1211 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1211 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1211 >> 3))) + (bit<32>)(hdr.nib.n1211 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1211 ^ 8)) - 1); \
+    hdr.fixed.v1212 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1212 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1212 >> 3))) + (bit<32>)(hdr.nib.n1212 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1212 ^ 8)) - 1); \
+    hdr.fixed.v1213 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1213 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1213 >> 3))) + (bit<32>)(hdr.nib.n1213 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1213 ^ 8)) - 1); \
+    hdr.fixed.v1214 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1214 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1214 >> 3))) + (bit<32>)(hdr.nib.n1214 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1214 ^ 8)) - 1); \
+    hdr.fixed.v1215 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1215 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1215 >> 3))) + (bit<32>)(hdr.nib.n1215 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1215 ^ 8)) - 1); \
+    hdr.fixed.v1216 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1216 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1216 >> 3))) + (bit<32>)(hdr.nib.n1216 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1216 ^ 8)) - 1); \
+    hdr.fixed.v1217 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1217 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1217 >> 3))) + (bit<32>)(hdr.nib.n1217 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1217 ^ 8)) - 1); \
+    hdr.fixed.v1218 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1218 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1218 >> 3))) + (bit<32>)(hdr.nib.n1218 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1218 ^ 8)) - 1); \
+    hdr.fixed.v1219 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1219 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1219 >> 3))) + (bit<32>)(hdr.nib.n1219 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1219 ^ 8)) - 1); \
+    hdr.fixed.v1220 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1220 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1220 >> 3))) + (bit<32>)(hdr.nib.n1220 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1220 ^ 8)) - 1); \
+    hdr.fixed.v1221 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1221 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1221 >> 3))) + (bit<32>)(hdr.nib.n1221 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1221 ^ 8)) - 1); \
+    hdr.fixed.v1222 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1222 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1222 >> 3))) + (bit<32>)(hdr.nib.n1222 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1222 ^ 8)) - 1); \
+    hdr.fixed.v1223 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1223 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1223 >> 3))) + (bit<32>)(hdr.nib.n1223 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1223 ^ 8)) - 1); \
+    hdr.fixed.v1224 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1224 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1224 >> 3))) + (bit<32>)(hdr.nib.n1224 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1224 ^ 8)) - 1); \
+    hdr.fixed.v1225 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1225 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1225 >> 3))) + (bit<32>)(hdr.nib.n1225 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1225 ^ 8)) - 1); \
+    hdr.fixed.v1226 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1226 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1226 >> 3))) + (bit<32>)(hdr.nib.n1226 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1226 ^ 8)) - 1); \
+    hdr.fixed.v1227 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1227 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1227 >> 3))) + (bit<32>)(hdr.nib.n1227 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1227 ^ 8)) - 1); \
+    hdr.fixed.v1228 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1228 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1228 >> 3))) + (bit<32>)(hdr.nib.n1228 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1228 ^ 8)) - 1); \
+    hdr.fixed.v1229 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1229 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1229 >> 3))) + (bit<32>)(hdr.nib.n1229 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1229 ^ 8)) - 1); \
+    hdr.fixed.v1230 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1230 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1230 >> 3))) + (bit<32>)(hdr.nib.n1230 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1230 ^ 8)) - 1); \
+    hdr.fixed.v1231 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1231 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1231 >> 3))) + (bit<32>)(hdr.nib.n1231 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1231 ^ 8)) - 1); \
+    hdr.fixed.v1232 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1232 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1232 >> 3))) + (bit<32>)(hdr.nib.n1232 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1232 ^ 8)) - 1); \
+    hdr.fixed.v1233 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1233 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1233 >> 3))) + (bit<32>)(hdr.nib.n1233 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1233 ^ 8)) - 1); \
+    hdr.fixed.v1234 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1234 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1234 >> 3))) + (bit<32>)(hdr.nib.n1234 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1234 ^ 8)) - 1); \
+    hdr.fixed.v1235 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1235 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1235 >> 3))) + (bit<32>)(hdr.nib.n1235 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1235 ^ 8)) - 1); \
+    hdr.fixed.v1236 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1236 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1236 >> 3))) + (bit<32>)(hdr.nib.n1236 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1236 ^ 8)) - 1); \
+    hdr.fixed.v1237 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1237 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1237 >> 3))) + (bit<32>)(hdr.nib.n1237 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1237 ^ 8)) - 1); \
+    hdr.fixed.v1238 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1238 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1238 >> 3))) + (bit<32>)(hdr.nib.n1238 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1238 ^ 8)) - 1); \
+    hdr.fixed.v1239 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1239 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1239 >> 3))) + (bit<32>)(hdr.nib.n1239 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1239 ^ 8)) - 1); \
+    hdr.fixed.v1240 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1240 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1240 >> 3))) + (bit<32>)(hdr.nib.n1240 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1240 ^ 8)) - 1); \
+    hdr.fixed.v1241 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1241 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1241 >> 3))) + (bit<32>)(hdr.nib.n1241 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1241 ^ 8)) - 1); \
+    hdr.fixed.v1242 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1242 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1242 >> 3))) + (bit<32>)(hdr.nib.n1242 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1242 ^ 8)) - 1); \
+    hdr.fixed.v1243 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1243 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1243 >> 3))) + (bit<32>)(hdr.nib.n1243 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1243 ^ 8)) - 1); \
+    hdr.fixed.v1244 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1244 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1244 >> 3))) + (bit<32>)(hdr.nib.n1244 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1244 ^ 8)) - 1); \
+    hdr.fixed.v1245 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1245 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1245 >> 3))) + (bit<32>)(hdr.nib.n1245 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1245 ^ 8)) - 1); \
+    hdr.fixed.v1246 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1246 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1246 >> 3))) + (bit<32>)(hdr.nib.n1246 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1246 ^ 8)) - 1); \
+    hdr.fixed.v1247 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1247 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1247 >> 3))) + (bit<32>)(hdr.nib.n1247 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1247 ^ 8)) - 1); \
+    hdr.fixed.v1248 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1248 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1248 >> 3))) + (bit<32>)(hdr.nib.n1248 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1248 ^ 8)) - 1); \
+    hdr.fixed.v1249 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1249 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1249 >> 3))) + (bit<32>)(hdr.nib.n1249 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1249 ^ 8)) - 1); \
+    hdr.fixed.v1250 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1250 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1250 >> 3))) + (bit<32>)(hdr.nib.n1250 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1250 ^ 8)) - 1); \
+    hdr.fixed.v1251 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1251 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1251 >> 3))) + (bit<32>)(hdr.nib.n1251 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1251 ^ 8)) - 1); \
+    hdr.fixed.v1252 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1252 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1252 >> 3))) + (bit<32>)(hdr.nib.n1252 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1252 ^ 8)) - 1); \
+    hdr.fixed.v1253 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1253 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1253 >> 3))) + (bit<32>)(hdr.nib.n1253 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1253 ^ 8)) - 1); \
+    hdr.fixed.v1254 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1254 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1254 >> 3))) + (bit<32>)(hdr.nib.n1254 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1254 ^ 8)) - 1); \
+    hdr.fixed.v1255 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1255 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1255 >> 3))) + (bit<32>)(hdr.nib.n1255 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1255 ^ 8)) - 1); \
+    hdr.fixed.v1256 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1256 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1256 >> 3))) + (bit<32>)(hdr.nib.n1256 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1256 ^ 8)) - 1); \
+    hdr.fixed.v1257 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1257 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1257 >> 3))) + (bit<32>)(hdr.nib.n1257 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1257 ^ 8)) - 1); \
+    hdr.fixed.v1258 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1258 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1258 >> 3))) + (bit<32>)(hdr.nib.n1258 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1258 ^ 8)) - 1); \
+    hdr.fixed.v1259 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1259 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1259 >> 3))) + (bit<32>)(hdr.nib.n1259 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1259 ^ 8)) - 1); \
+    hdr.fixed.v1260 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1260 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1260 >> 3))) + (bit<32>)(hdr.nib.n1260 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1260 ^ 8)) - 1); \
+    hdr.fixed.v1261 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1261 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1261 >> 3))) + (bit<32>)(hdr.nib.n1261 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1261 ^ 8)) - 1); \
+    hdr.fixed.v1262 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1262 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1262 >> 3))) + (bit<32>)(hdr.nib.n1262 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1262 ^ 8)) - 1); \
+    hdr.fixed.v1263 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1263 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1263 >> 3))) + (bit<32>)(hdr.nib.n1263 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1263 ^ 8)) - 1); \
+    hdr.fixed.v1264 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1264 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1264 >> 3))) + (bit<32>)(hdr.nib.n1264 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1264 ^ 8)) - 1); \
+    hdr.fixed.v1265 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1265 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1265 >> 3))) + (bit<32>)(hdr.nib.n1265 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1265 ^ 8)) - 1); \
+    hdr.fixed.v1266 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1266 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1266 >> 3))) + (bit<32>)(hdr.nib.n1266 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1266 ^ 8)) - 1); \
+    hdr.fixed.v1267 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1267 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1267 >> 3))) + (bit<32>)(hdr.nib.n1267 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1267 ^ 8)) - 1); \
+    hdr.fixed.v1268 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1268 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1268 >> 3))) + (bit<32>)(hdr.nib.n1268 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1268 ^ 8)) - 1); \
+    hdr.fixed.v1269 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1269 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1269 >> 3))) + (bit<32>)(hdr.nib.n1269 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1269 ^ 8)) - 1); \
+    hdr.fixed.v1270 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1270 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1270 >> 3))) + (bit<32>)(hdr.nib.n1270 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1270 ^ 8)) - 1); \
+    hdr.fixed.v1271 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1271 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1271 >> 3))) + (bit<32>)(hdr.nib.n1271 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1271 ^ 8)) - 1); \
+    hdr.fixed.v1272 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1272 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1272 >> 3))) + (bit<32>)(hdr.nib.n1272 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1272 ^ 8)) - 1); \
+    hdr.fixed.v1273 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1273 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1273 >> 3))) + (bit<32>)(hdr.nib.n1273 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1273 ^ 8)) - 1); \
+    hdr.fixed.v1274 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1274 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1274 >> 3))) + (bit<32>)(hdr.nib.n1274 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1274 ^ 8)) - 1); \
+    hdr.fixed.v1275 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1275 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1275 >> 3))) + (bit<32>)(hdr.nib.n1275 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1275 ^ 8)) - 1); \
+    hdr.fixed.v1276 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1276 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1276 >> 3))) + (bit<32>)(hdr.nib.n1276 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1276 ^ 8)) - 1); \
+    hdr.fixed.v1277 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1277 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1277 >> 3))) + (bit<32>)(hdr.nib.n1277 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1277 ^ 8)) - 1); \
+    hdr.fixed.v1278 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1278 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1278 >> 3))) + (bit<32>)(hdr.nib.n1278 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1278 ^ 8)) - 1); \
+    hdr.fixed.v1279 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1279 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1279 >> 3))) + (bit<32>)(hdr.nib.n1279 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1279 ^ 8)) - 1); \
+    hdr.fixed.v1280 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1280 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1280 >> 3))) + (bit<32>)(hdr.nib.n1280 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1280 ^ 8)) - 1); \
+    hdr.fixed.v1281 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1281 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1281 >> 3))) + (bit<32>)(hdr.nib.n1281 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1281 ^ 8)) - 1); \
+    hdr.fixed.v1282 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1282 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1282 >> 3))) + (bit<32>)(hdr.nib.n1282 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1282 ^ 8)) - 1); \
+    hdr.fixed.v1283 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1283 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1283 >> 3))) + (bit<32>)(hdr.nib.n1283 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1283 ^ 8)) - 1); \
+    hdr.fixed.v1284 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1284 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1284 >> 3))) + (bit<32>)(hdr.nib.n1284 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1284 ^ 8)) - 1); \
+    hdr.fixed.v1285 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1285 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1285 >> 3))) + (bit<32>)(hdr.nib.n1285 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1285 ^ 8)) - 1); \
+    hdr.fixed.v1286 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1286 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1286 >> 3))) + (bit<32>)(hdr.nib.n1286 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1286 ^ 8)) - 1); \
+    hdr.fixed.v1287 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1287 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1287 >> 3))) + (bit<32>)(hdr.nib.n1287 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1287 ^ 8)) - 1); \
+    hdr.fixed.v1288 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1288 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1288 >> 3))) + (bit<32>)(hdr.nib.n1288 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1288 ^ 8)) - 1); \
+    hdr.fixed.v1289 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1289 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1289 >> 3))) + (bit<32>)(hdr.nib.n1289 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1289 ^ 8)) - 1); \
+    hdr.fixed.v1290 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1290 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1290 >> 3))) + (bit<32>)(hdr.nib.n1290 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1290 ^ 8)) - 1); \
+    hdr.fixed.v1291 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1291 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1291 >> 3))) + (bit<32>)(hdr.nib.n1291 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1291 ^ 8)) - 1); \
+    hdr.fixed.v1292 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1292 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1292 >> 3))) + (bit<32>)(hdr.nib.n1292 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1292 ^ 8)) - 1); \
+    hdr.fixed.v1293 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1293 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1293 >> 3))) + (bit<32>)(hdr.nib.n1293 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1293 ^ 8)) - 1); \
+    hdr.fixed.v1294 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1294 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1294 >> 3))) + (bit<32>)(hdr.nib.n1294 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1294 ^ 8)) - 1); \
+    hdr.fixed.v1295 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1295 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1295 >> 3))) + (bit<32>)(hdr.nib.n1295 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1295 ^ 8)) - 1); \
+    hdr.fixed.v1296 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1296 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1296 >> 3))) + (bit<32>)(hdr.nib.n1296 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1296 ^ 8)) - 1); \
+    hdr.fixed.v1297 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1297 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1297 >> 3))) + (bit<32>)(hdr.nib.n1297 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1297 ^ 8)) - 1); \
+    hdr.fixed.v1298 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1298 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1298 >> 3))) + (bit<32>)(hdr.nib.n1298 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1298 ^ 8)) - 1); \
+    hdr.fixed.v1299 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1299 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1299 >> 3))) + (bit<32>)(hdr.nib.n1299 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1299 ^ 8)) - 1); \
+    hdr.fixed.v1300 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1300 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1300 >> 3))) + (bit<32>)(hdr.nib.n1300 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1300 ^ 8)) - 1); \
+    hdr.fixed.v1301 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1301 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1301 >> 3))) + (bit<32>)(hdr.nib.n1301 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1301 ^ 8)) - 1); \
+    hdr.fixed.v1302 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1302 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1302 >> 3))) + (bit<32>)(hdr.nib.n1302 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1302 ^ 8)) - 1); \
+    hdr.fixed.v1303 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1303 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1303 >> 3))) + (bit<32>)(hdr.nib.n1303 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1303 ^ 8)) - 1); \
+    hdr.fixed.v1304 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1304 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1304 >> 3))) + (bit<32>)(hdr.nib.n1304 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1304 ^ 8)) - 1); \
+    hdr.fixed.v1305 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1305 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1305 >> 3))) + (bit<32>)(hdr.nib.n1305 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1305 ^ 8)) - 1); \
+    hdr.fixed.v1306 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1306 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1306 >> 3))) + (bit<32>)(hdr.nib.n1306 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1306 ^ 8)) - 1); \
+    hdr.fixed.v1307 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1307 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1307 >> 3))) + (bit<32>)(hdr.nib.n1307 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1307 ^ 8)) - 1); \
+    hdr.fixed.v1308 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1308 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1308 >> 3))) + (bit<32>)(hdr.nib.n1308 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1308 ^ 8)) - 1); \
+    hdr.fixed.v1309 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1309 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1309 >> 3))) + (bit<32>)(hdr.nib.n1309 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1309 ^ 8)) - 1); \
+    hdr.fixed.v1310 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1310 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1310 >> 3))) + (bit<32>)(hdr.nib.n1310 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1310 ^ 8)) - 1); \
+    hdr.fixed.v1311 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1311 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1311 >> 3))) + (bit<32>)(hdr.nib.n1311 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1311 ^ 8)) - 1); \
+    hdr.fixed.v1312 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1312 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1312 >> 3))) + (bit<32>)(hdr.nib.n1312 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1312 ^ 8)) - 1); \
+    hdr.fixed.v1313 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1313 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1313 >> 3))) + (bit<32>)(hdr.nib.n1313 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1313 ^ 8)) - 1); \
+    hdr.fixed.v1314 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1314 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1314 >> 3))) + (bit<32>)(hdr.nib.n1314 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1314 ^ 8)) - 1); \
+    hdr.fixed.v1315 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1315 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1315 >> 3))) + (bit<32>)(hdr.nib.n1315 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1315 ^ 8)) - 1); \
+    hdr.fixed.v1316 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1316 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1316 >> 3))) + (bit<32>)(hdr.nib.n1316 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1316 ^ 8)) - 1); \
+    hdr.fixed.v1317 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1317 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1317 >> 3))) + (bit<32>)(hdr.nib.n1317 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1317 ^ 8)) - 1); \
+    hdr.fixed.v1318 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1318 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1318 >> 3))) + (bit<32>)(hdr.nib.n1318 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1318 ^ 8)) - 1); \
+    hdr.fixed.v1319 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1319 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1319 >> 3))) + (bit<32>)(hdr.nib.n1319 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1319 ^ 8)) - 1); \
+    hdr.fixed.v1320 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1320 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1320 >> 3))) + (bit<32>)(hdr.nib.n1320 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1320 ^ 8)) - 1); \
+    hdr.fixed.v1321 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1321 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1321 >> 3))) + (bit<32>)(hdr.nib.n1321 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1321 ^ 8)) - 1); \
+    hdr.fixed.v1322 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1322 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1322 >> 3))) + (bit<32>)(hdr.nib.n1322 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1322 ^ 8)) - 1); \
+    hdr.fixed.v1323 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1323 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1323 >> 3))) + (bit<32>)(hdr.nib.n1323 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1323 ^ 8)) - 1); \
+    hdr.fixed.v1324 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1324 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1324 >> 3))) + (bit<32>)(hdr.nib.n1324 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1324 ^ 8)) - 1); \
+    hdr.fixed.v1325 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1325 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1325 >> 3))) + (bit<32>)(hdr.nib.n1325 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1325 ^ 8)) - 1); \
+    hdr.fixed.v1326 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1326 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1326 >> 3))) + (bit<32>)(hdr.nib.n1326 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1326 ^ 8)) - 1); \
+    hdr.fixed.v1327 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1327 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1327 >> 3))) + (bit<32>)(hdr.nib.n1327 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1327 ^ 8)) - 1); \
+    hdr.fixed.v1328 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1328 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1328 >> 3))) + (bit<32>)(hdr.nib.n1328 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1328 ^ 8)) - 1); \
+    hdr.fixed.v1329 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1329 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1329 >> 3))) + (bit<32>)(hdr.nib.n1329 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1329 ^ 8)) - 1); \
+    hdr.fixed.v1330 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1330 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1330 >> 3))) + (bit<32>)(hdr.nib.n1330 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1330 ^ 8)) - 1); \
+    hdr.fixed.v1331 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1331 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1331 >> 3))) + (bit<32>)(hdr.nib.n1331 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1331 ^ 8)) - 1); \
+    hdr.fixed.v1332 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1332 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1332 >> 3))) + (bit<32>)(hdr.nib.n1332 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1332 ^ 8)) - 1); \
+    hdr.fixed.v1333 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1333 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1333 >> 3))) + (bit<32>)(hdr.nib.n1333 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1333 ^ 8)) - 1); \
+    hdr.fixed.v1334 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1334 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1334 >> 3))) + (bit<32>)(hdr.nib.n1334 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1334 ^ 8)) - 1); \
+    hdr.fixed.v1335 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1335 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1335 >> 3))) + (bit<32>)(hdr.nib.n1335 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1335 ^ 8)) - 1); \
+    hdr.fixed.v1336 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1336 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1336 >> 3))) + (bit<32>)(hdr.nib.n1336 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1336 ^ 8)) - 1); \
+    hdr.fixed.v1337 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1337 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1337 >> 3))) + (bit<32>)(hdr.nib.n1337 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1337 ^ 8)) - 1); \
+    hdr.fixed.v1338 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1338 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1338 >> 3))) + (bit<32>)(hdr.nib.n1338 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1338 ^ 8)) - 1); \
+    hdr.fixed.v1339 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1339 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1339 >> 3))) + (bit<32>)(hdr.nib.n1339 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1339 ^ 8)) - 1); \
+    hdr.fixed.v1340 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1340 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1340 >> 3))) + (bit<32>)(hdr.nib.n1340 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1340 ^ 8)) - 1); \
+    hdr.fixed.v1341 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1341 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1341 >> 3))) + (bit<32>)(hdr.nib.n1341 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1341 ^ 8)) - 1); \
+    hdr.fixed.v1342 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1342 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1342 >> 3))) + (bit<32>)(hdr.nib.n1342 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1342 ^ 8)) - 1); \
+    hdr.fixed.v1343 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1343 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1343 >> 3))) + (bit<32>)(hdr.nib.n1343 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1343 ^ 8)) - 1); \
+    hdr.fixed.v1344 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1344 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1344 >> 3))) + (bit<32>)(hdr.nib.n1344 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1344 ^ 8)) - 1); \
+    hdr.fixed.v1345 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1345 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1345 >> 3))) + (bit<32>)(hdr.nib.n1345 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1345 ^ 8)) - 1); \
+    hdr.fixed.v1346 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1346 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1346 >> 3))) + (bit<32>)(hdr.nib.n1346 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1346 ^ 8)) - 1); \
+    hdr.fixed.v1347 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1347 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1347 >> 3))) + (bit<32>)(hdr.nib.n1347 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1347 ^ 8)) - 1); \
+    hdr.fixed.v1348 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1348 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1348 >> 3))) + (bit<32>)(hdr.nib.n1348 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1348 ^ 8)) - 1); \
+    hdr.fixed.v1349 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1349 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1349 >> 3))) + (bit<32>)(hdr.nib.n1349 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1349 ^ 8)) - 1); \
+    hdr.fixed.v1350 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1350 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1350 >> 3))) + (bit<32>)(hdr.nib.n1350 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1350 ^ 8)) - 1); \
+    hdr.fixed.v1351 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1351 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1351 >> 3))) + (bit<32>)(hdr.nib.n1351 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1351 ^ 8)) - 1); \
+    hdr.fixed.v1352 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1352 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1352 >> 3))) + (bit<32>)(hdr.nib.n1352 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1352 ^ 8)) - 1); \
+    hdr.fixed.v1353 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1353 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1353 >> 3))) + (bit<32>)(hdr.nib.n1353 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1353 ^ 8)) - 1); \
+    hdr.fixed.v1354 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1354 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1354 >> 3))) + (bit<32>)(hdr.nib.n1354 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1354 ^ 8)) - 1); \
+    hdr.fixed.v1355 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1355 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1355 >> 3))) + (bit<32>)(hdr.nib.n1355 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1355 ^ 8)) - 1); \
+    hdr.fixed.v1356 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1356 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1356 >> 3))) + (bit<32>)(hdr.nib.n1356 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1356 ^ 8)) - 1); \
+    hdr.fixed.v1357 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1357 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1357 >> 3))) + (bit<32>)(hdr.nib.n1357 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1357 ^ 8)) - 1); \
+    hdr.fixed.v1358 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1358 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1358 >> 3))) + (bit<32>)(hdr.nib.n1358 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1358 ^ 8)) - 1); \
+    hdr.fixed.v1359 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1359 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1359 >> 3))) + (bit<32>)(hdr.nib.n1359 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1359 ^ 8)) - 1); \
+    hdr.fixed.v1360 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1360 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1360 >> 3))) + (bit<32>)(hdr.nib.n1360 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1360 ^ 8)) - 1); \
+    hdr.fixed.v1361 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1361 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1361 >> 3))) + (bit<32>)(hdr.nib.n1361 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1361 ^ 8)) - 1); \
+    hdr.fixed.v1362 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1362 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1362 >> 3))) + (bit<32>)(hdr.nib.n1362 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1362 ^ 8)) - 1); \
+    hdr.fixed.v1363 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1363 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1363 >> 3))) + (bit<32>)(hdr.nib.n1363 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1363 ^ 8)) - 1); \
+    hdr.fixed.v1364 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1364 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1364 >> 3))) + (bit<32>)(hdr.nib.n1364 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1364 ^ 8)) - 1); \
+    hdr.fixed.v1365 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1365 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1365 >> 3))) + (bit<32>)(hdr.nib.n1365 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1365 ^ 8)) - 1); \
+    hdr.fixed.v1366 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1366 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1366 >> 3))) + (bit<32>)(hdr.nib.n1366 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1366 ^ 8)) - 1); \
+    hdr.fixed.v1367 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1367 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1367 >> 3))) + (bit<32>)(hdr.nib.n1367 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1367 ^ 8)) - 1); \
+    hdr.fixed.v1368 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1368 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1368 >> 3))) + (bit<32>)(hdr.nib.n1368 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1368 ^ 8)) - 1); \
+    hdr.fixed.v1369 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1369 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1369 >> 3))) + (bit<32>)(hdr.nib.n1369 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1369 ^ 8)) - 1); \
+    hdr.fixed.v1370 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1370 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1370 >> 3))) + (bit<32>)(hdr.nib.n1370 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1370 ^ 8)) - 1); \
+    hdr.fixed.v1371 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1371 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1371 >> 3))) + (bit<32>)(hdr.nib.n1371 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1371 ^ 8)) - 1); \
+    hdr.fixed.v1372 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1372 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1372 >> 3))) + (bit<32>)(hdr.nib.n1372 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1372 ^ 8)) - 1); \
+    hdr.fixed.v1373 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1373 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1373 >> 3))) + (bit<32>)(hdr.nib.n1373 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1373 ^ 8)) - 1); \
+    hdr.fixed.v1374 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1374 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1374 >> 3))) + (bit<32>)(hdr.nib.n1374 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1374 ^ 8)) - 1); \
+    hdr.fixed.v1375 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1375 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1375 >> 3))) + (bit<32>)(hdr.nib.n1375 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1375 ^ 8)) - 1); \
+    hdr.fixed.v1376 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1376 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1376 >> 3))) + (bit<32>)(hdr.nib.n1376 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1376 ^ 8)) - 1); \
+    hdr.fixed.v1377 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1377 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1377 >> 3))) + (bit<32>)(hdr.nib.n1377 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1377 ^ 8)) - 1); \
+    hdr.fixed.v1378 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1378 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1378 >> 3))) + (bit<32>)(hdr.nib.n1378 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1378 ^ 8)) - 1); \
+    hdr.fixed.v1379 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1379 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1379 >> 3))) + (bit<32>)(hdr.nib.n1379 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1379 ^ 8)) - 1); \
+    hdr.fixed.v1380 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1380 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1380 >> 3))) + (bit<32>)(hdr.nib.n1380 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1380 ^ 8)) - 1); \
+    hdr.fixed.v1381 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1381 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1381 >> 3))) + (bit<32>)(hdr.nib.n1381 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1381 ^ 8)) - 1); \
+    hdr.fixed.v1382 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1382 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1382 >> 3))) + (bit<32>)(hdr.nib.n1382 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1382 ^ 8)) - 1); \
+    hdr.fixed.v1383 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1383 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1383 >> 3))) + (bit<32>)(hdr.nib.n1383 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1383 ^ 8)) - 1); \
+    hdr.fixed.v1384 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1384 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1384 >> 3))) + (bit<32>)(hdr.nib.n1384 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1384 ^ 8)) - 1); \
+    hdr.fixed.v1385 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1385 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1385 >> 3))) + (bit<32>)(hdr.nib.n1385 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1385 ^ 8)) - 1); \
+    hdr.fixed.v1386 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1386 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1386 >> 3))) + (bit<32>)(hdr.nib.n1386 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1386 ^ 8)) - 1); \
+    hdr.fixed.v1387 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1387 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1387 >> 3))) + (bit<32>)(hdr.nib.n1387 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1387 ^ 8)) - 1); \
+    hdr.fixed.v1388 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1388 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1388 >> 3))) + (bit<32>)(hdr.nib.n1388 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1388 ^ 8)) - 1); \
+    hdr.fixed.v1389 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1389 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1389 >> 3))) + (bit<32>)(hdr.nib.n1389 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1389 ^ 8)) - 1); \
+    hdr.fixed.v1390 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1390 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1390 >> 3))) + (bit<32>)(hdr.nib.n1390 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1390 ^ 8)) - 1); \
+    hdr.fixed.v1391 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1391 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1391 >> 3))) + (bit<32>)(hdr.nib.n1391 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1391 ^ 8)) - 1); \
+    hdr.fixed.v1392 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1392 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1392 >> 3))) + (bit<32>)(hdr.nib.n1392 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1392 ^ 8)) - 1); \
+    hdr.fixed.v1393 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1393 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1393 >> 3))) + (bit<32>)(hdr.nib.n1393 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1393 ^ 8)) - 1); \
+    hdr.fixed.v1394 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1394 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1394 >> 3))) + (bit<32>)(hdr.nib.n1394 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1394 ^ 8)) - 1); \
+    hdr.fixed.v1395 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1395 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1395 >> 3))) + (bit<32>)(hdr.nib.n1395 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1395 ^ 8)) - 1); \
+    hdr.fixed.v1396 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1396 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1396 >> 3))) + (bit<32>)(hdr.nib.n1396 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1396 ^ 8)) - 1); \
+    hdr.fixed.v1397 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1397 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1397 >> 3))) + (bit<32>)(hdr.nib.n1397 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1397 ^ 8)) - 1); \
+    hdr.fixed.v1398 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1398 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1398 >> 3))) + (bit<32>)(hdr.nib.n1398 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1398 ^ 8)) - 1); \
+    hdr.fixed.v1399 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1399 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1399 >> 3))) + (bit<32>)(hdr.nib.n1399 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1399 ^ 8)) - 1); \
+    hdr.fixed.v1400 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1400 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1400 >> 3))) + (bit<32>)(hdr.nib.n1400 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1400 ^ 8)) - 1); \
+    hdr.fixed.v1401 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1401 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1401 >> 3))) + (bit<32>)(hdr.nib.n1401 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1401 ^ 8)) - 1); \
+    hdr.fixed.v1402 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1402 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1402 >> 3))) + (bit<32>)(hdr.nib.n1402 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1402 ^ 8)) - 1); \
+    hdr.fixed.v1403 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1403 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1403 >> 3))) + (bit<32>)(hdr.nib.n1403 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1403 ^ 8)) - 1); \
+    hdr.fixed.v1404 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1404 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1404 >> 3))) + (bit<32>)(hdr.nib.n1404 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1404 ^ 8)) - 1); \
+    hdr.fixed.v1405 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1405 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1405 >> 3))) + (bit<32>)(hdr.nib.n1405 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1405 ^ 8)) - 1); \
+    hdr.fixed.v1406 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1406 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1406 >> 3))) + (bit<32>)(hdr.nib.n1406 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1406 ^ 8)) - 1); \
+    hdr.fixed.v1407 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1407 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1407 >> 3))) + (bit<32>)(hdr.nib.n1407 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1407 ^ 8)) - 1); \
+    hdr.fixed.v1408 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1408 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1408 >> 3))) + (bit<32>)(hdr.nib.n1408 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1408 ^ 8)) - 1); \
+    hdr.fixed.v1409 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1409 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1409 >> 3))) + (bit<32>)(hdr.nib.n1409 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1409 ^ 8)) - 1); \
+    hdr.fixed.v1410 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1410 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1410 >> 3))) + (bit<32>)(hdr.nib.n1410 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1410 ^ 8)) - 1); \
+    hdr.fixed.v1411 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1411 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1411 >> 3))) + (bit<32>)(hdr.nib.n1411 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1411 ^ 8)) - 1); \
+    hdr.fixed.v1412 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1412 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1412 >> 3))) + (bit<32>)(hdr.nib.n1412 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1412 ^ 8)) - 1); \
+    hdr.fixed.v1413 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1413 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1413 >> 3))) + (bit<32>)(hdr.nib.n1413 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1413 ^ 8)) - 1); \
+    hdr.fixed.v1414 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1414 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1414 >> 3))) + (bit<32>)(hdr.nib.n1414 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1414 ^ 8)) - 1); \
+    hdr.fixed.v1415 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1415 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1415 >> 3))) + (bit<32>)(hdr.nib.n1415 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1415 ^ 8)) - 1); \
+    hdr.fixed.v1416 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1416 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1416 >> 3))) + (bit<32>)(hdr.nib.n1416 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1416 ^ 8)) - 1); \
+    hdr.fixed.v1417 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1417 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1417 >> 3))) + (bit<32>)(hdr.nib.n1417 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1417 ^ 8)) - 1); \
+    hdr.fixed.v1418 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1418 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1418 >> 3))) + (bit<32>)(hdr.nib.n1418 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1418 ^ 8)) - 1); \
+    hdr.fixed.v1419 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1419 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1419 >> 3))) + (bit<32>)(hdr.nib.n1419 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1419 ^ 8)) - 1); \
+    hdr.fixed.v1420 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1420 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1420 >> 3))) + (bit<32>)(hdr.nib.n1420 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1420 ^ 8)) - 1); \
+    hdr.fixed.v1421 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1421 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1421 >> 3))) + (bit<32>)(hdr.nib.n1421 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1421 ^ 8)) - 1); \
+    hdr.fixed.v1422 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1422 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1422 >> 3))) + (bit<32>)(hdr.nib.n1422 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1422 ^ 8)) - 1); \
+    hdr.fixed.v1423 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1423 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1423 >> 3))) + (bit<32>)(hdr.nib.n1423 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1423 ^ 8)) - 1); \
+    hdr.fixed.v1424 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1424 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1424 >> 3))) + (bit<32>)(hdr.nib.n1424 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1424 ^ 8)) - 1); \
+    hdr.fixed.v1425 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1425 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1425 >> 3))) + (bit<32>)(hdr.nib.n1425 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1425 ^ 8)) - 1); \
+    hdr.fixed.v1426 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1426 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1426 >> 3))) + (bit<32>)(hdr.nib.n1426 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1426 ^ 8)) - 1); \
+    hdr.fixed.v1427 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1427 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1427 >> 3))) + (bit<32>)(hdr.nib.n1427 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1427 ^ 8)) - 1); \
+    hdr.fixed.v1428 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1428 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1428 >> 3))) + (bit<32>)(hdr.nib.n1428 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1428 ^ 8)) - 1); \
+    hdr.fixed.v1429 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1429 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1429 >> 3))) + (bit<32>)(hdr.nib.n1429 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1429 ^ 8)) - 1); \
+    hdr.fixed.v1430 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1430 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1430 >> 3))) + (bit<32>)(hdr.nib.n1430 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1430 ^ 8)) - 1); \
+    hdr.fixed.v1431 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1431 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1431 >> 3))) + (bit<32>)(hdr.nib.n1431 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1431 ^ 8)) - 1); \
+    hdr.fixed.v1432 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1432 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1432 >> 3))) + (bit<32>)(hdr.nib.n1432 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1432 ^ 8)) - 1); \
+    hdr.fixed.v1433 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1433 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1433 >> 3))) + (bit<32>)(hdr.nib.n1433 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1433 ^ 8)) - 1); \
+    hdr.fixed.v1434 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1434 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1434 >> 3))) + (bit<32>)(hdr.nib.n1434 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1434 ^ 8)) - 1); \
+    hdr.fixed.v1435 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1435 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1435 >> 3))) + (bit<32>)(hdr.nib.n1435 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1435 ^ 8)) - 1); \
+    hdr.fixed.v1436 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1436 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1436 >> 3))) + (bit<32>)(hdr.nib.n1436 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1436 ^ 8)) - 1); \
+    hdr.fixed.v1437 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1437 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1437 >> 3))) + (bit<32>)(hdr.nib.n1437 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1437 ^ 8)) - 1); \
+    hdr.fixed.v1438 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1438 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1438 >> 3))) + (bit<32>)(hdr.nib.n1438 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1438 ^ 8)) - 1); \
+    hdr.fixed.v1439 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1439 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1439 >> 3))) + (bit<32>)(hdr.nib.n1439 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1439 ^ 8)) - 1); \
+    hdr.fixed.v1440 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1440 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1440 >> 3))) + (bit<32>)(hdr.nib.n1440 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1440 ^ 8)) - 1); \
+    hdr.fixed.v1441 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1441 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1441 >> 3))) + (bit<32>)(hdr.nib.n1441 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1441 ^ 8)) - 1); \
+    hdr.fixed.v1442 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1442 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1442 >> 3))) + (bit<32>)(hdr.nib.n1442 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1442 ^ 8)) - 1); \
+    hdr.fixed.v1443 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1443 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1443 >> 3))) + (bit<32>)(hdr.nib.n1443 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1443 ^ 8)) - 1); \
+    hdr.fixed.v1444 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1444 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1444 >> 3))) + (bit<32>)(hdr.nib.n1444 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1444 ^ 8)) - 1); \
+    hdr.fixed.v1445 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1445 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1445 >> 3))) + (bit<32>)(hdr.nib.n1445 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1445 ^ 8)) - 1); \
+    hdr.fixed.v1446 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1446 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1446 >> 3))) + (bit<32>)(hdr.nib.n1446 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1446 ^ 8)) - 1); \
+    hdr.fixed.v1447 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1447 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1447 >> 3))) + (bit<32>)(hdr.nib.n1447 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1447 ^ 8)) - 1); \
+    hdr.fixed.v1448 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1448 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1448 >> 3))) + (bit<32>)(hdr.nib.n1448 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1448 ^ 8)) - 1); \
+    hdr.fixed.v1449 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1449 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1449 >> 3))) + (bit<32>)(hdr.nib.n1449 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1449 ^ 8)) - 1); \
+    hdr.fixed.v1450 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1450 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1450 >> 3))) + (bit<32>)(hdr.nib.n1450 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1450 ^ 8)) - 1); \
+    hdr.fixed.v1451 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1451 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1451 >> 3))) + (bit<32>)(hdr.nib.n1451 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1451 ^ 8)) - 1); \
+    hdr.fixed.v1452 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1452 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1452 >> 3))) + (bit<32>)(hdr.nib.n1452 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1452 ^ 8)) - 1); \
+    hdr.fixed.v1453 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1453 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1453 >> 3))) + (bit<32>)(hdr.nib.n1453 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1453 ^ 8)) - 1); \
+    hdr.fixed.v1454 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1454 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1454 >> 3))) + (bit<32>)(hdr.nib.n1454 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1454 ^ 8)) - 1); \
+    hdr.fixed.v1455 = ((((bit<32>)1) << (((bit<8>)(hdr.nib.n1455 & 7)) - 1)) ^ (0 - (bit<32>)(hdr.nib.n1455 >> 3))) + (bit<32>)(hdr.nib.n1455 >> 3); nb_bad = nb_bad | (((bit<8>)(hdr.nib.n1455 ^ 8)) - 1);
+
+#define DECODE_UQ4_0 \
+    hdr.fixed.v0 = (bit<32>)hdr.nib.n0; \
+    hdr.fixed.v1 = (bit<32>)hdr.nib.n1; \
+    hdr.fixed.v2 = (bit<32>)hdr.nib.n2; \
+    hdr.fixed.v3 = (bit<32>)hdr.nib.n3; \
+    hdr.fixed.v4 = (bit<32>)hdr.nib.n4; \
+    hdr.fixed.v5 = (bit<32>)hdr.nib.n5; \
+    hdr.fixed.v6 = (bit<32>)hdr.nib.n6; \
+    hdr.fixed.v7 = (bit<32>)hdr.nib.n7; \
+    hdr.fixed.v8 = (bit<32>)hdr.nib.n8; \
+    hdr.fixed.v9 = (bit<32>)hdr.nib.n9; \
+    hdr.fixed.v10 = (bit<32>)hdr.nib.n10; \
+    hdr.fixed.v11 = (bit<32>)hdr.nib.n11; \
+    hdr.fixed.v12 = (bit<32>)hdr.nib.n12; \
+    hdr.fixed.v13 = (bit<32>)hdr.nib.n13; \
+    hdr.fixed.v14 = (bit<32>)hdr.nib.n14; \
+    hdr.fixed.v15 = (bit<32>)hdr.nib.n15; \
+    hdr.fixed.v16 = (bit<32>)hdr.nib.n16; \
+    hdr.fixed.v17 = (bit<32>)hdr.nib.n17; \
+    hdr.fixed.v18 = (bit<32>)hdr.nib.n18; \
+    hdr.fixed.v19 = (bit<32>)hdr.nib.n19; \
+    hdr.fixed.v20 = (bit<32>)hdr.nib.n20; \
+    hdr.fixed.v21 = (bit<32>)hdr.nib.n21; \
+    hdr.fixed.v22 = (bit<32>)hdr.nib.n22; \
+    hdr.fixed.v23 = (bit<32>)hdr.nib.n23; \
+    hdr.fixed.v24 = (bit<32>)hdr.nib.n24; \
+    hdr.fixed.v25 = (bit<32>)hdr.nib.n25; \
+    hdr.fixed.v26 = (bit<32>)hdr.nib.n26; \
+    hdr.fixed.v27 = (bit<32>)hdr.nib.n27; \
+    hdr.fixed.v28 = (bit<32>)hdr.nib.n28; \
+    hdr.fixed.v29 = (bit<32>)hdr.nib.n29; \
+    hdr.fixed.v30 = (bit<32>)hdr.nib.n30; \
+    hdr.fixed.v31 = (bit<32>)hdr.nib.n31; \
+    hdr.fixed.v32 = (bit<32>)hdr.nib.n32; \
+    hdr.fixed.v33 = (bit<32>)hdr.nib.n33; \
+    hdr.fixed.v34 = (bit<32>)hdr.nib.n34; \
+    hdr.fixed.v35 = (bit<32>)hdr.nib.n35; \
+    hdr.fixed.v36 = (bit<32>)hdr.nib.n36; \
+    hdr.fixed.v37 = (bit<32>)hdr.nib.n37; \
+    hdr.fixed.v38 = (bit<32>)hdr.nib.n38; \
+    hdr.fixed.v39 = (bit<32>)hdr.nib.n39; \
+    hdr.fixed.v40 = (bit<32>)hdr.nib.n40; \
+    hdr.fixed.v41 = (bit<32>)hdr.nib.n41; \
+    hdr.fixed.v42 = (bit<32>)hdr.nib.n42; \
+    hdr.fixed.v43 = (bit<32>)hdr.nib.n43; \
+    hdr.fixed.v44 = (bit<32>)hdr.nib.n44; \
+    hdr.fixed.v45 = (bit<32>)hdr.nib.n45; \
+    hdr.fixed.v46 = (bit<32>)hdr.nib.n46; \
+    hdr.fixed.v47 = (bit<32>)hdr.nib.n47; \
+    hdr.fixed.v48 = (bit<32>)hdr.nib.n48; \
+    hdr.fixed.v49 = (bit<32>)hdr.nib.n49; \
+    hdr.fixed.v50 = (bit<32>)hdr.nib.n50; \
+    hdr.fixed.v51 = (bit<32>)hdr.nib.n51; \
+    hdr.fixed.v52 = (bit<32>)hdr.nib.n52; \
+    hdr.fixed.v53 = (bit<32>)hdr.nib.n53; \
+    hdr.fixed.v54 = (bit<32>)hdr.nib.n54; \
+    hdr.fixed.v55 = (bit<32>)hdr.nib.n55; \
+    hdr.fixed.v56 = (bit<32>)hdr.nib.n56; \
+    hdr.fixed.v57 = (bit<32>)hdr.nib.n57; \
+    hdr.fixed.v58 = (bit<32>)hdr.nib.n58; \
+    hdr.fixed.v59 = (bit<32>)hdr.nib.n59; \
+    hdr.fixed.v60 = (bit<32>)hdr.nib.n60; \
+    hdr.fixed.v61 = (bit<32>)hdr.nib.n61; \
+    hdr.fixed.v62 = (bit<32>)hdr.nib.n62; \
+    hdr.fixed.v63 = (bit<32>)hdr.nib.n63; \
+    hdr.fixed.v64 = (bit<32>)hdr.nib.n64; \
+    hdr.fixed.v65 = (bit<32>)hdr.nib.n65; \
+    hdr.fixed.v66 = (bit<32>)hdr.nib.n66; \
+    hdr.fixed.v67 = (bit<32>)hdr.nib.n67; \
+    hdr.fixed.v68 = (bit<32>)hdr.nib.n68; \
+    hdr.fixed.v69 = (bit<32>)hdr.nib.n69; \
+    hdr.fixed.v70 = (bit<32>)hdr.nib.n70; \
+    hdr.fixed.v71 = (bit<32>)hdr.nib.n71; \
+    hdr.fixed.v72 = (bit<32>)hdr.nib.n72; \
+    hdr.fixed.v73 = (bit<32>)hdr.nib.n73; \
+    hdr.fixed.v74 = (bit<32>)hdr.nib.n74; \
+    hdr.fixed.v75 = (bit<32>)hdr.nib.n75; \
+    hdr.fixed.v76 = (bit<32>)hdr.nib.n76; \
+    hdr.fixed.v77 = (bit<32>)hdr.nib.n77; \
+    hdr.fixed.v78 = (bit<32>)hdr.nib.n78; \
+    hdr.fixed.v79 = (bit<32>)hdr.nib.n79; \
+    hdr.fixed.v80 = (bit<32>)hdr.nib.n80; \
+    hdr.fixed.v81 = (bit<32>)hdr.nib.n81; \
+    hdr.fixed.v82 = (bit<32>)hdr.nib.n82; \
+    hdr.fixed.v83 = (bit<32>)hdr.nib.n83; \
+    hdr.fixed.v84 = (bit<32>)hdr.nib.n84; \
+    hdr.fixed.v85 = (bit<32>)hdr.nib.n85; \
+    hdr.fixed.v86 = (bit<32>)hdr.nib.n86; \
+    hdr.fixed.v87 = (bit<32>)hdr.nib.n87; \
+    hdr.fixed.v88 = (bit<32>)hdr.nib.n88; \
+    hdr.fixed.v89 = (bit<32>)hdr.nib.n89; \
+    hdr.fixed.v90 = (bit<32>)hdr.nib.n90; \
+    hdr.fixed.v91 = (bit<32>)hdr.nib.n91; \
+    hdr.fixed.v92 = (bit<32>)hdr.nib.n92; \
+    hdr.fixed.v93 = (bit<32>)hdr.nib.n93; \
+    hdr.fixed.v94 = (bit<32>)hdr.nib.n94; \
+    hdr.fixed.v95 = (bit<32>)hdr.nib.n95; \
+    hdr.fixed.v96 = (bit<32>)hdr.nib.n96; \
+    hdr.fixed.v97 = (bit<32>)hdr.nib.n97; \
+    hdr.fixed.v98 = (bit<32>)hdr.nib.n98; \
+    hdr.fixed.v99 = (bit<32>)hdr.nib.n99; \
+    hdr.fixed.v100 = (bit<32>)hdr.nib.n100; \
+    hdr.fixed.v101 = (bit<32>)hdr.nib.n101; \
+    hdr.fixed.v102 = (bit<32>)hdr.nib.n102; \
+    hdr.fixed.v103 = (bit<32>)hdr.nib.n103; \
+    hdr.fixed.v104 = (bit<32>)hdr.nib.n104; \
+    hdr.fixed.v105 = (bit<32>)hdr.nib.n105; \
+    hdr.fixed.v106 = (bit<32>)hdr.nib.n106; \
+    hdr.fixed.v107 = (bit<32>)hdr.nib.n107; \
+    hdr.fixed.v108 = (bit<32>)hdr.nib.n108; \
+    hdr.fixed.v109 = (bit<32>)hdr.nib.n109; \
+    hdr.fixed.v110 = (bit<32>)hdr.nib.n110; \
+    hdr.fixed.v111 = (bit<32>)hdr.nib.n111; \
+    hdr.fixed.v112 = (bit<32>)hdr.nib.n112; \
+    hdr.fixed.v113 = (bit<32>)hdr.nib.n113; \
+    hdr.fixed.v114 = (bit<32>)hdr.nib.n114; \
+    hdr.fixed.v115 = (bit<32>)hdr.nib.n115; \
+    hdr.fixed.v116 = (bit<32>)hdr.nib.n116; \
+    hdr.fixed.v117 = (bit<32>)hdr.nib.n117; \
+    hdr.fixed.v118 = (bit<32>)hdr.nib.n118; \
+    hdr.fixed.v119 = (bit<32>)hdr.nib.n119; \
+    hdr.fixed.v120 = (bit<32>)hdr.nib.n120; \
+    hdr.fixed.v121 = (bit<32>)hdr.nib.n121; \
+    hdr.fixed.v122 = (bit<32>)hdr.nib.n122; \
+    hdr.fixed.v123 = (bit<32>)hdr.nib.n123; \
+    hdr.fixed.v124 = (bit<32>)hdr.nib.n124; \
+    hdr.fixed.v125 = (bit<32>)hdr.nib.n125; \
+    hdr.fixed.v126 = (bit<32>)hdr.nib.n126; \
+    hdr.fixed.v127 = (bit<32>)hdr.nib.n127; \
+    hdr.fixed.v128 = (bit<32>)hdr.nib.n128; \
+    hdr.fixed.v129 = (bit<32>)hdr.nib.n129; \
+    hdr.fixed.v130 = (bit<32>)hdr.nib.n130; \
+    hdr.fixed.v131 = (bit<32>)hdr.nib.n131; \
+    hdr.fixed.v132 = (bit<32>)hdr.nib.n132; \
+    hdr.fixed.v133 = (bit<32>)hdr.nib.n133; \
+    hdr.fixed.v134 = (bit<32>)hdr.nib.n134; \
+    hdr.fixed.v135 = (bit<32>)hdr.nib.n135; \
+    hdr.fixed.v136 = (bit<32>)hdr.nib.n136; \
+    hdr.fixed.v137 = (bit<32>)hdr.nib.n137; \
+    hdr.fixed.v138 = (bit<32>)hdr.nib.n138; \
+    hdr.fixed.v139 = (bit<32>)hdr.nib.n139; \
+    hdr.fixed.v140 = (bit<32>)hdr.nib.n140; \
+    hdr.fixed.v141 = (bit<32>)hdr.nib.n141; \
+    hdr.fixed.v142 = (bit<32>)hdr.nib.n142; \
+    hdr.fixed.v143 = (bit<32>)hdr.nib.n143; \
+    hdr.fixed.v144 = (bit<32>)hdr.nib.n144; \
+    hdr.fixed.v145 = (bit<32>)hdr.nib.n145; \
+    hdr.fixed.v146 = (bit<32>)hdr.nib.n146; \
+    hdr.fixed.v147 = (bit<32>)hdr.nib.n147; \
+    hdr.fixed.v148 = (bit<32>)hdr.nib.n148; \
+    hdr.fixed.v149 = (bit<32>)hdr.nib.n149; \
+    hdr.fixed.v150 = (bit<32>)hdr.nib.n150; \
+    hdr.fixed.v151 = (bit<32>)hdr.nib.n151; \
+    hdr.fixed.v152 = (bit<32>)hdr.nib.n152; \
+    hdr.fixed.v153 = (bit<32>)hdr.nib.n153; \
+    hdr.fixed.v154 = (bit<32>)hdr.nib.n154; \
+    hdr.fixed.v155 = (bit<32>)hdr.nib.n155; \
+    hdr.fixed.v156 = (bit<32>)hdr.nib.n156; \
+    hdr.fixed.v157 = (bit<32>)hdr.nib.n157; \
+    hdr.fixed.v158 = (bit<32>)hdr.nib.n158; \
+    hdr.fixed.v159 = (bit<32>)hdr.nib.n159; \
+    hdr.fixed.v160 = (bit<32>)hdr.nib.n160; \
+    hdr.fixed.v161 = (bit<32>)hdr.nib.n161; \
+    hdr.fixed.v162 = (bit<32>)hdr.nib.n162; \
+    hdr.fixed.v163 = (bit<32>)hdr.nib.n163; \
+    hdr.fixed.v164 = (bit<32>)hdr.nib.n164; \
+    hdr.fixed.v165 = (bit<32>)hdr.nib.n165; \
+    hdr.fixed.v166 = (bit<32>)hdr.nib.n166; \
+    hdr.fixed.v167 = (bit<32>)hdr.nib.n167;
+
+#define DECODE_UQ4_1 \
+    hdr.fixed.v168 = (bit<32>)hdr.nib.n168; \
+    hdr.fixed.v169 = (bit<32>)hdr.nib.n169; \
+    hdr.fixed.v170 = (bit<32>)hdr.nib.n170; \
+    hdr.fixed.v171 = (bit<32>)hdr.nib.n171; \
+    hdr.fixed.v172 = (bit<32>)hdr.nib.n172; \
+    hdr.fixed.v173 = (bit<32>)hdr.nib.n173; \
+    hdr.fixed.v174 = (bit<32>)hdr.nib.n174; \
+    hdr.fixed.v175 = (bit<32>)hdr.nib.n175; \
+    hdr.fixed.v176 = (bit<32>)hdr.nib.n176; \
+    hdr.fixed.v177 = (bit<32>)hdr.nib.n177; \
+    hdr.fixed.v178 = (bit<32>)hdr.nib.n178; \
+    hdr.fixed.v179 = (bit<32>)hdr.nib.n179; \
+    hdr.fixed.v180 = (bit<32>)hdr.nib.n180; \
+    hdr.fixed.v181 = (bit<32>)hdr.nib.n181; \
+    hdr.fixed.v182 = (bit<32>)hdr.nib.n182; \
+    hdr.fixed.v183 = (bit<32>)hdr.nib.n183; \
+    hdr.fixed.v184 = (bit<32>)hdr.nib.n184; \
+    hdr.fixed.v185 = (bit<32>)hdr.nib.n185; \
+    hdr.fixed.v186 = (bit<32>)hdr.nib.n186; \
+    hdr.fixed.v187 = (bit<32>)hdr.nib.n187; \
+    hdr.fixed.v188 = (bit<32>)hdr.nib.n188; \
+    hdr.fixed.v189 = (bit<32>)hdr.nib.n189; \
+    hdr.fixed.v190 = (bit<32>)hdr.nib.n190; \
+    hdr.fixed.v191 = (bit<32>)hdr.nib.n191; \
+    hdr.fixed.v192 = (bit<32>)hdr.nib.n192; \
+    hdr.fixed.v193 = (bit<32>)hdr.nib.n193; \
+    hdr.fixed.v194 = (bit<32>)hdr.nib.n194; \
+    hdr.fixed.v195 = (bit<32>)hdr.nib.n195; \
+    hdr.fixed.v196 = (bit<32>)hdr.nib.n196; \
+    hdr.fixed.v197 = (bit<32>)hdr.nib.n197; \
+    hdr.fixed.v198 = (bit<32>)hdr.nib.n198; \
+    hdr.fixed.v199 = (bit<32>)hdr.nib.n199; \
+    hdr.fixed.v200 = (bit<32>)hdr.nib.n200; \
+    hdr.fixed.v201 = (bit<32>)hdr.nib.n201; \
+    hdr.fixed.v202 = (bit<32>)hdr.nib.n202; \
+    hdr.fixed.v203 = (bit<32>)hdr.nib.n203; \
+    hdr.fixed.v204 = (bit<32>)hdr.nib.n204; \
+    hdr.fixed.v205 = (bit<32>)hdr.nib.n205; \
+    hdr.fixed.v206 = (bit<32>)hdr.nib.n206; \
+    hdr.fixed.v207 = (bit<32>)hdr.nib.n207; \
+    hdr.fixed.v208 = (bit<32>)hdr.nib.n208; \
+    hdr.fixed.v209 = (bit<32>)hdr.nib.n209; \
+    hdr.fixed.v210 = (bit<32>)hdr.nib.n210; \
+    hdr.fixed.v211 = (bit<32>)hdr.nib.n211; \
+    hdr.fixed.v212 = (bit<32>)hdr.nib.n212; \
+    hdr.fixed.v213 = (bit<32>)hdr.nib.n213; \
+    hdr.fixed.v214 = (bit<32>)hdr.nib.n214; \
+    hdr.fixed.v215 = (bit<32>)hdr.nib.n215; \
+    hdr.fixed.v216 = (bit<32>)hdr.nib.n216; \
+    hdr.fixed.v217 = (bit<32>)hdr.nib.n217; \
+    hdr.fixed.v218 = (bit<32>)hdr.nib.n218; \
+    hdr.fixed.v219 = (bit<32>)hdr.nib.n219; \
+    hdr.fixed.v220 = (bit<32>)hdr.nib.n220; \
+    hdr.fixed.v221 = (bit<32>)hdr.nib.n221; \
+    hdr.fixed.v222 = (bit<32>)hdr.nib.n222; \
+    hdr.fixed.v223 = (bit<32>)hdr.nib.n223; \
+    hdr.fixed.v224 = (bit<32>)hdr.nib.n224; \
+    hdr.fixed.v225 = (bit<32>)hdr.nib.n225; \
+    hdr.fixed.v226 = (bit<32>)hdr.nib.n226; \
+    hdr.fixed.v227 = (bit<32>)hdr.nib.n227; \
+    hdr.fixed.v228 = (bit<32>)hdr.nib.n228; \
+    hdr.fixed.v229 = (bit<32>)hdr.nib.n229; \
+    hdr.fixed.v230 = (bit<32>)hdr.nib.n230; \
+    hdr.fixed.v231 = (bit<32>)hdr.nib.n231; \
+    hdr.fixed.v232 = (bit<32>)hdr.nib.n232; \
+    hdr.fixed.v233 = (bit<32>)hdr.nib.n233; \
+    hdr.fixed.v234 = (bit<32>)hdr.nib.n234; \
+    hdr.fixed.v235 = (bit<32>)hdr.nib.n235; \
+    hdr.fixed.v236 = (bit<32>)hdr.nib.n236; \
+    hdr.fixed.v237 = (bit<32>)hdr.nib.n237; \
+    hdr.fixed.v238 = (bit<32>)hdr.nib.n238; \
+    hdr.fixed.v239 = (bit<32>)hdr.nib.n239; \
+    hdr.fixed.v240 = (bit<32>)hdr.nib.n240; \
+    hdr.fixed.v241 = (bit<32>)hdr.nib.n241; \
+    hdr.fixed.v242 = (bit<32>)hdr.nib.n242; \
+    hdr.fixed.v243 = (bit<32>)hdr.nib.n243; \
+    hdr.fixed.v244 = (bit<32>)hdr.nib.n244; \
+    hdr.fixed.v245 = (bit<32>)hdr.nib.n245; \
+    hdr.fixed.v246 = (bit<32>)hdr.nib.n246; \
+    hdr.fixed.v247 = (bit<32>)hdr.nib.n247; \
+    hdr.fixed.v248 = (bit<32>)hdr.nib.n248; \
+    hdr.fixed.v249 = (bit<32>)hdr.nib.n249; \
+    hdr.fixed.v250 = (bit<32>)hdr.nib.n250; \
+    hdr.fixed.v251 = (bit<32>)hdr.nib.n251; \
+    hdr.fixed.v252 = (bit<32>)hdr.nib.n252; \
+    hdr.fixed.v253 = (bit<32>)hdr.nib.n253; \
+    hdr.fixed.v254 = (bit<32>)hdr.nib.n254; \
+    hdr.fixed.v255 = (bit<32>)hdr.nib.n255; \
+    hdr.fixed.v256 = (bit<32>)hdr.nib.n256; \
+    hdr.fixed.v257 = (bit<32>)hdr.nib.n257; \
+    hdr.fixed.v258 = (bit<32>)hdr.nib.n258; \
+    hdr.fixed.v259 = (bit<32>)hdr.nib.n259; \
+    hdr.fixed.v260 = (bit<32>)hdr.nib.n260; \
+    hdr.fixed.v261 = (bit<32>)hdr.nib.n261; \
+    hdr.fixed.v262 = (bit<32>)hdr.nib.n262; \
+    hdr.fixed.v263 = (bit<32>)hdr.nib.n263; \
+    hdr.fixed.v264 = (bit<32>)hdr.nib.n264; \
+    hdr.fixed.v265 = (bit<32>)hdr.nib.n265; \
+    hdr.fixed.v266 = (bit<32>)hdr.nib.n266; \
+    hdr.fixed.v267 = (bit<32>)hdr.nib.n267; \
+    hdr.fixed.v268 = (bit<32>)hdr.nib.n268; \
+    hdr.fixed.v269 = (bit<32>)hdr.nib.n269; \
+    hdr.fixed.v270 = (bit<32>)hdr.nib.n270; \
+    hdr.fixed.v271 = (bit<32>)hdr.nib.n271; \
+    hdr.fixed.v272 = (bit<32>)hdr.nib.n272; \
+    hdr.fixed.v273 = (bit<32>)hdr.nib.n273; \
+    hdr.fixed.v274 = (bit<32>)hdr.nib.n274; \
+    hdr.fixed.v275 = (bit<32>)hdr.nib.n275; \
+    hdr.fixed.v276 = (bit<32>)hdr.nib.n276; \
+    hdr.fixed.v277 = (bit<32>)hdr.nib.n277; \
+    hdr.fixed.v278 = (bit<32>)hdr.nib.n278; \
+    hdr.fixed.v279 = (bit<32>)hdr.nib.n279; \
+    hdr.fixed.v280 = (bit<32>)hdr.nib.n280; \
+    hdr.fixed.v281 = (bit<32>)hdr.nib.n281; \
+    hdr.fixed.v282 = (bit<32>)hdr.nib.n282; \
+    hdr.fixed.v283 = (bit<32>)hdr.nib.n283; \
+    hdr.fixed.v284 = (bit<32>)hdr.nib.n284; \
+    hdr.fixed.v285 = (bit<32>)hdr.nib.n285; \
+    hdr.fixed.v286 = (bit<32>)hdr.nib.n286; \
+    hdr.fixed.v287 = (bit<32>)hdr.nib.n287; \
+    hdr.fixed.v288 = (bit<32>)hdr.nib.n288; \
+    hdr.fixed.v289 = (bit<32>)hdr.nib.n289; \
+    hdr.fixed.v290 = (bit<32>)hdr.nib.n290; \
+    hdr.fixed.v291 = (bit<32>)hdr.nib.n291; \
+    hdr.fixed.v292 = (bit<32>)hdr.nib.n292; \
+    hdr.fixed.v293 = (bit<32>)hdr.nib.n293; \
+    hdr.fixed.v294 = (bit<32>)hdr.nib.n294; \
+    hdr.fixed.v295 = (bit<32>)hdr.nib.n295; \
+    hdr.fixed.v296 = (bit<32>)hdr.nib.n296; \
+    hdr.fixed.v297 = (bit<32>)hdr.nib.n297; \
+    hdr.fixed.v298 = (bit<32>)hdr.nib.n298; \
+    hdr.fixed.v299 = (bit<32>)hdr.nib.n299; \
+    hdr.fixed.v300 = (bit<32>)hdr.nib.n300; \
+    hdr.fixed.v301 = (bit<32>)hdr.nib.n301; \
+    hdr.fixed.v302 = (bit<32>)hdr.nib.n302; \
+    hdr.fixed.v303 = (bit<32>)hdr.nib.n303; \
+    hdr.fixed.v304 = (bit<32>)hdr.nib.n304; \
+    hdr.fixed.v305 = (bit<32>)hdr.nib.n305; \
+    hdr.fixed.v306 = (bit<32>)hdr.nib.n306; \
+    hdr.fixed.v307 = (bit<32>)hdr.nib.n307; \
+    hdr.fixed.v308 = (bit<32>)hdr.nib.n308; \
+    hdr.fixed.v309 = (bit<32>)hdr.nib.n309; \
+    hdr.fixed.v310 = (bit<32>)hdr.nib.n310; \
+    hdr.fixed.v311 = (bit<32>)hdr.nib.n311; \
+    hdr.fixed.v312 = (bit<32>)hdr.nib.n312; \
+    hdr.fixed.v313 = (bit<32>)hdr.nib.n313; \
+    hdr.fixed.v314 = (bit<32>)hdr.nib.n314; \
+    hdr.fixed.v315 = (bit<32>)hdr.nib.n315; \
+    hdr.fixed.v316 = (bit<32>)hdr.nib.n316; \
+    hdr.fixed.v317 = (bit<32>)hdr.nib.n317; \
+    hdr.fixed.v318 = (bit<32>)hdr.nib.n318; \
+    hdr.fixed.v319 = (bit<32>)hdr.nib.n319; \
+    hdr.fixed.v320 = (bit<32>)hdr.nib.n320; \
+    hdr.fixed.v321 = (bit<32>)hdr.nib.n321; \
+    hdr.fixed.v322 = (bit<32>)hdr.nib.n322; \
+    hdr.fixed.v323 = (bit<32>)hdr.nib.n323; \
+    hdr.fixed.v324 = (bit<32>)hdr.nib.n324; \
+    hdr.fixed.v325 = (bit<32>)hdr.nib.n325; \
+    hdr.fixed.v326 = (bit<32>)hdr.nib.n326; \
+    hdr.fixed.v327 = (bit<32>)hdr.nib.n327; \
+    hdr.fixed.v328 = (bit<32>)hdr.nib.n328; \
+    hdr.fixed.v329 = (bit<32>)hdr.nib.n329; \
+    hdr.fixed.v330 = (bit<32>)hdr.nib.n330; \
+    hdr.fixed.v331 = (bit<32>)hdr.nib.n331; \
+    hdr.fixed.v332 = (bit<32>)hdr.nib.n332; \
+    hdr.fixed.v333 = (bit<32>)hdr.nib.n333; \
+    hdr.fixed.v334 = (bit<32>)hdr.nib.n334; \
+    hdr.fixed.v335 = (bit<32>)hdr.nib.n335; \
+    hdr.fixed.v336 = (bit<32>)hdr.nib.n336; \
+    hdr.fixed.v337 = (bit<32>)hdr.nib.n337; \
+    hdr.fixed.v338 = (bit<32>)hdr.nib.n338; \
+    hdr.fixed.v339 = (bit<32>)hdr.nib.n339; \
+    hdr.fixed.v340 = (bit<32>)hdr.nib.n340; \
+    hdr.fixed.v341 = (bit<32>)hdr.nib.n341; \
+    hdr.fixed.v342 = (bit<32>)hdr.nib.n342; \
+    hdr.fixed.v343 = (bit<32>)hdr.nib.n343; \
+    hdr.fixed.v344 = (bit<32>)hdr.nib.n344; \
+    hdr.fixed.v345 = (bit<32>)hdr.nib.n345; \
+    hdr.fixed.v346 = (bit<32>)hdr.nib.n346; \
+    hdr.fixed.v347 = (bit<32>)hdr.nib.n347; \
+    hdr.fixed.v348 = (bit<32>)hdr.nib.n348; \
+    hdr.fixed.v349 = (bit<32>)hdr.nib.n349; \
+    hdr.fixed.v350 = (bit<32>)hdr.nib.n350; \
+    hdr.fixed.v351 = (bit<32>)hdr.nib.n351; \
+    hdr.fixed.v352 = (bit<32>)hdr.nib.n352; \
+    hdr.fixed.v353 = (bit<32>)hdr.nib.n353; \
+    hdr.fixed.v354 = (bit<32>)hdr.nib.n354; \
+    hdr.fixed.v355 = (bit<32>)hdr.nib.n355; \
+    hdr.fixed.v356 = (bit<32>)hdr.nib.n356; \
+    hdr.fixed.v357 = (bit<32>)hdr.nib.n357; \
+    hdr.fixed.v358 = (bit<32>)hdr.nib.n358; \
+    hdr.fixed.v359 = (bit<32>)hdr.nib.n359; \
+    hdr.fixed.v360 = (bit<32>)hdr.nib.n360; \
+    hdr.fixed.v361 = (bit<32>)hdr.nib.n361; \
+    hdr.fixed.v362 = (bit<32>)hdr.nib.n362; \
+    hdr.fixed.v363 = (bit<32>)hdr.nib.n363; \
+    hdr.fixed.v364 = (bit<32>)hdr.nib.n364; \
+    hdr.fixed.v365 = (bit<32>)hdr.nib.n365; \
+    hdr.fixed.v366 = (bit<32>)hdr.nib.n366; \
+    hdr.fixed.v367 = (bit<32>)hdr.nib.n367; \
+    hdr.fixed.v368 = (bit<32>)hdr.nib.n368; \
+    hdr.fixed.v369 = (bit<32>)hdr.nib.n369; \
+    hdr.fixed.v370 = (bit<32>)hdr.nib.n370; \
+    hdr.fixed.v371 = (bit<32>)hdr.nib.n371; \
+    hdr.fixed.v372 = (bit<32>)hdr.nib.n372; \
+    hdr.fixed.v373 = (bit<32>)hdr.nib.n373; \
+    hdr.fixed.v374 = (bit<32>)hdr.nib.n374; \
+    hdr.fixed.v375 = (bit<32>)hdr.nib.n375; \
+    hdr.fixed.v376 = (bit<32>)hdr.nib.n376; \
+    hdr.fixed.v377 = (bit<32>)hdr.nib.n377; \
+    hdr.fixed.v378 = (bit<32>)hdr.nib.n378; \
+    hdr.fixed.v379 = (bit<32>)hdr.nib.n379; \
+    hdr.fixed.v380 = (bit<32>)hdr.nib.n380; \
+    hdr.fixed.v381 = (bit<32>)hdr.nib.n381; \
+    hdr.fixed.v382 = (bit<32>)hdr.nib.n382; \
+    hdr.fixed.v383 = (bit<32>)hdr.nib.n383; \
+    hdr.fixed.v384 = (bit<32>)hdr.nib.n384; \
+    hdr.fixed.v385 = (bit<32>)hdr.nib.n385; \
+    hdr.fixed.v386 = (bit<32>)hdr.nib.n386; \
+    hdr.fixed.v387 = (bit<32>)hdr.nib.n387; \
+    hdr.fixed.v388 = (bit<32>)hdr.nib.n388; \
+    hdr.fixed.v389 = (bit<32>)hdr.nib.n389; \
+    hdr.fixed.v390 = (bit<32>)hdr.nib.n390; \
+    hdr.fixed.v391 = (bit<32>)hdr.nib.n391; \
+    hdr.fixed.v392 = (bit<32>)hdr.nib.n392; \
+    hdr.fixed.v393 = (bit<32>)hdr.nib.n393; \
+    hdr.fixed.v394 = (bit<32>)hdr.nib.n394; \
+    hdr.fixed.v395 = (bit<32>)hdr.nib.n395; \
+    hdr.fixed.v396 = (bit<32>)hdr.nib.n396; \
+    hdr.fixed.v397 = (bit<32>)hdr.nib.n397; \
+    hdr.fixed.v398 = (bit<32>)hdr.nib.n398; \
+    hdr.fixed.v399 = (bit<32>)hdr.nib.n399; \
+    hdr.fixed.v400 = (bit<32>)hdr.nib.n400; \
+    hdr.fixed.v401 = (bit<32>)hdr.nib.n401; \
+    hdr.fixed.v402 = (bit<32>)hdr.nib.n402; \
+    hdr.fixed.v403 = (bit<32>)hdr.nib.n403; \
+    hdr.fixed.v404 = (bit<32>)hdr.nib.n404; \
+    hdr.fixed.v405 = (bit<32>)hdr.nib.n405; \
+    hdr.fixed.v406 = (bit<32>)hdr.nib.n406; \
+    hdr.fixed.v407 = (bit<32>)hdr.nib.n407; \
+    hdr.fixed.v408 = (bit<32>)hdr.nib.n408; \
+    hdr.fixed.v409 = (bit<32>)hdr.nib.n409; \
+    hdr.fixed.v410 = (bit<32>)hdr.nib.n410; \
+    hdr.fixed.v411 = (bit<32>)hdr.nib.n411; \
+    hdr.fixed.v412 = (bit<32>)hdr.nib.n412; \
+    hdr.fixed.v413 = (bit<32>)hdr.nib.n413; \
+    hdr.fixed.v414 = (bit<32>)hdr.nib.n414; \
+    hdr.fixed.v415 = (bit<32>)hdr.nib.n415; \
+    hdr.fixed.v416 = (bit<32>)hdr.nib.n416; \
+    hdr.fixed.v417 = (bit<32>)hdr.nib.n417; \
+    hdr.fixed.v418 = (bit<32>)hdr.nib.n418; \
+    hdr.fixed.v419 = (bit<32>)hdr.nib.n419; \
+    hdr.fixed.v420 = (bit<32>)hdr.nib.n420; \
+    hdr.fixed.v421 = (bit<32>)hdr.nib.n421; \
+    hdr.fixed.v422 = (bit<32>)hdr.nib.n422; \
+    hdr.fixed.v423 = (bit<32>)hdr.nib.n423; \
+    hdr.fixed.v424 = (bit<32>)hdr.nib.n424; \
+    hdr.fixed.v425 = (bit<32>)hdr.nib.n425; \
+    hdr.fixed.v426 = (bit<32>)hdr.nib.n426; \
+    hdr.fixed.v427 = (bit<32>)hdr.nib.n427; \
+    hdr.fixed.v428 = (bit<32>)hdr.nib.n428; \
+    hdr.fixed.v429 = (bit<32>)hdr.nib.n429; \
+    hdr.fixed.v430 = (bit<32>)hdr.nib.n430; \
+    hdr.fixed.v431 = (bit<32>)hdr.nib.n431; \
+    hdr.fixed.v432 = (bit<32>)hdr.nib.n432; \
+    hdr.fixed.v433 = (bit<32>)hdr.nib.n433; \
+    hdr.fixed.v434 = (bit<32>)hdr.nib.n434; \
+    hdr.fixed.v435 = (bit<32>)hdr.nib.n435; \
+    hdr.fixed.v436 = (bit<32>)hdr.nib.n436; \
+    hdr.fixed.v437 = (bit<32>)hdr.nib.n437; \
+    hdr.fixed.v438 = (bit<32>)hdr.nib.n438; \
+    hdr.fixed.v439 = (bit<32>)hdr.nib.n439; \
+    hdr.fixed.v440 = (bit<32>)hdr.nib.n440; \
+    hdr.fixed.v441 = (bit<32>)hdr.nib.n441; \
+    hdr.fixed.v442 = (bit<32>)hdr.nib.n442; \
+    hdr.fixed.v443 = (bit<32>)hdr.nib.n443; \
+    hdr.fixed.v444 = (bit<32>)hdr.nib.n444; \
+    hdr.fixed.v445 = (bit<32>)hdr.nib.n445; \
+    hdr.fixed.v446 = (bit<32>)hdr.nib.n446; \
+    hdr.fixed.v447 = (bit<32>)hdr.nib.n447; \
+    hdr.fixed.v448 = (bit<32>)hdr.nib.n448; \
+    hdr.fixed.v449 = (bit<32>)hdr.nib.n449; \
+    hdr.fixed.v450 = (bit<32>)hdr.nib.n450; \
+    hdr.fixed.v451 = (bit<32>)hdr.nib.n451; \
+    hdr.fixed.v452 = (bit<32>)hdr.nib.n452; \
+    hdr.fixed.v453 = (bit<32>)hdr.nib.n453; \
+    hdr.fixed.v454 = (bit<32>)hdr.nib.n454; \
+    hdr.fixed.v455 = (bit<32>)hdr.nib.n455; \
+    hdr.fixed.v456 = (bit<32>)hdr.nib.n456; \
+    hdr.fixed.v457 = (bit<32>)hdr.nib.n457; \
+    hdr.fixed.v458 = (bit<32>)hdr.nib.n458; \
+    hdr.fixed.v459 = (bit<32>)hdr.nib.n459; \
+    hdr.fixed.v460 = (bit<32>)hdr.nib.n460; \
+    hdr.fixed.v461 = (bit<32>)hdr.nib.n461; \
+    hdr.fixed.v462 = (bit<32>)hdr.nib.n462; \
+    hdr.fixed.v463 = (bit<32>)hdr.nib.n463; \
+    hdr.fixed.v464 = (bit<32>)hdr.nib.n464; \
+    hdr.fixed.v465 = (bit<32>)hdr.nib.n465; \
+    hdr.fixed.v466 = (bit<32>)hdr.nib.n466; \
+    hdr.fixed.v467 = (bit<32>)hdr.nib.n467; \
+    hdr.fixed.v468 = (bit<32>)hdr.nib.n468; \
+    hdr.fixed.v469 = (bit<32>)hdr.nib.n469; \
+    hdr.fixed.v470 = (bit<32>)hdr.nib.n470; \
+    hdr.fixed.v471 = (bit<32>)hdr.nib.n471; \
+    hdr.fixed.v472 = (bit<32>)hdr.nib.n472; \
+    hdr.fixed.v473 = (bit<32>)hdr.nib.n473; \
+    hdr.fixed.v474 = (bit<32>)hdr.nib.n474; \
+    hdr.fixed.v475 = (bit<32>)hdr.nib.n475; \
+    hdr.fixed.v476 = (bit<32>)hdr.nib.n476; \
+    hdr.fixed.v477 = (bit<32>)hdr.nib.n477; \
+    hdr.fixed.v478 = (bit<32>)hdr.nib.n478; \
+    hdr.fixed.v479 = (bit<32>)hdr.nib.n479; \
+    hdr.fixed.v480 = (bit<32>)hdr.nib.n480; \
+    hdr.fixed.v481 = (bit<32>)hdr.nib.n481; \
+    hdr.fixed.v482 = (bit<32>)hdr.nib.n482; \
+    hdr.fixed.v483 = (bit<32>)hdr.nib.n483; \
+    hdr.fixed.v484 = (bit<32>)hdr.nib.n484; \
+    hdr.fixed.v485 = (bit<32>)hdr.nib.n485; \
+    hdr.fixed.v486 = (bit<32>)hdr.nib.n486; \
+    hdr.fixed.v487 = (bit<32>)hdr.nib.n487; \
+    hdr.fixed.v488 = (bit<32>)hdr.nib.n488; \
+    hdr.fixed.v489 = (bit<32>)hdr.nib.n489; \
+    hdr.fixed.v490 = (bit<32>)hdr.nib.n490; \
+    hdr.fixed.v491 = (bit<32>)hdr.nib.n491; \
+    hdr.fixed.v492 = (bit<32>)hdr.nib.n492; \
+    hdr.fixed.v493 = (bit<32>)hdr.nib.n493; \
+    hdr.fixed.v494 = (bit<32>)hdr.nib.n494; \
+    hdr.fixed.v495 = (bit<32>)hdr.nib.n495; \
+    hdr.fixed.v496 = (bit<32>)hdr.nib.n496; \
+    hdr.fixed.v497 = (bit<32>)hdr.nib.n497; \
+    hdr.fixed.v498 = (bit<32>)hdr.nib.n498; \
+    hdr.fixed.v499 = (bit<32>)hdr.nib.n499; \
+    hdr.fixed.v500 = (bit<32>)hdr.nib.n500; \
+    hdr.fixed.v501 = (bit<32>)hdr.nib.n501; \
+    hdr.fixed.v502 = (bit<32>)hdr.nib.n502; \
+    hdr.fixed.v503 = (bit<32>)hdr.nib.n503; \
+    hdr.fixed.v504 = (bit<32>)hdr.nib.n504; \
+    hdr.fixed.v505 = (bit<32>)hdr.nib.n505; \
+    hdr.fixed.v506 = (bit<32>)hdr.nib.n506; \
+    hdr.fixed.v507 = (bit<32>)hdr.nib.n507; \
+    hdr.fixed.v508 = (bit<32>)hdr.nib.n508; \
+    hdr.fixed.v509 = (bit<32>)hdr.nib.n509; \
+    hdr.fixed.v510 = (bit<32>)hdr.nib.n510; \
+    hdr.fixed.v511 = (bit<32>)hdr.nib.n511; \
+    hdr.fixed.v512 = (bit<32>)hdr.nib.n512; \
+    hdr.fixed.v513 = (bit<32>)hdr.nib.n513; \
+    hdr.fixed.v514 = (bit<32>)hdr.nib.n514; \
+    hdr.fixed.v515 = (bit<32>)hdr.nib.n515; \
+    hdr.fixed.v516 = (bit<32>)hdr.nib.n516; \
+    hdr.fixed.v517 = (bit<32>)hdr.nib.n517; \
+    hdr.fixed.v518 = (bit<32>)hdr.nib.n518; \
+    hdr.fixed.v519 = (bit<32>)hdr.nib.n519; \
+    hdr.fixed.v520 = (bit<32>)hdr.nib.n520; \
+    hdr.fixed.v521 = (bit<32>)hdr.nib.n521; \
+    hdr.fixed.v522 = (bit<32>)hdr.nib.n522; \
+    hdr.fixed.v523 = (bit<32>)hdr.nib.n523; \
+    hdr.fixed.v524 = (bit<32>)hdr.nib.n524; \
+    hdr.fixed.v525 = (bit<32>)hdr.nib.n525; \
+    hdr.fixed.v526 = (bit<32>)hdr.nib.n526; \
+    hdr.fixed.v527 = (bit<32>)hdr.nib.n527; \
+    hdr.fixed.v528 = (bit<32>)hdr.nib.n528; \
+    hdr.fixed.v529 = (bit<32>)hdr.nib.n529; \
+    hdr.fixed.v530 = (bit<32>)hdr.nib.n530; \
+    hdr.fixed.v531 = (bit<32>)hdr.nib.n531; \
+    hdr.fixed.v532 = (bit<32>)hdr.nib.n532; \
+    hdr.fixed.v533 = (bit<32>)hdr.nib.n533; \
+    hdr.fixed.v534 = (bit<32>)hdr.nib.n534; \
+    hdr.fixed.v535 = (bit<32>)hdr.nib.n535; \
+    hdr.fixed.v536 = (bit<32>)hdr.nib.n536; \
+    hdr.fixed.v537 = (bit<32>)hdr.nib.n537; \
+    hdr.fixed.v538 = (bit<32>)hdr.nib.n538; \
+    hdr.fixed.v539 = (bit<32>)hdr.nib.n539; \
+    hdr.fixed.v540 = (bit<32>)hdr.nib.n540; \
+    hdr.fixed.v541 = (bit<32>)hdr.nib.n541; \
+    hdr.fixed.v542 = (bit<32>)hdr.nib.n542; \
+    hdr.fixed.v543 = (bit<32>)hdr.nib.n543; \
+    hdr.fixed.v544 = (bit<32>)hdr.nib.n544; \
+    hdr.fixed.v545 = (bit<32>)hdr.nib.n545; \
+    hdr.fixed.v546 = (bit<32>)hdr.nib.n546; \
+    hdr.fixed.v547 = (bit<32>)hdr.nib.n547; \
+    hdr.fixed.v548 = (bit<32>)hdr.nib.n548; \
+    hdr.fixed.v549 = (bit<32>)hdr.nib.n549; \
+    hdr.fixed.v550 = (bit<32>)hdr.nib.n550; \
+    hdr.fixed.v551 = (bit<32>)hdr.nib.n551; \
+    hdr.fixed.v552 = (bit<32>)hdr.nib.n552; \
+    hdr.fixed.v553 = (bit<32>)hdr.nib.n553; \
+    hdr.fixed.v554 = (bit<32>)hdr.nib.n554; \
+    hdr.fixed.v555 = (bit<32>)hdr.nib.n555; \
+    hdr.fixed.v556 = (bit<32>)hdr.nib.n556; \
+    hdr.fixed.v557 = (bit<32>)hdr.nib.n557; \
+    hdr.fixed.v558 = (bit<32>)hdr.nib.n558; \
+    hdr.fixed.v559 = (bit<32>)hdr.nib.n559; \
+    hdr.fixed.v560 = (bit<32>)hdr.nib.n560; \
+    hdr.fixed.v561 = (bit<32>)hdr.nib.n561; \
+    hdr.fixed.v562 = (bit<32>)hdr.nib.n562; \
+    hdr.fixed.v563 = (bit<32>)hdr.nib.n563; \
+    hdr.fixed.v564 = (bit<32>)hdr.nib.n564; \
+    hdr.fixed.v565 = (bit<32>)hdr.nib.n565; \
+    hdr.fixed.v566 = (bit<32>)hdr.nib.n566; \
+    hdr.fixed.v567 = (bit<32>)hdr.nib.n567; \
+    hdr.fixed.v568 = (bit<32>)hdr.nib.n568; \
+    hdr.fixed.v569 = (bit<32>)hdr.nib.n569; \
+    hdr.fixed.v570 = (bit<32>)hdr.nib.n570; \
+    hdr.fixed.v571 = (bit<32>)hdr.nib.n571; \
+    hdr.fixed.v572 = (bit<32>)hdr.nib.n572; \
+    hdr.fixed.v573 = (bit<32>)hdr.nib.n573; \
+    hdr.fixed.v574 = (bit<32>)hdr.nib.n574; \
+    hdr.fixed.v575 = (bit<32>)hdr.nib.n575; \
+    hdr.fixed.v576 = (bit<32>)hdr.nib.n576; \
+    hdr.fixed.v577 = (bit<32>)hdr.nib.n577; \
+    hdr.fixed.v578 = (bit<32>)hdr.nib.n578; \
+    hdr.fixed.v579 = (bit<32>)hdr.nib.n579; \
+    hdr.fixed.v580 = (bit<32>)hdr.nib.n580; \
+    hdr.fixed.v581 = (bit<32>)hdr.nib.n581; \
+    hdr.fixed.v582 = (bit<32>)hdr.nib.n582; \
+    hdr.fixed.v583 = (bit<32>)hdr.nib.n583; \
+    hdr.fixed.v584 = (bit<32>)hdr.nib.n584; \
+    hdr.fixed.v585 = (bit<32>)hdr.nib.n585; \
+    hdr.fixed.v586 = (bit<32>)hdr.nib.n586; \
+    hdr.fixed.v587 = (bit<32>)hdr.nib.n587; \
+    hdr.fixed.v588 = (bit<32>)hdr.nib.n588; \
+    hdr.fixed.v589 = (bit<32>)hdr.nib.n589; \
+    hdr.fixed.v590 = (bit<32>)hdr.nib.n590; \
+    hdr.fixed.v591 = (bit<32>)hdr.nib.n591; \
+    hdr.fixed.v592 = (bit<32>)hdr.nib.n592; \
+    hdr.fixed.v593 = (bit<32>)hdr.nib.n593; \
+    hdr.fixed.v594 = (bit<32>)hdr.nib.n594; \
+    hdr.fixed.v595 = (bit<32>)hdr.nib.n595; \
+    hdr.fixed.v596 = (bit<32>)hdr.nib.n596; \
+    hdr.fixed.v597 = (bit<32>)hdr.nib.n597; \
+    hdr.fixed.v598 = (bit<32>)hdr.nib.n598; \
+    hdr.fixed.v599 = (bit<32>)hdr.nib.n599; \
+    hdr.fixed.v600 = (bit<32>)hdr.nib.n600; \
+    hdr.fixed.v601 = (bit<32>)hdr.nib.n601; \
+    hdr.fixed.v602 = (bit<32>)hdr.nib.n602; \
+    hdr.fixed.v603 = (bit<32>)hdr.nib.n603; \
+    hdr.fixed.v604 = (bit<32>)hdr.nib.n604; \
+    hdr.fixed.v605 = (bit<32>)hdr.nib.n605; \
+    hdr.fixed.v606 = (bit<32>)hdr.nib.n606; \
+    hdr.fixed.v607 = (bit<32>)hdr.nib.n607; \
+    hdr.fixed.v608 = (bit<32>)hdr.nib.n608; \
+    hdr.fixed.v609 = (bit<32>)hdr.nib.n609; \
+    hdr.fixed.v610 = (bit<32>)hdr.nib.n610; \
+    hdr.fixed.v611 = (bit<32>)hdr.nib.n611; \
+    hdr.fixed.v612 = (bit<32>)hdr.nib.n612; \
+    hdr.fixed.v613 = (bit<32>)hdr.nib.n613; \
+    hdr.fixed.v614 = (bit<32>)hdr.nib.n614; \
+    hdr.fixed.v615 = (bit<32>)hdr.nib.n615; \
+    hdr.fixed.v616 = (bit<32>)hdr.nib.n616; \
+    hdr.fixed.v617 = (bit<32>)hdr.nib.n617; \
+    hdr.fixed.v618 = (bit<32>)hdr.nib.n618; \
+    hdr.fixed.v619 = (bit<32>)hdr.nib.n619; \
+    hdr.fixed.v620 = (bit<32>)hdr.nib.n620; \
+    hdr.fixed.v621 = (bit<32>)hdr.nib.n621; \
+    hdr.fixed.v622 = (bit<32>)hdr.nib.n622; \
+    hdr.fixed.v623 = (bit<32>)hdr.nib.n623; \
+    hdr.fixed.v624 = (bit<32>)hdr.nib.n624; \
+    hdr.fixed.v625 = (bit<32>)hdr.nib.n625; \
+    hdr.fixed.v626 = (bit<32>)hdr.nib.n626; \
+    hdr.fixed.v627 = (bit<32>)hdr.nib.n627; \
+    hdr.fixed.v628 = (bit<32>)hdr.nib.n628; \
+    hdr.fixed.v629 = (bit<32>)hdr.nib.n629; \
+    hdr.fixed.v630 = (bit<32>)hdr.nib.n630; \
+    hdr.fixed.v631 = (bit<32>)hdr.nib.n631; \
+    hdr.fixed.v632 = (bit<32>)hdr.nib.n632; \
+    hdr.fixed.v633 = (bit<32>)hdr.nib.n633; \
+    hdr.fixed.v634 = (bit<32>)hdr.nib.n634; \
+    hdr.fixed.v635 = (bit<32>)hdr.nib.n635; \
+    hdr.fixed.v636 = (bit<32>)hdr.nib.n636; \
+    hdr.fixed.v637 = (bit<32>)hdr.nib.n637; \
+    hdr.fixed.v638 = (bit<32>)hdr.nib.n638; \
+    hdr.fixed.v639 = (bit<32>)hdr.nib.n639; \
+    hdr.fixed.v640 = (bit<32>)hdr.nib.n640; \
+    hdr.fixed.v641 = (bit<32>)hdr.nib.n641; \
+    hdr.fixed.v642 = (bit<32>)hdr.nib.n642; \
+    hdr.fixed.v643 = (bit<32>)hdr.nib.n643; \
+    hdr.fixed.v644 = (bit<32>)hdr.nib.n644; \
+    hdr.fixed.v645 = (bit<32>)hdr.nib.n645; \
+    hdr.fixed.v646 = (bit<32>)hdr.nib.n646; \
+    hdr.fixed.v647 = (bit<32>)hdr.nib.n647; \
+    hdr.fixed.v648 = (bit<32>)hdr.nib.n648; \
+    hdr.fixed.v649 = (bit<32>)hdr.nib.n649; \
+    hdr.fixed.v650 = (bit<32>)hdr.nib.n650; \
+    hdr.fixed.v651 = (bit<32>)hdr.nib.n651; \
+    hdr.fixed.v652 = (bit<32>)hdr.nib.n652; \
+    hdr.fixed.v653 = (bit<32>)hdr.nib.n653; \
+    hdr.fixed.v654 = (bit<32>)hdr.nib.n654; \
+    hdr.fixed.v655 = (bit<32>)hdr.nib.n655; \
+    hdr.fixed.v656 = (bit<32>)hdr.nib.n656; \
+    hdr.fixed.v657 = (bit<32>)hdr.nib.n657; \
+    hdr.fixed.v658 = (bit<32>)hdr.nib.n658; \
+    hdr.fixed.v659 = (bit<32>)hdr.nib.n659; \
+    hdr.fixed.v660 = (bit<32>)hdr.nib.n660; \
+    hdr.fixed.v661 = (bit<32>)hdr.nib.n661; \
+    hdr.fixed.v662 = (bit<32>)hdr.nib.n662; \
+    hdr.fixed.v663 = (bit<32>)hdr.nib.n663; \
+    hdr.fixed.v664 = (bit<32>)hdr.nib.n664; \
+    hdr.fixed.v665 = (bit<32>)hdr.nib.n665; \
+    hdr.fixed.v666 = (bit<32>)hdr.nib.n666; \
+    hdr.fixed.v667 = (bit<32>)hdr.nib.n667; \
+    hdr.fixed.v668 = (bit<32>)hdr.nib.n668; \
+    hdr.fixed.v669 = (bit<32>)hdr.nib.n669; \
+    hdr.fixed.v670 = (bit<32>)hdr.nib.n670; \
+    hdr.fixed.v671 = (bit<32>)hdr.nib.n671; \
+    hdr.fixed.v672 = (bit<32>)hdr.nib.n672; \
+    hdr.fixed.v673 = (bit<32>)hdr.nib.n673; \
+    hdr.fixed.v674 = (bit<32>)hdr.nib.n674; \
+    hdr.fixed.v675 = (bit<32>)hdr.nib.n675; \
+    hdr.fixed.v676 = (bit<32>)hdr.nib.n676; \
+    hdr.fixed.v677 = (bit<32>)hdr.nib.n677; \
+    hdr.fixed.v678 = (bit<32>)hdr.nib.n678; \
+    hdr.fixed.v679 = (bit<32>)hdr.nib.n679; \
+    hdr.fixed.v680 = (bit<32>)hdr.nib.n680; \
+    hdr.fixed.v681 = (bit<32>)hdr.nib.n681; \
+    hdr.fixed.v682 = (bit<32>)hdr.nib.n682; \
+    hdr.fixed.v683 = (bit<32>)hdr.nib.n683; \
+    hdr.fixed.v684 = (bit<32>)hdr.nib.n684; \
+    hdr.fixed.v685 = (bit<32>)hdr.nib.n685; \
+    hdr.fixed.v686 = (bit<32>)hdr.nib.n686; \
+    hdr.fixed.v687 = (bit<32>)hdr.nib.n687; \
+    hdr.fixed.v688 = (bit<32>)hdr.nib.n688; \
+    hdr.fixed.v689 = (bit<32>)hdr.nib.n689; \
+    hdr.fixed.v690 = (bit<32>)hdr.nib.n690; \
+    hdr.fixed.v691 = (bit<32>)hdr.nib.n691; \
+    hdr.fixed.v692 = (bit<32>)hdr.nib.n692; \
+    hdr.fixed.v693 = (bit<32>)hdr.nib.n693; \
+    hdr.fixed.v694 = (bit<32>)hdr.nib.n694; \
+    hdr.fixed.v695 = (bit<32>)hdr.nib.n695; \
+    hdr.fixed.v696 = (bit<32>)hdr.nib.n696; \
+    hdr.fixed.v697 = (bit<32>)hdr.nib.n697; \
+    hdr.fixed.v698 = (bit<32>)hdr.nib.n698; \
+    hdr.fixed.v699 = (bit<32>)hdr.nib.n699; \
+    hdr.fixed.v700 = (bit<32>)hdr.nib.n700; \
+    hdr.fixed.v701 = (bit<32>)hdr.nib.n701; \
+    hdr.fixed.v702 = (bit<32>)hdr.nib.n702; \
+    hdr.fixed.v703 = (bit<32>)hdr.nib.n703; \
+    hdr.fixed.v704 = (bit<32>)hdr.nib.n704; \
+    hdr.fixed.v705 = (bit<32>)hdr.nib.n705; \
+    hdr.fixed.v706 = (bit<32>)hdr.nib.n706; \
+    hdr.fixed.v707 = (bit<32>)hdr.nib.n707; \
+    hdr.fixed.v708 = (bit<32>)hdr.nib.n708; \
+    hdr.fixed.v709 = (bit<32>)hdr.nib.n709; \
+    hdr.fixed.v710 = (bit<32>)hdr.nib.n710; \
+    hdr.fixed.v711 = (bit<32>)hdr.nib.n711; \
+    hdr.fixed.v712 = (bit<32>)hdr.nib.n712; \
+    hdr.fixed.v713 = (bit<32>)hdr.nib.n713; \
+    hdr.fixed.v714 = (bit<32>)hdr.nib.n714; \
+    hdr.fixed.v715 = (bit<32>)hdr.nib.n715; \
+    hdr.fixed.v716 = (bit<32>)hdr.nib.n716; \
+    hdr.fixed.v717 = (bit<32>)hdr.nib.n717; \
+    hdr.fixed.v718 = (bit<32>)hdr.nib.n718; \
+    hdr.fixed.v719 = (bit<32>)hdr.nib.n719; \
+    hdr.fixed.v720 = (bit<32>)hdr.nib.n720; \
+    hdr.fixed.v721 = (bit<32>)hdr.nib.n721; \
+    hdr.fixed.v722 = (bit<32>)hdr.nib.n722; \
+    hdr.fixed.v723 = (bit<32>)hdr.nib.n723; \
+    hdr.fixed.v724 = (bit<32>)hdr.nib.n724; \
+    hdr.fixed.v725 = (bit<32>)hdr.nib.n725; \
+    hdr.fixed.v726 = (bit<32>)hdr.nib.n726; \
+    hdr.fixed.v727 = (bit<32>)hdr.nib.n727; \
+    hdr.fixed.v728 = (bit<32>)hdr.nib.n728; \
+    hdr.fixed.v729 = (bit<32>)hdr.nib.n729; \
+    hdr.fixed.v730 = (bit<32>)hdr.nib.n730; \
+    hdr.fixed.v731 = (bit<32>)hdr.nib.n731; \
+    hdr.fixed.v732 = (bit<32>)hdr.nib.n732; \
+    hdr.fixed.v733 = (bit<32>)hdr.nib.n733; \
+    hdr.fixed.v734 = (bit<32>)hdr.nib.n734; \
+    hdr.fixed.v735 = (bit<32>)hdr.nib.n735; \
+    hdr.fixed.v736 = (bit<32>)hdr.nib.n736; \
+    hdr.fixed.v737 = (bit<32>)hdr.nib.n737; \
+    hdr.fixed.v738 = (bit<32>)hdr.nib.n738; \
+    hdr.fixed.v739 = (bit<32>)hdr.nib.n739; \
+    hdr.fixed.v740 = (bit<32>)hdr.nib.n740; \
+    hdr.fixed.v741 = (bit<32>)hdr.nib.n741; \
+    hdr.fixed.v742 = (bit<32>)hdr.nib.n742; \
+    hdr.fixed.v743 = (bit<32>)hdr.nib.n743; \
+    hdr.fixed.v744 = (bit<32>)hdr.nib.n744; \
+    hdr.fixed.v745 = (bit<32>)hdr.nib.n745; \
+    hdr.fixed.v746 = (bit<32>)hdr.nib.n746; \
+    hdr.fixed.v747 = (bit<32>)hdr.nib.n747; \
+    hdr.fixed.v748 = (bit<32>)hdr.nib.n748; \
+    hdr.fixed.v749 = (bit<32>)hdr.nib.n749; \
+    hdr.fixed.v750 = (bit<32>)hdr.nib.n750; \
+    hdr.fixed.v751 = (bit<32>)hdr.nib.n751; \
+    hdr.fixed.v752 = (bit<32>)hdr.nib.n752; \
+    hdr.fixed.v753 = (bit<32>)hdr.nib.n753; \
+    hdr.fixed.v754 = (bit<32>)hdr.nib.n754; \
+    hdr.fixed.v755 = (bit<32>)hdr.nib.n755; \
+    hdr.fixed.v756 = (bit<32>)hdr.nib.n756; \
+    hdr.fixed.v757 = (bit<32>)hdr.nib.n757; \
+    hdr.fixed.v758 = (bit<32>)hdr.nib.n758; \
+    hdr.fixed.v759 = (bit<32>)hdr.nib.n759; \
+    hdr.fixed.v760 = (bit<32>)hdr.nib.n760; \
+    hdr.fixed.v761 = (bit<32>)hdr.nib.n761; \
+    hdr.fixed.v762 = (bit<32>)hdr.nib.n762; \
+    hdr.fixed.v763 = (bit<32>)hdr.nib.n763; \
+    hdr.fixed.v764 = (bit<32>)hdr.nib.n764; \
+    hdr.fixed.v765 = (bit<32>)hdr.nib.n765; \
+    hdr.fixed.v766 = (bit<32>)hdr.nib.n766; \
+    hdr.fixed.v767 = (bit<32>)hdr.nib.n767; \
+    hdr.fixed.v768 = (bit<32>)hdr.nib.n768; \
+    hdr.fixed.v769 = (bit<32>)hdr.nib.n769; \
+    hdr.fixed.v770 = (bit<32>)hdr.nib.n770; \
+    hdr.fixed.v771 = (bit<32>)hdr.nib.n771; \
+    hdr.fixed.v772 = (bit<32>)hdr.nib.n772; \
+    hdr.fixed.v773 = (bit<32>)hdr.nib.n773; \
+    hdr.fixed.v774 = (bit<32>)hdr.nib.n774; \
+    hdr.fixed.v775 = (bit<32>)hdr.nib.n775; \
+    hdr.fixed.v776 = (bit<32>)hdr.nib.n776; \
+    hdr.fixed.v777 = (bit<32>)hdr.nib.n777; \
+    hdr.fixed.v778 = (bit<32>)hdr.nib.n778; \
+    hdr.fixed.v779 = (bit<32>)hdr.nib.n779; \
+    hdr.fixed.v780 = (bit<32>)hdr.nib.n780; \
+    hdr.fixed.v781 = (bit<32>)hdr.nib.n781; \
+    hdr.fixed.v782 = (bit<32>)hdr.nib.n782; \
+    hdr.fixed.v783 = (bit<32>)hdr.nib.n783; \
+    hdr.fixed.v784 = (bit<32>)hdr.nib.n784; \
+    hdr.fixed.v785 = (bit<32>)hdr.nib.n785; \
+    hdr.fixed.v786 = (bit<32>)hdr.nib.n786; \
+    hdr.fixed.v787 = (bit<32>)hdr.nib.n787; \
+    hdr.fixed.v788 = (bit<32>)hdr.nib.n788; \
+    hdr.fixed.v789 = (bit<32>)hdr.nib.n789; \
+    hdr.fixed.v790 = (bit<32>)hdr.nib.n790; \
+    hdr.fixed.v791 = (bit<32>)hdr.nib.n791; \
+    hdr.fixed.v792 = (bit<32>)hdr.nib.n792; \
+    hdr.fixed.v793 = (bit<32>)hdr.nib.n793; \
+    hdr.fixed.v794 = (bit<32>)hdr.nib.n794; \
+    hdr.fixed.v795 = (bit<32>)hdr.nib.n795; \
+    hdr.fixed.v796 = (bit<32>)hdr.nib.n796; \
+    hdr.fixed.v797 = (bit<32>)hdr.nib.n797; \
+    hdr.fixed.v798 = (bit<32>)hdr.nib.n798; \
+    hdr.fixed.v799 = (bit<32>)hdr.nib.n799; \
+    hdr.fixed.v800 = (bit<32>)hdr.nib.n800; \
+    hdr.fixed.v801 = (bit<32>)hdr.nib.n801; \
+    hdr.fixed.v802 = (bit<32>)hdr.nib.n802; \
+    hdr.fixed.v803 = (bit<32>)hdr.nib.n803; \
+    hdr.fixed.v804 = (bit<32>)hdr.nib.n804; \
+    hdr.fixed.v805 = (bit<32>)hdr.nib.n805; \
+    hdr.fixed.v806 = (bit<32>)hdr.nib.n806; \
+    hdr.fixed.v807 = (bit<32>)hdr.nib.n807; \
+    hdr.fixed.v808 = (bit<32>)hdr.nib.n808; \
+    hdr.fixed.v809 = (bit<32>)hdr.nib.n809; \
+    hdr.fixed.v810 = (bit<32>)hdr.nib.n810; \
+    hdr.fixed.v811 = (bit<32>)hdr.nib.n811; \
+    hdr.fixed.v812 = (bit<32>)hdr.nib.n812; \
+    hdr.fixed.v813 = (bit<32>)hdr.nib.n813; \
+    hdr.fixed.v814 = (bit<32>)hdr.nib.n814; \
+    hdr.fixed.v815 = (bit<32>)hdr.nib.n815; \
+    hdr.fixed.v816 = (bit<32>)hdr.nib.n816; \
+    hdr.fixed.v817 = (bit<32>)hdr.nib.n817; \
+    hdr.fixed.v818 = (bit<32>)hdr.nib.n818; \
+    hdr.fixed.v819 = (bit<32>)hdr.nib.n819; \
+    hdr.fixed.v820 = (bit<32>)hdr.nib.n820; \
+    hdr.fixed.v821 = (bit<32>)hdr.nib.n821; \
+    hdr.fixed.v822 = (bit<32>)hdr.nib.n822; \
+    hdr.fixed.v823 = (bit<32>)hdr.nib.n823; \
+    hdr.fixed.v824 = (bit<32>)hdr.nib.n824; \
+    hdr.fixed.v825 = (bit<32>)hdr.nib.n825; \
+    hdr.fixed.v826 = (bit<32>)hdr.nib.n826; \
+    hdr.fixed.v827 = (bit<32>)hdr.nib.n827; \
+    hdr.fixed.v828 = (bit<32>)hdr.nib.n828; \
+    hdr.fixed.v829 = (bit<32>)hdr.nib.n829; \
+    hdr.fixed.v830 = (bit<32>)hdr.nib.n830; \
+    hdr.fixed.v831 = (bit<32>)hdr.nib.n831; \
+    hdr.fixed.v832 = (bit<32>)hdr.nib.n832; \
+    hdr.fixed.v833 = (bit<32>)hdr.nib.n833; \
+    hdr.fixed.v834 = (bit<32>)hdr.nib.n834; \
+    hdr.fixed.v835 = (bit<32>)hdr.nib.n835; \
+    hdr.fixed.v836 = (bit<32>)hdr.nib.n836; \
+    hdr.fixed.v837 = (bit<32>)hdr.nib.n837; \
+    hdr.fixed.v838 = (bit<32>)hdr.nib.n838; \
+    hdr.fixed.v839 = (bit<32>)hdr.nib.n839; \
+    hdr.fixed.v840 = (bit<32>)hdr.nib.n840; \
+    hdr.fixed.v841 = (bit<32>)hdr.nib.n841; \
+    hdr.fixed.v842 = (bit<32>)hdr.nib.n842; \
+    hdr.fixed.v843 = (bit<32>)hdr.nib.n843; \
+    hdr.fixed.v844 = (bit<32>)hdr.nib.n844; \
+    hdr.fixed.v845 = (bit<32>)hdr.nib.n845; \
+    hdr.fixed.v846 = (bit<32>)hdr.nib.n846; \
+    hdr.fixed.v847 = (bit<32>)hdr.nib.n847; \
+    hdr.fixed.v848 = (bit<32>)hdr.nib.n848; \
+    hdr.fixed.v849 = (bit<32>)hdr.nib.n849; \
+    hdr.fixed.v850 = (bit<32>)hdr.nib.n850; \
+    hdr.fixed.v851 = (bit<32>)hdr.nib.n851; \
+    hdr.fixed.v852 = (bit<32>)hdr.nib.n852; \
+    hdr.fixed.v853 = (bit<32>)hdr.nib.n853; \
+    hdr.fixed.v854 = (bit<32>)hdr.nib.n854; \
+    hdr.fixed.v855 = (bit<32>)hdr.nib.n855; \
+    hdr.fixed.v856 = (bit<32>)hdr.nib.n856; \
+    hdr.fixed.v857 = (bit<32>)hdr.nib.n857; \
+    hdr.fixed.v858 = (bit<32>)hdr.nib.n858; \
+    hdr.fixed.v859 = (bit<32>)hdr.nib.n859; \
+    hdr.fixed.v860 = (bit<32>)hdr.nib.n860; \
+    hdr.fixed.v861 = (bit<32>)hdr.nib.n861; \
+    hdr.fixed.v862 = (bit<32>)hdr.nib.n862; \
+    hdr.fixed.v863 = (bit<32>)hdr.nib.n863; \
+    hdr.fixed.v864 = (bit<32>)hdr.nib.n864; \
+    hdr.fixed.v865 = (bit<32>)hdr.nib.n865; \
+    hdr.fixed.v866 = (bit<32>)hdr.nib.n866; \
+    hdr.fixed.v867 = (bit<32>)hdr.nib.n867; \
+    hdr.fixed.v868 = (bit<32>)hdr.nib.n868; \
+    hdr.fixed.v869 = (bit<32>)hdr.nib.n869; \
+    hdr.fixed.v870 = (bit<32>)hdr.nib.n870; \
+    hdr.fixed.v871 = (bit<32>)hdr.nib.n871; \
+    hdr.fixed.v872 = (bit<32>)hdr.nib.n872; \
+    hdr.fixed.v873 = (bit<32>)hdr.nib.n873; \
+    hdr.fixed.v874 = (bit<32>)hdr.nib.n874; \
+    hdr.fixed.v875 = (bit<32>)hdr.nib.n875; \
+    hdr.fixed.v876 = (bit<32>)hdr.nib.n876; \
+    hdr.fixed.v877 = (bit<32>)hdr.nib.n877; \
+    hdr.fixed.v878 = (bit<32>)hdr.nib.n878; \
+    hdr.fixed.v879 = (bit<32>)hdr.nib.n879; \
+    hdr.fixed.v880 = (bit<32>)hdr.nib.n880; \
+    hdr.fixed.v881 = (bit<32>)hdr.nib.n881; \
+    hdr.fixed.v882 = (bit<32>)hdr.nib.n882; \
+    hdr.fixed.v883 = (bit<32>)hdr.nib.n883; \
+    hdr.fixed.v884 = (bit<32>)hdr.nib.n884; \
+    hdr.fixed.v885 = (bit<32>)hdr.nib.n885; \
+    hdr.fixed.v886 = (bit<32>)hdr.nib.n886; \
+    hdr.fixed.v887 = (bit<32>)hdr.nib.n887; \
+    hdr.fixed.v888 = (bit<32>)hdr.nib.n888; \
+    hdr.fixed.v889 = (bit<32>)hdr.nib.n889; \
+    hdr.fixed.v890 = (bit<32>)hdr.nib.n890; \
+    hdr.fixed.v891 = (bit<32>)hdr.nib.n891; \
+    hdr.fixed.v892 = (bit<32>)hdr.nib.n892; \
+    hdr.fixed.v893 = (bit<32>)hdr.nib.n893; \
+    hdr.fixed.v894 = (bit<32>)hdr.nib.n894; \
+    hdr.fixed.v895 = (bit<32>)hdr.nib.n895; \
+    hdr.fixed.v896 = (bit<32>)hdr.nib.n896; \
+    hdr.fixed.v897 = (bit<32>)hdr.nib.n897; \
+    hdr.fixed.v898 = (bit<32>)hdr.nib.n898; \
+    hdr.fixed.v899 = (bit<32>)hdr.nib.n899; \
+    hdr.fixed.v900 = (bit<32>)hdr.nib.n900; \
+    hdr.fixed.v901 = (bit<32>)hdr.nib.n901; \
+    hdr.fixed.v902 = (bit<32>)hdr.nib.n902; \
+    hdr.fixed.v903 = (bit<32>)hdr.nib.n903; \
+    hdr.fixed.v904 = (bit<32>)hdr.nib.n904; \
+    hdr.fixed.v905 = (bit<32>)hdr.nib.n905; \
+    hdr.fixed.v906 = (bit<32>)hdr.nib.n906; \
+    hdr.fixed.v907 = (bit<32>)hdr.nib.n907; \
+    hdr.fixed.v908 = (bit<32>)hdr.nib.n908; \
+    hdr.fixed.v909 = (bit<32>)hdr.nib.n909; \
+    hdr.fixed.v910 = (bit<32>)hdr.nib.n910; \
+    hdr.fixed.v911 = (bit<32>)hdr.nib.n911; \
+    hdr.fixed.v912 = (bit<32>)hdr.nib.n912; \
+    hdr.fixed.v913 = (bit<32>)hdr.nib.n913; \
+    hdr.fixed.v914 = (bit<32>)hdr.nib.n914; \
+    hdr.fixed.v915 = (bit<32>)hdr.nib.n915; \
+    hdr.fixed.v916 = (bit<32>)hdr.nib.n916; \
+    hdr.fixed.v917 = (bit<32>)hdr.nib.n917; \
+    hdr.fixed.v918 = (bit<32>)hdr.nib.n918; \
+    hdr.fixed.v919 = (bit<32>)hdr.nib.n919; \
+    hdr.fixed.v920 = (bit<32>)hdr.nib.n920; \
+    hdr.fixed.v921 = (bit<32>)hdr.nib.n921; \
+    hdr.fixed.v922 = (bit<32>)hdr.nib.n922; \
+    hdr.fixed.v923 = (bit<32>)hdr.nib.n923; \
+    hdr.fixed.v924 = (bit<32>)hdr.nib.n924; \
+    hdr.fixed.v925 = (bit<32>)hdr.nib.n925; \
+    hdr.fixed.v926 = (bit<32>)hdr.nib.n926; \
+    hdr.fixed.v927 = (bit<32>)hdr.nib.n927; \
+    hdr.fixed.v928 = (bit<32>)hdr.nib.n928; \
+    hdr.fixed.v929 = (bit<32>)hdr.nib.n929; \
+    hdr.fixed.v930 = (bit<32>)hdr.nib.n930; \
+    hdr.fixed.v931 = (bit<32>)hdr.nib.n931; \
+    hdr.fixed.v932 = (bit<32>)hdr.nib.n932; \
+    hdr.fixed.v933 = (bit<32>)hdr.nib.n933; \
+    hdr.fixed.v934 = (bit<32>)hdr.nib.n934; \
+    hdr.fixed.v935 = (bit<32>)hdr.nib.n935; \
+    hdr.fixed.v936 = (bit<32>)hdr.nib.n936; \
+    hdr.fixed.v937 = (bit<32>)hdr.nib.n937; \
+    hdr.fixed.v938 = (bit<32>)hdr.nib.n938; \
+    hdr.fixed.v939 = (bit<32>)hdr.nib.n939; \
+    hdr.fixed.v940 = (bit<32>)hdr.nib.n940; \
+    hdr.fixed.v941 = (bit<32>)hdr.nib.n941; \
+    hdr.fixed.v942 = (bit<32>)hdr.nib.n942; \
+    hdr.fixed.v943 = (bit<32>)hdr.nib.n943; \
+    hdr.fixed.v944 = (bit<32>)hdr.nib.n944; \
+    hdr.fixed.v945 = (bit<32>)hdr.nib.n945; \
+    hdr.fixed.v946 = (bit<32>)hdr.nib.n946; \
+    hdr.fixed.v947 = (bit<32>)hdr.nib.n947; \
+    hdr.fixed.v948 = (bit<32>)hdr.nib.n948; \
+    hdr.fixed.v949 = (bit<32>)hdr.nib.n949; \
+    hdr.fixed.v950 = (bit<32>)hdr.nib.n950; \
+    hdr.fixed.v951 = (bit<32>)hdr.nib.n951; \
+    hdr.fixed.v952 = (bit<32>)hdr.nib.n952; \
+    hdr.fixed.v953 = (bit<32>)hdr.nib.n953; \
+    hdr.fixed.v954 = (bit<32>)hdr.nib.n954; \
+    hdr.fixed.v955 = (bit<32>)hdr.nib.n955; \
+    hdr.fixed.v956 = (bit<32>)hdr.nib.n956; \
+    hdr.fixed.v957 = (bit<32>)hdr.nib.n957; \
+    hdr.fixed.v958 = (bit<32>)hdr.nib.n958; \
+    hdr.fixed.v959 = (bit<32>)hdr.nib.n959; \
+    hdr.fixed.v960 = (bit<32>)hdr.nib.n960; \
+    hdr.fixed.v961 = (bit<32>)hdr.nib.n961; \
+    hdr.fixed.v962 = (bit<32>)hdr.nib.n962; \
+    hdr.fixed.v963 = (bit<32>)hdr.nib.n963; \
+    hdr.fixed.v964 = (bit<32>)hdr.nib.n964; \
+    hdr.fixed.v965 = (bit<32>)hdr.nib.n965; \
+    hdr.fixed.v966 = (bit<32>)hdr.nib.n966; \
+    hdr.fixed.v967 = (bit<32>)hdr.nib.n967; \
+    hdr.fixed.v968 = (bit<32>)hdr.nib.n968; \
+    hdr.fixed.v969 = (bit<32>)hdr.nib.n969; \
+    hdr.fixed.v970 = (bit<32>)hdr.nib.n970; \
+    hdr.fixed.v971 = (bit<32>)hdr.nib.n971; \
+    hdr.fixed.v972 = (bit<32>)hdr.nib.n972; \
+    hdr.fixed.v973 = (bit<32>)hdr.nib.n973; \
+    hdr.fixed.v974 = (bit<32>)hdr.nib.n974; \
+    hdr.fixed.v975 = (bit<32>)hdr.nib.n975; \
+    hdr.fixed.v976 = (bit<32>)hdr.nib.n976; \
+    hdr.fixed.v977 = (bit<32>)hdr.nib.n977; \
+    hdr.fixed.v978 = (bit<32>)hdr.nib.n978; \
+    hdr.fixed.v979 = (bit<32>)hdr.nib.n979; \
+    hdr.fixed.v980 = (bit<32>)hdr.nib.n980; \
+    hdr.fixed.v981 = (bit<32>)hdr.nib.n981; \
+    hdr.fixed.v982 = (bit<32>)hdr.nib.n982; \
+    hdr.fixed.v983 = (bit<32>)hdr.nib.n983; \
+    hdr.fixed.v984 = (bit<32>)hdr.nib.n984; \
+    hdr.fixed.v985 = (bit<32>)hdr.nib.n985; \
+    hdr.fixed.v986 = (bit<32>)hdr.nib.n986; \
+    hdr.fixed.v987 = (bit<32>)hdr.nib.n987; \
+    hdr.fixed.v988 = (bit<32>)hdr.nib.n988; \
+    hdr.fixed.v989 = (bit<32>)hdr.nib.n989; \
+    hdr.fixed.v990 = (bit<32>)hdr.nib.n990; \
+    hdr.fixed.v991 = (bit<32>)hdr.nib.n991; \
+    hdr.fixed.v992 = (bit<32>)hdr.nib.n992; \
+    hdr.fixed.v993 = (bit<32>)hdr.nib.n993; \
+    hdr.fixed.v994 = (bit<32>)hdr.nib.n994; \
+    hdr.fixed.v995 = (bit<32>)hdr.nib.n995; \
+    hdr.fixed.v996 = (bit<32>)hdr.nib.n996; \
+    hdr.fixed.v997 = (bit<32>)hdr.nib.n997; \
+    hdr.fixed.v998 = (bit<32>)hdr.nib.n998; \
+    hdr.fixed.v999 = (bit<32>)hdr.nib.n999; \
+    hdr.fixed.v1000 = (bit<32>)hdr.nib.n1000; \
+    hdr.fixed.v1001 = (bit<32>)hdr.nib.n1001; \
+    hdr.fixed.v1002 = (bit<32>)hdr.nib.n1002; \
+    hdr.fixed.v1003 = (bit<32>)hdr.nib.n1003; \
+    hdr.fixed.v1004 = (bit<32>)hdr.nib.n1004; \
+    hdr.fixed.v1005 = (bit<32>)hdr.nib.n1005; \
+    hdr.fixed.v1006 = (bit<32>)hdr.nib.n1006; \
+    hdr.fixed.v1007 = (bit<32>)hdr.nib.n1007; \
+    hdr.fixed.v1008 = (bit<32>)hdr.nib.n1008; \
+    hdr.fixed.v1009 = (bit<32>)hdr.nib.n1009; \
+    hdr.fixed.v1010 = (bit<32>)hdr.nib.n1010; \
+    hdr.fixed.v1011 = (bit<32>)hdr.nib.n1011; \
+    hdr.fixed.v1012 = (bit<32>)hdr.nib.n1012; \
+    hdr.fixed.v1013 = (bit<32>)hdr.nib.n1013; \
+    hdr.fixed.v1014 = (bit<32>)hdr.nib.n1014; \
+    hdr.fixed.v1015 = (bit<32>)hdr.nib.n1015; \
+    hdr.fixed.v1016 = (bit<32>)hdr.nib.n1016; \
+    hdr.fixed.v1017 = (bit<32>)hdr.nib.n1017; \
+    hdr.fixed.v1018 = (bit<32>)hdr.nib.n1018; \
+    hdr.fixed.v1019 = (bit<32>)hdr.nib.n1019; \
+    hdr.fixed.v1020 = (bit<32>)hdr.nib.n1020; \
+    hdr.fixed.v1021 = (bit<32>)hdr.nib.n1021; \
+    hdr.fixed.v1022 = (bit<32>)hdr.nib.n1022; \
+    hdr.fixed.v1023 = (bit<32>)hdr.nib.n1023; \
+    hdr.fixed.v1024 = (bit<32>)hdr.nib.n1024; \
+    hdr.fixed.v1025 = (bit<32>)hdr.nib.n1025; \
+    hdr.fixed.v1026 = (bit<32>)hdr.nib.n1026; \
+    hdr.fixed.v1027 = (bit<32>)hdr.nib.n1027; \
+    hdr.fixed.v1028 = (bit<32>)hdr.nib.n1028; \
+    hdr.fixed.v1029 = (bit<32>)hdr.nib.n1029; \
+    hdr.fixed.v1030 = (bit<32>)hdr.nib.n1030; \
+    hdr.fixed.v1031 = (bit<32>)hdr.nib.n1031; \
+    hdr.fixed.v1032 = (bit<32>)hdr.nib.n1032; \
+    hdr.fixed.v1033 = (bit<32>)hdr.nib.n1033; \
+    hdr.fixed.v1034 = (bit<32>)hdr.nib.n1034; \
+    hdr.fixed.v1035 = (bit<32>)hdr.nib.n1035; \
+    hdr.fixed.v1036 = (bit<32>)hdr.nib.n1036; \
+    hdr.fixed.v1037 = (bit<32>)hdr.nib.n1037; \
+    hdr.fixed.v1038 = (bit<32>)hdr.nib.n1038; \
+    hdr.fixed.v1039 = (bit<32>)hdr.nib.n1039; \
+    hdr.fixed.v1040 = (bit<32>)hdr.nib.n1040; \
+    hdr.fixed.v1041 = (bit<32>)hdr.nib.n1041; \
+    hdr.fixed.v1042 = (bit<32>)hdr.nib.n1042; \
+    hdr.fixed.v1043 = (bit<32>)hdr.nib.n1043; \
+    hdr.fixed.v1044 = (bit<32>)hdr.nib.n1044; \
+    hdr.fixed.v1045 = (bit<32>)hdr.nib.n1045; \
+    hdr.fixed.v1046 = (bit<32>)hdr.nib.n1046; \
+    hdr.fixed.v1047 = (bit<32>)hdr.nib.n1047; \
+    hdr.fixed.v1048 = (bit<32>)hdr.nib.n1048; \
+    hdr.fixed.v1049 = (bit<32>)hdr.nib.n1049; \
+    hdr.fixed.v1050 = (bit<32>)hdr.nib.n1050; \
+    hdr.fixed.v1051 = (bit<32>)hdr.nib.n1051; \
+    hdr.fixed.v1052 = (bit<32>)hdr.nib.n1052; \
+    hdr.fixed.v1053 = (bit<32>)hdr.nib.n1053; \
+    hdr.fixed.v1054 = (bit<32>)hdr.nib.n1054; \
+    hdr.fixed.v1055 = (bit<32>)hdr.nib.n1055; \
+    hdr.fixed.v1056 = (bit<32>)hdr.nib.n1056; \
+    hdr.fixed.v1057 = (bit<32>)hdr.nib.n1057; \
+    hdr.fixed.v1058 = (bit<32>)hdr.nib.n1058; \
+    hdr.fixed.v1059 = (bit<32>)hdr.nib.n1059; \
+    hdr.fixed.v1060 = (bit<32>)hdr.nib.n1060; \
+    hdr.fixed.v1061 = (bit<32>)hdr.nib.n1061; \
+    hdr.fixed.v1062 = (bit<32>)hdr.nib.n1062; \
+    hdr.fixed.v1063 = (bit<32>)hdr.nib.n1063; \
+    hdr.fixed.v1064 = (bit<32>)hdr.nib.n1064; \
+    hdr.fixed.v1065 = (bit<32>)hdr.nib.n1065; \
+    hdr.fixed.v1066 = (bit<32>)hdr.nib.n1066; \
+    hdr.fixed.v1067 = (bit<32>)hdr.nib.n1067; \
+    hdr.fixed.v1068 = (bit<32>)hdr.nib.n1068; \
+    hdr.fixed.v1069 = (bit<32>)hdr.nib.n1069; \
+    hdr.fixed.v1070 = (bit<32>)hdr.nib.n1070; \
+    hdr.fixed.v1071 = (bit<32>)hdr.nib.n1071; \
+    hdr.fixed.v1072 = (bit<32>)hdr.nib.n1072; \
+    hdr.fixed.v1073 = (bit<32>)hdr.nib.n1073; \
+    hdr.fixed.v1074 = (bit<32>)hdr.nib.n1074; \
+    hdr.fixed.v1075 = (bit<32>)hdr.nib.n1075; \
+    hdr.fixed.v1076 = (bit<32>)hdr.nib.n1076; \
+    hdr.fixed.v1077 = (bit<32>)hdr.nib.n1077; \
+    hdr.fixed.v1078 = (bit<32>)hdr.nib.n1078; \
+    hdr.fixed.v1079 = (bit<32>)hdr.nib.n1079; \
+    hdr.fixed.v1080 = (bit<32>)hdr.nib.n1080; \
+    hdr.fixed.v1081 = (bit<32>)hdr.nib.n1081; \
+    hdr.fixed.v1082 = (bit<32>)hdr.nib.n1082; \
+    hdr.fixed.v1083 = (bit<32>)hdr.nib.n1083; \
+    hdr.fixed.v1084 = (bit<32>)hdr.nib.n1084; \
+    hdr.fixed.v1085 = (bit<32>)hdr.nib.n1085; \
+    hdr.fixed.v1086 = (bit<32>)hdr.nib.n1086; \
+    hdr.fixed.v1087 = (bit<32>)hdr.nib.n1087; \
+    hdr.fixed.v1088 = (bit<32>)hdr.nib.n1088; \
+    hdr.fixed.v1089 = (bit<32>)hdr.nib.n1089; \
+    hdr.fixed.v1090 = (bit<32>)hdr.nib.n1090; \
+    hdr.fixed.v1091 = (bit<32>)hdr.nib.n1091; \
+    hdr.fixed.v1092 = (bit<32>)hdr.nib.n1092; \
+    hdr.fixed.v1093 = (bit<32>)hdr.nib.n1093; \
+    hdr.fixed.v1094 = (bit<32>)hdr.nib.n1094; \
+    hdr.fixed.v1095 = (bit<32>)hdr.nib.n1095; \
+    hdr.fixed.v1096 = (bit<32>)hdr.nib.n1096; \
+    hdr.fixed.v1097 = (bit<32>)hdr.nib.n1097; \
+    hdr.fixed.v1098 = (bit<32>)hdr.nib.n1098; \
+    hdr.fixed.v1099 = (bit<32>)hdr.nib.n1099; \
+    hdr.fixed.v1100 = (bit<32>)hdr.nib.n1100; \
+    hdr.fixed.v1101 = (bit<32>)hdr.nib.n1101; \
+    hdr.fixed.v1102 = (bit<32>)hdr.nib.n1102; \
+    hdr.fixed.v1103 = (bit<32>)hdr.nib.n1103; \
+    hdr.fixed.v1104 = (bit<32>)hdr.nib.n1104; \
+    hdr.fixed.v1105 = (bit<32>)hdr.nib.n1105; \
+    hdr.fixed.v1106 = (bit<32>)hdr.nib.n1106; \
+    hdr.fixed.v1107 = (bit<32>)hdr.nib.n1107; \
+    hdr.fixed.v1108 = (bit<32>)hdr.nib.n1108; \
+    hdr.fixed.v1109 = (bit<32>)hdr.nib.n1109; \
+    hdr.fixed.v1110 = (bit<32>)hdr.nib.n1110; \
+    hdr.fixed.v1111 = (bit<32>)hdr.nib.n1111; \
+    hdr.fixed.v1112 = (bit<32>)hdr.nib.n1112; \
+    hdr.fixed.v1113 = (bit<32>)hdr.nib.n1113; \
+    hdr.fixed.v1114 = (bit<32>)hdr.nib.n1114; \
+    hdr.fixed.v1115 = (bit<32>)hdr.nib.n1115; \
+    hdr.fixed.v1116 = (bit<32>)hdr.nib.n1116; \
+    hdr.fixed.v1117 = (bit<32>)hdr.nib.n1117; \
+    hdr.fixed.v1118 = (bit<32>)hdr.nib.n1118; \
+    hdr.fixed.v1119 = (bit<32>)hdr.nib.n1119; \
+    hdr.fixed.v1120 = (bit<32>)hdr.nib.n1120; \
+    hdr.fixed.v1121 = (bit<32>)hdr.nib.n1121; \
+    hdr.fixed.v1122 = (bit<32>)hdr.nib.n1122; \
+    hdr.fixed.v1123 = (bit<32>)hdr.nib.n1123; \
+    hdr.fixed.v1124 = (bit<32>)hdr.nib.n1124; \
+    hdr.fixed.v1125 = (bit<32>)hdr.nib.n1125; \
+    hdr.fixed.v1126 = (bit<32>)hdr.nib.n1126; \
+    hdr.fixed.v1127 = (bit<32>)hdr.nib.n1127; \
+    hdr.fixed.v1128 = (bit<32>)hdr.nib.n1128; \
+    hdr.fixed.v1129 = (bit<32>)hdr.nib.n1129; \
+    hdr.fixed.v1130 = (bit<32>)hdr.nib.n1130; \
+    hdr.fixed.v1131 = (bit<32>)hdr.nib.n1131; \
+    hdr.fixed.v1132 = (bit<32>)hdr.nib.n1132; \
+    hdr.fixed.v1133 = (bit<32>)hdr.nib.n1133; \
+    hdr.fixed.v1134 = (bit<32>)hdr.nib.n1134; \
+    hdr.fixed.v1135 = (bit<32>)hdr.nib.n1135; \
+    hdr.fixed.v1136 = (bit<32>)hdr.nib.n1136; \
+    hdr.fixed.v1137 = (bit<32>)hdr.nib.n1137; \
+    hdr.fixed.v1138 = (bit<32>)hdr.nib.n1138; \
+    hdr.fixed.v1139 = (bit<32>)hdr.nib.n1139; \
+    hdr.fixed.v1140 = (bit<32>)hdr.nib.n1140; \
+    hdr.fixed.v1141 = (bit<32>)hdr.nib.n1141; \
+    hdr.fixed.v1142 = (bit<32>)hdr.nib.n1142; \
+    hdr.fixed.v1143 = (bit<32>)hdr.nib.n1143; \
+    hdr.fixed.v1144 = (bit<32>)hdr.nib.n1144; \
+    hdr.fixed.v1145 = (bit<32>)hdr.nib.n1145; \
+    hdr.fixed.v1146 = (bit<32>)hdr.nib.n1146; \
+    hdr.fixed.v1147 = (bit<32>)hdr.nib.n1147; \
+    hdr.fixed.v1148 = (bit<32>)hdr.nib.n1148; \
+    hdr.fixed.v1149 = (bit<32>)hdr.nib.n1149; \
+    hdr.fixed.v1150 = (bit<32>)hdr.nib.n1150; \
+    hdr.fixed.v1151 = (bit<32>)hdr.nib.n1151; \
+    hdr.fixed.v1152 = (bit<32>)hdr.nib.n1152; \
+    hdr.fixed.v1153 = (bit<32>)hdr.nib.n1153; \
+    hdr.fixed.v1154 = (bit<32>)hdr.nib.n1154; \
+    hdr.fixed.v1155 = (bit<32>)hdr.nib.n1155; \
+    hdr.fixed.v1156 = (bit<32>)hdr.nib.n1156; \
+    hdr.fixed.v1157 = (bit<32>)hdr.nib.n1157; \
+    hdr.fixed.v1158 = (bit<32>)hdr.nib.n1158; \
+    hdr.fixed.v1159 = (bit<32>)hdr.nib.n1159; \
+    hdr.fixed.v1160 = (bit<32>)hdr.nib.n1160; \
+    hdr.fixed.v1161 = (bit<32>)hdr.nib.n1161; \
+    hdr.fixed.v1162 = (bit<32>)hdr.nib.n1162; \
+    hdr.fixed.v1163 = (bit<32>)hdr.nib.n1163; \
+    hdr.fixed.v1164 = (bit<32>)hdr.nib.n1164; \
+    hdr.fixed.v1165 = (bit<32>)hdr.nib.n1165; \
+    hdr.fixed.v1166 = (bit<32>)hdr.nib.n1166; \
+    hdr.fixed.v1167 = (bit<32>)hdr.nib.n1167; \
+    hdr.fixed.v1168 = (bit<32>)hdr.nib.n1168; \
+    hdr.fixed.v1169 = (bit<32>)hdr.nib.n1169; \
+    hdr.fixed.v1170 = (bit<32>)hdr.nib.n1170; \
+    hdr.fixed.v1171 = (bit<32>)hdr.nib.n1171; \
+    hdr.fixed.v1172 = (bit<32>)hdr.nib.n1172; \
+    hdr.fixed.v1173 = (bit<32>)hdr.nib.n1173; \
+    hdr.fixed.v1174 = (bit<32>)hdr.nib.n1174; \
+    hdr.fixed.v1175 = (bit<32>)hdr.nib.n1175; \
+    hdr.fixed.v1176 = (bit<32>)hdr.nib.n1176; \
+    hdr.fixed.v1177 = (bit<32>)hdr.nib.n1177; \
+    hdr.fixed.v1178 = (bit<32>)hdr.nib.n1178; \
+    hdr.fixed.v1179 = (bit<32>)hdr.nib.n1179; \
+    hdr.fixed.v1180 = (bit<32>)hdr.nib.n1180; \
+    hdr.fixed.v1181 = (bit<32>)hdr.nib.n1181; \
+    hdr.fixed.v1182 = (bit<32>)hdr.nib.n1182; \
+    hdr.fixed.v1183 = (bit<32>)hdr.nib.n1183; \
+    hdr.fixed.v1184 = (bit<32>)hdr.nib.n1184; \
+    hdr.fixed.v1185 = (bit<32>)hdr.nib.n1185; \
+    hdr.fixed.v1186 = (bit<32>)hdr.nib.n1186; \
+    hdr.fixed.v1187 = (bit<32>)hdr.nib.n1187; \
+    hdr.fixed.v1188 = (bit<32>)hdr.nib.n1188; \
+    hdr.fixed.v1189 = (bit<32>)hdr.nib.n1189; \
+    hdr.fixed.v1190 = (bit<32>)hdr.nib.n1190; \
+    hdr.fixed.v1191 = (bit<32>)hdr.nib.n1191; \
+    hdr.fixed.v1192 = (bit<32>)hdr.nib.n1192; \
+    hdr.fixed.v1193 = (bit<32>)hdr.nib.n1193; \
+    hdr.fixed.v1194 = (bit<32>)hdr.nib.n1194; \
+    hdr.fixed.v1195 = (bit<32>)hdr.nib.n1195; \
+    hdr.fixed.v1196 = (bit<32>)hdr.nib.n1196; \
+    hdr.fixed.v1197 = (bit<32>)hdr.nib.n1197; \
+    hdr.fixed.v1198 = (bit<32>)hdr.nib.n1198; \
+    hdr.fixed.v1199 = (bit<32>)hdr.nib.n1199; \
+    hdr.fixed.v1200 = (bit<32>)hdr.nib.n1200; \
+    hdr.fixed.v1201 = (bit<32>)hdr.nib.n1201; \
+    hdr.fixed.v1202 = (bit<32>)hdr.nib.n1202; \
+    hdr.fixed.v1203 = (bit<32>)hdr.nib.n1203; \
+    hdr.fixed.v1204 = (bit<32>)hdr.nib.n1204; \
+    hdr.fixed.v1205 = (bit<32>)hdr.nib.n1205; \
+    hdr.fixed.v1206 = (bit<32>)hdr.nib.n1206; \
+    hdr.fixed.v1207 = (bit<32>)hdr.nib.n1207; \
+    hdr.fixed.v1208 = (bit<32>)hdr.nib.n1208; \
+    hdr.fixed.v1209 = (bit<32>)hdr.nib.n1209; \
+    hdr.fixed.v1210 = (bit<32>)hdr.nib.n1210; \
+    hdr.fixed.v1211 = (bit<32>)hdr.nib.n1211; \
+    hdr.fixed.v1212 = (bit<32>)hdr.nib.n1212; \
+    hdr.fixed.v1213 = (bit<32>)hdr.nib.n1213; \
+    hdr.fixed.v1214 = (bit<32>)hdr.nib.n1214; \
+    hdr.fixed.v1215 = (bit<32>)hdr.nib.n1215; \
+    hdr.fixed.v1216 = (bit<32>)hdr.nib.n1216; \
+    hdr.fixed.v1217 = (bit<32>)hdr.nib.n1217; \
+    hdr.fixed.v1218 = (bit<32>)hdr.nib.n1218; \
+    hdr.fixed.v1219 = (bit<32>)hdr.nib.n1219; \
+    hdr.fixed.v1220 = (bit<32>)hdr.nib.n1220; \
+    hdr.fixed.v1221 = (bit<32>)hdr.nib.n1221; \
+    hdr.fixed.v1222 = (bit<32>)hdr.nib.n1222; \
+    hdr.fixed.v1223 = (bit<32>)hdr.nib.n1223; \
+    hdr.fixed.v1224 = (bit<32>)hdr.nib.n1224; \
+    hdr.fixed.v1225 = (bit<32>)hdr.nib.n1225; \
+    hdr.fixed.v1226 = (bit<32>)hdr.nib.n1226; \
+    hdr.fixed.v1227 = (bit<32>)hdr.nib.n1227; \
+    hdr.fixed.v1228 = (bit<32>)hdr.nib.n1228; \
+    hdr.fixed.v1229 = (bit<32>)hdr.nib.n1229; \
+    hdr.fixed.v1230 = (bit<32>)hdr.nib.n1230; \
+    hdr.fixed.v1231 = (bit<32>)hdr.nib.n1231; \
+    hdr.fixed.v1232 = (bit<32>)hdr.nib.n1232; \
+    hdr.fixed.v1233 = (bit<32>)hdr.nib.n1233; \
+    hdr.fixed.v1234 = (bit<32>)hdr.nib.n1234; \
+    hdr.fixed.v1235 = (bit<32>)hdr.nib.n1235; \
+    hdr.fixed.v1236 = (bit<32>)hdr.nib.n1236; \
+    hdr.fixed.v1237 = (bit<32>)hdr.nib.n1237; \
+    hdr.fixed.v1238 = (bit<32>)hdr.nib.n1238; \
+    hdr.fixed.v1239 = (bit<32>)hdr.nib.n1239; \
+    hdr.fixed.v1240 = (bit<32>)hdr.nib.n1240; \
+    hdr.fixed.v1241 = (bit<32>)hdr.nib.n1241; \
+    hdr.fixed.v1242 = (bit<32>)hdr.nib.n1242; \
+    hdr.fixed.v1243 = (bit<32>)hdr.nib.n1243; \
+    hdr.fixed.v1244 = (bit<32>)hdr.nib.n1244; \
+    hdr.fixed.v1245 = (bit<32>)hdr.nib.n1245; \
+    hdr.fixed.v1246 = (bit<32>)hdr.nib.n1246; \
+    hdr.fixed.v1247 = (bit<32>)hdr.nib.n1247; \
+    hdr.fixed.v1248 = (bit<32>)hdr.nib.n1248; \
+    hdr.fixed.v1249 = (bit<32>)hdr.nib.n1249; \
+    hdr.fixed.v1250 = (bit<32>)hdr.nib.n1250; \
+    hdr.fixed.v1251 = (bit<32>)hdr.nib.n1251; \
+    hdr.fixed.v1252 = (bit<32>)hdr.nib.n1252; \
+    hdr.fixed.v1253 = (bit<32>)hdr.nib.n1253; \
+    hdr.fixed.v1254 = (bit<32>)hdr.nib.n1254; \
+    hdr.fixed.v1255 = (bit<32>)hdr.nib.n1255; \
+    hdr.fixed.v1256 = (bit<32>)hdr.nib.n1256; \
+    hdr.fixed.v1257 = (bit<32>)hdr.nib.n1257; \
+    hdr.fixed.v1258 = (bit<32>)hdr.nib.n1258; \
+    hdr.fixed.v1259 = (bit<32>)hdr.nib.n1259; \
+    hdr.fixed.v1260 = (bit<32>)hdr.nib.n1260; \
+    hdr.fixed.v1261 = (bit<32>)hdr.nib.n1261; \
+    hdr.fixed.v1262 = (bit<32>)hdr.nib.n1262; \
+    hdr.fixed.v1263 = (bit<32>)hdr.nib.n1263; \
+    hdr.fixed.v1264 = (bit<32>)hdr.nib.n1264; \
+    hdr.fixed.v1265 = (bit<32>)hdr.nib.n1265; \
+    hdr.fixed.v1266 = (bit<32>)hdr.nib.n1266; \
+    hdr.fixed.v1267 = (bit<32>)hdr.nib.n1267; \
+    hdr.fixed.v1268 = (bit<32>)hdr.nib.n1268; \
+    hdr.fixed.v1269 = (bit<32>)hdr.nib.n1269; \
+    hdr.fixed.v1270 = (bit<32>)hdr.nib.n1270; \
+    hdr.fixed.v1271 = (bit<32>)hdr.nib.n1271; \
+    hdr.fixed.v1272 = (bit<32>)hdr.nib.n1272; \
+    hdr.fixed.v1273 = (bit<32>)hdr.nib.n1273; \
+    hdr.fixed.v1274 = (bit<32>)hdr.nib.n1274; \
+    hdr.fixed.v1275 = (bit<32>)hdr.nib.n1275; \
+    hdr.fixed.v1276 = (bit<32>)hdr.nib.n1276; \
+    hdr.fixed.v1277 = (bit<32>)hdr.nib.n1277; \
+    hdr.fixed.v1278 = (bit<32>)hdr.nib.n1278; \
+    hdr.fixed.v1279 = (bit<32>)hdr.nib.n1279; \
+    hdr.fixed.v1280 = (bit<32>)hdr.nib.n1280; \
+    hdr.fixed.v1281 = (bit<32>)hdr.nib.n1281; \
+    hdr.fixed.v1282 = (bit<32>)hdr.nib.n1282; \
+    hdr.fixed.v1283 = (bit<32>)hdr.nib.n1283; \
+    hdr.fixed.v1284 = (bit<32>)hdr.nib.n1284; \
+    hdr.fixed.v1285 = (bit<32>)hdr.nib.n1285; \
+    hdr.fixed.v1286 = (bit<32>)hdr.nib.n1286; \
+    hdr.fixed.v1287 = (bit<32>)hdr.nib.n1287; \
+    hdr.fixed.v1288 = (bit<32>)hdr.nib.n1288; \
+    hdr.fixed.v1289 = (bit<32>)hdr.nib.n1289; \
+    hdr.fixed.v1290 = (bit<32>)hdr.nib.n1290; \
+    hdr.fixed.v1291 = (bit<32>)hdr.nib.n1291; \
+    hdr.fixed.v1292 = (bit<32>)hdr.nib.n1292; \
+    hdr.fixed.v1293 = (bit<32>)hdr.nib.n1293; \
+    hdr.fixed.v1294 = (bit<32>)hdr.nib.n1294; \
+    hdr.fixed.v1295 = (bit<32>)hdr.nib.n1295; \
+    hdr.fixed.v1296 = (bit<32>)hdr.nib.n1296; \
+    hdr.fixed.v1297 = (bit<32>)hdr.nib.n1297; \
+    hdr.fixed.v1298 = (bit<32>)hdr.nib.n1298; \
+    hdr.fixed.v1299 = (bit<32>)hdr.nib.n1299; \
+    hdr.fixed.v1300 = (bit<32>)hdr.nib.n1300; \
+    hdr.fixed.v1301 = (bit<32>)hdr.nib.n1301; \
+    hdr.fixed.v1302 = (bit<32>)hdr.nib.n1302; \
+    hdr.fixed.v1303 = (bit<32>)hdr.nib.n1303; \
+    hdr.fixed.v1304 = (bit<32>)hdr.nib.n1304; \
+    hdr.fixed.v1305 = (bit<32>)hdr.nib.n1305; \
+    hdr.fixed.v1306 = (bit<32>)hdr.nib.n1306; \
+    hdr.fixed.v1307 = (bit<32>)hdr.nib.n1307; \
+    hdr.fixed.v1308 = (bit<32>)hdr.nib.n1308; \
+    hdr.fixed.v1309 = (bit<32>)hdr.nib.n1309; \
+    hdr.fixed.v1310 = (bit<32>)hdr.nib.n1310; \
+    hdr.fixed.v1311 = (bit<32>)hdr.nib.n1311; \
+    hdr.fixed.v1312 = (bit<32>)hdr.nib.n1312; \
+    hdr.fixed.v1313 = (bit<32>)hdr.nib.n1313; \
+    hdr.fixed.v1314 = (bit<32>)hdr.nib.n1314; \
+    hdr.fixed.v1315 = (bit<32>)hdr.nib.n1315; \
+    hdr.fixed.v1316 = (bit<32>)hdr.nib.n1316; \
+    hdr.fixed.v1317 = (bit<32>)hdr.nib.n1317; \
+    hdr.fixed.v1318 = (bit<32>)hdr.nib.n1318; \
+    hdr.fixed.v1319 = (bit<32>)hdr.nib.n1319; \
+    hdr.fixed.v1320 = (bit<32>)hdr.nib.n1320; \
+    hdr.fixed.v1321 = (bit<32>)hdr.nib.n1321; \
+    hdr.fixed.v1322 = (bit<32>)hdr.nib.n1322; \
+    hdr.fixed.v1323 = (bit<32>)hdr.nib.n1323; \
+    hdr.fixed.v1324 = (bit<32>)hdr.nib.n1324; \
+    hdr.fixed.v1325 = (bit<32>)hdr.nib.n1325; \
+    hdr.fixed.v1326 = (bit<32>)hdr.nib.n1326; \
+    hdr.fixed.v1327 = (bit<32>)hdr.nib.n1327; \
+    hdr.fixed.v1328 = (bit<32>)hdr.nib.n1328; \
+    hdr.fixed.v1329 = (bit<32>)hdr.nib.n1329; \
+    hdr.fixed.v1330 = (bit<32>)hdr.nib.n1330; \
+    hdr.fixed.v1331 = (bit<32>)hdr.nib.n1331; \
+    hdr.fixed.v1332 = (bit<32>)hdr.nib.n1332; \
+    hdr.fixed.v1333 = (bit<32>)hdr.nib.n1333; \
+    hdr.fixed.v1334 = (bit<32>)hdr.nib.n1334; \
+    hdr.fixed.v1335 = (bit<32>)hdr.nib.n1335; \
+    hdr.fixed.v1336 = (bit<32>)hdr.nib.n1336; \
+    hdr.fixed.v1337 = (bit<32>)hdr.nib.n1337; \
+    hdr.fixed.v1338 = (bit<32>)hdr.nib.n1338; \
+    hdr.fixed.v1339 = (bit<32>)hdr.nib.n1339; \
+    hdr.fixed.v1340 = (bit<32>)hdr.nib.n1340; \
+    hdr.fixed.v1341 = (bit<32>)hdr.nib.n1341; \
+    hdr.fixed.v1342 = (bit<32>)hdr.nib.n1342; \
+    hdr.fixed.v1343 = (bit<32>)hdr.nib.n1343; \
+    hdr.fixed.v1344 = (bit<32>)hdr.nib.n1344; \
+    hdr.fixed.v1345 = (bit<32>)hdr.nib.n1345; \
+    hdr.fixed.v1346 = (bit<32>)hdr.nib.n1346; \
+    hdr.fixed.v1347 = (bit<32>)hdr.nib.n1347; \
+    hdr.fixed.v1348 = (bit<32>)hdr.nib.n1348; \
+    hdr.fixed.v1349 = (bit<32>)hdr.nib.n1349; \
+    hdr.fixed.v1350 = (bit<32>)hdr.nib.n1350; \
+    hdr.fixed.v1351 = (bit<32>)hdr.nib.n1351; \
+    hdr.fixed.v1352 = (bit<32>)hdr.nib.n1352; \
+    hdr.fixed.v1353 = (bit<32>)hdr.nib.n1353; \
+    hdr.fixed.v1354 = (bit<32>)hdr.nib.n1354; \
+    hdr.fixed.v1355 = (bit<32>)hdr.nib.n1355; \
+    hdr.fixed.v1356 = (bit<32>)hdr.nib.n1356; \
+    hdr.fixed.v1357 = (bit<32>)hdr.nib.n1357; \
+    hdr.fixed.v1358 = (bit<32>)hdr.nib.n1358; \
+    hdr.fixed.v1359 = (bit<32>)hdr.nib.n1359; \
+    hdr.fixed.v1360 = (bit<32>)hdr.nib.n1360; \
+    hdr.fixed.v1361 = (bit<32>)hdr.nib.n1361; \
+    hdr.fixed.v1362 = (bit<32>)hdr.nib.n1362; \
+    hdr.fixed.v1363 = (bit<32>)hdr.nib.n1363; \
+    hdr.fixed.v1364 = (bit<32>)hdr.nib.n1364; \
+    hdr.fixed.v1365 = (bit<32>)hdr.nib.n1365; \
+    hdr.fixed.v1366 = (bit<32>)hdr.nib.n1366; \
+    hdr.fixed.v1367 = (bit<32>)hdr.nib.n1367; \
+    hdr.fixed.v1368 = (bit<32>)hdr.nib.n1368; \
+    hdr.fixed.v1369 = (bit<32>)hdr.nib.n1369; \
+    hdr.fixed.v1370 = (bit<32>)hdr.nib.n1370; \
+    hdr.fixed.v1371 = (bit<32>)hdr.nib.n1371; \
+    hdr.fixed.v1372 = (bit<32>)hdr.nib.n1372; \
+    hdr.fixed.v1373 = (bit<32>)hdr.nib.n1373; \
+    hdr.fixed.v1374 = (bit<32>)hdr.nib.n1374; \
+    hdr.fixed.v1375 = (bit<32>)hdr.nib.n1375; \
+    hdr.fixed.v1376 = (bit<32>)hdr.nib.n1376; \
+    hdr.fixed.v1377 = (bit<32>)hdr.nib.n1377; \
+    hdr.fixed.v1378 = (bit<32>)hdr.nib.n1378; \
+    hdr.fixed.v1379 = (bit<32>)hdr.nib.n1379; \
+    hdr.fixed.v1380 = (bit<32>)hdr.nib.n1380; \
+    hdr.fixed.v1381 = (bit<32>)hdr.nib.n1381; \
+    hdr.fixed.v1382 = (bit<32>)hdr.nib.n1382; \
+    hdr.fixed.v1383 = (bit<32>)hdr.nib.n1383; \
+    hdr.fixed.v1384 = (bit<32>)hdr.nib.n1384; \
+    hdr.fixed.v1385 = (bit<32>)hdr.nib.n1385; \
+    hdr.fixed.v1386 = (bit<32>)hdr.nib.n1386; \
+    hdr.fixed.v1387 = (bit<32>)hdr.nib.n1387; \
+    hdr.fixed.v1388 = (bit<32>)hdr.nib.n1388; \
+    hdr.fixed.v1389 = (bit<32>)hdr.nib.n1389; \
+    hdr.fixed.v1390 = (bit<32>)hdr.nib.n1390; \
+    hdr.fixed.v1391 = (bit<32>)hdr.nib.n1391; \
+    hdr.fixed.v1392 = (bit<32>)hdr.nib.n1392; \
+    hdr.fixed.v1393 = (bit<32>)hdr.nib.n1393; \
+    hdr.fixed.v1394 = (bit<32>)hdr.nib.n1394; \
+    hdr.fixed.v1395 = (bit<32>)hdr.nib.n1395; \
+    hdr.fixed.v1396 = (bit<32>)hdr.nib.n1396; \
+    hdr.fixed.v1397 = (bit<32>)hdr.nib.n1397; \
+    hdr.fixed.v1398 = (bit<32>)hdr.nib.n1398; \
+    hdr.fixed.v1399 = (bit<32>)hdr.nib.n1399; \
+    hdr.fixed.v1400 = (bit<32>)hdr.nib.n1400; \
+    hdr.fixed.v1401 = (bit<32>)hdr.nib.n1401; \
+    hdr.fixed.v1402 = (bit<32>)hdr.nib.n1402; \
+    hdr.fixed.v1403 = (bit<32>)hdr.nib.n1403; \
+    hdr.fixed.v1404 = (bit<32>)hdr.nib.n1404; \
+    hdr.fixed.v1405 = (bit<32>)hdr.nib.n1405; \
+    hdr.fixed.v1406 = (bit<32>)hdr.nib.n1406; \
+    hdr.fixed.v1407 = (bit<32>)hdr.nib.n1407; \
+    hdr.fixed.v1408 = (bit<32>)hdr.nib.n1408; \
+    hdr.fixed.v1409 = (bit<32>)hdr.nib.n1409; \
+    hdr.fixed.v1410 = (bit<32>)hdr.nib.n1410; \
+    hdr.fixed.v1411 = (bit<32>)hdr.nib.n1411; \
+    hdr.fixed.v1412 = (bit<32>)hdr.nib.n1412; \
+    hdr.fixed.v1413 = (bit<32>)hdr.nib.n1413; \
+    hdr.fixed.v1414 = (bit<32>)hdr.nib.n1414; \
+    hdr.fixed.v1415 = (bit<32>)hdr.nib.n1415; \
+    hdr.fixed.v1416 = (bit<32>)hdr.nib.n1416; \
+    hdr.fixed.v1417 = (bit<32>)hdr.nib.n1417; \
+    hdr.fixed.v1418 = (bit<32>)hdr.nib.n1418; \
+    hdr.fixed.v1419 = (bit<32>)hdr.nib.n1419; \
+    hdr.fixed.v1420 = (bit<32>)hdr.nib.n1420; \
+    hdr.fixed.v1421 = (bit<32>)hdr.nib.n1421; \
+    hdr.fixed.v1422 = (bit<32>)hdr.nib.n1422; \
+    hdr.fixed.v1423 = (bit<32>)hdr.nib.n1423; \
+    hdr.fixed.v1424 = (bit<32>)hdr.nib.n1424; \
+    hdr.fixed.v1425 = (bit<32>)hdr.nib.n1425; \
+    hdr.fixed.v1426 = (bit<32>)hdr.nib.n1426; \
+    hdr.fixed.v1427 = (bit<32>)hdr.nib.n1427; \
+    hdr.fixed.v1428 = (bit<32>)hdr.nib.n1428; \
+    hdr.fixed.v1429 = (bit<32>)hdr.nib.n1429; \
+    hdr.fixed.v1430 = (bit<32>)hdr.nib.n1430; \
+    hdr.fixed.v1431 = (bit<32>)hdr.nib.n1431; \
+    hdr.fixed.v1432 = (bit<32>)hdr.nib.n1432; \
+    hdr.fixed.v1433 = (bit<32>)hdr.nib.n1433; \
+    hdr.fixed.v1434 = (bit<32>)hdr.nib.n1434; \
+    hdr.fixed.v1435 = (bit<32>)hdr.nib.n1435; \
+    hdr.fixed.v1436 = (bit<32>)hdr.nib.n1436; \
+    hdr.fixed.v1437 = (bit<32>)hdr.nib.n1437; \
+    hdr.fixed.v1438 = (bit<32>)hdr.nib.n1438; \
+    hdr.fixed.v1439 = (bit<32>)hdr.nib.n1439; \
+    hdr.fixed.v1440 = (bit<32>)hdr.nib.n1440; \
+    hdr.fixed.v1441 = (bit<32>)hdr.nib.n1441; \
+    hdr.fixed.v1442 = (bit<32>)hdr.nib.n1442; \
+    hdr.fixed.v1443 = (bit<32>)hdr.nib.n1443; \
+    hdr.fixed.v1444 = (bit<32>)hdr.nib.n1444; \
+    hdr.fixed.v1445 = (bit<32>)hdr.nib.n1445; \
+    hdr.fixed.v1446 = (bit<32>)hdr.nib.n1446; \
+    hdr.fixed.v1447 = (bit<32>)hdr.nib.n1447; \
+    hdr.fixed.v1448 = (bit<32>)hdr.nib.n1448; \
+    hdr.fixed.v1449 = (bit<32>)hdr.nib.n1449; \
+    hdr.fixed.v1450 = (bit<32>)hdr.nib.n1450; \
+    hdr.fixed.v1451 = (bit<32>)hdr.nib.n1451; \
+    hdr.fixed.v1452 = (bit<32>)hdr.nib.n1452; \
+    hdr.fixed.v1453 = (bit<32>)hdr.nib.n1453; \
+    hdr.fixed.v1454 = (bit<32>)hdr.nib.n1454; \
+    hdr.fixed.v1455 = (bit<32>)hdr.nib.n1455;
+
+#define DECODE_SUM8_0 \
+    hdr.fixed.v0 = (bit<32>)hdr.cnat.c0; \
+    hdr.fixed.v1 = (bit<32>)hdr.cnat.c1; \
+    hdr.fixed.v2 = (bit<32>)hdr.cnat.c2; \
+    hdr.fixed.v3 = (bit<32>)hdr.cnat.c3; \
+    hdr.fixed.v4 = (bit<32>)hdr.cnat.c4; \
+    hdr.fixed.v5 = (bit<32>)hdr.cnat.c5; \
+    hdr.fixed.v6 = (bit<32>)hdr.cnat.c6; \
+    hdr.fixed.v7 = (bit<32>)hdr.cnat.c7; \
+    hdr.fixed.v8 = (bit<32>)hdr.cnat.c8; \
+    hdr.fixed.v9 = (bit<32>)hdr.cnat.c9; \
+    hdr.fixed.v10 = (bit<32>)hdr.cnat.c10; \
+    hdr.fixed.v11 = (bit<32>)hdr.cnat.c11; \
+    hdr.fixed.v12 = (bit<32>)hdr.cnat.c12; \
+    hdr.fixed.v13 = (bit<32>)hdr.cnat.c13; \
+    hdr.fixed.v14 = (bit<32>)hdr.cnat.c14; \
+    hdr.fixed.v15 = (bit<32>)hdr.cnat.c15; \
+    hdr.fixed.v16 = (bit<32>)hdr.cnat.c16; \
+    hdr.fixed.v17 = (bit<32>)hdr.cnat.c17; \
+    hdr.fixed.v18 = (bit<32>)hdr.cnat.c18; \
+    hdr.fixed.v19 = (bit<32>)hdr.cnat.c19; \
+    hdr.fixed.v20 = (bit<32>)hdr.cnat.c20; \
+    hdr.fixed.v21 = (bit<32>)hdr.cnat.c21; \
+    hdr.fixed.v22 = (bit<32>)hdr.cnat.c22; \
+    hdr.fixed.v23 = (bit<32>)hdr.cnat.c23; \
+    hdr.fixed.v24 = (bit<32>)hdr.cnat.c24; \
+    hdr.fixed.v25 = (bit<32>)hdr.cnat.c25; \
+    hdr.fixed.v26 = (bit<32>)hdr.cnat.c26; \
+    hdr.fixed.v27 = (bit<32>)hdr.cnat.c27; \
+    hdr.fixed.v28 = (bit<32>)hdr.cnat.c28; \
+    hdr.fixed.v29 = (bit<32>)hdr.cnat.c29; \
+    hdr.fixed.v30 = (bit<32>)hdr.cnat.c30; \
+    hdr.fixed.v31 = (bit<32>)hdr.cnat.c31; \
+    hdr.fixed.v32 = (bit<32>)hdr.cnat.c32; \
+    hdr.fixed.v33 = (bit<32>)hdr.cnat.c33; \
+    hdr.fixed.v34 = (bit<32>)hdr.cnat.c34; \
+    hdr.fixed.v35 = (bit<32>)hdr.cnat.c35; \
+    hdr.fixed.v36 = (bit<32>)hdr.cnat.c36; \
+    hdr.fixed.v37 = (bit<32>)hdr.cnat.c37; \
+    hdr.fixed.v38 = (bit<32>)hdr.cnat.c38; \
+    hdr.fixed.v39 = (bit<32>)hdr.cnat.c39; \
+    hdr.fixed.v40 = (bit<32>)hdr.cnat.c40; \
+    hdr.fixed.v41 = (bit<32>)hdr.cnat.c41; \
+    hdr.fixed.v42 = (bit<32>)hdr.cnat.c42; \
+    hdr.fixed.v43 = (bit<32>)hdr.cnat.c43; \
+    hdr.fixed.v44 = (bit<32>)hdr.cnat.c44; \
+    hdr.fixed.v45 = (bit<32>)hdr.cnat.c45; \
+    hdr.fixed.v46 = (bit<32>)hdr.cnat.c46; \
+    hdr.fixed.v47 = (bit<32>)hdr.cnat.c47; \
+    hdr.fixed.v48 = (bit<32>)hdr.cnat.c48; \
+    hdr.fixed.v49 = (bit<32>)hdr.cnat.c49; \
+    hdr.fixed.v50 = (bit<32>)hdr.cnat.c50; \
+    hdr.fixed.v51 = (bit<32>)hdr.cnat.c51; \
+    hdr.fixed.v52 = (bit<32>)hdr.cnat.c52; \
+    hdr.fixed.v53 = (bit<32>)hdr.cnat.c53; \
+    hdr.fixed.v54 = (bit<32>)hdr.cnat.c54; \
+    hdr.fixed.v55 = (bit<32>)hdr.cnat.c55; \
+    hdr.fixed.v56 = (bit<32>)hdr.cnat.c56; \
+    hdr.fixed.v57 = (bit<32>)hdr.cnat.c57; \
+    hdr.fixed.v58 = (bit<32>)hdr.cnat.c58; \
+    hdr.fixed.v59 = (bit<32>)hdr.cnat.c59; \
+    hdr.fixed.v60 = (bit<32>)hdr.cnat.c60; \
+    hdr.fixed.v61 = (bit<32>)hdr.cnat.c61; \
+    hdr.fixed.v62 = (bit<32>)hdr.cnat.c62; \
+    hdr.fixed.v63 = (bit<32>)hdr.cnat.c63; \
+    hdr.fixed.v64 = (bit<32>)hdr.cnat.c64; \
+    hdr.fixed.v65 = (bit<32>)hdr.cnat.c65; \
+    hdr.fixed.v66 = (bit<32>)hdr.cnat.c66; \
+    hdr.fixed.v67 = (bit<32>)hdr.cnat.c67; \
+    hdr.fixed.v68 = (bit<32>)hdr.cnat.c68; \
+    hdr.fixed.v69 = (bit<32>)hdr.cnat.c69; \
+    hdr.fixed.v70 = (bit<32>)hdr.cnat.c70; \
+    hdr.fixed.v71 = (bit<32>)hdr.cnat.c71; \
+    hdr.fixed.v72 = (bit<32>)hdr.cnat.c72; \
+    hdr.fixed.v73 = (bit<32>)hdr.cnat.c73; \
+    hdr.fixed.v74 = (bit<32>)hdr.cnat.c74; \
+    hdr.fixed.v75 = (bit<32>)hdr.cnat.c75; \
+    hdr.fixed.v76 = (bit<32>)hdr.cnat.c76; \
+    hdr.fixed.v77 = (bit<32>)hdr.cnat.c77; \
+    hdr.fixed.v78 = (bit<32>)hdr.cnat.c78; \
+    hdr.fixed.v79 = (bit<32>)hdr.cnat.c79; \
+    hdr.fixed.v80 = (bit<32>)hdr.cnat.c80; \
+    hdr.fixed.v81 = (bit<32>)hdr.cnat.c81; \
+    hdr.fixed.v82 = (bit<32>)hdr.cnat.c82; \
+    hdr.fixed.v83 = (bit<32>)hdr.cnat.c83; \
+    hdr.fixed.v84 = (bit<32>)hdr.cnat.c84; \
+    hdr.fixed.v85 = (bit<32>)hdr.cnat.c85; \
+    hdr.fixed.v86 = (bit<32>)hdr.cnat.c86; \
+    hdr.fixed.v87 = (bit<32>)hdr.cnat.c87; \
+    hdr.fixed.v88 = (bit<32>)hdr.cnat.c88; \
+    hdr.fixed.v89 = (bit<32>)hdr.cnat.c89; \
+    hdr.fixed.v90 = (bit<32>)hdr.cnat.c90; \
+    hdr.fixed.v91 = (bit<32>)hdr.cnat.c91; \
+    hdr.fixed.v92 = (bit<32>)hdr.cnat.c92; \
+    hdr.fixed.v93 = (bit<32>)hdr.cnat.c93; \
+    hdr.fixed.v94 = (bit<32>)hdr.cnat.c94; \
+    hdr.fixed.v95 = (bit<32>)hdr.cnat.c95; \
+    hdr.fixed.v96 = (bit<32>)hdr.cnat.c96; \
+    hdr.fixed.v97 = (bit<32>)hdr.cnat.c97; \
+    hdr.fixed.v98 = (bit<32>)hdr.cnat.c98; \
+    hdr.fixed.v99 = (bit<32>)hdr.cnat.c99; \
+    hdr.fixed.v100 = (bit<32>)hdr.cnat.c100; \
+    hdr.fixed.v101 = (bit<32>)hdr.cnat.c101; \
+    hdr.fixed.v102 = (bit<32>)hdr.cnat.c102; \
+    hdr.fixed.v103 = (bit<32>)hdr.cnat.c103; \
+    hdr.fixed.v104 = (bit<32>)hdr.cnat.c104; \
+    hdr.fixed.v105 = (bit<32>)hdr.cnat.c105; \
+    hdr.fixed.v106 = (bit<32>)hdr.cnat.c106; \
+    hdr.fixed.v107 = (bit<32>)hdr.cnat.c107; \
+    hdr.fixed.v108 = (bit<32>)hdr.cnat.c108; \
+    hdr.fixed.v109 = (bit<32>)hdr.cnat.c109; \
+    hdr.fixed.v110 = (bit<32>)hdr.cnat.c110; \
+    hdr.fixed.v111 = (bit<32>)hdr.cnat.c111; \
+    hdr.fixed.v112 = (bit<32>)hdr.cnat.c112; \
+    hdr.fixed.v113 = (bit<32>)hdr.cnat.c113; \
+    hdr.fixed.v114 = (bit<32>)hdr.cnat.c114; \
+    hdr.fixed.v115 = (bit<32>)hdr.cnat.c115; \
+    hdr.fixed.v116 = (bit<32>)hdr.cnat.c116; \
+    hdr.fixed.v117 = (bit<32>)hdr.cnat.c117; \
+    hdr.fixed.v118 = (bit<32>)hdr.cnat.c118; \
+    hdr.fixed.v119 = (bit<32>)hdr.cnat.c119; \
+    hdr.fixed.v120 = (bit<32>)hdr.cnat.c120; \
+    hdr.fixed.v121 = (bit<32>)hdr.cnat.c121; \
+    hdr.fixed.v122 = (bit<32>)hdr.cnat.c122; \
+    hdr.fixed.v123 = (bit<32>)hdr.cnat.c123; \
+    hdr.fixed.v124 = (bit<32>)hdr.cnat.c124; \
+    hdr.fixed.v125 = (bit<32>)hdr.cnat.c125; \
+    hdr.fixed.v126 = (bit<32>)hdr.cnat.c126; \
+    hdr.fixed.v127 = (bit<32>)hdr.cnat.c127; \
+    hdr.fixed.v128 = (bit<32>)hdr.cnat.c128; \
+    hdr.fixed.v129 = (bit<32>)hdr.cnat.c129; \
+    hdr.fixed.v130 = (bit<32>)hdr.cnat.c130; \
+    hdr.fixed.v131 = (bit<32>)hdr.cnat.c131; \
+    hdr.fixed.v132 = (bit<32>)hdr.cnat.c132; \
+    hdr.fixed.v133 = (bit<32>)hdr.cnat.c133; \
+    hdr.fixed.v134 = (bit<32>)hdr.cnat.c134; \
+    hdr.fixed.v135 = (bit<32>)hdr.cnat.c135; \
+    hdr.fixed.v136 = (bit<32>)hdr.cnat.c136; \
+    hdr.fixed.v137 = (bit<32>)hdr.cnat.c137; \
+    hdr.fixed.v138 = (bit<32>)hdr.cnat.c138; \
+    hdr.fixed.v139 = (bit<32>)hdr.cnat.c139; \
+    hdr.fixed.v140 = (bit<32>)hdr.cnat.c140; \
+    hdr.fixed.v141 = (bit<32>)hdr.cnat.c141; \
+    hdr.fixed.v142 = (bit<32>)hdr.cnat.c142; \
+    hdr.fixed.v143 = (bit<32>)hdr.cnat.c143; \
+    hdr.fixed.v144 = (bit<32>)hdr.cnat.c144; \
+    hdr.fixed.v145 = (bit<32>)hdr.cnat.c145; \
+    hdr.fixed.v146 = (bit<32>)hdr.cnat.c146; \
+    hdr.fixed.v147 = (bit<32>)hdr.cnat.c147; \
+    hdr.fixed.v148 = (bit<32>)hdr.cnat.c148; \
+    hdr.fixed.v149 = (bit<32>)hdr.cnat.c149; \
+    hdr.fixed.v150 = (bit<32>)hdr.cnat.c150; \
+    hdr.fixed.v151 = (bit<32>)hdr.cnat.c151; \
+    hdr.fixed.v152 = (bit<32>)hdr.cnat.c152; \
+    hdr.fixed.v153 = (bit<32>)hdr.cnat.c153; \
+    hdr.fixed.v154 = (bit<32>)hdr.cnat.c154; \
+    hdr.fixed.v155 = (bit<32>)hdr.cnat.c155; \
+    hdr.fixed.v156 = (bit<32>)hdr.cnat.c156; \
+    hdr.fixed.v157 = (bit<32>)hdr.cnat.c157; \
+    hdr.fixed.v158 = (bit<32>)hdr.cnat.c158; \
+    hdr.fixed.v159 = (bit<32>)hdr.cnat.c159; \
+    hdr.fixed.v160 = (bit<32>)hdr.cnat.c160; \
+    hdr.fixed.v161 = (bit<32>)hdr.cnat.c161; \
+    hdr.fixed.v162 = (bit<32>)hdr.cnat.c162; \
+    hdr.fixed.v163 = (bit<32>)hdr.cnat.c163; \
+    hdr.fixed.v164 = (bit<32>)hdr.cnat.c164; \
+    hdr.fixed.v165 = (bit<32>)hdr.cnat.c165; \
+    hdr.fixed.v166 = (bit<32>)hdr.cnat.c166; \
+    hdr.fixed.v167 = (bit<32>)hdr.cnat.c167;
+
+#define DECODE_SUM8_1 \
+    hdr.fixed.v168 = (bit<32>)hdr.cnat.c168; \
+    hdr.fixed.v169 = (bit<32>)hdr.cnat.c169; \
+    hdr.fixed.v170 = (bit<32>)hdr.cnat.c170; \
+    hdr.fixed.v171 = (bit<32>)hdr.cnat.c171; \
+    hdr.fixed.v172 = (bit<32>)hdr.cnat.c172; \
+    hdr.fixed.v173 = (bit<32>)hdr.cnat.c173; \
+    hdr.fixed.v174 = (bit<32>)hdr.cnat.c174; \
+    hdr.fixed.v175 = (bit<32>)hdr.cnat.c175; \
+    hdr.fixed.v176 = (bit<32>)hdr.cnat.c176; \
+    hdr.fixed.v177 = (bit<32>)hdr.cnat.c177; \
+    hdr.fixed.v178 = (bit<32>)hdr.cnat.c178; \
+    hdr.fixed.v179 = (bit<32>)hdr.cnat.c179; \
+    hdr.fixed.v180 = (bit<32>)hdr.cnat.c180; \
+    hdr.fixed.v181 = (bit<32>)hdr.cnat.c181; \
+    hdr.fixed.v182 = (bit<32>)hdr.cnat.c182; \
+    hdr.fixed.v183 = (bit<32>)hdr.cnat.c183; \
+    hdr.fixed.v184 = (bit<32>)hdr.cnat.c184; \
+    hdr.fixed.v185 = (bit<32>)hdr.cnat.c185; \
+    hdr.fixed.v186 = (bit<32>)hdr.cnat.c186; \
+    hdr.fixed.v187 = (bit<32>)hdr.cnat.c187; \
+    hdr.fixed.v188 = (bit<32>)hdr.cnat.c188; \
+    hdr.fixed.v189 = (bit<32>)hdr.cnat.c189; \
+    hdr.fixed.v190 = (bit<32>)hdr.cnat.c190; \
+    hdr.fixed.v191 = (bit<32>)hdr.cnat.c191; \
+    hdr.fixed.v192 = (bit<32>)hdr.cnat.c192; \
+    hdr.fixed.v193 = (bit<32>)hdr.cnat.c193; \
+    hdr.fixed.v194 = (bit<32>)hdr.cnat.c194; \
+    hdr.fixed.v195 = (bit<32>)hdr.cnat.c195; \
+    hdr.fixed.v196 = (bit<32>)hdr.cnat.c196; \
+    hdr.fixed.v197 = (bit<32>)hdr.cnat.c197; \
+    hdr.fixed.v198 = (bit<32>)hdr.cnat.c198; \
+    hdr.fixed.v199 = (bit<32>)hdr.cnat.c199; \
+    hdr.fixed.v200 = (bit<32>)hdr.cnat.c200; \
+    hdr.fixed.v201 = (bit<32>)hdr.cnat.c201; \
+    hdr.fixed.v202 = (bit<32>)hdr.cnat.c202; \
+    hdr.fixed.v203 = (bit<32>)hdr.cnat.c203; \
+    hdr.fixed.v204 = (bit<32>)hdr.cnat.c204; \
+    hdr.fixed.v205 = (bit<32>)hdr.cnat.c205; \
+    hdr.fixed.v206 = (bit<32>)hdr.cnat.c206; \
+    hdr.fixed.v207 = (bit<32>)hdr.cnat.c207; \
+    hdr.fixed.v208 = (bit<32>)hdr.cnat.c208; \
+    hdr.fixed.v209 = (bit<32>)hdr.cnat.c209; \
+    hdr.fixed.v210 = (bit<32>)hdr.cnat.c210; \
+    hdr.fixed.v211 = (bit<32>)hdr.cnat.c211; \
+    hdr.fixed.v212 = (bit<32>)hdr.cnat.c212; \
+    hdr.fixed.v213 = (bit<32>)hdr.cnat.c213; \
+    hdr.fixed.v214 = (bit<32>)hdr.cnat.c214; \
+    hdr.fixed.v215 = (bit<32>)hdr.cnat.c215; \
+    hdr.fixed.v216 = (bit<32>)hdr.cnat.c216; \
+    hdr.fixed.v217 = (bit<32>)hdr.cnat.c217; \
+    hdr.fixed.v218 = (bit<32>)hdr.cnat.c218; \
+    hdr.fixed.v219 = (bit<32>)hdr.cnat.c219; \
+    hdr.fixed.v220 = (bit<32>)hdr.cnat.c220; \
+    hdr.fixed.v221 = (bit<32>)hdr.cnat.c221; \
+    hdr.fixed.v222 = (bit<32>)hdr.cnat.c222; \
+    hdr.fixed.v223 = (bit<32>)hdr.cnat.c223; \
+    hdr.fixed.v224 = (bit<32>)hdr.cnat.c224; \
+    hdr.fixed.v225 = (bit<32>)hdr.cnat.c225; \
+    hdr.fixed.v226 = (bit<32>)hdr.cnat.c226; \
+    hdr.fixed.v227 = (bit<32>)hdr.cnat.c227; \
+    hdr.fixed.v228 = (bit<32>)hdr.cnat.c228; \
+    hdr.fixed.v229 = (bit<32>)hdr.cnat.c229; \
+    hdr.fixed.v230 = (bit<32>)hdr.cnat.c230; \
+    hdr.fixed.v231 = (bit<32>)hdr.cnat.c231; \
+    hdr.fixed.v232 = (bit<32>)hdr.cnat.c232; \
+    hdr.fixed.v233 = (bit<32>)hdr.cnat.c233; \
+    hdr.fixed.v234 = (bit<32>)hdr.cnat.c234; \
+    hdr.fixed.v235 = (bit<32>)hdr.cnat.c235; \
+    hdr.fixed.v236 = (bit<32>)hdr.cnat.c236; \
+    hdr.fixed.v237 = (bit<32>)hdr.cnat.c237; \
+    hdr.fixed.v238 = (bit<32>)hdr.cnat.c238; \
+    hdr.fixed.v239 = (bit<32>)hdr.cnat.c239; \
+    hdr.fixed.v240 = (bit<32>)hdr.cnat.c240; \
+    hdr.fixed.v241 = (bit<32>)hdr.cnat.c241; \
+    hdr.fixed.v242 = (bit<32>)hdr.cnat.c242; \
+    hdr.fixed.v243 = (bit<32>)hdr.cnat.c243; \
+    hdr.fixed.v244 = (bit<32>)hdr.cnat.c244; \
+    hdr.fixed.v245 = (bit<32>)hdr.cnat.c245; \
+    hdr.fixed.v246 = (bit<32>)hdr.cnat.c246; \
+    hdr.fixed.v247 = (bit<32>)hdr.cnat.c247; \
+    hdr.fixed.v248 = (bit<32>)hdr.cnat.c248; \
+    hdr.fixed.v249 = (bit<32>)hdr.cnat.c249; \
+    hdr.fixed.v250 = (bit<32>)hdr.cnat.c250; \
+    hdr.fixed.v251 = (bit<32>)hdr.cnat.c251; \
+    hdr.fixed.v252 = (bit<32>)hdr.cnat.c252; \
+    hdr.fixed.v253 = (bit<32>)hdr.cnat.c253; \
+    hdr.fixed.v254 = (bit<32>)hdr.cnat.c254; \
+    hdr.fixed.v255 = (bit<32>)hdr.cnat.c255; \
+    hdr.fixed.v256 = (bit<32>)hdr.cnat.c256; \
+    hdr.fixed.v257 = (bit<32>)hdr.cnat.c257; \
+    hdr.fixed.v258 = (bit<32>)hdr.cnat.c258; \
+    hdr.fixed.v259 = (bit<32>)hdr.cnat.c259; \
+    hdr.fixed.v260 = (bit<32>)hdr.cnat.c260; \
+    hdr.fixed.v261 = (bit<32>)hdr.cnat.c261; \
+    hdr.fixed.v262 = (bit<32>)hdr.cnat.c262; \
+    hdr.fixed.v263 = (bit<32>)hdr.cnat.c263; \
+    hdr.fixed.v264 = (bit<32>)hdr.cnat.c264; \
+    hdr.fixed.v265 = (bit<32>)hdr.cnat.c265; \
+    hdr.fixed.v266 = (bit<32>)hdr.cnat.c266; \
+    hdr.fixed.v267 = (bit<32>)hdr.cnat.c267; \
+    hdr.fixed.v268 = (bit<32>)hdr.cnat.c268; \
+    hdr.fixed.v269 = (bit<32>)hdr.cnat.c269; \
+    hdr.fixed.v270 = (bit<32>)hdr.cnat.c270; \
+    hdr.fixed.v271 = (bit<32>)hdr.cnat.c271; \
+    hdr.fixed.v272 = (bit<32>)hdr.cnat.c272; \
+    hdr.fixed.v273 = (bit<32>)hdr.cnat.c273; \
+    hdr.fixed.v274 = (bit<32>)hdr.cnat.c274; \
+    hdr.fixed.v275 = (bit<32>)hdr.cnat.c275; \
+    hdr.fixed.v276 = (bit<32>)hdr.cnat.c276; \
+    hdr.fixed.v277 = (bit<32>)hdr.cnat.c277; \
+    hdr.fixed.v278 = (bit<32>)hdr.cnat.c278; \
+    hdr.fixed.v279 = (bit<32>)hdr.cnat.c279; \
+    hdr.fixed.v280 = (bit<32>)hdr.cnat.c280; \
+    hdr.fixed.v281 = (bit<32>)hdr.cnat.c281; \
+    hdr.fixed.v282 = (bit<32>)hdr.cnat.c282; \
+    hdr.fixed.v283 = (bit<32>)hdr.cnat.c283; \
+    hdr.fixed.v284 = (bit<32>)hdr.cnat.c284; \
+    hdr.fixed.v285 = (bit<32>)hdr.cnat.c285; \
+    hdr.fixed.v286 = (bit<32>)hdr.cnat.c286; \
+    hdr.fixed.v287 = (bit<32>)hdr.cnat.c287; \
+    hdr.fixed.v288 = (bit<32>)hdr.cnat.c288; \
+    hdr.fixed.v289 = (bit<32>)hdr.cnat.c289; \
+    hdr.fixed.v290 = (bit<32>)hdr.cnat.c290; \
+    hdr.fixed.v291 = (bit<32>)hdr.cnat.c291; \
+    hdr.fixed.v292 = (bit<32>)hdr.cnat.c292; \
+    hdr.fixed.v293 = (bit<32>)hdr.cnat.c293; \
+    hdr.fixed.v294 = (bit<32>)hdr.cnat.c294; \
+    hdr.fixed.v295 = (bit<32>)hdr.cnat.c295; \
+    hdr.fixed.v296 = (bit<32>)hdr.cnat.c296; \
+    hdr.fixed.v297 = (bit<32>)hdr.cnat.c297; \
+    hdr.fixed.v298 = (bit<32>)hdr.cnat.c298; \
+    hdr.fixed.v299 = (bit<32>)hdr.cnat.c299; \
+    hdr.fixed.v300 = (bit<32>)hdr.cnat.c300; \
+    hdr.fixed.v301 = (bit<32>)hdr.cnat.c301; \
+    hdr.fixed.v302 = (bit<32>)hdr.cnat.c302; \
+    hdr.fixed.v303 = (bit<32>)hdr.cnat.c303; \
+    hdr.fixed.v304 = (bit<32>)hdr.cnat.c304; \
+    hdr.fixed.v305 = (bit<32>)hdr.cnat.c305; \
+    hdr.fixed.v306 = (bit<32>)hdr.cnat.c306; \
+    hdr.fixed.v307 = (bit<32>)hdr.cnat.c307; \
+    hdr.fixed.v308 = (bit<32>)hdr.cnat.c308; \
+    hdr.fixed.v309 = (bit<32>)hdr.cnat.c309; \
+    hdr.fixed.v310 = (bit<32>)hdr.cnat.c310; \
+    hdr.fixed.v311 = (bit<32>)hdr.cnat.c311; \
+    hdr.fixed.v312 = (bit<32>)hdr.cnat.c312; \
+    hdr.fixed.v313 = (bit<32>)hdr.cnat.c313; \
+    hdr.fixed.v314 = (bit<32>)hdr.cnat.c314; \
+    hdr.fixed.v315 = (bit<32>)hdr.cnat.c315; \
+    hdr.fixed.v316 = (bit<32>)hdr.cnat.c316; \
+    hdr.fixed.v317 = (bit<32>)hdr.cnat.c317; \
+    hdr.fixed.v318 = (bit<32>)hdr.cnat.c318; \
+    hdr.fixed.v319 = (bit<32>)hdr.cnat.c319; \
+    hdr.fixed.v320 = (bit<32>)hdr.cnat.c320; \
+    hdr.fixed.v321 = (bit<32>)hdr.cnat.c321; \
+    hdr.fixed.v322 = (bit<32>)hdr.cnat.c322; \
+    hdr.fixed.v323 = (bit<32>)hdr.cnat.c323; \
+    hdr.fixed.v324 = (bit<32>)hdr.cnat.c324; \
+    hdr.fixed.v325 = (bit<32>)hdr.cnat.c325; \
+    hdr.fixed.v326 = (bit<32>)hdr.cnat.c326; \
+    hdr.fixed.v327 = (bit<32>)hdr.cnat.c327; \
+    hdr.fixed.v328 = (bit<32>)hdr.cnat.c328; \
+    hdr.fixed.v329 = (bit<32>)hdr.cnat.c329; \
+    hdr.fixed.v330 = (bit<32>)hdr.cnat.c330; \
+    hdr.fixed.v331 = (bit<32>)hdr.cnat.c331; \
+    hdr.fixed.v332 = (bit<32>)hdr.cnat.c332; \
+    hdr.fixed.v333 = (bit<32>)hdr.cnat.c333; \
+    hdr.fixed.v334 = (bit<32>)hdr.cnat.c334; \
+    hdr.fixed.v335 = (bit<32>)hdr.cnat.c335; \
+    hdr.fixed.v336 = (bit<32>)hdr.cnat.c336; \
+    hdr.fixed.v337 = (bit<32>)hdr.cnat.c337; \
+    hdr.fixed.v338 = (bit<32>)hdr.cnat.c338; \
+    hdr.fixed.v339 = (bit<32>)hdr.cnat.c339; \
+    hdr.fixed.v340 = (bit<32>)hdr.cnat.c340; \
+    hdr.fixed.v341 = (bit<32>)hdr.cnat.c341; \
+    hdr.fixed.v342 = (bit<32>)hdr.cnat.c342; \
+    hdr.fixed.v343 = (bit<32>)hdr.cnat.c343; \
+    hdr.fixed.v344 = (bit<32>)hdr.cnat.c344; \
+    hdr.fixed.v345 = (bit<32>)hdr.cnat.c345; \
+    hdr.fixed.v346 = (bit<32>)hdr.cnat.c346; \
+    hdr.fixed.v347 = (bit<32>)hdr.cnat.c347; \
+    hdr.fixed.v348 = (bit<32>)hdr.cnat.c348; \
+    hdr.fixed.v349 = (bit<32>)hdr.cnat.c349; \
+    hdr.fixed.v350 = (bit<32>)hdr.cnat.c350; \
+    hdr.fixed.v351 = (bit<32>)hdr.cnat.c351; \
+    hdr.fixed.v352 = (bit<32>)hdr.cnat.c352; \
+    hdr.fixed.v353 = (bit<32>)hdr.cnat.c353; \
+    hdr.fixed.v354 = (bit<32>)hdr.cnat.c354; \
+    hdr.fixed.v355 = (bit<32>)hdr.cnat.c355; \
+    hdr.fixed.v356 = (bit<32>)hdr.cnat.c356; \
+    hdr.fixed.v357 = (bit<32>)hdr.cnat.c357; \
+    hdr.fixed.v358 = (bit<32>)hdr.cnat.c358; \
+    hdr.fixed.v359 = (bit<32>)hdr.cnat.c359; \
+    hdr.fixed.v360 = (bit<32>)hdr.cnat.c360; \
+    hdr.fixed.v361 = (bit<32>)hdr.cnat.c361; \
+    hdr.fixed.v362 = (bit<32>)hdr.cnat.c362; \
+    hdr.fixed.v363 = (bit<32>)hdr.cnat.c363; \
+    hdr.fixed.v364 = (bit<32>)hdr.cnat.c364; \
+    hdr.fixed.v365 = (bit<32>)hdr.cnat.c365; \
+    hdr.fixed.v366 = (bit<32>)hdr.cnat.c366; \
+    hdr.fixed.v367 = (bit<32>)hdr.cnat.c367; \
+    hdr.fixed.v368 = (bit<32>)hdr.cnat.c368; \
+    hdr.fixed.v369 = (bit<32>)hdr.cnat.c369; \
+    hdr.fixed.v370 = (bit<32>)hdr.cnat.c370; \
+    hdr.fixed.v371 = (bit<32>)hdr.cnat.c371; \
+    hdr.fixed.v372 = (bit<32>)hdr.cnat.c372; \
+    hdr.fixed.v373 = (bit<32>)hdr.cnat.c373; \
+    hdr.fixed.v374 = (bit<32>)hdr.cnat.c374; \
+    hdr.fixed.v375 = (bit<32>)hdr.cnat.c375; \
+    hdr.fixed.v376 = (bit<32>)hdr.cnat.c376; \
+    hdr.fixed.v377 = (bit<32>)hdr.cnat.c377; \
+    hdr.fixed.v378 = (bit<32>)hdr.cnat.c378; \
+    hdr.fixed.v379 = (bit<32>)hdr.cnat.c379; \
+    hdr.fixed.v380 = (bit<32>)hdr.cnat.c380; \
+    hdr.fixed.v381 = (bit<32>)hdr.cnat.c381; \
+    hdr.fixed.v382 = (bit<32>)hdr.cnat.c382; \
+    hdr.fixed.v383 = (bit<32>)hdr.cnat.c383; \
+    hdr.fixed.v384 = (bit<32>)hdr.cnat.c384; \
+    hdr.fixed.v385 = (bit<32>)hdr.cnat.c385; \
+    hdr.fixed.v386 = (bit<32>)hdr.cnat.c386; \
+    hdr.fixed.v387 = (bit<32>)hdr.cnat.c387; \
+    hdr.fixed.v388 = (bit<32>)hdr.cnat.c388; \
+    hdr.fixed.v389 = (bit<32>)hdr.cnat.c389; \
+    hdr.fixed.v390 = (bit<32>)hdr.cnat.c390; \
+    hdr.fixed.v391 = (bit<32>)hdr.cnat.c391; \
+    hdr.fixed.v392 = (bit<32>)hdr.cnat.c392; \
+    hdr.fixed.v393 = (bit<32>)hdr.cnat.c393; \
+    hdr.fixed.v394 = (bit<32>)hdr.cnat.c394; \
+    hdr.fixed.v395 = (bit<32>)hdr.cnat.c395; \
+    hdr.fixed.v396 = (bit<32>)hdr.cnat.c396; \
+    hdr.fixed.v397 = (bit<32>)hdr.cnat.c397; \
+    hdr.fixed.v398 = (bit<32>)hdr.cnat.c398; \
+    hdr.fixed.v399 = (bit<32>)hdr.cnat.c399; \
+    hdr.fixed.v400 = (bit<32>)hdr.cnat.c400; \
+    hdr.fixed.v401 = (bit<32>)hdr.cnat.c401; \
+    hdr.fixed.v402 = (bit<32>)hdr.cnat.c402; \
+    hdr.fixed.v403 = (bit<32>)hdr.cnat.c403; \
+    hdr.fixed.v404 = (bit<32>)hdr.cnat.c404; \
+    hdr.fixed.v405 = (bit<32>)hdr.cnat.c405; \
+    hdr.fixed.v406 = (bit<32>)hdr.cnat.c406; \
+    hdr.fixed.v407 = (bit<32>)hdr.cnat.c407; \
+    hdr.fixed.v408 = (bit<32>)hdr.cnat.c408; \
+    hdr.fixed.v409 = (bit<32>)hdr.cnat.c409; \
+    hdr.fixed.v410 = (bit<32>)hdr.cnat.c410; \
+    hdr.fixed.v411 = (bit<32>)hdr.cnat.c411; \
+    hdr.fixed.v412 = (bit<32>)hdr.cnat.c412; \
+    hdr.fixed.v413 = (bit<32>)hdr.cnat.c413; \
+    hdr.fixed.v414 = (bit<32>)hdr.cnat.c414; \
+    hdr.fixed.v415 = (bit<32>)hdr.cnat.c415; \
+    hdr.fixed.v416 = (bit<32>)hdr.cnat.c416; \
+    hdr.fixed.v417 = (bit<32>)hdr.cnat.c417; \
+    hdr.fixed.v418 = (bit<32>)hdr.cnat.c418; \
+    hdr.fixed.v419 = (bit<32>)hdr.cnat.c419; \
+    hdr.fixed.v420 = (bit<32>)hdr.cnat.c420; \
+    hdr.fixed.v421 = (bit<32>)hdr.cnat.c421; \
+    hdr.fixed.v422 = (bit<32>)hdr.cnat.c422; \
+    hdr.fixed.v423 = (bit<32>)hdr.cnat.c423; \
+    hdr.fixed.v424 = (bit<32>)hdr.cnat.c424; \
+    hdr.fixed.v425 = (bit<32>)hdr.cnat.c425; \
+    hdr.fixed.v426 = (bit<32>)hdr.cnat.c426; \
+    hdr.fixed.v427 = (bit<32>)hdr.cnat.c427; \
+    hdr.fixed.v428 = (bit<32>)hdr.cnat.c428; \
+    hdr.fixed.v429 = (bit<32>)hdr.cnat.c429; \
+    hdr.fixed.v430 = (bit<32>)hdr.cnat.c430; \
+    hdr.fixed.v431 = (bit<32>)hdr.cnat.c431; \
+    hdr.fixed.v432 = (bit<32>)hdr.cnat.c432; \
+    hdr.fixed.v433 = (bit<32>)hdr.cnat.c433; \
+    hdr.fixed.v434 = (bit<32>)hdr.cnat.c434; \
+    hdr.fixed.v435 = (bit<32>)hdr.cnat.c435; \
+    hdr.fixed.v436 = (bit<32>)hdr.cnat.c436; \
+    hdr.fixed.v437 = (bit<32>)hdr.cnat.c437; \
+    hdr.fixed.v438 = (bit<32>)hdr.cnat.c438; \
+    hdr.fixed.v439 = (bit<32>)hdr.cnat.c439; \
+    hdr.fixed.v440 = (bit<32>)hdr.cnat.c440; \
+    hdr.fixed.v441 = (bit<32>)hdr.cnat.c441; \
+    hdr.fixed.v442 = (bit<32>)hdr.cnat.c442; \
+    hdr.fixed.v443 = (bit<32>)hdr.cnat.c443; \
+    hdr.fixed.v444 = (bit<32>)hdr.cnat.c444; \
+    hdr.fixed.v445 = (bit<32>)hdr.cnat.c445; \
+    hdr.fixed.v446 = (bit<32>)hdr.cnat.c446; \
+    hdr.fixed.v447 = (bit<32>)hdr.cnat.c447; \
+    hdr.fixed.v448 = (bit<32>)hdr.cnat.c448; \
+    hdr.fixed.v449 = (bit<32>)hdr.cnat.c449; \
+    hdr.fixed.v450 = (bit<32>)hdr.cnat.c450; \
+    hdr.fixed.v451 = (bit<32>)hdr.cnat.c451; \
+    hdr.fixed.v452 = (bit<32>)hdr.cnat.c452; \
+    hdr.fixed.v453 = (bit<32>)hdr.cnat.c453; \
+    hdr.fixed.v454 = (bit<32>)hdr.cnat.c454; \
+    hdr.fixed.v455 = (bit<32>)hdr.cnat.c455; \
+    hdr.fixed.v456 = (bit<32>)hdr.cnat.c456; \
+    hdr.fixed.v457 = (bit<32>)hdr.cnat.c457; \
+    hdr.fixed.v458 = (bit<32>)hdr.cnat.c458; \
+    hdr.fixed.v459 = (bit<32>)hdr.cnat.c459; \
+    hdr.fixed.v460 = (bit<32>)hdr.cnat.c460; \
+    hdr.fixed.v461 = (bit<32>)hdr.cnat.c461; \
+    hdr.fixed.v462 = (bit<32>)hdr.cnat.c462; \
+    hdr.fixed.v463 = (bit<32>)hdr.cnat.c463; \
+    hdr.fixed.v464 = (bit<32>)hdr.cnat.c464; \
+    hdr.fixed.v465 = (bit<32>)hdr.cnat.c465; \
+    hdr.fixed.v466 = (bit<32>)hdr.cnat.c466; \
+    hdr.fixed.v467 = (bit<32>)hdr.cnat.c467; \
+    hdr.fixed.v468 = (bit<32>)hdr.cnat.c468; \
+    hdr.fixed.v469 = (bit<32>)hdr.cnat.c469; \
+    hdr.fixed.v470 = (bit<32>)hdr.cnat.c470; \
+    hdr.fixed.v471 = (bit<32>)hdr.cnat.c471; \
+    hdr.fixed.v472 = (bit<32>)hdr.cnat.c472; \
+    hdr.fixed.v473 = (bit<32>)hdr.cnat.c473; \
+    hdr.fixed.v474 = (bit<32>)hdr.cnat.c474; \
+    hdr.fixed.v475 = (bit<32>)hdr.cnat.c475; \
+    hdr.fixed.v476 = (bit<32>)hdr.cnat.c476; \
+    hdr.fixed.v477 = (bit<32>)hdr.cnat.c477; \
+    hdr.fixed.v478 = (bit<32>)hdr.cnat.c478; \
+    hdr.fixed.v479 = (bit<32>)hdr.cnat.c479; \
+    hdr.fixed.v480 = (bit<32>)hdr.cnat.c480; \
+    hdr.fixed.v481 = (bit<32>)hdr.cnat.c481; \
+    hdr.fixed.v482 = (bit<32>)hdr.cnat.c482; \
+    hdr.fixed.v483 = (bit<32>)hdr.cnat.c483; \
+    hdr.fixed.v484 = (bit<32>)hdr.cnat.c484; \
+    hdr.fixed.v485 = (bit<32>)hdr.cnat.c485; \
+    hdr.fixed.v486 = (bit<32>)hdr.cnat.c486; \
+    hdr.fixed.v487 = (bit<32>)hdr.cnat.c487; \
+    hdr.fixed.v488 = (bit<32>)hdr.cnat.c488; \
+    hdr.fixed.v489 = (bit<32>)hdr.cnat.c489; \
+    hdr.fixed.v490 = (bit<32>)hdr.cnat.c490; \
+    hdr.fixed.v491 = (bit<32>)hdr.cnat.c491; \
+    hdr.fixed.v492 = (bit<32>)hdr.cnat.c492; \
+    hdr.fixed.v493 = (bit<32>)hdr.cnat.c493; \
+    hdr.fixed.v494 = (bit<32>)hdr.cnat.c494; \
+    hdr.fixed.v495 = (bit<32>)hdr.cnat.c495; \
+    hdr.fixed.v496 = (bit<32>)hdr.cnat.c496; \
+    hdr.fixed.v497 = (bit<32>)hdr.cnat.c497; \
+    hdr.fixed.v498 = (bit<32>)hdr.cnat.c498; \
+    hdr.fixed.v499 = (bit<32>)hdr.cnat.c499; \
+    hdr.fixed.v500 = (bit<32>)hdr.cnat.c500; \
+    hdr.fixed.v501 = (bit<32>)hdr.cnat.c501; \
+    hdr.fixed.v502 = (bit<32>)hdr.cnat.c502; \
+    hdr.fixed.v503 = (bit<32>)hdr.cnat.c503; \
+    hdr.fixed.v504 = (bit<32>)hdr.cnat.c504; \
+    hdr.fixed.v505 = (bit<32>)hdr.cnat.c505; \
+    hdr.fixed.v506 = (bit<32>)hdr.cnat.c506; \
+    hdr.fixed.v507 = (bit<32>)hdr.cnat.c507; \
+    hdr.fixed.v508 = (bit<32>)hdr.cnat.c508; \
+    hdr.fixed.v509 = (bit<32>)hdr.cnat.c509; \
+    hdr.fixed.v510 = (bit<32>)hdr.cnat.c510; \
+    hdr.fixed.v511 = (bit<32>)hdr.cnat.c511; \
+    hdr.fixed.v512 = (bit<32>)hdr.cnat.c512; \
+    hdr.fixed.v513 = (bit<32>)hdr.cnat.c513; \
+    hdr.fixed.v514 = (bit<32>)hdr.cnat.c514; \
+    hdr.fixed.v515 = (bit<32>)hdr.cnat.c515; \
+    hdr.fixed.v516 = (bit<32>)hdr.cnat.c516; \
+    hdr.fixed.v517 = (bit<32>)hdr.cnat.c517; \
+    hdr.fixed.v518 = (bit<32>)hdr.cnat.c518; \
+    hdr.fixed.v519 = (bit<32>)hdr.cnat.c519; \
+    hdr.fixed.v520 = (bit<32>)hdr.cnat.c520; \
+    hdr.fixed.v521 = (bit<32>)hdr.cnat.c521; \
+    hdr.fixed.v522 = (bit<32>)hdr.cnat.c522; \
+    hdr.fixed.v523 = (bit<32>)hdr.cnat.c523; \
+    hdr.fixed.v524 = (bit<32>)hdr.cnat.c524; \
+    hdr.fixed.v525 = (bit<32>)hdr.cnat.c525; \
+    hdr.fixed.v526 = (bit<32>)hdr.cnat.c526; \
+    hdr.fixed.v527 = (bit<32>)hdr.cnat.c527; \
+    hdr.fixed.v528 = (bit<32>)hdr.cnat.c528; \
+    hdr.fixed.v529 = (bit<32>)hdr.cnat.c529; \
+    hdr.fixed.v530 = (bit<32>)hdr.cnat.c530; \
+    hdr.fixed.v531 = (bit<32>)hdr.cnat.c531; \
+    hdr.fixed.v532 = (bit<32>)hdr.cnat.c532; \
+    hdr.fixed.v533 = (bit<32>)hdr.cnat.c533; \
+    hdr.fixed.v534 = (bit<32>)hdr.cnat.c534; \
+    hdr.fixed.v535 = (bit<32>)hdr.cnat.c535; \
+    hdr.fixed.v536 = (bit<32>)hdr.cnat.c536; \
+    hdr.fixed.v537 = (bit<32>)hdr.cnat.c537; \
+    hdr.fixed.v538 = (bit<32>)hdr.cnat.c538; \
+    hdr.fixed.v539 = (bit<32>)hdr.cnat.c539; \
+    hdr.fixed.v540 = (bit<32>)hdr.cnat.c540; \
+    hdr.fixed.v541 = (bit<32>)hdr.cnat.c541; \
+    hdr.fixed.v542 = (bit<32>)hdr.cnat.c542; \
+    hdr.fixed.v543 = (bit<32>)hdr.cnat.c543; \
+    hdr.fixed.v544 = (bit<32>)hdr.cnat.c544; \
+    hdr.fixed.v545 = (bit<32>)hdr.cnat.c545; \
+    hdr.fixed.v546 = (bit<32>)hdr.cnat.c546; \
+    hdr.fixed.v547 = (bit<32>)hdr.cnat.c547; \
+    hdr.fixed.v548 = (bit<32>)hdr.cnat.c548; \
+    hdr.fixed.v549 = (bit<32>)hdr.cnat.c549; \
+    hdr.fixed.v550 = (bit<32>)hdr.cnat.c550; \
+    hdr.fixed.v551 = (bit<32>)hdr.cnat.c551; \
+    hdr.fixed.v552 = (bit<32>)hdr.cnat.c552; \
+    hdr.fixed.v553 = (bit<32>)hdr.cnat.c553; \
+    hdr.fixed.v554 = (bit<32>)hdr.cnat.c554; \
+    hdr.fixed.v555 = (bit<32>)hdr.cnat.c555; \
+    hdr.fixed.v556 = (bit<32>)hdr.cnat.c556; \
+    hdr.fixed.v557 = (bit<32>)hdr.cnat.c557; \
+    hdr.fixed.v558 = (bit<32>)hdr.cnat.c558; \
+    hdr.fixed.v559 = (bit<32>)hdr.cnat.c559; \
+    hdr.fixed.v560 = (bit<32>)hdr.cnat.c560; \
+    hdr.fixed.v561 = (bit<32>)hdr.cnat.c561; \
+    hdr.fixed.v562 = (bit<32>)hdr.cnat.c562; \
+    hdr.fixed.v563 = (bit<32>)hdr.cnat.c563; \
+    hdr.fixed.v564 = (bit<32>)hdr.cnat.c564; \
+    hdr.fixed.v565 = (bit<32>)hdr.cnat.c565; \
+    hdr.fixed.v566 = (bit<32>)hdr.cnat.c566; \
+    hdr.fixed.v567 = (bit<32>)hdr.cnat.c567; \
+    hdr.fixed.v568 = (bit<32>)hdr.cnat.c568; \
+    hdr.fixed.v569 = (bit<32>)hdr.cnat.c569; \
+    hdr.fixed.v570 = (bit<32>)hdr.cnat.c570; \
+    hdr.fixed.v571 = (bit<32>)hdr.cnat.c571; \
+    hdr.fixed.v572 = (bit<32>)hdr.cnat.c572; \
+    hdr.fixed.v573 = (bit<32>)hdr.cnat.c573; \
+    hdr.fixed.v574 = (bit<32>)hdr.cnat.c574; \
+    hdr.fixed.v575 = (bit<32>)hdr.cnat.c575; \
+    hdr.fixed.v576 = (bit<32>)hdr.cnat.c576; \
+    hdr.fixed.v577 = (bit<32>)hdr.cnat.c577; \
+    hdr.fixed.v578 = (bit<32>)hdr.cnat.c578; \
+    hdr.fixed.v579 = (bit<32>)hdr.cnat.c579; \
+    hdr.fixed.v580 = (bit<32>)hdr.cnat.c580; \
+    hdr.fixed.v581 = (bit<32>)hdr.cnat.c581; \
+    hdr.fixed.v582 = (bit<32>)hdr.cnat.c582; \
+    hdr.fixed.v583 = (bit<32>)hdr.cnat.c583; \
+    hdr.fixed.v584 = (bit<32>)hdr.cnat.c584; \
+    hdr.fixed.v585 = (bit<32>)hdr.cnat.c585; \
+    hdr.fixed.v586 = (bit<32>)hdr.cnat.c586; \
+    hdr.fixed.v587 = (bit<32>)hdr.cnat.c587; \
+    hdr.fixed.v588 = (bit<32>)hdr.cnat.c588; \
+    hdr.fixed.v589 = (bit<32>)hdr.cnat.c589; \
+    hdr.fixed.v590 = (bit<32>)hdr.cnat.c590; \
+    hdr.fixed.v591 = (bit<32>)hdr.cnat.c591; \
+    hdr.fixed.v592 = (bit<32>)hdr.cnat.c592; \
+    hdr.fixed.v593 = (bit<32>)hdr.cnat.c593; \
+    hdr.fixed.v594 = (bit<32>)hdr.cnat.c594; \
+    hdr.fixed.v595 = (bit<32>)hdr.cnat.c595; \
+    hdr.fixed.v596 = (bit<32>)hdr.cnat.c596; \
+    hdr.fixed.v597 = (bit<32>)hdr.cnat.c597; \
+    hdr.fixed.v598 = (bit<32>)hdr.cnat.c598; \
+    hdr.fixed.v599 = (bit<32>)hdr.cnat.c599; \
+    hdr.fixed.v600 = (bit<32>)hdr.cnat.c600; \
+    hdr.fixed.v601 = (bit<32>)hdr.cnat.c601; \
+    hdr.fixed.v602 = (bit<32>)hdr.cnat.c602; \
+    hdr.fixed.v603 = (bit<32>)hdr.cnat.c603; \
+    hdr.fixed.v604 = (bit<32>)hdr.cnat.c604; \
+    hdr.fixed.v605 = (bit<32>)hdr.cnat.c605; \
+    hdr.fixed.v606 = (bit<32>)hdr.cnat.c606; \
+    hdr.fixed.v607 = (bit<32>)hdr.cnat.c607; \
+    hdr.fixed.v608 = (bit<32>)hdr.cnat.c608; \
+    hdr.fixed.v609 = (bit<32>)hdr.cnat.c609; \
+    hdr.fixed.v610 = (bit<32>)hdr.cnat.c610; \
+    hdr.fixed.v611 = (bit<32>)hdr.cnat.c611; \
+    hdr.fixed.v612 = (bit<32>)hdr.cnat.c612; \
+    hdr.fixed.v613 = (bit<32>)hdr.cnat.c613; \
+    hdr.fixed.v614 = (bit<32>)hdr.cnat.c614; \
+    hdr.fixed.v615 = (bit<32>)hdr.cnat.c615; \
+    hdr.fixed.v616 = (bit<32>)hdr.cnat.c616; \
+    hdr.fixed.v617 = (bit<32>)hdr.cnat.c617; \
+    hdr.fixed.v618 = (bit<32>)hdr.cnat.c618; \
+    hdr.fixed.v619 = (bit<32>)hdr.cnat.c619; \
+    hdr.fixed.v620 = (bit<32>)hdr.cnat.c620; \
+    hdr.fixed.v621 = (bit<32>)hdr.cnat.c621; \
+    hdr.fixed.v622 = (bit<32>)hdr.cnat.c622; \
+    hdr.fixed.v623 = (bit<32>)hdr.cnat.c623; \
+    hdr.fixed.v624 = (bit<32>)hdr.cnat.c624; \
+    hdr.fixed.v625 = (bit<32>)hdr.cnat.c625; \
+    hdr.fixed.v626 = (bit<32>)hdr.cnat.c626; \
+    hdr.fixed.v627 = (bit<32>)hdr.cnat.c627; \
+    hdr.fixed.v628 = (bit<32>)hdr.cnat.c628; \
+    hdr.fixed.v629 = (bit<32>)hdr.cnat.c629; \
+    hdr.fixed.v630 = (bit<32>)hdr.cnat.c630; \
+    hdr.fixed.v631 = (bit<32>)hdr.cnat.c631; \
+    hdr.fixed.v632 = (bit<32>)hdr.cnat.c632; \
+    hdr.fixed.v633 = (bit<32>)hdr.cnat.c633; \
+    hdr.fixed.v634 = (bit<32>)hdr.cnat.c634; \
+    hdr.fixed.v635 = (bit<32>)hdr.cnat.c635; \
+    hdr.fixed.v636 = (bit<32>)hdr.cnat.c636; \
+    hdr.fixed.v637 = (bit<32>)hdr.cnat.c637; \
+    hdr.fixed.v638 = (bit<32>)hdr.cnat.c638; \
+    hdr.fixed.v639 = (bit<32>)hdr.cnat.c639; \
+    hdr.fixed.v640 = (bit<32>)hdr.cnat.c640; \
+    hdr.fixed.v641 = (bit<32>)hdr.cnat.c641; \
+    hdr.fixed.v642 = (bit<32>)hdr.cnat.c642; \
+    hdr.fixed.v643 = (bit<32>)hdr.cnat.c643; \
+    hdr.fixed.v644 = (bit<32>)hdr.cnat.c644; \
+    hdr.fixed.v645 = (bit<32>)hdr.cnat.c645; \
+    hdr.fixed.v646 = (bit<32>)hdr.cnat.c646; \
+    hdr.fixed.v647 = (bit<32>)hdr.cnat.c647; \
+    hdr.fixed.v648 = (bit<32>)hdr.cnat.c648; \
+    hdr.fixed.v649 = (bit<32>)hdr.cnat.c649; \
+    hdr.fixed.v650 = (bit<32>)hdr.cnat.c650; \
+    hdr.fixed.v651 = (bit<32>)hdr.cnat.c651; \
+    hdr.fixed.v652 = (bit<32>)hdr.cnat.c652; \
+    hdr.fixed.v653 = (bit<32>)hdr.cnat.c653; \
+    hdr.fixed.v654 = (bit<32>)hdr.cnat.c654; \
+    hdr.fixed.v655 = (bit<32>)hdr.cnat.c655; \
+    hdr.fixed.v656 = (bit<32>)hdr.cnat.c656; \
+    hdr.fixed.v657 = (bit<32>)hdr.cnat.c657; \
+    hdr.fixed.v658 = (bit<32>)hdr.cnat.c658; \
+    hdr.fixed.v659 = (bit<32>)hdr.cnat.c659; \
+    hdr.fixed.v660 = (bit<32>)hdr.cnat.c660; \
+    hdr.fixed.v661 = (bit<32>)hdr.cnat.c661; \
+    hdr.fixed.v662 = (bit<32>)hdr.cnat.c662; \
+    hdr.fixed.v663 = (bit<32>)hdr.cnat.c663; \
+    hdr.fixed.v664 = (bit<32>)hdr.cnat.c664; \
+    hdr.fixed.v665 = (bit<32>)hdr.cnat.c665; \
+    hdr.fixed.v666 = (bit<32>)hdr.cnat.c666; \
+    hdr.fixed.v667 = (bit<32>)hdr.cnat.c667; \
+    hdr.fixed.v668 = (bit<32>)hdr.cnat.c668; \
+    hdr.fixed.v669 = (bit<32>)hdr.cnat.c669; \
+    hdr.fixed.v670 = (bit<32>)hdr.cnat.c670; \
+    hdr.fixed.v671 = (bit<32>)hdr.cnat.c671; \
+    hdr.fixed.v672 = (bit<32>)hdr.cnat.c672; \
+    hdr.fixed.v673 = (bit<32>)hdr.cnat.c673; \
+    hdr.fixed.v674 = (bit<32>)hdr.cnat.c674; \
+    hdr.fixed.v675 = (bit<32>)hdr.cnat.c675; \
+    hdr.fixed.v676 = (bit<32>)hdr.cnat.c676; \
+    hdr.fixed.v677 = (bit<32>)hdr.cnat.c677; \
+    hdr.fixed.v678 = (bit<32>)hdr.cnat.c678; \
+    hdr.fixed.v679 = (bit<32>)hdr.cnat.c679; \
+    hdr.fixed.v680 = (bit<32>)hdr.cnat.c680; \
+    hdr.fixed.v681 = (bit<32>)hdr.cnat.c681; \
+    hdr.fixed.v682 = (bit<32>)hdr.cnat.c682; \
+    hdr.fixed.v683 = (bit<32>)hdr.cnat.c683; \
+    hdr.fixed.v684 = (bit<32>)hdr.cnat.c684; \
+    hdr.fixed.v685 = (bit<32>)hdr.cnat.c685; \
+    hdr.fixed.v686 = (bit<32>)hdr.cnat.c686; \
+    hdr.fixed.v687 = (bit<32>)hdr.cnat.c687; \
+    hdr.fixed.v688 = (bit<32>)hdr.cnat.c688; \
+    hdr.fixed.v689 = (bit<32>)hdr.cnat.c689; \
+    hdr.fixed.v690 = (bit<32>)hdr.cnat.c690; \
+    hdr.fixed.v691 = (bit<32>)hdr.cnat.c691; \
+    hdr.fixed.v692 = (bit<32>)hdr.cnat.c692; \
+    hdr.fixed.v693 = (bit<32>)hdr.cnat.c693; \
+    hdr.fixed.v694 = (bit<32>)hdr.cnat.c694; \
+    hdr.fixed.v695 = (bit<32>)hdr.cnat.c695; \
+    hdr.fixed.v696 = (bit<32>)hdr.cnat.c696; \
+    hdr.fixed.v697 = (bit<32>)hdr.cnat.c697; \
+    hdr.fixed.v698 = (bit<32>)hdr.cnat.c698; \
+    hdr.fixed.v699 = (bit<32>)hdr.cnat.c699; \
+    hdr.fixed.v700 = (bit<32>)hdr.cnat.c700; \
+    hdr.fixed.v701 = (bit<32>)hdr.cnat.c701; \
+    hdr.fixed.v702 = (bit<32>)hdr.cnat.c702; \
+    hdr.fixed.v703 = (bit<32>)hdr.cnat.c703; \
+    hdr.fixed.v704 = (bit<32>)hdr.cnat.c704; \
+    hdr.fixed.v705 = (bit<32>)hdr.cnat.c705; \
+    hdr.fixed.v706 = (bit<32>)hdr.cnat.c706; \
+    hdr.fixed.v707 = (bit<32>)hdr.cnat.c707; \
+    hdr.fixed.v708 = (bit<32>)hdr.cnat.c708; \
+    hdr.fixed.v709 = (bit<32>)hdr.cnat.c709; \
+    hdr.fixed.v710 = (bit<32>)hdr.cnat.c710; \
+    hdr.fixed.v711 = (bit<32>)hdr.cnat.c711; \
+    hdr.fixed.v712 = (bit<32>)hdr.cnat.c712; \
+    hdr.fixed.v713 = (bit<32>)hdr.cnat.c713; \
+    hdr.fixed.v714 = (bit<32>)hdr.cnat.c714; \
+    hdr.fixed.v715 = (bit<32>)hdr.cnat.c715; \
+    hdr.fixed.v716 = (bit<32>)hdr.cnat.c716; \
+    hdr.fixed.v717 = (bit<32>)hdr.cnat.c717; \
+    hdr.fixed.v718 = (bit<32>)hdr.cnat.c718; \
+    hdr.fixed.v719 = (bit<32>)hdr.cnat.c719; \
+    hdr.fixed.v720 = (bit<32>)hdr.cnat.c720; \
+    hdr.fixed.v721 = (bit<32>)hdr.cnat.c721; \
+    hdr.fixed.v722 = (bit<32>)hdr.cnat.c722; \
+    hdr.fixed.v723 = (bit<32>)hdr.cnat.c723; \
+    hdr.fixed.v724 = (bit<32>)hdr.cnat.c724; \
+    hdr.fixed.v725 = (bit<32>)hdr.cnat.c725; \
+    hdr.fixed.v726 = (bit<32>)hdr.cnat.c726; \
+    hdr.fixed.v727 = (bit<32>)hdr.cnat.c727; \
+    hdr.fixed.v728 = (bit<32>)hdr.cnat.c728; \
+    hdr.fixed.v729 = (bit<32>)hdr.cnat.c729; \
+    hdr.fixed.v730 = (bit<32>)hdr.cnat.c730; \
+    hdr.fixed.v731 = (bit<32>)hdr.cnat.c731; \
+    hdr.fixed.v732 = (bit<32>)hdr.cnat.c732; \
+    hdr.fixed.v733 = (bit<32>)hdr.cnat.c733; \
+    hdr.fixed.v734 = (bit<32>)hdr.cnat.c734; \
+    hdr.fixed.v735 = (bit<32>)hdr.cnat.c735; \
+    hdr.fixed.v736 = (bit<32>)hdr.cnat.c736; \
+    hdr.fixed.v737 = (bit<32>)hdr.cnat.c737; \
+    hdr.fixed.v738 = (bit<32>)hdr.cnat.c738; \
+    hdr.fixed.v739 = (bit<32>)hdr.cnat.c739; \
+    hdr.fixed.v740 = (bit<32>)hdr.cnat.c740; \
+    hdr.fixed.v741 = (bit<32>)hdr.cnat.c741; \
+    hdr.fixed.v742 = (bit<32>)hdr.cnat.c742; \
+    hdr.fixed.v743 = (bit<32>)hdr.cnat.c743; \
+    hdr.fixed.v744 = (bit<32>)hdr.cnat.c744; \
+    hdr.fixed.v745 = (bit<32>)hdr.cnat.c745; \
+    hdr.fixed.v746 = (bit<32>)hdr.cnat.c746; \
+    hdr.fixed.v747 = (bit<32>)hdr.cnat.c747; \
+    hdr.fixed.v748 = (bit<32>)hdr.cnat.c748; \
+    hdr.fixed.v749 = (bit<32>)hdr.cnat.c749; \
+    hdr.fixed.v750 = (bit<32>)hdr.cnat.c750; \
+    hdr.fixed.v751 = (bit<32>)hdr.cnat.c751; \
+    hdr.fixed.v752 = (bit<32>)hdr.cnat.c752; \
+    hdr.fixed.v753 = (bit<32>)hdr.cnat.c753; \
+    hdr.fixed.v754 = (bit<32>)hdr.cnat.c754; \
+    hdr.fixed.v755 = (bit<32>)hdr.cnat.c755; \
+    hdr.fixed.v756 = (bit<32>)hdr.cnat.c756; \
+    hdr.fixed.v757 = (bit<32>)hdr.cnat.c757; \
+    hdr.fixed.v758 = (bit<32>)hdr.cnat.c758; \
+    hdr.fixed.v759 = (bit<32>)hdr.cnat.c759; \
+    hdr.fixed.v760 = (bit<32>)hdr.cnat.c760; \
+    hdr.fixed.v761 = (bit<32>)hdr.cnat.c761; \
+    hdr.fixed.v762 = (bit<32>)hdr.cnat.c762; \
+    hdr.fixed.v763 = (bit<32>)hdr.cnat.c763; \
+    hdr.fixed.v764 = (bit<32>)hdr.cnat.c764; \
+    hdr.fixed.v765 = (bit<32>)hdr.cnat.c765; \
+    hdr.fixed.v766 = (bit<32>)hdr.cnat.c766; \
+    hdr.fixed.v767 = (bit<32>)hdr.cnat.c767; \
+    hdr.fixed.v768 = (bit<32>)hdr.cnat.c768; \
+    hdr.fixed.v769 = (bit<32>)hdr.cnat.c769; \
+    hdr.fixed.v770 = (bit<32>)hdr.cnat.c770; \
+    hdr.fixed.v771 = (bit<32>)hdr.cnat.c771; \
+    hdr.fixed.v772 = (bit<32>)hdr.cnat.c772; \
+    hdr.fixed.v773 = (bit<32>)hdr.cnat.c773; \
+    hdr.fixed.v774 = (bit<32>)hdr.cnat.c774; \
+    hdr.fixed.v775 = (bit<32>)hdr.cnat.c775; \
+    hdr.fixed.v776 = (bit<32>)hdr.cnat.c776; \
+    hdr.fixed.v777 = (bit<32>)hdr.cnat.c777; \
+    hdr.fixed.v778 = (bit<32>)hdr.cnat.c778; \
+    hdr.fixed.v779 = (bit<32>)hdr.cnat.c779; \
+    hdr.fixed.v780 = (bit<32>)hdr.cnat.c780; \
+    hdr.fixed.v781 = (bit<32>)hdr.cnat.c781; \
+    hdr.fixed.v782 = (bit<32>)hdr.cnat.c782; \
+    hdr.fixed.v783 = (bit<32>)hdr.cnat.c783; \
+    hdr.fixed.v784 = (bit<32>)hdr.cnat.c784; \
+    hdr.fixed.v785 = (bit<32>)hdr.cnat.c785; \
+    hdr.fixed.v786 = (bit<32>)hdr.cnat.c786; \
+    hdr.fixed.v787 = (bit<32>)hdr.cnat.c787; \
+    hdr.fixed.v788 = (bit<32>)hdr.cnat.c788; \
+    hdr.fixed.v789 = (bit<32>)hdr.cnat.c789; \
+    hdr.fixed.v790 = (bit<32>)hdr.cnat.c790; \
+    hdr.fixed.v791 = (bit<32>)hdr.cnat.c791; \
+    hdr.fixed.v792 = (bit<32>)hdr.cnat.c792; \
+    hdr.fixed.v793 = (bit<32>)hdr.cnat.c793; \
+    hdr.fixed.v794 = (bit<32>)hdr.cnat.c794; \
+    hdr.fixed.v795 = (bit<32>)hdr.cnat.c795; \
+    hdr.fixed.v796 = (bit<32>)hdr.cnat.c796; \
+    hdr.fixed.v797 = (bit<32>)hdr.cnat.c797; \
+    hdr.fixed.v798 = (bit<32>)hdr.cnat.c798; \
+    hdr.fixed.v799 = (bit<32>)hdr.cnat.c799; \
+    hdr.fixed.v800 = (bit<32>)hdr.cnat.c800; \
+    hdr.fixed.v801 = (bit<32>)hdr.cnat.c801; \
+    hdr.fixed.v802 = (bit<32>)hdr.cnat.c802; \
+    hdr.fixed.v803 = (bit<32>)hdr.cnat.c803; \
+    hdr.fixed.v804 = (bit<32>)hdr.cnat.c804; \
+    hdr.fixed.v805 = (bit<32>)hdr.cnat.c805; \
+    hdr.fixed.v806 = (bit<32>)hdr.cnat.c806; \
+    hdr.fixed.v807 = (bit<32>)hdr.cnat.c807; \
+    hdr.fixed.v808 = (bit<32>)hdr.cnat.c808; \
+    hdr.fixed.v809 = (bit<32>)hdr.cnat.c809; \
+    hdr.fixed.v810 = (bit<32>)hdr.cnat.c810; \
+    hdr.fixed.v811 = (bit<32>)hdr.cnat.c811; \
+    hdr.fixed.v812 = (bit<32>)hdr.cnat.c812; \
+    hdr.fixed.v813 = (bit<32>)hdr.cnat.c813; \
+    hdr.fixed.v814 = (bit<32>)hdr.cnat.c814; \
+    hdr.fixed.v815 = (bit<32>)hdr.cnat.c815; \
+    hdr.fixed.v816 = (bit<32>)hdr.cnat.c816; \
+    hdr.fixed.v817 = (bit<32>)hdr.cnat.c817; \
+    hdr.fixed.v818 = (bit<32>)hdr.cnat.c818; \
+    hdr.fixed.v819 = (bit<32>)hdr.cnat.c819; \
+    hdr.fixed.v820 = (bit<32>)hdr.cnat.c820; \
+    hdr.fixed.v821 = (bit<32>)hdr.cnat.c821; \
+    hdr.fixed.v822 = (bit<32>)hdr.cnat.c822; \
+    hdr.fixed.v823 = (bit<32>)hdr.cnat.c823; \
+    hdr.fixed.v824 = (bit<32>)hdr.cnat.c824; \
+    hdr.fixed.v825 = (bit<32>)hdr.cnat.c825; \
+    hdr.fixed.v826 = (bit<32>)hdr.cnat.c826; \
+    hdr.fixed.v827 = (bit<32>)hdr.cnat.c827; \
+    hdr.fixed.v828 = (bit<32>)hdr.cnat.c828; \
+    hdr.fixed.v829 = (bit<32>)hdr.cnat.c829; \
+    hdr.fixed.v830 = (bit<32>)hdr.cnat.c830; \
+    hdr.fixed.v831 = (bit<32>)hdr.cnat.c831; \
+    hdr.fixed.v832 = (bit<32>)hdr.cnat.c832; \
+    hdr.fixed.v833 = (bit<32>)hdr.cnat.c833; \
+    hdr.fixed.v834 = (bit<32>)hdr.cnat.c834; \
+    hdr.fixed.v835 = (bit<32>)hdr.cnat.c835; \
+    hdr.fixed.v836 = (bit<32>)hdr.cnat.c836; \
+    hdr.fixed.v837 = (bit<32>)hdr.cnat.c837; \
+    hdr.fixed.v838 = (bit<32>)hdr.cnat.c838; \
+    hdr.fixed.v839 = (bit<32>)hdr.cnat.c839; \
+    hdr.fixed.v840 = (bit<32>)hdr.cnat.c840; \
+    hdr.fixed.v841 = (bit<32>)hdr.cnat.c841; \
+    hdr.fixed.v842 = (bit<32>)hdr.cnat.c842; \
+    hdr.fixed.v843 = (bit<32>)hdr.cnat.c843; \
+    hdr.fixed.v844 = (bit<32>)hdr.cnat.c844; \
+    hdr.fixed.v845 = (bit<32>)hdr.cnat.c845; \
+    hdr.fixed.v846 = (bit<32>)hdr.cnat.c846; \
+    hdr.fixed.v847 = (bit<32>)hdr.cnat.c847; \
+    hdr.fixed.v848 = (bit<32>)hdr.cnat.c848; \
+    hdr.fixed.v849 = (bit<32>)hdr.cnat.c849; \
+    hdr.fixed.v850 = (bit<32>)hdr.cnat.c850; \
+    hdr.fixed.v851 = (bit<32>)hdr.cnat.c851; \
+    hdr.fixed.v852 = (bit<32>)hdr.cnat.c852; \
+    hdr.fixed.v853 = (bit<32>)hdr.cnat.c853; \
+    hdr.fixed.v854 = (bit<32>)hdr.cnat.c854; \
+    hdr.fixed.v855 = (bit<32>)hdr.cnat.c855; \
+    hdr.fixed.v856 = (bit<32>)hdr.cnat.c856; \
+    hdr.fixed.v857 = (bit<32>)hdr.cnat.c857; \
+    hdr.fixed.v858 = (bit<32>)hdr.cnat.c858; \
+    hdr.fixed.v859 = (bit<32>)hdr.cnat.c859; \
+    hdr.fixed.v860 = (bit<32>)hdr.cnat.c860; \
+    hdr.fixed.v861 = (bit<32>)hdr.cnat.c861; \
+    hdr.fixed.v862 = (bit<32>)hdr.cnat.c862; \
+    hdr.fixed.v863 = (bit<32>)hdr.cnat.c863; \
+    hdr.fixed.v864 = (bit<32>)hdr.cnat.c864; \
+    hdr.fixed.v865 = (bit<32>)hdr.cnat.c865; \
+    hdr.fixed.v866 = (bit<32>)hdr.cnat.c866; \
+    hdr.fixed.v867 = (bit<32>)hdr.cnat.c867; \
+    hdr.fixed.v868 = (bit<32>)hdr.cnat.c868; \
+    hdr.fixed.v869 = (bit<32>)hdr.cnat.c869; \
+    hdr.fixed.v870 = (bit<32>)hdr.cnat.c870; \
+    hdr.fixed.v871 = (bit<32>)hdr.cnat.c871; \
+    hdr.fixed.v872 = (bit<32>)hdr.cnat.c872; \
+    hdr.fixed.v873 = (bit<32>)hdr.cnat.c873; \
+    hdr.fixed.v874 = (bit<32>)hdr.cnat.c874; \
+    hdr.fixed.v875 = (bit<32>)hdr.cnat.c875; \
+    hdr.fixed.v876 = (bit<32>)hdr.cnat.c876; \
+    hdr.fixed.v877 = (bit<32>)hdr.cnat.c877; \
+    hdr.fixed.v878 = (bit<32>)hdr.cnat.c878; \
+    hdr.fixed.v879 = (bit<32>)hdr.cnat.c879; \
+    hdr.fixed.v880 = (bit<32>)hdr.cnat.c880; \
+    hdr.fixed.v881 = (bit<32>)hdr.cnat.c881; \
+    hdr.fixed.v882 = (bit<32>)hdr.cnat.c882; \
+    hdr.fixed.v883 = (bit<32>)hdr.cnat.c883; \
+    hdr.fixed.v884 = (bit<32>)hdr.cnat.c884; \
+    hdr.fixed.v885 = (bit<32>)hdr.cnat.c885; \
+    hdr.fixed.v886 = (bit<32>)hdr.cnat.c886; \
+    hdr.fixed.v887 = (bit<32>)hdr.cnat.c887; \
+    hdr.fixed.v888 = (bit<32>)hdr.cnat.c888; \
+    hdr.fixed.v889 = (bit<32>)hdr.cnat.c889; \
+    hdr.fixed.v890 = (bit<32>)hdr.cnat.c890; \
+    hdr.fixed.v891 = (bit<32>)hdr.cnat.c891; \
+    hdr.fixed.v892 = (bit<32>)hdr.cnat.c892; \
+    hdr.fixed.v893 = (bit<32>)hdr.cnat.c893; \
+    hdr.fixed.v894 = (bit<32>)hdr.cnat.c894; \
+    hdr.fixed.v895 = (bit<32>)hdr.cnat.c895; \
+    hdr.fixed.v896 = (bit<32>)hdr.cnat.c896; \
+    hdr.fixed.v897 = (bit<32>)hdr.cnat.c897; \
+    hdr.fixed.v898 = (bit<32>)hdr.cnat.c898; \
+    hdr.fixed.v899 = (bit<32>)hdr.cnat.c899; \
+    hdr.fixed.v900 = (bit<32>)hdr.cnat.c900; \
+    hdr.fixed.v901 = (bit<32>)hdr.cnat.c901; \
+    hdr.fixed.v902 = (bit<32>)hdr.cnat.c902; \
+    hdr.fixed.v903 = (bit<32>)hdr.cnat.c903; \
+    hdr.fixed.v904 = (bit<32>)hdr.cnat.c904; \
+    hdr.fixed.v905 = (bit<32>)hdr.cnat.c905; \
+    hdr.fixed.v906 = (bit<32>)hdr.cnat.c906; \
+    hdr.fixed.v907 = (bit<32>)hdr.cnat.c907; \
+    hdr.fixed.v908 = (bit<32>)hdr.cnat.c908; \
+    hdr.fixed.v909 = (bit<32>)hdr.cnat.c909; \
+    hdr.fixed.v910 = (bit<32>)hdr.cnat.c910; \
+    hdr.fixed.v911 = (bit<32>)hdr.cnat.c911; \
+    hdr.fixed.v912 = (bit<32>)hdr.cnat.c912; \
+    hdr.fixed.v913 = (bit<32>)hdr.cnat.c913; \
+    hdr.fixed.v914 = (bit<32>)hdr.cnat.c914; \
+    hdr.fixed.v915 = (bit<32>)hdr.cnat.c915; \
+    hdr.fixed.v916 = (bit<32>)hdr.cnat.c916; \
+    hdr.fixed.v917 = (bit<32>)hdr.cnat.c917; \
+    hdr.fixed.v918 = (bit<32>)hdr.cnat.c918; \
+    hdr.fixed.v919 = (bit<32>)hdr.cnat.c919; \
+    hdr.fixed.v920 = (bit<32>)hdr.cnat.c920; \
+    hdr.fixed.v921 = (bit<32>)hdr.cnat.c921; \
+    hdr.fixed.v922 = (bit<32>)hdr.cnat.c922; \
+    hdr.fixed.v923 = (bit<32>)hdr.cnat.c923; \
+    hdr.fixed.v924 = (bit<32>)hdr.cnat.c924; \
+    hdr.fixed.v925 = (bit<32>)hdr.cnat.c925; \
+    hdr.fixed.v926 = (bit<32>)hdr.cnat.c926; \
+    hdr.fixed.v927 = (bit<32>)hdr.cnat.c927; \
+    hdr.fixed.v928 = (bit<32>)hdr.cnat.c928; \
+    hdr.fixed.v929 = (bit<32>)hdr.cnat.c929; \
+    hdr.fixed.v930 = (bit<32>)hdr.cnat.c930; \
+    hdr.fixed.v931 = (bit<32>)hdr.cnat.c931; \
+    hdr.fixed.v932 = (bit<32>)hdr.cnat.c932; \
+    hdr.fixed.v933 = (bit<32>)hdr.cnat.c933; \
+    hdr.fixed.v934 = (bit<32>)hdr.cnat.c934; \
+    hdr.fixed.v935 = (bit<32>)hdr.cnat.c935; \
+    hdr.fixed.v936 = (bit<32>)hdr.cnat.c936; \
+    hdr.fixed.v937 = (bit<32>)hdr.cnat.c937; \
+    hdr.fixed.v938 = (bit<32>)hdr.cnat.c938; \
+    hdr.fixed.v939 = (bit<32>)hdr.cnat.c939; \
+    hdr.fixed.v940 = (bit<32>)hdr.cnat.c940; \
+    hdr.fixed.v941 = (bit<32>)hdr.cnat.c941; \
+    hdr.fixed.v942 = (bit<32>)hdr.cnat.c942; \
+    hdr.fixed.v943 = (bit<32>)hdr.cnat.c943; \
+    hdr.fixed.v944 = (bit<32>)hdr.cnat.c944; \
+    hdr.fixed.v945 = (bit<32>)hdr.cnat.c945; \
+    hdr.fixed.v946 = (bit<32>)hdr.cnat.c946; \
+    hdr.fixed.v947 = (bit<32>)hdr.cnat.c947; \
+    hdr.fixed.v948 = (bit<32>)hdr.cnat.c948; \
+    hdr.fixed.v949 = (bit<32>)hdr.cnat.c949; \
+    hdr.fixed.v950 = (bit<32>)hdr.cnat.c950; \
+    hdr.fixed.v951 = (bit<32>)hdr.cnat.c951; \
+    hdr.fixed.v952 = (bit<32>)hdr.cnat.c952; \
+    hdr.fixed.v953 = (bit<32>)hdr.cnat.c953; \
+    hdr.fixed.v954 = (bit<32>)hdr.cnat.c954; \
+    hdr.fixed.v955 = (bit<32>)hdr.cnat.c955; \
+    hdr.fixed.v956 = (bit<32>)hdr.cnat.c956; \
+    hdr.fixed.v957 = (bit<32>)hdr.cnat.c957; \
+    hdr.fixed.v958 = (bit<32>)hdr.cnat.c958; \
+    hdr.fixed.v959 = (bit<32>)hdr.cnat.c959; \
+    hdr.fixed.v960 = (bit<32>)hdr.cnat.c960; \
+    hdr.fixed.v961 = (bit<32>)hdr.cnat.c961; \
+    hdr.fixed.v962 = (bit<32>)hdr.cnat.c962; \
+    hdr.fixed.v963 = (bit<32>)hdr.cnat.c963; \
+    hdr.fixed.v964 = (bit<32>)hdr.cnat.c964; \
+    hdr.fixed.v965 = (bit<32>)hdr.cnat.c965; \
+    hdr.fixed.v966 = (bit<32>)hdr.cnat.c966; \
+    hdr.fixed.v967 = (bit<32>)hdr.cnat.c967; \
+    hdr.fixed.v968 = (bit<32>)hdr.cnat.c968; \
+    hdr.fixed.v969 = (bit<32>)hdr.cnat.c969; \
+    hdr.fixed.v970 = (bit<32>)hdr.cnat.c970; \
+    hdr.fixed.v971 = (bit<32>)hdr.cnat.c971; \
+    hdr.fixed.v972 = (bit<32>)hdr.cnat.c972; \
+    hdr.fixed.v973 = (bit<32>)hdr.cnat.c973; \
+    hdr.fixed.v974 = (bit<32>)hdr.cnat.c974; \
+    hdr.fixed.v975 = (bit<32>)hdr.cnat.c975; \
+    hdr.fixed.v976 = (bit<32>)hdr.cnat.c976; \
+    hdr.fixed.v977 = (bit<32>)hdr.cnat.c977; \
+    hdr.fixed.v978 = (bit<32>)hdr.cnat.c978; \
+    hdr.fixed.v979 = (bit<32>)hdr.cnat.c979; \
+    hdr.fixed.v980 = (bit<32>)hdr.cnat.c980; \
+    hdr.fixed.v981 = (bit<32>)hdr.cnat.c981; \
+    hdr.fixed.v982 = (bit<32>)hdr.cnat.c982; \
+    hdr.fixed.v983 = (bit<32>)hdr.cnat.c983; \
+    hdr.fixed.v984 = (bit<32>)hdr.cnat.c984; \
+    hdr.fixed.v985 = (bit<32>)hdr.cnat.c985; \
+    hdr.fixed.v986 = (bit<32>)hdr.cnat.c986; \
+    hdr.fixed.v987 = (bit<32>)hdr.cnat.c987; \
+    hdr.fixed.v988 = (bit<32>)hdr.cnat.c988; \
+    hdr.fixed.v989 = (bit<32>)hdr.cnat.c989; \
+    hdr.fixed.v990 = (bit<32>)hdr.cnat.c990; \
+    hdr.fixed.v991 = (bit<32>)hdr.cnat.c991; \
+    hdr.fixed.v992 = (bit<32>)hdr.cnat.c992; \
+    hdr.fixed.v993 = (bit<32>)hdr.cnat.c993; \
+    hdr.fixed.v994 = (bit<32>)hdr.cnat.c994; \
+    hdr.fixed.v995 = (bit<32>)hdr.cnat.c995; \
+    hdr.fixed.v996 = (bit<32>)hdr.cnat.c996; \
+    hdr.fixed.v997 = (bit<32>)hdr.cnat.c997; \
+    hdr.fixed.v998 = (bit<32>)hdr.cnat.c998; \
+    hdr.fixed.v999 = (bit<32>)hdr.cnat.c999; \
+    hdr.fixed.v1000 = (bit<32>)hdr.cnat.c1000; \
+    hdr.fixed.v1001 = (bit<32>)hdr.cnat.c1001; \
+    hdr.fixed.v1002 = (bit<32>)hdr.cnat.c1002; \
+    hdr.fixed.v1003 = (bit<32>)hdr.cnat.c1003; \
+    hdr.fixed.v1004 = (bit<32>)hdr.cnat.c1004; \
+    hdr.fixed.v1005 = (bit<32>)hdr.cnat.c1005; \
+    hdr.fixed.v1006 = (bit<32>)hdr.cnat.c1006; \
+    hdr.fixed.v1007 = (bit<32>)hdr.cnat.c1007; \
+    hdr.fixed.v1008 = (bit<32>)hdr.cnat.c1008; \
+    hdr.fixed.v1009 = (bit<32>)hdr.cnat.c1009; \
+    hdr.fixed.v1010 = (bit<32>)hdr.cnat.c1010; \
+    hdr.fixed.v1011 = (bit<32>)hdr.cnat.c1011; \
+    hdr.fixed.v1012 = (bit<32>)hdr.cnat.c1012; \
+    hdr.fixed.v1013 = (bit<32>)hdr.cnat.c1013; \
+    hdr.fixed.v1014 = (bit<32>)hdr.cnat.c1014; \
+    hdr.fixed.v1015 = (bit<32>)hdr.cnat.c1015; \
+    hdr.fixed.v1016 = (bit<32>)hdr.cnat.c1016; \
+    hdr.fixed.v1017 = (bit<32>)hdr.cnat.c1017; \
+    hdr.fixed.v1018 = (bit<32>)hdr.cnat.c1018; \
+    hdr.fixed.v1019 = (bit<32>)hdr.cnat.c1019; \
+    hdr.fixed.v1020 = (bit<32>)hdr.cnat.c1020; \
+    hdr.fixed.v1021 = (bit<32>)hdr.cnat.c1021; \
+    hdr.fixed.v1022 = (bit<32>)hdr.cnat.c1022; \
+    hdr.fixed.v1023 = (bit<32>)hdr.cnat.c1023; \
+    hdr.fixed.v1024 = (bit<32>)hdr.cnat.c1024; \
+    hdr.fixed.v1025 = (bit<32>)hdr.cnat.c1025; \
+    hdr.fixed.v1026 = (bit<32>)hdr.cnat.c1026; \
+    hdr.fixed.v1027 = (bit<32>)hdr.cnat.c1027; \
+    hdr.fixed.v1028 = (bit<32>)hdr.cnat.c1028; \
+    hdr.fixed.v1029 = (bit<32>)hdr.cnat.c1029; \
+    hdr.fixed.v1030 = (bit<32>)hdr.cnat.c1030; \
+    hdr.fixed.v1031 = (bit<32>)hdr.cnat.c1031; \
+    hdr.fixed.v1032 = (bit<32>)hdr.cnat.c1032; \
+    hdr.fixed.v1033 = (bit<32>)hdr.cnat.c1033; \
+    hdr.fixed.v1034 = (bit<32>)hdr.cnat.c1034; \
+    hdr.fixed.v1035 = (bit<32>)hdr.cnat.c1035; \
+    hdr.fixed.v1036 = (bit<32>)hdr.cnat.c1036; \
+    hdr.fixed.v1037 = (bit<32>)hdr.cnat.c1037; \
+    hdr.fixed.v1038 = (bit<32>)hdr.cnat.c1038; \
+    hdr.fixed.v1039 = (bit<32>)hdr.cnat.c1039; \
+    hdr.fixed.v1040 = (bit<32>)hdr.cnat.c1040; \
+    hdr.fixed.v1041 = (bit<32>)hdr.cnat.c1041; \
+    hdr.fixed.v1042 = (bit<32>)hdr.cnat.c1042; \
+    hdr.fixed.v1043 = (bit<32>)hdr.cnat.c1043; \
+    hdr.fixed.v1044 = (bit<32>)hdr.cnat.c1044; \
+    hdr.fixed.v1045 = (bit<32>)hdr.cnat.c1045; \
+    hdr.fixed.v1046 = (bit<32>)hdr.cnat.c1046; \
+    hdr.fixed.v1047 = (bit<32>)hdr.cnat.c1047; \
+    hdr.fixed.v1048 = (bit<32>)hdr.cnat.c1048; \
+    hdr.fixed.v1049 = (bit<32>)hdr.cnat.c1049; \
+    hdr.fixed.v1050 = (bit<32>)hdr.cnat.c1050; \
+    hdr.fixed.v1051 = (bit<32>)hdr.cnat.c1051; \
+    hdr.fixed.v1052 = (bit<32>)hdr.cnat.c1052; \
+    hdr.fixed.v1053 = (bit<32>)hdr.cnat.c1053; \
+    hdr.fixed.v1054 = (bit<32>)hdr.cnat.c1054; \
+    hdr.fixed.v1055 = (bit<32>)hdr.cnat.c1055; \
+    hdr.fixed.v1056 = (bit<32>)hdr.cnat.c1056; \
+    hdr.fixed.v1057 = (bit<32>)hdr.cnat.c1057; \
+    hdr.fixed.v1058 = (bit<32>)hdr.cnat.c1058; \
+    hdr.fixed.v1059 = (bit<32>)hdr.cnat.c1059; \
+    hdr.fixed.v1060 = (bit<32>)hdr.cnat.c1060; \
+    hdr.fixed.v1061 = (bit<32>)hdr.cnat.c1061; \
+    hdr.fixed.v1062 = (bit<32>)hdr.cnat.c1062; \
+    hdr.fixed.v1063 = (bit<32>)hdr.cnat.c1063; \
+    hdr.fixed.v1064 = (bit<32>)hdr.cnat.c1064; \
+    hdr.fixed.v1065 = (bit<32>)hdr.cnat.c1065; \
+    hdr.fixed.v1066 = (bit<32>)hdr.cnat.c1066; \
+    hdr.fixed.v1067 = (bit<32>)hdr.cnat.c1067; \
+    hdr.fixed.v1068 = (bit<32>)hdr.cnat.c1068; \
+    hdr.fixed.v1069 = (bit<32>)hdr.cnat.c1069; \
+    hdr.fixed.v1070 = (bit<32>)hdr.cnat.c1070; \
+    hdr.fixed.v1071 = (bit<32>)hdr.cnat.c1071; \
+    hdr.fixed.v1072 = (bit<32>)hdr.cnat.c1072; \
+    hdr.fixed.v1073 = (bit<32>)hdr.cnat.c1073; \
+    hdr.fixed.v1074 = (bit<32>)hdr.cnat.c1074; \
+    hdr.fixed.v1075 = (bit<32>)hdr.cnat.c1075; \
+    hdr.fixed.v1076 = (bit<32>)hdr.cnat.c1076; \
+    hdr.fixed.v1077 = (bit<32>)hdr.cnat.c1077; \
+    hdr.fixed.v1078 = (bit<32>)hdr.cnat.c1078; \
+    hdr.fixed.v1079 = (bit<32>)hdr.cnat.c1079; \
+    hdr.fixed.v1080 = (bit<32>)hdr.cnat.c1080; \
+    hdr.fixed.v1081 = (bit<32>)hdr.cnat.c1081; \
+    hdr.fixed.v1082 = (bit<32>)hdr.cnat.c1082; \
+    hdr.fixed.v1083 = (bit<32>)hdr.cnat.c1083; \
+    hdr.fixed.v1084 = (bit<32>)hdr.cnat.c1084; \
+    hdr.fixed.v1085 = (bit<32>)hdr.cnat.c1085; \
+    hdr.fixed.v1086 = (bit<32>)hdr.cnat.c1086; \
+    hdr.fixed.v1087 = (bit<32>)hdr.cnat.c1087; \
+    hdr.fixed.v1088 = (bit<32>)hdr.cnat.c1088; \
+    hdr.fixed.v1089 = (bit<32>)hdr.cnat.c1089; \
+    hdr.fixed.v1090 = (bit<32>)hdr.cnat.c1090; \
+    hdr.fixed.v1091 = (bit<32>)hdr.cnat.c1091; \
+    hdr.fixed.v1092 = (bit<32>)hdr.cnat.c1092; \
+    hdr.fixed.v1093 = (bit<32>)hdr.cnat.c1093; \
+    hdr.fixed.v1094 = (bit<32>)hdr.cnat.c1094; \
+    hdr.fixed.v1095 = (bit<32>)hdr.cnat.c1095; \
+    hdr.fixed.v1096 = (bit<32>)hdr.cnat.c1096; \
+    hdr.fixed.v1097 = (bit<32>)hdr.cnat.c1097; \
+    hdr.fixed.v1098 = (bit<32>)hdr.cnat.c1098; \
+    hdr.fixed.v1099 = (bit<32>)hdr.cnat.c1099; \
+    hdr.fixed.v1100 = (bit<32>)hdr.cnat.c1100; \
+    hdr.fixed.v1101 = (bit<32>)hdr.cnat.c1101; \
+    hdr.fixed.v1102 = (bit<32>)hdr.cnat.c1102; \
+    hdr.fixed.v1103 = (bit<32>)hdr.cnat.c1103; \
+    hdr.fixed.v1104 = (bit<32>)hdr.cnat.c1104; \
+    hdr.fixed.v1105 = (bit<32>)hdr.cnat.c1105; \
+    hdr.fixed.v1106 = (bit<32>)hdr.cnat.c1106; \
+    hdr.fixed.v1107 = (bit<32>)hdr.cnat.c1107; \
+    hdr.fixed.v1108 = (bit<32>)hdr.cnat.c1108; \
+    hdr.fixed.v1109 = (bit<32>)hdr.cnat.c1109; \
+    hdr.fixed.v1110 = (bit<32>)hdr.cnat.c1110; \
+    hdr.fixed.v1111 = (bit<32>)hdr.cnat.c1111; \
+    hdr.fixed.v1112 = (bit<32>)hdr.cnat.c1112; \
+    hdr.fixed.v1113 = (bit<32>)hdr.cnat.c1113; \
+    hdr.fixed.v1114 = (bit<32>)hdr.cnat.c1114; \
+    hdr.fixed.v1115 = (bit<32>)hdr.cnat.c1115; \
+    hdr.fixed.v1116 = (bit<32>)hdr.cnat.c1116; \
+    hdr.fixed.v1117 = (bit<32>)hdr.cnat.c1117; \
+    hdr.fixed.v1118 = (bit<32>)hdr.cnat.c1118; \
+    hdr.fixed.v1119 = (bit<32>)hdr.cnat.c1119; \
+    hdr.fixed.v1120 = (bit<32>)hdr.cnat.c1120; \
+    hdr.fixed.v1121 = (bit<32>)hdr.cnat.c1121; \
+    hdr.fixed.v1122 = (bit<32>)hdr.cnat.c1122; \
+    hdr.fixed.v1123 = (bit<32>)hdr.cnat.c1123; \
+    hdr.fixed.v1124 = (bit<32>)hdr.cnat.c1124; \
+    hdr.fixed.v1125 = (bit<32>)hdr.cnat.c1125; \
+    hdr.fixed.v1126 = (bit<32>)hdr.cnat.c1126; \
+    hdr.fixed.v1127 = (bit<32>)hdr.cnat.c1127; \
+    hdr.fixed.v1128 = (bit<32>)hdr.cnat.c1128; \
+    hdr.fixed.v1129 = (bit<32>)hdr.cnat.c1129; \
+    hdr.fixed.v1130 = (bit<32>)hdr.cnat.c1130; \
+    hdr.fixed.v1131 = (bit<32>)hdr.cnat.c1131; \
+    hdr.fixed.v1132 = (bit<32>)hdr.cnat.c1132; \
+    hdr.fixed.v1133 = (bit<32>)hdr.cnat.c1133; \
+    hdr.fixed.v1134 = (bit<32>)hdr.cnat.c1134; \
+    hdr.fixed.v1135 = (bit<32>)hdr.cnat.c1135; \
+    hdr.fixed.v1136 = (bit<32>)hdr.cnat.c1136; \
+    hdr.fixed.v1137 = (bit<32>)hdr.cnat.c1137; \
+    hdr.fixed.v1138 = (bit<32>)hdr.cnat.c1138; \
+    hdr.fixed.v1139 = (bit<32>)hdr.cnat.c1139; \
+    hdr.fixed.v1140 = (bit<32>)hdr.cnat.c1140; \
+    hdr.fixed.v1141 = (bit<32>)hdr.cnat.c1141; \
+    hdr.fixed.v1142 = (bit<32>)hdr.cnat.c1142; \
+    hdr.fixed.v1143 = (bit<32>)hdr.cnat.c1143; \
+    hdr.fixed.v1144 = (bit<32>)hdr.cnat.c1144; \
+    hdr.fixed.v1145 = (bit<32>)hdr.cnat.c1145; \
+    hdr.fixed.v1146 = (bit<32>)hdr.cnat.c1146; \
+    hdr.fixed.v1147 = (bit<32>)hdr.cnat.c1147; \
+    hdr.fixed.v1148 = (bit<32>)hdr.cnat.c1148; \
+    hdr.fixed.v1149 = (bit<32>)hdr.cnat.c1149; \
+    hdr.fixed.v1150 = (bit<32>)hdr.cnat.c1150; \
+    hdr.fixed.v1151 = (bit<32>)hdr.cnat.c1151; \
+    hdr.fixed.v1152 = (bit<32>)hdr.cnat.c1152; \
+    hdr.fixed.v1153 = (bit<32>)hdr.cnat.c1153; \
+    hdr.fixed.v1154 = (bit<32>)hdr.cnat.c1154; \
+    hdr.fixed.v1155 = (bit<32>)hdr.cnat.c1155; \
+    hdr.fixed.v1156 = (bit<32>)hdr.cnat.c1156; \
+    hdr.fixed.v1157 = (bit<32>)hdr.cnat.c1157; \
+    hdr.fixed.v1158 = (bit<32>)hdr.cnat.c1158; \
+    hdr.fixed.v1159 = (bit<32>)hdr.cnat.c1159; \
+    hdr.fixed.v1160 = (bit<32>)hdr.cnat.c1160; \
+    hdr.fixed.v1161 = (bit<32>)hdr.cnat.c1161; \
+    hdr.fixed.v1162 = (bit<32>)hdr.cnat.c1162; \
+    hdr.fixed.v1163 = (bit<32>)hdr.cnat.c1163; \
+    hdr.fixed.v1164 = (bit<32>)hdr.cnat.c1164; \
+    hdr.fixed.v1165 = (bit<32>)hdr.cnat.c1165; \
+    hdr.fixed.v1166 = (bit<32>)hdr.cnat.c1166; \
+    hdr.fixed.v1167 = (bit<32>)hdr.cnat.c1167; \
+    hdr.fixed.v1168 = (bit<32>)hdr.cnat.c1168; \
+    hdr.fixed.v1169 = (bit<32>)hdr.cnat.c1169; \
+    hdr.fixed.v1170 = (bit<32>)hdr.cnat.c1170; \
+    hdr.fixed.v1171 = (bit<32>)hdr.cnat.c1171; \
+    hdr.fixed.v1172 = (bit<32>)hdr.cnat.c1172; \
+    hdr.fixed.v1173 = (bit<32>)hdr.cnat.c1173; \
+    hdr.fixed.v1174 = (bit<32>)hdr.cnat.c1174; \
+    hdr.fixed.v1175 = (bit<32>)hdr.cnat.c1175; \
+    hdr.fixed.v1176 = (bit<32>)hdr.cnat.c1176; \
+    hdr.fixed.v1177 = (bit<32>)hdr.cnat.c1177; \
+    hdr.fixed.v1178 = (bit<32>)hdr.cnat.c1178; \
+    hdr.fixed.v1179 = (bit<32>)hdr.cnat.c1179; \
+    hdr.fixed.v1180 = (bit<32>)hdr.cnat.c1180; \
+    hdr.fixed.v1181 = (bit<32>)hdr.cnat.c1181; \
+    hdr.fixed.v1182 = (bit<32>)hdr.cnat.c1182; \
+    hdr.fixed.v1183 = (bit<32>)hdr.cnat.c1183; \
+    hdr.fixed.v1184 = (bit<32>)hdr.cnat.c1184; \
+    hdr.fixed.v1185 = (bit<32>)hdr.cnat.c1185; \
+    hdr.fixed.v1186 = (bit<32>)hdr.cnat.c1186; \
+    hdr.fixed.v1187 = (bit<32>)hdr.cnat.c1187; \
+    hdr.fixed.v1188 = (bit<32>)hdr.cnat.c1188; \
+    hdr.fixed.v1189 = (bit<32>)hdr.cnat.c1189; \
+    hdr.fixed.v1190 = (bit<32>)hdr.cnat.c1190; \
+    hdr.fixed.v1191 = (bit<32>)hdr.cnat.c1191; \
+    hdr.fixed.v1192 = (bit<32>)hdr.cnat.c1192; \
+    hdr.fixed.v1193 = (bit<32>)hdr.cnat.c1193; \
+    hdr.fixed.v1194 = (bit<32>)hdr.cnat.c1194; \
+    hdr.fixed.v1195 = (bit<32>)hdr.cnat.c1195; \
+    hdr.fixed.v1196 = (bit<32>)hdr.cnat.c1196; \
+    hdr.fixed.v1197 = (bit<32>)hdr.cnat.c1197; \
+    hdr.fixed.v1198 = (bit<32>)hdr.cnat.c1198; \
+    hdr.fixed.v1199 = (bit<32>)hdr.cnat.c1199; \
+    hdr.fixed.v1200 = (bit<32>)hdr.cnat.c1200; \
+    hdr.fixed.v1201 = (bit<32>)hdr.cnat.c1201; \
+    hdr.fixed.v1202 = (bit<32>)hdr.cnat.c1202; \
+    hdr.fixed.v1203 = (bit<32>)hdr.cnat.c1203; \
+    hdr.fixed.v1204 = (bit<32>)hdr.cnat.c1204; \
+    hdr.fixed.v1205 = (bit<32>)hdr.cnat.c1205; \
+    hdr.fixed.v1206 = (bit<32>)hdr.cnat.c1206; \
+    hdr.fixed.v1207 = (bit<32>)hdr.cnat.c1207; \
+    hdr.fixed.v1208 = (bit<32>)hdr.cnat.c1208; \
+    hdr.fixed.v1209 = (bit<32>)hdr.cnat.c1209; \
+    hdr.fixed.v1210 = (bit<32>)hdr.cnat.c1210; \
+    hdr.fixed.v1211 = (bit<32>)hdr.cnat.c1211; \
+    hdr.fixed.v1212 = (bit<32>)hdr.cnat.c1212; \
+    hdr.fixed.v1213 = (bit<32>)hdr.cnat.c1213; \
+    hdr.fixed.v1214 = (bit<32>)hdr.cnat.c1214; \
+    hdr.fixed.v1215 = (bit<32>)hdr.cnat.c1215; \
+    hdr.fixed.v1216 = (bit<32>)hdr.cnat.c1216; \
+    hdr.fixed.v1217 = (bit<32>)hdr.cnat.c1217; \
+    hdr.fixed.v1218 = (bit<32>)hdr.cnat.c1218; \
+    hdr.fixed.v1219 = (bit<32>)hdr.cnat.c1219; \
+    hdr.fixed.v1220 = (bit<32>)hdr.cnat.c1220; \
+    hdr.fixed.v1221 = (bit<32>)hdr.cnat.c1221; \
+    hdr.fixed.v1222 = (bit<32>)hdr.cnat.c1222; \
+    hdr.fixed.v1223 = (bit<32>)hdr.cnat.c1223; \
+    hdr.fixed.v1224 = (bit<32>)hdr.cnat.c1224; \
+    hdr.fixed.v1225 = (bit<32>)hdr.cnat.c1225; \
+    hdr.fixed.v1226 = (bit<32>)hdr.cnat.c1226; \
+    hdr.fixed.v1227 = (bit<32>)hdr.cnat.c1227; \
+    hdr.fixed.v1228 = (bit<32>)hdr.cnat.c1228; \
+    hdr.fixed.v1229 = (bit<32>)hdr.cnat.c1229; \
+    hdr.fixed.v1230 = (bit<32>)hdr.cnat.c1230; \
+    hdr.fixed.v1231 = (bit<32>)hdr.cnat.c1231; \
+    hdr.fixed.v1232 = (bit<32>)hdr.cnat.c1232; \
+    hdr.fixed.v1233 = (bit<32>)hdr.cnat.c1233; \
+    hdr.fixed.v1234 = (bit<32>)hdr.cnat.c1234; \
+    hdr.fixed.v1235 = (bit<32>)hdr.cnat.c1235; \
+    hdr.fixed.v1236 = (bit<32>)hdr.cnat.c1236; \
+    hdr.fixed.v1237 = (bit<32>)hdr.cnat.c1237; \
+    hdr.fixed.v1238 = (bit<32>)hdr.cnat.c1238; \
+    hdr.fixed.v1239 = (bit<32>)hdr.cnat.c1239; \
+    hdr.fixed.v1240 = (bit<32>)hdr.cnat.c1240; \
+    hdr.fixed.v1241 = (bit<32>)hdr.cnat.c1241; \
+    hdr.fixed.v1242 = (bit<32>)hdr.cnat.c1242; \
+    hdr.fixed.v1243 = (bit<32>)hdr.cnat.c1243; \
+    hdr.fixed.v1244 = (bit<32>)hdr.cnat.c1244; \
+    hdr.fixed.v1245 = (bit<32>)hdr.cnat.c1245; \
+    hdr.fixed.v1246 = (bit<32>)hdr.cnat.c1246; \
+    hdr.fixed.v1247 = (bit<32>)hdr.cnat.c1247; \
+    hdr.fixed.v1248 = (bit<32>)hdr.cnat.c1248; \
+    hdr.fixed.v1249 = (bit<32>)hdr.cnat.c1249; \
+    hdr.fixed.v1250 = (bit<32>)hdr.cnat.c1250; \
+    hdr.fixed.v1251 = (bit<32>)hdr.cnat.c1251; \
+    hdr.fixed.v1252 = (bit<32>)hdr.cnat.c1252; \
+    hdr.fixed.v1253 = (bit<32>)hdr.cnat.c1253; \
+    hdr.fixed.v1254 = (bit<32>)hdr.cnat.c1254; \
+    hdr.fixed.v1255 = (bit<32>)hdr.cnat.c1255; \
+    hdr.fixed.v1256 = (bit<32>)hdr.cnat.c1256; \
+    hdr.fixed.v1257 = (bit<32>)hdr.cnat.c1257; \
+    hdr.fixed.v1258 = (bit<32>)hdr.cnat.c1258; \
+    hdr.fixed.v1259 = (bit<32>)hdr.cnat.c1259; \
+    hdr.fixed.v1260 = (bit<32>)hdr.cnat.c1260; \
+    hdr.fixed.v1261 = (bit<32>)hdr.cnat.c1261; \
+    hdr.fixed.v1262 = (bit<32>)hdr.cnat.c1262; \
+    hdr.fixed.v1263 = (bit<32>)hdr.cnat.c1263; \
+    hdr.fixed.v1264 = (bit<32>)hdr.cnat.c1264; \
+    hdr.fixed.v1265 = (bit<32>)hdr.cnat.c1265; \
+    hdr.fixed.v1266 = (bit<32>)hdr.cnat.c1266; \
+    hdr.fixed.v1267 = (bit<32>)hdr.cnat.c1267; \
+    hdr.fixed.v1268 = (bit<32>)hdr.cnat.c1268; \
+    hdr.fixed.v1269 = (bit<32>)hdr.cnat.c1269; \
+    hdr.fixed.v1270 = (bit<32>)hdr.cnat.c1270; \
+    hdr.fixed.v1271 = (bit<32>)hdr.cnat.c1271; \
+    hdr.fixed.v1272 = (bit<32>)hdr.cnat.c1272; \
+    hdr.fixed.v1273 = (bit<32>)hdr.cnat.c1273; \
+    hdr.fixed.v1274 = (bit<32>)hdr.cnat.c1274; \
+    hdr.fixed.v1275 = (bit<32>)hdr.cnat.c1275; \
+    hdr.fixed.v1276 = (bit<32>)hdr.cnat.c1276; \
+    hdr.fixed.v1277 = (bit<32>)hdr.cnat.c1277; \
+    hdr.fixed.v1278 = (bit<32>)hdr.cnat.c1278; \
+    hdr.fixed.v1279 = (bit<32>)hdr.cnat.c1279; \
+    hdr.fixed.v1280 = (bit<32>)hdr.cnat.c1280; \
+    hdr.fixed.v1281 = (bit<32>)hdr.cnat.c1281; \
+    hdr.fixed.v1282 = (bit<32>)hdr.cnat.c1282; \
+    hdr.fixed.v1283 = (bit<32>)hdr.cnat.c1283; \
+    hdr.fixed.v1284 = (bit<32>)hdr.cnat.c1284; \
+    hdr.fixed.v1285 = (bit<32>)hdr.cnat.c1285; \
+    hdr.fixed.v1286 = (bit<32>)hdr.cnat.c1286; \
+    hdr.fixed.v1287 = (bit<32>)hdr.cnat.c1287; \
+    hdr.fixed.v1288 = (bit<32>)hdr.cnat.c1288; \
+    hdr.fixed.v1289 = (bit<32>)hdr.cnat.c1289; \
+    hdr.fixed.v1290 = (bit<32>)hdr.cnat.c1290; \
+    hdr.fixed.v1291 = (bit<32>)hdr.cnat.c1291; \
+    hdr.fixed.v1292 = (bit<32>)hdr.cnat.c1292; \
+    hdr.fixed.v1293 = (bit<32>)hdr.cnat.c1293; \
+    hdr.fixed.v1294 = (bit<32>)hdr.cnat.c1294; \
+    hdr.fixed.v1295 = (bit<32>)hdr.cnat.c1295; \
+    hdr.fixed.v1296 = (bit<32>)hdr.cnat.c1296; \
+    hdr.fixed.v1297 = (bit<32>)hdr.cnat.c1297; \
+    hdr.fixed.v1298 = (bit<32>)hdr.cnat.c1298; \
+    hdr.fixed.v1299 = (bit<32>)hdr.cnat.c1299; \
+    hdr.fixed.v1300 = (bit<32>)hdr.cnat.c1300; \
+    hdr.fixed.v1301 = (bit<32>)hdr.cnat.c1301; \
+    hdr.fixed.v1302 = (bit<32>)hdr.cnat.c1302; \
+    hdr.fixed.v1303 = (bit<32>)hdr.cnat.c1303; \
+    hdr.fixed.v1304 = (bit<32>)hdr.cnat.c1304; \
+    hdr.fixed.v1305 = (bit<32>)hdr.cnat.c1305; \
+    hdr.fixed.v1306 = (bit<32>)hdr.cnat.c1306; \
+    hdr.fixed.v1307 = (bit<32>)hdr.cnat.c1307; \
+    hdr.fixed.v1308 = (bit<32>)hdr.cnat.c1308; \
+    hdr.fixed.v1309 = (bit<32>)hdr.cnat.c1309; \
+    hdr.fixed.v1310 = (bit<32>)hdr.cnat.c1310; \
+    hdr.fixed.v1311 = (bit<32>)hdr.cnat.c1311; \
+    hdr.fixed.v1312 = (bit<32>)hdr.cnat.c1312; \
+    hdr.fixed.v1313 = (bit<32>)hdr.cnat.c1313; \
+    hdr.fixed.v1314 = (bit<32>)hdr.cnat.c1314; \
+    hdr.fixed.v1315 = (bit<32>)hdr.cnat.c1315; \
+    hdr.fixed.v1316 = (bit<32>)hdr.cnat.c1316; \
+    hdr.fixed.v1317 = (bit<32>)hdr.cnat.c1317; \
+    hdr.fixed.v1318 = (bit<32>)hdr.cnat.c1318; \
+    hdr.fixed.v1319 = (bit<32>)hdr.cnat.c1319; \
+    hdr.fixed.v1320 = (bit<32>)hdr.cnat.c1320; \
+    hdr.fixed.v1321 = (bit<32>)hdr.cnat.c1321; \
+    hdr.fixed.v1322 = (bit<32>)hdr.cnat.c1322; \
+    hdr.fixed.v1323 = (bit<32>)hdr.cnat.c1323; \
+    hdr.fixed.v1324 = (bit<32>)hdr.cnat.c1324; \
+    hdr.fixed.v1325 = (bit<32>)hdr.cnat.c1325; \
+    hdr.fixed.v1326 = (bit<32>)hdr.cnat.c1326; \
+    hdr.fixed.v1327 = (bit<32>)hdr.cnat.c1327; \
+    hdr.fixed.v1328 = (bit<32>)hdr.cnat.c1328; \
+    hdr.fixed.v1329 = (bit<32>)hdr.cnat.c1329; \
+    hdr.fixed.v1330 = (bit<32>)hdr.cnat.c1330; \
+    hdr.fixed.v1331 = (bit<32>)hdr.cnat.c1331; \
+    hdr.fixed.v1332 = (bit<32>)hdr.cnat.c1332; \
+    hdr.fixed.v1333 = (bit<32>)hdr.cnat.c1333; \
+    hdr.fixed.v1334 = (bit<32>)hdr.cnat.c1334; \
+    hdr.fixed.v1335 = (bit<32>)hdr.cnat.c1335; \
+    hdr.fixed.v1336 = (bit<32>)hdr.cnat.c1336; \
+    hdr.fixed.v1337 = (bit<32>)hdr.cnat.c1337; \
+    hdr.fixed.v1338 = (bit<32>)hdr.cnat.c1338; \
+    hdr.fixed.v1339 = (bit<32>)hdr.cnat.c1339; \
+    hdr.fixed.v1340 = (bit<32>)hdr.cnat.c1340; \
+    hdr.fixed.v1341 = (bit<32>)hdr.cnat.c1341; \
+    hdr.fixed.v1342 = (bit<32>)hdr.cnat.c1342; \
+    hdr.fixed.v1343 = (bit<32>)hdr.cnat.c1343; \
+    hdr.fixed.v1344 = (bit<32>)hdr.cnat.c1344; \
+    hdr.fixed.v1345 = (bit<32>)hdr.cnat.c1345; \
+    hdr.fixed.v1346 = (bit<32>)hdr.cnat.c1346; \
+    hdr.fixed.v1347 = (bit<32>)hdr.cnat.c1347; \
+    hdr.fixed.v1348 = (bit<32>)hdr.cnat.c1348; \
+    hdr.fixed.v1349 = (bit<32>)hdr.cnat.c1349; \
+    hdr.fixed.v1350 = (bit<32>)hdr.cnat.c1350; \
+    hdr.fixed.v1351 = (bit<32>)hdr.cnat.c1351; \
+    hdr.fixed.v1352 = (bit<32>)hdr.cnat.c1352; \
+    hdr.fixed.v1353 = (bit<32>)hdr.cnat.c1353; \
+    hdr.fixed.v1354 = (bit<32>)hdr.cnat.c1354; \
+    hdr.fixed.v1355 = (bit<32>)hdr.cnat.c1355; \
+    hdr.fixed.v1356 = (bit<32>)hdr.cnat.c1356; \
+    hdr.fixed.v1357 = (bit<32>)hdr.cnat.c1357; \
+    hdr.fixed.v1358 = (bit<32>)hdr.cnat.c1358; \
+    hdr.fixed.v1359 = (bit<32>)hdr.cnat.c1359; \
+    hdr.fixed.v1360 = (bit<32>)hdr.cnat.c1360; \
+    hdr.fixed.v1361 = (bit<32>)hdr.cnat.c1361; \
+    hdr.fixed.v1362 = (bit<32>)hdr.cnat.c1362; \
+    hdr.fixed.v1363 = (bit<32>)hdr.cnat.c1363; \
+    hdr.fixed.v1364 = (bit<32>)hdr.cnat.c1364; \
+    hdr.fixed.v1365 = (bit<32>)hdr.cnat.c1365; \
+    hdr.fixed.v1366 = (bit<32>)hdr.cnat.c1366; \
+    hdr.fixed.v1367 = (bit<32>)hdr.cnat.c1367; \
+    hdr.fixed.v1368 = (bit<32>)hdr.cnat.c1368; \
+    hdr.fixed.v1369 = (bit<32>)hdr.cnat.c1369; \
+    hdr.fixed.v1370 = (bit<32>)hdr.cnat.c1370; \
+    hdr.fixed.v1371 = (bit<32>)hdr.cnat.c1371; \
+    hdr.fixed.v1372 = (bit<32>)hdr.cnat.c1372; \
+    hdr.fixed.v1373 = (bit<32>)hdr.cnat.c1373; \
+    hdr.fixed.v1374 = (bit<32>)hdr.cnat.c1374; \
+    hdr.fixed.v1375 = (bit<32>)hdr.cnat.c1375; \
+    hdr.fixed.v1376 = (bit<32>)hdr.cnat.c1376; \
+    hdr.fixed.v1377 = (bit<32>)hdr.cnat.c1377; \
+    hdr.fixed.v1378 = (bit<32>)hdr.cnat.c1378; \
+    hdr.fixed.v1379 = (bit<32>)hdr.cnat.c1379; \
+    hdr.fixed.v1380 = (bit<32>)hdr.cnat.c1380; \
+    hdr.fixed.v1381 = (bit<32>)hdr.cnat.c1381; \
+    hdr.fixed.v1382 = (bit<32>)hdr.cnat.c1382; \
+    hdr.fixed.v1383 = (bit<32>)hdr.cnat.c1383; \
+    hdr.fixed.v1384 = (bit<32>)hdr.cnat.c1384; \
+    hdr.fixed.v1385 = (bit<32>)hdr.cnat.c1385; \
+    hdr.fixed.v1386 = (bit<32>)hdr.cnat.c1386; \
+    hdr.fixed.v1387 = (bit<32>)hdr.cnat.c1387; \
+    hdr.fixed.v1388 = (bit<32>)hdr.cnat.c1388; \
+    hdr.fixed.v1389 = (bit<32>)hdr.cnat.c1389; \
+    hdr.fixed.v1390 = (bit<32>)hdr.cnat.c1390; \
+    hdr.fixed.v1391 = (bit<32>)hdr.cnat.c1391; \
+    hdr.fixed.v1392 = (bit<32>)hdr.cnat.c1392; \
+    hdr.fixed.v1393 = (bit<32>)hdr.cnat.c1393; \
+    hdr.fixed.v1394 = (bit<32>)hdr.cnat.c1394; \
+    hdr.fixed.v1395 = (bit<32>)hdr.cnat.c1395; \
+    hdr.fixed.v1396 = (bit<32>)hdr.cnat.c1396; \
+    hdr.fixed.v1397 = (bit<32>)hdr.cnat.c1397; \
+    hdr.fixed.v1398 = (bit<32>)hdr.cnat.c1398; \
+    hdr.fixed.v1399 = (bit<32>)hdr.cnat.c1399; \
+    hdr.fixed.v1400 = (bit<32>)hdr.cnat.c1400; \
+    hdr.fixed.v1401 = (bit<32>)hdr.cnat.c1401; \
+    hdr.fixed.v1402 = (bit<32>)hdr.cnat.c1402; \
+    hdr.fixed.v1403 = (bit<32>)hdr.cnat.c1403; \
+    hdr.fixed.v1404 = (bit<32>)hdr.cnat.c1404; \
+    hdr.fixed.v1405 = (bit<32>)hdr.cnat.c1405; \
+    hdr.fixed.v1406 = (bit<32>)hdr.cnat.c1406; \
+    hdr.fixed.v1407 = (bit<32>)hdr.cnat.c1407; \
+    hdr.fixed.v1408 = (bit<32>)hdr.cnat.c1408; \
+    hdr.fixed.v1409 = (bit<32>)hdr.cnat.c1409; \
+    hdr.fixed.v1410 = (bit<32>)hdr.cnat.c1410; \
+    hdr.fixed.v1411 = (bit<32>)hdr.cnat.c1411; \
+    hdr.fixed.v1412 = (bit<32>)hdr.cnat.c1412; \
+    hdr.fixed.v1413 = (bit<32>)hdr.cnat.c1413; \
+    hdr.fixed.v1414 = (bit<32>)hdr.cnat.c1414; \
+    hdr.fixed.v1415 = (bit<32>)hdr.cnat.c1415; \
+    hdr.fixed.v1416 = (bit<32>)hdr.cnat.c1416; \
+    hdr.fixed.v1417 = (bit<32>)hdr.cnat.c1417; \
+    hdr.fixed.v1418 = (bit<32>)hdr.cnat.c1418; \
+    hdr.fixed.v1419 = (bit<32>)hdr.cnat.c1419; \
+    hdr.fixed.v1420 = (bit<32>)hdr.cnat.c1420; \
+    hdr.fixed.v1421 = (bit<32>)hdr.cnat.c1421; \
+    hdr.fixed.v1422 = (bit<32>)hdr.cnat.c1422; \
+    hdr.fixed.v1423 = (bit<32>)hdr.cnat.c1423; \
+    hdr.fixed.v1424 = (bit<32>)hdr.cnat.c1424; \
+    hdr.fixed.v1425 = (bit<32>)hdr.cnat.c1425; \
+    hdr.fixed.v1426 = (bit<32>)hdr.cnat.c1426; \
+    hdr.fixed.v1427 = (bit<32>)hdr.cnat.c1427; \
+    hdr.fixed.v1428 = (bit<32>)hdr.cnat.c1428; \
+    hdr.fixed.v1429 = (bit<32>)hdr.cnat.c1429; \
+    hdr.fixed.v1430 = (bit<32>)hdr.cnat.c1430; \
+    hdr.fixed.v1431 = (bit<32>)hdr.cnat.c1431; \
+    hdr.fixed.v1432 = (bit<32>)hdr.cnat.c1432; \
+    hdr.fixed.v1433 = (bit<32>)hdr.cnat.c1433; \
+    hdr.fixed.v1434 = (bit<32>)hdr.cnat.c1434; \
+    hdr.fixed.v1435 = (bit<32>)hdr.cnat.c1435; \
+    hdr.fixed.v1436 = (bit<32>)hdr.cnat.c1436; \
+    hdr.fixed.v1437 = (bit<32>)hdr.cnat.c1437; \
+    hdr.fixed.v1438 = (bit<32>)hdr.cnat.c1438; \
+    hdr.fixed.v1439 = (bit<32>)hdr.cnat.c1439; \
+    hdr.fixed.v1440 = (bit<32>)hdr.cnat.c1440; \
+    hdr.fixed.v1441 = (bit<32>)hdr.cnat.c1441; \
+    hdr.fixed.v1442 = (bit<32>)hdr.cnat.c1442; \
+    hdr.fixed.v1443 = (bit<32>)hdr.cnat.c1443; \
+    hdr.fixed.v1444 = (bit<32>)hdr.cnat.c1444; \
+    hdr.fixed.v1445 = (bit<32>)hdr.cnat.c1445; \
+    hdr.fixed.v1446 = (bit<32>)hdr.cnat.c1446; \
+    hdr.fixed.v1447 = (bit<32>)hdr.cnat.c1447; \
+    hdr.fixed.v1448 = (bit<32>)hdr.cnat.c1448; \
+    hdr.fixed.v1449 = (bit<32>)hdr.cnat.c1449; \
+    hdr.fixed.v1450 = (bit<32>)hdr.cnat.c1450; \
+    hdr.fixed.v1451 = (bit<32>)hdr.cnat.c1451; \
+    hdr.fixed.v1452 = (bit<32>)hdr.cnat.c1452; \
+    hdr.fixed.v1453 = (bit<32>)hdr.cnat.c1453; \
+    hdr.fixed.v1454 = (bit<32>)hdr.cnat.c1454; \
+    hdr.fixed.v1455 = (bit<32>)hdr.cnat.c1455;
+
+#define ENCODE_SUM8_0 \
+    hdr.cnat.c0 = (bit<8>)hdr.fixed.v0; ovf = ovf | (hdr.fixed.v0 >> 8); \
+    hdr.cnat.c1 = (bit<8>)hdr.fixed.v1; ovf = ovf | (hdr.fixed.v1 >> 8); \
+    hdr.cnat.c2 = (bit<8>)hdr.fixed.v2; ovf = ovf | (hdr.fixed.v2 >> 8); \
+    hdr.cnat.c3 = (bit<8>)hdr.fixed.v3; ovf = ovf | (hdr.fixed.v3 >> 8); \
+    hdr.cnat.c4 = (bit<8>)hdr.fixed.v4; ovf = ovf | (hdr.fixed.v4 >> 8); \
+    hdr.cnat.c5 = (bit<8>)hdr.fixed.v5; ovf = ovf | (hdr.fixed.v5 >> 8); \
+    hdr.cnat.c6 = (bit<8>)hdr.fixed.v6; ovf = ovf | (hdr.fixed.v6 >> 8); \
+    hdr.cnat.c7 = (bit<8>)hdr.fixed.v7; ovf = ovf | (hdr.fixed.v7 >> 8); \
+    hdr.cnat.c8 = (bit<8>)hdr.fixed.v8; ovf = ovf | (hdr.fixed.v8 >> 8); \
+    hdr.cnat.c9 = (bit<8>)hdr.fixed.v9; ovf = ovf | (hdr.fixed.v9 >> 8); \
+    hdr.cnat.c10 = (bit<8>)hdr.fixed.v10; ovf = ovf | (hdr.fixed.v10 >> 8); \
+    hdr.cnat.c11 = (bit<8>)hdr.fixed.v11; ovf = ovf | (hdr.fixed.v11 >> 8); \
+    hdr.cnat.c12 = (bit<8>)hdr.fixed.v12; ovf = ovf | (hdr.fixed.v12 >> 8); \
+    hdr.cnat.c13 = (bit<8>)hdr.fixed.v13; ovf = ovf | (hdr.fixed.v13 >> 8); \
+    hdr.cnat.c14 = (bit<8>)hdr.fixed.v14; ovf = ovf | (hdr.fixed.v14 >> 8); \
+    hdr.cnat.c15 = (bit<8>)hdr.fixed.v15; ovf = ovf | (hdr.fixed.v15 >> 8); \
+    hdr.cnat.c16 = (bit<8>)hdr.fixed.v16; ovf = ovf | (hdr.fixed.v16 >> 8); \
+    hdr.cnat.c17 = (bit<8>)hdr.fixed.v17; ovf = ovf | (hdr.fixed.v17 >> 8); \
+    hdr.cnat.c18 = (bit<8>)hdr.fixed.v18; ovf = ovf | (hdr.fixed.v18 >> 8); \
+    hdr.cnat.c19 = (bit<8>)hdr.fixed.v19; ovf = ovf | (hdr.fixed.v19 >> 8); \
+    hdr.cnat.c20 = (bit<8>)hdr.fixed.v20; ovf = ovf | (hdr.fixed.v20 >> 8); \
+    hdr.cnat.c21 = (bit<8>)hdr.fixed.v21; ovf = ovf | (hdr.fixed.v21 >> 8); \
+    hdr.cnat.c22 = (bit<8>)hdr.fixed.v22; ovf = ovf | (hdr.fixed.v22 >> 8); \
+    hdr.cnat.c23 = (bit<8>)hdr.fixed.v23; ovf = ovf | (hdr.fixed.v23 >> 8); \
+    hdr.cnat.c24 = (bit<8>)hdr.fixed.v24; ovf = ovf | (hdr.fixed.v24 >> 8); \
+    hdr.cnat.c25 = (bit<8>)hdr.fixed.v25; ovf = ovf | (hdr.fixed.v25 >> 8); \
+    hdr.cnat.c26 = (bit<8>)hdr.fixed.v26; ovf = ovf | (hdr.fixed.v26 >> 8); \
+    hdr.cnat.c27 = (bit<8>)hdr.fixed.v27; ovf = ovf | (hdr.fixed.v27 >> 8); \
+    hdr.cnat.c28 = (bit<8>)hdr.fixed.v28; ovf = ovf | (hdr.fixed.v28 >> 8); \
+    hdr.cnat.c29 = (bit<8>)hdr.fixed.v29; ovf = ovf | (hdr.fixed.v29 >> 8); \
+    hdr.cnat.c30 = (bit<8>)hdr.fixed.v30; ovf = ovf | (hdr.fixed.v30 >> 8); \
+    hdr.cnat.c31 = (bit<8>)hdr.fixed.v31; ovf = ovf | (hdr.fixed.v31 >> 8); \
+    hdr.cnat.c32 = (bit<8>)hdr.fixed.v32; ovf = ovf | (hdr.fixed.v32 >> 8); \
+    hdr.cnat.c33 = (bit<8>)hdr.fixed.v33; ovf = ovf | (hdr.fixed.v33 >> 8); \
+    hdr.cnat.c34 = (bit<8>)hdr.fixed.v34; ovf = ovf | (hdr.fixed.v34 >> 8); \
+    hdr.cnat.c35 = (bit<8>)hdr.fixed.v35; ovf = ovf | (hdr.fixed.v35 >> 8); \
+    hdr.cnat.c36 = (bit<8>)hdr.fixed.v36; ovf = ovf | (hdr.fixed.v36 >> 8); \
+    hdr.cnat.c37 = (bit<8>)hdr.fixed.v37; ovf = ovf | (hdr.fixed.v37 >> 8); \
+    hdr.cnat.c38 = (bit<8>)hdr.fixed.v38; ovf = ovf | (hdr.fixed.v38 >> 8); \
+    hdr.cnat.c39 = (bit<8>)hdr.fixed.v39; ovf = ovf | (hdr.fixed.v39 >> 8); \
+    hdr.cnat.c40 = (bit<8>)hdr.fixed.v40; ovf = ovf | (hdr.fixed.v40 >> 8); \
+    hdr.cnat.c41 = (bit<8>)hdr.fixed.v41; ovf = ovf | (hdr.fixed.v41 >> 8); \
+    hdr.cnat.c42 = (bit<8>)hdr.fixed.v42; ovf = ovf | (hdr.fixed.v42 >> 8); \
+    hdr.cnat.c43 = (bit<8>)hdr.fixed.v43; ovf = ovf | (hdr.fixed.v43 >> 8); \
+    hdr.cnat.c44 = (bit<8>)hdr.fixed.v44; ovf = ovf | (hdr.fixed.v44 >> 8); \
+    hdr.cnat.c45 = (bit<8>)hdr.fixed.v45; ovf = ovf | (hdr.fixed.v45 >> 8); \
+    hdr.cnat.c46 = (bit<8>)hdr.fixed.v46; ovf = ovf | (hdr.fixed.v46 >> 8); \
+    hdr.cnat.c47 = (bit<8>)hdr.fixed.v47; ovf = ovf | (hdr.fixed.v47 >> 8); \
+    hdr.cnat.c48 = (bit<8>)hdr.fixed.v48; ovf = ovf | (hdr.fixed.v48 >> 8); \
+    hdr.cnat.c49 = (bit<8>)hdr.fixed.v49; ovf = ovf | (hdr.fixed.v49 >> 8); \
+    hdr.cnat.c50 = (bit<8>)hdr.fixed.v50; ovf = ovf | (hdr.fixed.v50 >> 8); \
+    hdr.cnat.c51 = (bit<8>)hdr.fixed.v51; ovf = ovf | (hdr.fixed.v51 >> 8); \
+    hdr.cnat.c52 = (bit<8>)hdr.fixed.v52; ovf = ovf | (hdr.fixed.v52 >> 8); \
+    hdr.cnat.c53 = (bit<8>)hdr.fixed.v53; ovf = ovf | (hdr.fixed.v53 >> 8); \
+    hdr.cnat.c54 = (bit<8>)hdr.fixed.v54; ovf = ovf | (hdr.fixed.v54 >> 8); \
+    hdr.cnat.c55 = (bit<8>)hdr.fixed.v55; ovf = ovf | (hdr.fixed.v55 >> 8); \
+    hdr.cnat.c56 = (bit<8>)hdr.fixed.v56; ovf = ovf | (hdr.fixed.v56 >> 8); \
+    hdr.cnat.c57 = (bit<8>)hdr.fixed.v57; ovf = ovf | (hdr.fixed.v57 >> 8); \
+    hdr.cnat.c58 = (bit<8>)hdr.fixed.v58; ovf = ovf | (hdr.fixed.v58 >> 8); \
+    hdr.cnat.c59 = (bit<8>)hdr.fixed.v59; ovf = ovf | (hdr.fixed.v59 >> 8); \
+    hdr.cnat.c60 = (bit<8>)hdr.fixed.v60; ovf = ovf | (hdr.fixed.v60 >> 8); \
+    hdr.cnat.c61 = (bit<8>)hdr.fixed.v61; ovf = ovf | (hdr.fixed.v61 >> 8); \
+    hdr.cnat.c62 = (bit<8>)hdr.fixed.v62; ovf = ovf | (hdr.fixed.v62 >> 8); \
+    hdr.cnat.c63 = (bit<8>)hdr.fixed.v63; ovf = ovf | (hdr.fixed.v63 >> 8); \
+    hdr.cnat.c64 = (bit<8>)hdr.fixed.v64; ovf = ovf | (hdr.fixed.v64 >> 8); \
+    hdr.cnat.c65 = (bit<8>)hdr.fixed.v65; ovf = ovf | (hdr.fixed.v65 >> 8); \
+    hdr.cnat.c66 = (bit<8>)hdr.fixed.v66; ovf = ovf | (hdr.fixed.v66 >> 8); \
+    hdr.cnat.c67 = (bit<8>)hdr.fixed.v67; ovf = ovf | (hdr.fixed.v67 >> 8); \
+    hdr.cnat.c68 = (bit<8>)hdr.fixed.v68; ovf = ovf | (hdr.fixed.v68 >> 8); \
+    hdr.cnat.c69 = (bit<8>)hdr.fixed.v69; ovf = ovf | (hdr.fixed.v69 >> 8); \
+    hdr.cnat.c70 = (bit<8>)hdr.fixed.v70; ovf = ovf | (hdr.fixed.v70 >> 8); \
+    hdr.cnat.c71 = (bit<8>)hdr.fixed.v71; ovf = ovf | (hdr.fixed.v71 >> 8); \
+    hdr.cnat.c72 = (bit<8>)hdr.fixed.v72; ovf = ovf | (hdr.fixed.v72 >> 8); \
+    hdr.cnat.c73 = (bit<8>)hdr.fixed.v73; ovf = ovf | (hdr.fixed.v73 >> 8); \
+    hdr.cnat.c74 = (bit<8>)hdr.fixed.v74; ovf = ovf | (hdr.fixed.v74 >> 8); \
+    hdr.cnat.c75 = (bit<8>)hdr.fixed.v75; ovf = ovf | (hdr.fixed.v75 >> 8); \
+    hdr.cnat.c76 = (bit<8>)hdr.fixed.v76; ovf = ovf | (hdr.fixed.v76 >> 8); \
+    hdr.cnat.c77 = (bit<8>)hdr.fixed.v77; ovf = ovf | (hdr.fixed.v77 >> 8); \
+    hdr.cnat.c78 = (bit<8>)hdr.fixed.v78; ovf = ovf | (hdr.fixed.v78 >> 8); \
+    hdr.cnat.c79 = (bit<8>)hdr.fixed.v79; ovf = ovf | (hdr.fixed.v79 >> 8); \
+    hdr.cnat.c80 = (bit<8>)hdr.fixed.v80; ovf = ovf | (hdr.fixed.v80 >> 8); \
+    hdr.cnat.c81 = (bit<8>)hdr.fixed.v81; ovf = ovf | (hdr.fixed.v81 >> 8); \
+    hdr.cnat.c82 = (bit<8>)hdr.fixed.v82; ovf = ovf | (hdr.fixed.v82 >> 8); \
+    hdr.cnat.c83 = (bit<8>)hdr.fixed.v83; ovf = ovf | (hdr.fixed.v83 >> 8); \
+    hdr.cnat.c84 = (bit<8>)hdr.fixed.v84; ovf = ovf | (hdr.fixed.v84 >> 8); \
+    hdr.cnat.c85 = (bit<8>)hdr.fixed.v85; ovf = ovf | (hdr.fixed.v85 >> 8); \
+    hdr.cnat.c86 = (bit<8>)hdr.fixed.v86; ovf = ovf | (hdr.fixed.v86 >> 8); \
+    hdr.cnat.c87 = (bit<8>)hdr.fixed.v87; ovf = ovf | (hdr.fixed.v87 >> 8); \
+    hdr.cnat.c88 = (bit<8>)hdr.fixed.v88; ovf = ovf | (hdr.fixed.v88 >> 8); \
+    hdr.cnat.c89 = (bit<8>)hdr.fixed.v89; ovf = ovf | (hdr.fixed.v89 >> 8); \
+    hdr.cnat.c90 = (bit<8>)hdr.fixed.v90; ovf = ovf | (hdr.fixed.v90 >> 8); \
+    hdr.cnat.c91 = (bit<8>)hdr.fixed.v91; ovf = ovf | (hdr.fixed.v91 >> 8); \
+    hdr.cnat.c92 = (bit<8>)hdr.fixed.v92; ovf = ovf | (hdr.fixed.v92 >> 8); \
+    hdr.cnat.c93 = (bit<8>)hdr.fixed.v93; ovf = ovf | (hdr.fixed.v93 >> 8); \
+    hdr.cnat.c94 = (bit<8>)hdr.fixed.v94; ovf = ovf | (hdr.fixed.v94 >> 8); \
+    hdr.cnat.c95 = (bit<8>)hdr.fixed.v95; ovf = ovf | (hdr.fixed.v95 >> 8); \
+    hdr.cnat.c96 = (bit<8>)hdr.fixed.v96; ovf = ovf | (hdr.fixed.v96 >> 8); \
+    hdr.cnat.c97 = (bit<8>)hdr.fixed.v97; ovf = ovf | (hdr.fixed.v97 >> 8); \
+    hdr.cnat.c98 = (bit<8>)hdr.fixed.v98; ovf = ovf | (hdr.fixed.v98 >> 8); \
+    hdr.cnat.c99 = (bit<8>)hdr.fixed.v99; ovf = ovf | (hdr.fixed.v99 >> 8); \
+    hdr.cnat.c100 = (bit<8>)hdr.fixed.v100; ovf = ovf | (hdr.fixed.v100 >> 8); \
+    hdr.cnat.c101 = (bit<8>)hdr.fixed.v101; ovf = ovf | (hdr.fixed.v101 >> 8); \
+    hdr.cnat.c102 = (bit<8>)hdr.fixed.v102; ovf = ovf | (hdr.fixed.v102 >> 8); \
+    hdr.cnat.c103 = (bit<8>)hdr.fixed.v103; ovf = ovf | (hdr.fixed.v103 >> 8); \
+    hdr.cnat.c104 = (bit<8>)hdr.fixed.v104; ovf = ovf | (hdr.fixed.v104 >> 8); \
+    hdr.cnat.c105 = (bit<8>)hdr.fixed.v105; ovf = ovf | (hdr.fixed.v105 >> 8); \
+    hdr.cnat.c106 = (bit<8>)hdr.fixed.v106; ovf = ovf | (hdr.fixed.v106 >> 8); \
+    hdr.cnat.c107 = (bit<8>)hdr.fixed.v107; ovf = ovf | (hdr.fixed.v107 >> 8); \
+    hdr.cnat.c108 = (bit<8>)hdr.fixed.v108; ovf = ovf | (hdr.fixed.v108 >> 8); \
+    hdr.cnat.c109 = (bit<8>)hdr.fixed.v109; ovf = ovf | (hdr.fixed.v109 >> 8); \
+    hdr.cnat.c110 = (bit<8>)hdr.fixed.v110; ovf = ovf | (hdr.fixed.v110 >> 8); \
+    hdr.cnat.c111 = (bit<8>)hdr.fixed.v111; ovf = ovf | (hdr.fixed.v111 >> 8); \
+    hdr.cnat.c112 = (bit<8>)hdr.fixed.v112; ovf = ovf | (hdr.fixed.v112 >> 8); \
+    hdr.cnat.c113 = (bit<8>)hdr.fixed.v113; ovf = ovf | (hdr.fixed.v113 >> 8); \
+    hdr.cnat.c114 = (bit<8>)hdr.fixed.v114; ovf = ovf | (hdr.fixed.v114 >> 8); \
+    hdr.cnat.c115 = (bit<8>)hdr.fixed.v115; ovf = ovf | (hdr.fixed.v115 >> 8); \
+    hdr.cnat.c116 = (bit<8>)hdr.fixed.v116; ovf = ovf | (hdr.fixed.v116 >> 8); \
+    hdr.cnat.c117 = (bit<8>)hdr.fixed.v117; ovf = ovf | (hdr.fixed.v117 >> 8); \
+    hdr.cnat.c118 = (bit<8>)hdr.fixed.v118; ovf = ovf | (hdr.fixed.v118 >> 8); \
+    hdr.cnat.c119 = (bit<8>)hdr.fixed.v119; ovf = ovf | (hdr.fixed.v119 >> 8); \
+    hdr.cnat.c120 = (bit<8>)hdr.fixed.v120; ovf = ovf | (hdr.fixed.v120 >> 8); \
+    hdr.cnat.c121 = (bit<8>)hdr.fixed.v121; ovf = ovf | (hdr.fixed.v121 >> 8); \
+    hdr.cnat.c122 = (bit<8>)hdr.fixed.v122; ovf = ovf | (hdr.fixed.v122 >> 8); \
+    hdr.cnat.c123 = (bit<8>)hdr.fixed.v123; ovf = ovf | (hdr.fixed.v123 >> 8); \
+    hdr.cnat.c124 = (bit<8>)hdr.fixed.v124; ovf = ovf | (hdr.fixed.v124 >> 8); \
+    hdr.cnat.c125 = (bit<8>)hdr.fixed.v125; ovf = ovf | (hdr.fixed.v125 >> 8); \
+    hdr.cnat.c126 = (bit<8>)hdr.fixed.v126; ovf = ovf | (hdr.fixed.v126 >> 8); \
+    hdr.cnat.c127 = (bit<8>)hdr.fixed.v127; ovf = ovf | (hdr.fixed.v127 >> 8); \
+    hdr.cnat.c128 = (bit<8>)hdr.fixed.v128; ovf = ovf | (hdr.fixed.v128 >> 8); \
+    hdr.cnat.c129 = (bit<8>)hdr.fixed.v129; ovf = ovf | (hdr.fixed.v129 >> 8); \
+    hdr.cnat.c130 = (bit<8>)hdr.fixed.v130; ovf = ovf | (hdr.fixed.v130 >> 8); \
+    hdr.cnat.c131 = (bit<8>)hdr.fixed.v131; ovf = ovf | (hdr.fixed.v131 >> 8); \
+    hdr.cnat.c132 = (bit<8>)hdr.fixed.v132; ovf = ovf | (hdr.fixed.v132 >> 8); \
+    hdr.cnat.c133 = (bit<8>)hdr.fixed.v133; ovf = ovf | (hdr.fixed.v133 >> 8); \
+    hdr.cnat.c134 = (bit<8>)hdr.fixed.v134; ovf = ovf | (hdr.fixed.v134 >> 8); \
+    hdr.cnat.c135 = (bit<8>)hdr.fixed.v135; ovf = ovf | (hdr.fixed.v135 >> 8); \
+    hdr.cnat.c136 = (bit<8>)hdr.fixed.v136; ovf = ovf | (hdr.fixed.v136 >> 8); \
+    hdr.cnat.c137 = (bit<8>)hdr.fixed.v137; ovf = ovf | (hdr.fixed.v137 >> 8); \
+    hdr.cnat.c138 = (bit<8>)hdr.fixed.v138; ovf = ovf | (hdr.fixed.v138 >> 8); \
+    hdr.cnat.c139 = (bit<8>)hdr.fixed.v139; ovf = ovf | (hdr.fixed.v139 >> 8); \
+    hdr.cnat.c140 = (bit<8>)hdr.fixed.v140; ovf = ovf | (hdr.fixed.v140 >> 8); \
+    hdr.cnat.c141 = (bit<8>)hdr.fixed.v141; ovf = ovf | (hdr.fixed.v141 >> 8); \
+    hdr.cnat.c142 = (bit<8>)hdr.fixed.v142; ovf = ovf | (hdr.fixed.v142 >> 8); \
+    hdr.cnat.c143 = (bit<8>)hdr.fixed.v143; ovf = ovf | (hdr.fixed.v143 >> 8); \
+    hdr.cnat.c144 = (bit<8>)hdr.fixed.v144; ovf = ovf | (hdr.fixed.v144 >> 8); \
+    hdr.cnat.c145 = (bit<8>)hdr.fixed.v145; ovf = ovf | (hdr.fixed.v145 >> 8); \
+    hdr.cnat.c146 = (bit<8>)hdr.fixed.v146; ovf = ovf | (hdr.fixed.v146 >> 8); \
+    hdr.cnat.c147 = (bit<8>)hdr.fixed.v147; ovf = ovf | (hdr.fixed.v147 >> 8); \
+    hdr.cnat.c148 = (bit<8>)hdr.fixed.v148; ovf = ovf | (hdr.fixed.v148 >> 8); \
+    hdr.cnat.c149 = (bit<8>)hdr.fixed.v149; ovf = ovf | (hdr.fixed.v149 >> 8); \
+    hdr.cnat.c150 = (bit<8>)hdr.fixed.v150; ovf = ovf | (hdr.fixed.v150 >> 8); \
+    hdr.cnat.c151 = (bit<8>)hdr.fixed.v151; ovf = ovf | (hdr.fixed.v151 >> 8); \
+    hdr.cnat.c152 = (bit<8>)hdr.fixed.v152; ovf = ovf | (hdr.fixed.v152 >> 8); \
+    hdr.cnat.c153 = (bit<8>)hdr.fixed.v153; ovf = ovf | (hdr.fixed.v153 >> 8); \
+    hdr.cnat.c154 = (bit<8>)hdr.fixed.v154; ovf = ovf | (hdr.fixed.v154 >> 8); \
+    hdr.cnat.c155 = (bit<8>)hdr.fixed.v155; ovf = ovf | (hdr.fixed.v155 >> 8); \
+    hdr.cnat.c156 = (bit<8>)hdr.fixed.v156; ovf = ovf | (hdr.fixed.v156 >> 8); \
+    hdr.cnat.c157 = (bit<8>)hdr.fixed.v157; ovf = ovf | (hdr.fixed.v157 >> 8); \
+    hdr.cnat.c158 = (bit<8>)hdr.fixed.v158; ovf = ovf | (hdr.fixed.v158 >> 8); \
+    hdr.cnat.c159 = (bit<8>)hdr.fixed.v159; ovf = ovf | (hdr.fixed.v159 >> 8); \
+    hdr.cnat.c160 = (bit<8>)hdr.fixed.v160; ovf = ovf | (hdr.fixed.v160 >> 8); \
+    hdr.cnat.c161 = (bit<8>)hdr.fixed.v161; ovf = ovf | (hdr.fixed.v161 >> 8); \
+    hdr.cnat.c162 = (bit<8>)hdr.fixed.v162; ovf = ovf | (hdr.fixed.v162 >> 8); \
+    hdr.cnat.c163 = (bit<8>)hdr.fixed.v163; ovf = ovf | (hdr.fixed.v163 >> 8); \
+    hdr.cnat.c164 = (bit<8>)hdr.fixed.v164; ovf = ovf | (hdr.fixed.v164 >> 8); \
+    hdr.cnat.c165 = (bit<8>)hdr.fixed.v165; ovf = ovf | (hdr.fixed.v165 >> 8); \
+    hdr.cnat.c166 = (bit<8>)hdr.fixed.v166; ovf = ovf | (hdr.fixed.v166 >> 8); \
+    hdr.cnat.c167 = (bit<8>)hdr.fixed.v167; ovf = ovf | (hdr.fixed.v167 >> 8);
+
+#define ENCODE_SUM8_1 \
+    hdr.cnat.c168 = (bit<8>)hdr.fixed.v168; ovf = ovf | (hdr.fixed.v168 >> 8); \
+    hdr.cnat.c169 = (bit<8>)hdr.fixed.v169; ovf = ovf | (hdr.fixed.v169 >> 8); \
+    hdr.cnat.c170 = (bit<8>)hdr.fixed.v170; ovf = ovf | (hdr.fixed.v170 >> 8); \
+    hdr.cnat.c171 = (bit<8>)hdr.fixed.v171; ovf = ovf | (hdr.fixed.v171 >> 8); \
+    hdr.cnat.c172 = (bit<8>)hdr.fixed.v172; ovf = ovf | (hdr.fixed.v172 >> 8); \
+    hdr.cnat.c173 = (bit<8>)hdr.fixed.v173; ovf = ovf | (hdr.fixed.v173 >> 8); \
+    hdr.cnat.c174 = (bit<8>)hdr.fixed.v174; ovf = ovf | (hdr.fixed.v174 >> 8); \
+    hdr.cnat.c175 = (bit<8>)hdr.fixed.v175; ovf = ovf | (hdr.fixed.v175 >> 8); \
+    hdr.cnat.c176 = (bit<8>)hdr.fixed.v176; ovf = ovf | (hdr.fixed.v176 >> 8); \
+    hdr.cnat.c177 = (bit<8>)hdr.fixed.v177; ovf = ovf | (hdr.fixed.v177 >> 8); \
+    hdr.cnat.c178 = (bit<8>)hdr.fixed.v178; ovf = ovf | (hdr.fixed.v178 >> 8); \
+    hdr.cnat.c179 = (bit<8>)hdr.fixed.v179; ovf = ovf | (hdr.fixed.v179 >> 8); \
+    hdr.cnat.c180 = (bit<8>)hdr.fixed.v180; ovf = ovf | (hdr.fixed.v180 >> 8); \
+    hdr.cnat.c181 = (bit<8>)hdr.fixed.v181; ovf = ovf | (hdr.fixed.v181 >> 8); \
+    hdr.cnat.c182 = (bit<8>)hdr.fixed.v182; ovf = ovf | (hdr.fixed.v182 >> 8); \
+    hdr.cnat.c183 = (bit<8>)hdr.fixed.v183; ovf = ovf | (hdr.fixed.v183 >> 8); \
+    hdr.cnat.c184 = (bit<8>)hdr.fixed.v184; ovf = ovf | (hdr.fixed.v184 >> 8); \
+    hdr.cnat.c185 = (bit<8>)hdr.fixed.v185; ovf = ovf | (hdr.fixed.v185 >> 8); \
+    hdr.cnat.c186 = (bit<8>)hdr.fixed.v186; ovf = ovf | (hdr.fixed.v186 >> 8); \
+    hdr.cnat.c187 = (bit<8>)hdr.fixed.v187; ovf = ovf | (hdr.fixed.v187 >> 8); \
+    hdr.cnat.c188 = (bit<8>)hdr.fixed.v188; ovf = ovf | (hdr.fixed.v188 >> 8); \
+    hdr.cnat.c189 = (bit<8>)hdr.fixed.v189; ovf = ovf | (hdr.fixed.v189 >> 8); \
+    hdr.cnat.c190 = (bit<8>)hdr.fixed.v190; ovf = ovf | (hdr.fixed.v190 >> 8); \
+    hdr.cnat.c191 = (bit<8>)hdr.fixed.v191; ovf = ovf | (hdr.fixed.v191 >> 8); \
+    hdr.cnat.c192 = (bit<8>)hdr.fixed.v192; ovf = ovf | (hdr.fixed.v192 >> 8); \
+    hdr.cnat.c193 = (bit<8>)hdr.fixed.v193; ovf = ovf | (hdr.fixed.v193 >> 8); \
+    hdr.cnat.c194 = (bit<8>)hdr.fixed.v194; ovf = ovf | (hdr.fixed.v194 >> 8); \
+    hdr.cnat.c195 = (bit<8>)hdr.fixed.v195; ovf = ovf | (hdr.fixed.v195 >> 8); \
+    hdr.cnat.c196 = (bit<8>)hdr.fixed.v196; ovf = ovf | (hdr.fixed.v196 >> 8); \
+    hdr.cnat.c197 = (bit<8>)hdr.fixed.v197; ovf = ovf | (hdr.fixed.v197 >> 8); \
+    hdr.cnat.c198 = (bit<8>)hdr.fixed.v198; ovf = ovf | (hdr.fixed.v198 >> 8); \
+    hdr.cnat.c199 = (bit<8>)hdr.fixed.v199; ovf = ovf | (hdr.fixed.v199 >> 8); \
+    hdr.cnat.c200 = (bit<8>)hdr.fixed.v200; ovf = ovf | (hdr.fixed.v200 >> 8); \
+    hdr.cnat.c201 = (bit<8>)hdr.fixed.v201; ovf = ovf | (hdr.fixed.v201 >> 8); \
+    hdr.cnat.c202 = (bit<8>)hdr.fixed.v202; ovf = ovf | (hdr.fixed.v202 >> 8); \
+    hdr.cnat.c203 = (bit<8>)hdr.fixed.v203; ovf = ovf | (hdr.fixed.v203 >> 8); \
+    hdr.cnat.c204 = (bit<8>)hdr.fixed.v204; ovf = ovf | (hdr.fixed.v204 >> 8); \
+    hdr.cnat.c205 = (bit<8>)hdr.fixed.v205; ovf = ovf | (hdr.fixed.v205 >> 8); \
+    hdr.cnat.c206 = (bit<8>)hdr.fixed.v206; ovf = ovf | (hdr.fixed.v206 >> 8); \
+    hdr.cnat.c207 = (bit<8>)hdr.fixed.v207; ovf = ovf | (hdr.fixed.v207 >> 8); \
+    hdr.cnat.c208 = (bit<8>)hdr.fixed.v208; ovf = ovf | (hdr.fixed.v208 >> 8); \
+    hdr.cnat.c209 = (bit<8>)hdr.fixed.v209; ovf = ovf | (hdr.fixed.v209 >> 8); \
+    hdr.cnat.c210 = (bit<8>)hdr.fixed.v210; ovf = ovf | (hdr.fixed.v210 >> 8); \
+    hdr.cnat.c211 = (bit<8>)hdr.fixed.v211; ovf = ovf | (hdr.fixed.v211 >> 8); \
+    hdr.cnat.c212 = (bit<8>)hdr.fixed.v212; ovf = ovf | (hdr.fixed.v212 >> 8); \
+    hdr.cnat.c213 = (bit<8>)hdr.fixed.v213; ovf = ovf | (hdr.fixed.v213 >> 8); \
+    hdr.cnat.c214 = (bit<8>)hdr.fixed.v214; ovf = ovf | (hdr.fixed.v214 >> 8); \
+    hdr.cnat.c215 = (bit<8>)hdr.fixed.v215; ovf = ovf | (hdr.fixed.v215 >> 8); \
+    hdr.cnat.c216 = (bit<8>)hdr.fixed.v216; ovf = ovf | (hdr.fixed.v216 >> 8); \
+    hdr.cnat.c217 = (bit<8>)hdr.fixed.v217; ovf = ovf | (hdr.fixed.v217 >> 8); \
+    hdr.cnat.c218 = (bit<8>)hdr.fixed.v218; ovf = ovf | (hdr.fixed.v218 >> 8); \
+    hdr.cnat.c219 = (bit<8>)hdr.fixed.v219; ovf = ovf | (hdr.fixed.v219 >> 8); \
+    hdr.cnat.c220 = (bit<8>)hdr.fixed.v220; ovf = ovf | (hdr.fixed.v220 >> 8); \
+    hdr.cnat.c221 = (bit<8>)hdr.fixed.v221; ovf = ovf | (hdr.fixed.v221 >> 8); \
+    hdr.cnat.c222 = (bit<8>)hdr.fixed.v222; ovf = ovf | (hdr.fixed.v222 >> 8); \
+    hdr.cnat.c223 = (bit<8>)hdr.fixed.v223; ovf = ovf | (hdr.fixed.v223 >> 8); \
+    hdr.cnat.c224 = (bit<8>)hdr.fixed.v224; ovf = ovf | (hdr.fixed.v224 >> 8); \
+    hdr.cnat.c225 = (bit<8>)hdr.fixed.v225; ovf = ovf | (hdr.fixed.v225 >> 8); \
+    hdr.cnat.c226 = (bit<8>)hdr.fixed.v226; ovf = ovf | (hdr.fixed.v226 >> 8); \
+    hdr.cnat.c227 = (bit<8>)hdr.fixed.v227; ovf = ovf | (hdr.fixed.v227 >> 8); \
+    hdr.cnat.c228 = (bit<8>)hdr.fixed.v228; ovf = ovf | (hdr.fixed.v228 >> 8); \
+    hdr.cnat.c229 = (bit<8>)hdr.fixed.v229; ovf = ovf | (hdr.fixed.v229 >> 8); \
+    hdr.cnat.c230 = (bit<8>)hdr.fixed.v230; ovf = ovf | (hdr.fixed.v230 >> 8); \
+    hdr.cnat.c231 = (bit<8>)hdr.fixed.v231; ovf = ovf | (hdr.fixed.v231 >> 8); \
+    hdr.cnat.c232 = (bit<8>)hdr.fixed.v232; ovf = ovf | (hdr.fixed.v232 >> 8); \
+    hdr.cnat.c233 = (bit<8>)hdr.fixed.v233; ovf = ovf | (hdr.fixed.v233 >> 8); \
+    hdr.cnat.c234 = (bit<8>)hdr.fixed.v234; ovf = ovf | (hdr.fixed.v234 >> 8); \
+    hdr.cnat.c235 = (bit<8>)hdr.fixed.v235; ovf = ovf | (hdr.fixed.v235 >> 8); \
+    hdr.cnat.c236 = (bit<8>)hdr.fixed.v236; ovf = ovf | (hdr.fixed.v236 >> 8); \
+    hdr.cnat.c237 = (bit<8>)hdr.fixed.v237; ovf = ovf | (hdr.fixed.v237 >> 8); \
+    hdr.cnat.c238 = (bit<8>)hdr.fixed.v238; ovf = ovf | (hdr.fixed.v238 >> 8); \
+    hdr.cnat.c239 = (bit<8>)hdr.fixed.v239; ovf = ovf | (hdr.fixed.v239 >> 8); \
+    hdr.cnat.c240 = (bit<8>)hdr.fixed.v240; ovf = ovf | (hdr.fixed.v240 >> 8); \
+    hdr.cnat.c241 = (bit<8>)hdr.fixed.v241; ovf = ovf | (hdr.fixed.v241 >> 8); \
+    hdr.cnat.c242 = (bit<8>)hdr.fixed.v242; ovf = ovf | (hdr.fixed.v242 >> 8); \
+    hdr.cnat.c243 = (bit<8>)hdr.fixed.v243; ovf = ovf | (hdr.fixed.v243 >> 8); \
+    hdr.cnat.c244 = (bit<8>)hdr.fixed.v244; ovf = ovf | (hdr.fixed.v244 >> 8); \
+    hdr.cnat.c245 = (bit<8>)hdr.fixed.v245; ovf = ovf | (hdr.fixed.v245 >> 8); \
+    hdr.cnat.c246 = (bit<8>)hdr.fixed.v246; ovf = ovf | (hdr.fixed.v246 >> 8); \
+    hdr.cnat.c247 = (bit<8>)hdr.fixed.v247; ovf = ovf | (hdr.fixed.v247 >> 8); \
+    hdr.cnat.c248 = (bit<8>)hdr.fixed.v248; ovf = ovf | (hdr.fixed.v248 >> 8); \
+    hdr.cnat.c249 = (bit<8>)hdr.fixed.v249; ovf = ovf | (hdr.fixed.v249 >> 8); \
+    hdr.cnat.c250 = (bit<8>)hdr.fixed.v250; ovf = ovf | (hdr.fixed.v250 >> 8); \
+    hdr.cnat.c251 = (bit<8>)hdr.fixed.v251; ovf = ovf | (hdr.fixed.v251 >> 8); \
+    hdr.cnat.c252 = (bit<8>)hdr.fixed.v252; ovf = ovf | (hdr.fixed.v252 >> 8); \
+    hdr.cnat.c253 = (bit<8>)hdr.fixed.v253; ovf = ovf | (hdr.fixed.v253 >> 8); \
+    hdr.cnat.c254 = (bit<8>)hdr.fixed.v254; ovf = ovf | (hdr.fixed.v254 >> 8); \
+    hdr.cnat.c255 = (bit<8>)hdr.fixed.v255; ovf = ovf | (hdr.fixed.v255 >> 8); \
+    hdr.cnat.c256 = (bit<8>)hdr.fixed.v256; ovf = ovf | (hdr.fixed.v256 >> 8); \
+    hdr.cnat.c257 = (bit<8>)hdr.fixed.v257; ovf = ovf | (hdr.fixed.v257 >> 8); \
+    hdr.cnat.c258 = (bit<8>)hdr.fixed.v258; ovf = ovf | (hdr.fixed.v258 >> 8); \
+    hdr.cnat.c259 = (bit<8>)hdr.fixed.v259; ovf = ovf | (hdr.fixed.v259 >> 8); \
+    hdr.cnat.c260 = (bit<8>)hdr.fixed.v260; ovf = ovf | (hdr.fixed.v260 >> 8); \
+    hdr.cnat.c261 = (bit<8>)hdr.fixed.v261; ovf = ovf | (hdr.fixed.v261 >> 8); \
+    hdr.cnat.c262 = (bit<8>)hdr.fixed.v262; ovf = ovf | (hdr.fixed.v262 >> 8); \
+    hdr.cnat.c263 = (bit<8>)hdr.fixed.v263; ovf = ovf | (hdr.fixed.v263 >> 8); \
+    hdr.cnat.c264 = (bit<8>)hdr.fixed.v264; ovf = ovf | (hdr.fixed.v264 >> 8); \
+    hdr.cnat.c265 = (bit<8>)hdr.fixed.v265; ovf = ovf | (hdr.fixed.v265 >> 8); \
+    hdr.cnat.c266 = (bit<8>)hdr.fixed.v266; ovf = ovf | (hdr.fixed.v266 >> 8); \
+    hdr.cnat.c267 = (bit<8>)hdr.fixed.v267; ovf = ovf | (hdr.fixed.v267 >> 8); \
+    hdr.cnat.c268 = (bit<8>)hdr.fixed.v268; ovf = ovf | (hdr.fixed.v268 >> 8); \
+    hdr.cnat.c269 = (bit<8>)hdr.fixed.v269; ovf = ovf | (hdr.fixed.v269 >> 8); \
+    hdr.cnat.c270 = (bit<8>)hdr.fixed.v270; ovf = ovf | (hdr.fixed.v270 >> 8); \
+    hdr.cnat.c271 = (bit<8>)hdr.fixed.v271; ovf = ovf | (hdr.fixed.v271 >> 8); \
+    hdr.cnat.c272 = (bit<8>)hdr.fixed.v272; ovf = ovf | (hdr.fixed.v272 >> 8); \
+    hdr.cnat.c273 = (bit<8>)hdr.fixed.v273; ovf = ovf | (hdr.fixed.v273 >> 8); \
+    hdr.cnat.c274 = (bit<8>)hdr.fixed.v274; ovf = ovf | (hdr.fixed.v274 >> 8); \
+    hdr.cnat.c275 = (bit<8>)hdr.fixed.v275; ovf = ovf | (hdr.fixed.v275 >> 8); \
+    hdr.cnat.c276 = (bit<8>)hdr.fixed.v276; ovf = ovf | (hdr.fixed.v276 >> 8); \
+    hdr.cnat.c277 = (bit<8>)hdr.fixed.v277; ovf = ovf | (hdr.fixed.v277 >> 8); \
+    hdr.cnat.c278 = (bit<8>)hdr.fixed.v278; ovf = ovf | (hdr.fixed.v278 >> 8); \
+    hdr.cnat.c279 = (bit<8>)hdr.fixed.v279; ovf = ovf | (hdr.fixed.v279 >> 8); \
+    hdr.cnat.c280 = (bit<8>)hdr.fixed.v280; ovf = ovf | (hdr.fixed.v280 >> 8); \
+    hdr.cnat.c281 = (bit<8>)hdr.fixed.v281; ovf = ovf | (hdr.fixed.v281 >> 8); \
+    hdr.cnat.c282 = (bit<8>)hdr.fixed.v282; ovf = ovf | (hdr.fixed.v282 >> 8); \
+    hdr.cnat.c283 = (bit<8>)hdr.fixed.v283; ovf = ovf | (hdr.fixed.v283 >> 8); \
+    hdr.cnat.c284 = (bit<8>)hdr.fixed.v284; ovf = ovf | (hdr.fixed.v284 >> 8); \
+    hdr.cnat.c285 = (bit<8>)hdr.fixed.v285; ovf = ovf | (hdr.fixed.v285 >> 8); \
+    hdr.cnat.c286 = (bit<8>)hdr.fixed.v286; ovf = ovf | (hdr.fixed.v286 >> 8); \
+    hdr.cnat.c287 = (bit<8>)hdr.fixed.v287; ovf = ovf | (hdr.fixed.v287 >> 8); \
+    hdr.cnat.c288 = (bit<8>)hdr.fixed.v288; ovf = ovf | (hdr.fixed.v288 >> 8); \
+    hdr.cnat.c289 = (bit<8>)hdr.fixed.v289; ovf = ovf | (hdr.fixed.v289 >> 8); \
+    hdr.cnat.c290 = (bit<8>)hdr.fixed.v290; ovf = ovf | (hdr.fixed.v290 >> 8); \
+    hdr.cnat.c291 = (bit<8>)hdr.fixed.v291; ovf = ovf | (hdr.fixed.v291 >> 8); \
+    hdr.cnat.c292 = (bit<8>)hdr.fixed.v292; ovf = ovf | (hdr.fixed.v292 >> 8); \
+    hdr.cnat.c293 = (bit<8>)hdr.fixed.v293; ovf = ovf | (hdr.fixed.v293 >> 8); \
+    hdr.cnat.c294 = (bit<8>)hdr.fixed.v294; ovf = ovf | (hdr.fixed.v294 >> 8); \
+    hdr.cnat.c295 = (bit<8>)hdr.fixed.v295; ovf = ovf | (hdr.fixed.v295 >> 8); \
+    hdr.cnat.c296 = (bit<8>)hdr.fixed.v296; ovf = ovf | (hdr.fixed.v296 >> 8); \
+    hdr.cnat.c297 = (bit<8>)hdr.fixed.v297; ovf = ovf | (hdr.fixed.v297 >> 8); \
+    hdr.cnat.c298 = (bit<8>)hdr.fixed.v298; ovf = ovf | (hdr.fixed.v298 >> 8); \
+    hdr.cnat.c299 = (bit<8>)hdr.fixed.v299; ovf = ovf | (hdr.fixed.v299 >> 8); \
+    hdr.cnat.c300 = (bit<8>)hdr.fixed.v300; ovf = ovf | (hdr.fixed.v300 >> 8); \
+    hdr.cnat.c301 = (bit<8>)hdr.fixed.v301; ovf = ovf | (hdr.fixed.v301 >> 8); \
+    hdr.cnat.c302 = (bit<8>)hdr.fixed.v302; ovf = ovf | (hdr.fixed.v302 >> 8); \
+    hdr.cnat.c303 = (bit<8>)hdr.fixed.v303; ovf = ovf | (hdr.fixed.v303 >> 8); \
+    hdr.cnat.c304 = (bit<8>)hdr.fixed.v304; ovf = ovf | (hdr.fixed.v304 >> 8); \
+    hdr.cnat.c305 = (bit<8>)hdr.fixed.v305; ovf = ovf | (hdr.fixed.v305 >> 8); \
+    hdr.cnat.c306 = (bit<8>)hdr.fixed.v306; ovf = ovf | (hdr.fixed.v306 >> 8); \
+    hdr.cnat.c307 = (bit<8>)hdr.fixed.v307; ovf = ovf | (hdr.fixed.v307 >> 8); \
+    hdr.cnat.c308 = (bit<8>)hdr.fixed.v308; ovf = ovf | (hdr.fixed.v308 >> 8); \
+    hdr.cnat.c309 = (bit<8>)hdr.fixed.v309; ovf = ovf | (hdr.fixed.v309 >> 8); \
+    hdr.cnat.c310 = (bit<8>)hdr.fixed.v310; ovf = ovf | (hdr.fixed.v310 >> 8); \
+    hdr.cnat.c311 = (bit<8>)hdr.fixed.v311; ovf = ovf | (hdr.fixed.v311 >> 8); \
+    hdr.cnat.c312 = (bit<8>)hdr.fixed.v312; ovf = ovf | (hdr.fixed.v312 >> 8); \
+    hdr.cnat.c313 = (bit<8>)hdr.fixed.v313; ovf = ovf | (hdr.fixed.v313 >> 8); \
+    hdr.cnat.c314 = (bit<8>)hdr.fixed.v314; ovf = ovf | (hdr.fixed.v314 >> 8); \
+    hdr.cnat.c315 = (bit<8>)hdr.fixed.v315; ovf = ovf | (hdr.fixed.v315 >> 8); \
+    hdr.cnat.c316 = (bit<8>)hdr.fixed.v316; ovf = ovf | (hdr.fixed.v316 >> 8); \
+    hdr.cnat.c317 = (bit<8>)hdr.fixed.v317; ovf = ovf | (hdr.fixed.v317 >> 8); \
+    hdr.cnat.c318 = (bit<8>)hdr.fixed.v318; ovf = ovf | (hdr.fixed.v318 >> 8); \
+    hdr.cnat.c319 = (bit<8>)hdr.fixed.v319; ovf = ovf | (hdr.fixed.v319 >> 8); \
+    hdr.cnat.c320 = (bit<8>)hdr.fixed.v320; ovf = ovf | (hdr.fixed.v320 >> 8); \
+    hdr.cnat.c321 = (bit<8>)hdr.fixed.v321; ovf = ovf | (hdr.fixed.v321 >> 8); \
+    hdr.cnat.c322 = (bit<8>)hdr.fixed.v322; ovf = ovf | (hdr.fixed.v322 >> 8); \
+    hdr.cnat.c323 = (bit<8>)hdr.fixed.v323; ovf = ovf | (hdr.fixed.v323 >> 8); \
+    hdr.cnat.c324 = (bit<8>)hdr.fixed.v324; ovf = ovf | (hdr.fixed.v324 >> 8); \
+    hdr.cnat.c325 = (bit<8>)hdr.fixed.v325; ovf = ovf | (hdr.fixed.v325 >> 8); \
+    hdr.cnat.c326 = (bit<8>)hdr.fixed.v326; ovf = ovf | (hdr.fixed.v326 >> 8); \
+    hdr.cnat.c327 = (bit<8>)hdr.fixed.v327; ovf = ovf | (hdr.fixed.v327 >> 8); \
+    hdr.cnat.c328 = (bit<8>)hdr.fixed.v328; ovf = ovf | (hdr.fixed.v328 >> 8); \
+    hdr.cnat.c329 = (bit<8>)hdr.fixed.v329; ovf = ovf | (hdr.fixed.v329 >> 8); \
+    hdr.cnat.c330 = (bit<8>)hdr.fixed.v330; ovf = ovf | (hdr.fixed.v330 >> 8); \
+    hdr.cnat.c331 = (bit<8>)hdr.fixed.v331; ovf = ovf | (hdr.fixed.v331 >> 8); \
+    hdr.cnat.c332 = (bit<8>)hdr.fixed.v332; ovf = ovf | (hdr.fixed.v332 >> 8); \
+    hdr.cnat.c333 = (bit<8>)hdr.fixed.v333; ovf = ovf | (hdr.fixed.v333 >> 8); \
+    hdr.cnat.c334 = (bit<8>)hdr.fixed.v334; ovf = ovf | (hdr.fixed.v334 >> 8); \
+    hdr.cnat.c335 = (bit<8>)hdr.fixed.v335; ovf = ovf | (hdr.fixed.v335 >> 8); \
+    hdr.cnat.c336 = (bit<8>)hdr.fixed.v336; ovf = ovf | (hdr.fixed.v336 >> 8); \
+    hdr.cnat.c337 = (bit<8>)hdr.fixed.v337; ovf = ovf | (hdr.fixed.v337 >> 8); \
+    hdr.cnat.c338 = (bit<8>)hdr.fixed.v338; ovf = ovf | (hdr.fixed.v338 >> 8); \
+    hdr.cnat.c339 = (bit<8>)hdr.fixed.v339; ovf = ovf | (hdr.fixed.v339 >> 8); \
+    hdr.cnat.c340 = (bit<8>)hdr.fixed.v340; ovf = ovf | (hdr.fixed.v340 >> 8); \
+    hdr.cnat.c341 = (bit<8>)hdr.fixed.v341; ovf = ovf | (hdr.fixed.v341 >> 8); \
+    hdr.cnat.c342 = (bit<8>)hdr.fixed.v342; ovf = ovf | (hdr.fixed.v342 >> 8); \
+    hdr.cnat.c343 = (bit<8>)hdr.fixed.v343; ovf = ovf | (hdr.fixed.v343 >> 8); \
+    hdr.cnat.c344 = (bit<8>)hdr.fixed.v344; ovf = ovf | (hdr.fixed.v344 >> 8); \
+    hdr.cnat.c345 = (bit<8>)hdr.fixed.v345; ovf = ovf | (hdr.fixed.v345 >> 8); \
+    hdr.cnat.c346 = (bit<8>)hdr.fixed.v346; ovf = ovf | (hdr.fixed.v346 >> 8); \
+    hdr.cnat.c347 = (bit<8>)hdr.fixed.v347; ovf = ovf | (hdr.fixed.v347 >> 8); \
+    hdr.cnat.c348 = (bit<8>)hdr.fixed.v348; ovf = ovf | (hdr.fixed.v348 >> 8); \
+    hdr.cnat.c349 = (bit<8>)hdr.fixed.v349; ovf = ovf | (hdr.fixed.v349 >> 8); \
+    hdr.cnat.c350 = (bit<8>)hdr.fixed.v350; ovf = ovf | (hdr.fixed.v350 >> 8); \
+    hdr.cnat.c351 = (bit<8>)hdr.fixed.v351; ovf = ovf | (hdr.fixed.v351 >> 8); \
+    hdr.cnat.c352 = (bit<8>)hdr.fixed.v352; ovf = ovf | (hdr.fixed.v352 >> 8); \
+    hdr.cnat.c353 = (bit<8>)hdr.fixed.v353; ovf = ovf | (hdr.fixed.v353 >> 8); \
+    hdr.cnat.c354 = (bit<8>)hdr.fixed.v354; ovf = ovf | (hdr.fixed.v354 >> 8); \
+    hdr.cnat.c355 = (bit<8>)hdr.fixed.v355; ovf = ovf | (hdr.fixed.v355 >> 8); \
+    hdr.cnat.c356 = (bit<8>)hdr.fixed.v356; ovf = ovf | (hdr.fixed.v356 >> 8); \
+    hdr.cnat.c357 = (bit<8>)hdr.fixed.v357; ovf = ovf | (hdr.fixed.v357 >> 8); \
+    hdr.cnat.c358 = (bit<8>)hdr.fixed.v358; ovf = ovf | (hdr.fixed.v358 >> 8); \
+    hdr.cnat.c359 = (bit<8>)hdr.fixed.v359; ovf = ovf | (hdr.fixed.v359 >> 8); \
+    hdr.cnat.c360 = (bit<8>)hdr.fixed.v360; ovf = ovf | (hdr.fixed.v360 >> 8); \
+    hdr.cnat.c361 = (bit<8>)hdr.fixed.v361; ovf = ovf | (hdr.fixed.v361 >> 8); \
+    hdr.cnat.c362 = (bit<8>)hdr.fixed.v362; ovf = ovf | (hdr.fixed.v362 >> 8); \
+    hdr.cnat.c363 = (bit<8>)hdr.fixed.v363; ovf = ovf | (hdr.fixed.v363 >> 8); \
+    hdr.cnat.c364 = (bit<8>)hdr.fixed.v364; ovf = ovf | (hdr.fixed.v364 >> 8); \
+    hdr.cnat.c365 = (bit<8>)hdr.fixed.v365; ovf = ovf | (hdr.fixed.v365 >> 8); \
+    hdr.cnat.c366 = (bit<8>)hdr.fixed.v366; ovf = ovf | (hdr.fixed.v366 >> 8); \
+    hdr.cnat.c367 = (bit<8>)hdr.fixed.v367; ovf = ovf | (hdr.fixed.v367 >> 8); \
+    hdr.cnat.c368 = (bit<8>)hdr.fixed.v368; ovf = ovf | (hdr.fixed.v368 >> 8); \
+    hdr.cnat.c369 = (bit<8>)hdr.fixed.v369; ovf = ovf | (hdr.fixed.v369 >> 8); \
+    hdr.cnat.c370 = (bit<8>)hdr.fixed.v370; ovf = ovf | (hdr.fixed.v370 >> 8); \
+    hdr.cnat.c371 = (bit<8>)hdr.fixed.v371; ovf = ovf | (hdr.fixed.v371 >> 8); \
+    hdr.cnat.c372 = (bit<8>)hdr.fixed.v372; ovf = ovf | (hdr.fixed.v372 >> 8); \
+    hdr.cnat.c373 = (bit<8>)hdr.fixed.v373; ovf = ovf | (hdr.fixed.v373 >> 8); \
+    hdr.cnat.c374 = (bit<8>)hdr.fixed.v374; ovf = ovf | (hdr.fixed.v374 >> 8); \
+    hdr.cnat.c375 = (bit<8>)hdr.fixed.v375; ovf = ovf | (hdr.fixed.v375 >> 8); \
+    hdr.cnat.c376 = (bit<8>)hdr.fixed.v376; ovf = ovf | (hdr.fixed.v376 >> 8); \
+    hdr.cnat.c377 = (bit<8>)hdr.fixed.v377; ovf = ovf | (hdr.fixed.v377 >> 8); \
+    hdr.cnat.c378 = (bit<8>)hdr.fixed.v378; ovf = ovf | (hdr.fixed.v378 >> 8); \
+    hdr.cnat.c379 = (bit<8>)hdr.fixed.v379; ovf = ovf | (hdr.fixed.v379 >> 8); \
+    hdr.cnat.c380 = (bit<8>)hdr.fixed.v380; ovf = ovf | (hdr.fixed.v380 >> 8); \
+    hdr.cnat.c381 = (bit<8>)hdr.fixed.v381; ovf = ovf | (hdr.fixed.v381 >> 8); \
+    hdr.cnat.c382 = (bit<8>)hdr.fixed.v382; ovf = ovf | (hdr.fixed.v382 >> 8); \
+    hdr.cnat.c383 = (bit<8>)hdr.fixed.v383; ovf = ovf | (hdr.fixed.v383 >> 8); \
+    hdr.cnat.c384 = (bit<8>)hdr.fixed.v384; ovf = ovf | (hdr.fixed.v384 >> 8); \
+    hdr.cnat.c385 = (bit<8>)hdr.fixed.v385; ovf = ovf | (hdr.fixed.v385 >> 8); \
+    hdr.cnat.c386 = (bit<8>)hdr.fixed.v386; ovf = ovf | (hdr.fixed.v386 >> 8); \
+    hdr.cnat.c387 = (bit<8>)hdr.fixed.v387; ovf = ovf | (hdr.fixed.v387 >> 8); \
+    hdr.cnat.c388 = (bit<8>)hdr.fixed.v388; ovf = ovf | (hdr.fixed.v388 >> 8); \
+    hdr.cnat.c389 = (bit<8>)hdr.fixed.v389; ovf = ovf | (hdr.fixed.v389 >> 8); \
+    hdr.cnat.c390 = (bit<8>)hdr.fixed.v390; ovf = ovf | (hdr.fixed.v390 >> 8); \
+    hdr.cnat.c391 = (bit<8>)hdr.fixed.v391; ovf = ovf | (hdr.fixed.v391 >> 8); \
+    hdr.cnat.c392 = (bit<8>)hdr.fixed.v392; ovf = ovf | (hdr.fixed.v392 >> 8); \
+    hdr.cnat.c393 = (bit<8>)hdr.fixed.v393; ovf = ovf | (hdr.fixed.v393 >> 8); \
+    hdr.cnat.c394 = (bit<8>)hdr.fixed.v394; ovf = ovf | (hdr.fixed.v394 >> 8); \
+    hdr.cnat.c395 = (bit<8>)hdr.fixed.v395; ovf = ovf | (hdr.fixed.v395 >> 8); \
+    hdr.cnat.c396 = (bit<8>)hdr.fixed.v396; ovf = ovf | (hdr.fixed.v396 >> 8); \
+    hdr.cnat.c397 = (bit<8>)hdr.fixed.v397; ovf = ovf | (hdr.fixed.v397 >> 8); \
+    hdr.cnat.c398 = (bit<8>)hdr.fixed.v398; ovf = ovf | (hdr.fixed.v398 >> 8); \
+    hdr.cnat.c399 = (bit<8>)hdr.fixed.v399; ovf = ovf | (hdr.fixed.v399 >> 8); \
+    hdr.cnat.c400 = (bit<8>)hdr.fixed.v400; ovf = ovf | (hdr.fixed.v400 >> 8); \
+    hdr.cnat.c401 = (bit<8>)hdr.fixed.v401; ovf = ovf | (hdr.fixed.v401 >> 8); \
+    hdr.cnat.c402 = (bit<8>)hdr.fixed.v402; ovf = ovf | (hdr.fixed.v402 >> 8); \
+    hdr.cnat.c403 = (bit<8>)hdr.fixed.v403; ovf = ovf | (hdr.fixed.v403 >> 8); \
+    hdr.cnat.c404 = (bit<8>)hdr.fixed.v404; ovf = ovf | (hdr.fixed.v404 >> 8); \
+    hdr.cnat.c405 = (bit<8>)hdr.fixed.v405; ovf = ovf | (hdr.fixed.v405 >> 8); \
+    hdr.cnat.c406 = (bit<8>)hdr.fixed.v406; ovf = ovf | (hdr.fixed.v406 >> 8); \
+    hdr.cnat.c407 = (bit<8>)hdr.fixed.v407; ovf = ovf | (hdr.fixed.v407 >> 8); \
+    hdr.cnat.c408 = (bit<8>)hdr.fixed.v408; ovf = ovf | (hdr.fixed.v408 >> 8); \
+    hdr.cnat.c409 = (bit<8>)hdr.fixed.v409; ovf = ovf | (hdr.fixed.v409 >> 8); \
+    hdr.cnat.c410 = (bit<8>)hdr.fixed.v410; ovf = ovf | (hdr.fixed.v410 >> 8); \
+    hdr.cnat.c411 = (bit<8>)hdr.fixed.v411; ovf = ovf | (hdr.fixed.v411 >> 8); \
+    hdr.cnat.c412 = (bit<8>)hdr.fixed.v412; ovf = ovf | (hdr.fixed.v412 >> 8); \
+    hdr.cnat.c413 = (bit<8>)hdr.fixed.v413; ovf = ovf | (hdr.fixed.v413 >> 8); \
+    hdr.cnat.c414 = (bit<8>)hdr.fixed.v414; ovf = ovf | (hdr.fixed.v414 >> 8); \
+    hdr.cnat.c415 = (bit<8>)hdr.fixed.v415; ovf = ovf | (hdr.fixed.v415 >> 8); \
+    hdr.cnat.c416 = (bit<8>)hdr.fixed.v416; ovf = ovf | (hdr.fixed.v416 >> 8); \
+    hdr.cnat.c417 = (bit<8>)hdr.fixed.v417; ovf = ovf | (hdr.fixed.v417 >> 8); \
+    hdr.cnat.c418 = (bit<8>)hdr.fixed.v418; ovf = ovf | (hdr.fixed.v418 >> 8); \
+    hdr.cnat.c419 = (bit<8>)hdr.fixed.v419; ovf = ovf | (hdr.fixed.v419 >> 8); \
+    hdr.cnat.c420 = (bit<8>)hdr.fixed.v420; ovf = ovf | (hdr.fixed.v420 >> 8); \
+    hdr.cnat.c421 = (bit<8>)hdr.fixed.v421; ovf = ovf | (hdr.fixed.v421 >> 8); \
+    hdr.cnat.c422 = (bit<8>)hdr.fixed.v422; ovf = ovf | (hdr.fixed.v422 >> 8); \
+    hdr.cnat.c423 = (bit<8>)hdr.fixed.v423; ovf = ovf | (hdr.fixed.v423 >> 8); \
+    hdr.cnat.c424 = (bit<8>)hdr.fixed.v424; ovf = ovf | (hdr.fixed.v424 >> 8); \
+    hdr.cnat.c425 = (bit<8>)hdr.fixed.v425; ovf = ovf | (hdr.fixed.v425 >> 8); \
+    hdr.cnat.c426 = (bit<8>)hdr.fixed.v426; ovf = ovf | (hdr.fixed.v426 >> 8); \
+    hdr.cnat.c427 = (bit<8>)hdr.fixed.v427; ovf = ovf | (hdr.fixed.v427 >> 8); \
+    hdr.cnat.c428 = (bit<8>)hdr.fixed.v428; ovf = ovf | (hdr.fixed.v428 >> 8); \
+    hdr.cnat.c429 = (bit<8>)hdr.fixed.v429; ovf = ovf | (hdr.fixed.v429 >> 8); \
+    hdr.cnat.c430 = (bit<8>)hdr.fixed.v430; ovf = ovf | (hdr.fixed.v430 >> 8); \
+    hdr.cnat.c431 = (bit<8>)hdr.fixed.v431; ovf = ovf | (hdr.fixed.v431 >> 8); \
+    hdr.cnat.c432 = (bit<8>)hdr.fixed.v432; ovf = ovf | (hdr.fixed.v432 >> 8); \
+    hdr.cnat.c433 = (bit<8>)hdr.fixed.v433; ovf = ovf | (hdr.fixed.v433 >> 8); \
+    hdr.cnat.c434 = (bit<8>)hdr.fixed.v434; ovf = ovf | (hdr.fixed.v434 >> 8); \
+    hdr.cnat.c435 = (bit<8>)hdr.fixed.v435; ovf = ovf | (hdr.fixed.v435 >> 8); \
+    hdr.cnat.c436 = (bit<8>)hdr.fixed.v436; ovf = ovf | (hdr.fixed.v436 >> 8); \
+    hdr.cnat.c437 = (bit<8>)hdr.fixed.v437; ovf = ovf | (hdr.fixed.v437 >> 8); \
+    hdr.cnat.c438 = (bit<8>)hdr.fixed.v438; ovf = ovf | (hdr.fixed.v438 >> 8); \
+    hdr.cnat.c439 = (bit<8>)hdr.fixed.v439; ovf = ovf | (hdr.fixed.v439 >> 8); \
+    hdr.cnat.c440 = (bit<8>)hdr.fixed.v440; ovf = ovf | (hdr.fixed.v440 >> 8); \
+    hdr.cnat.c441 = (bit<8>)hdr.fixed.v441; ovf = ovf | (hdr.fixed.v441 >> 8); \
+    hdr.cnat.c442 = (bit<8>)hdr.fixed.v442; ovf = ovf | (hdr.fixed.v442 >> 8); \
+    hdr.cnat.c443 = (bit<8>)hdr.fixed.v443; ovf = ovf | (hdr.fixed.v443 >> 8); \
+    hdr.cnat.c444 = (bit<8>)hdr.fixed.v444; ovf = ovf | (hdr.fixed.v444 >> 8); \
+    hdr.cnat.c445 = (bit<8>)hdr.fixed.v445; ovf = ovf | (hdr.fixed.v445 >> 8); \
+    hdr.cnat.c446 = (bit<8>)hdr.fixed.v446; ovf = ovf | (hdr.fixed.v446 >> 8); \
+    hdr.cnat.c447 = (bit<8>)hdr.fixed.v447; ovf = ovf | (hdr.fixed.v447 >> 8); \
+    hdr.cnat.c448 = (bit<8>)hdr.fixed.v448; ovf = ovf | (hdr.fixed.v448 >> 8); \
+    hdr.cnat.c449 = (bit<8>)hdr.fixed.v449; ovf = ovf | (hdr.fixed.v449 >> 8); \
+    hdr.cnat.c450 = (bit<8>)hdr.fixed.v450; ovf = ovf | (hdr.fixed.v450 >> 8); \
+    hdr.cnat.c451 = (bit<8>)hdr.fixed.v451; ovf = ovf | (hdr.fixed.v451 >> 8); \
+    hdr.cnat.c452 = (bit<8>)hdr.fixed.v452; ovf = ovf | (hdr.fixed.v452 >> 8); \
+    hdr.cnat.c453 = (bit<8>)hdr.fixed.v453; ovf = ovf | (hdr.fixed.v453 >> 8); \
+    hdr.cnat.c454 = (bit<8>)hdr.fixed.v454; ovf = ovf | (hdr.fixed.v454 >> 8); \
+    hdr.cnat.c455 = (bit<8>)hdr.fixed.v455; ovf = ovf | (hdr.fixed.v455 >> 8); \
+    hdr.cnat.c456 = (bit<8>)hdr.fixed.v456; ovf = ovf | (hdr.fixed.v456 >> 8); \
+    hdr.cnat.c457 = (bit<8>)hdr.fixed.v457; ovf = ovf | (hdr.fixed.v457 >> 8); \
+    hdr.cnat.c458 = (bit<8>)hdr.fixed.v458; ovf = ovf | (hdr.fixed.v458 >> 8); \
+    hdr.cnat.c459 = (bit<8>)hdr.fixed.v459; ovf = ovf | (hdr.fixed.v459 >> 8); \
+    hdr.cnat.c460 = (bit<8>)hdr.fixed.v460; ovf = ovf | (hdr.fixed.v460 >> 8); \
+    hdr.cnat.c461 = (bit<8>)hdr.fixed.v461; ovf = ovf | (hdr.fixed.v461 >> 8); \
+    hdr.cnat.c462 = (bit<8>)hdr.fixed.v462; ovf = ovf | (hdr.fixed.v462 >> 8); \
+    hdr.cnat.c463 = (bit<8>)hdr.fixed.v463; ovf = ovf | (hdr.fixed.v463 >> 8); \
+    hdr.cnat.c464 = (bit<8>)hdr.fixed.v464; ovf = ovf | (hdr.fixed.v464 >> 8); \
+    hdr.cnat.c465 = (bit<8>)hdr.fixed.v465; ovf = ovf | (hdr.fixed.v465 >> 8); \
+    hdr.cnat.c466 = (bit<8>)hdr.fixed.v466; ovf = ovf | (hdr.fixed.v466 >> 8); \
+    hdr.cnat.c467 = (bit<8>)hdr.fixed.v467; ovf = ovf | (hdr.fixed.v467 >> 8); \
+    hdr.cnat.c468 = (bit<8>)hdr.fixed.v468; ovf = ovf | (hdr.fixed.v468 >> 8); \
+    hdr.cnat.c469 = (bit<8>)hdr.fixed.v469; ovf = ovf | (hdr.fixed.v469 >> 8); \
+    hdr.cnat.c470 = (bit<8>)hdr.fixed.v470; ovf = ovf | (hdr.fixed.v470 >> 8); \
+    hdr.cnat.c471 = (bit<8>)hdr.fixed.v471; ovf = ovf | (hdr.fixed.v471 >> 8); \
+    hdr.cnat.c472 = (bit<8>)hdr.fixed.v472; ovf = ovf | (hdr.fixed.v472 >> 8); \
+    hdr.cnat.c473 = (bit<8>)hdr.fixed.v473; ovf = ovf | (hdr.fixed.v473 >> 8); \
+    hdr.cnat.c474 = (bit<8>)hdr.fixed.v474; ovf = ovf | (hdr.fixed.v474 >> 8); \
+    hdr.cnat.c475 = (bit<8>)hdr.fixed.v475; ovf = ovf | (hdr.fixed.v475 >> 8); \
+    hdr.cnat.c476 = (bit<8>)hdr.fixed.v476; ovf = ovf | (hdr.fixed.v476 >> 8); \
+    hdr.cnat.c477 = (bit<8>)hdr.fixed.v477; ovf = ovf | (hdr.fixed.v477 >> 8); \
+    hdr.cnat.c478 = (bit<8>)hdr.fixed.v478; ovf = ovf | (hdr.fixed.v478 >> 8); \
+    hdr.cnat.c479 = (bit<8>)hdr.fixed.v479; ovf = ovf | (hdr.fixed.v479 >> 8); \
+    hdr.cnat.c480 = (bit<8>)hdr.fixed.v480; ovf = ovf | (hdr.fixed.v480 >> 8); \
+    hdr.cnat.c481 = (bit<8>)hdr.fixed.v481; ovf = ovf | (hdr.fixed.v481 >> 8); \
+    hdr.cnat.c482 = (bit<8>)hdr.fixed.v482; ovf = ovf | (hdr.fixed.v482 >> 8); \
+    hdr.cnat.c483 = (bit<8>)hdr.fixed.v483; ovf = ovf | (hdr.fixed.v483 >> 8); \
+    hdr.cnat.c484 = (bit<8>)hdr.fixed.v484; ovf = ovf | (hdr.fixed.v484 >> 8); \
+    hdr.cnat.c485 = (bit<8>)hdr.fixed.v485; ovf = ovf | (hdr.fixed.v485 >> 8); \
+    hdr.cnat.c486 = (bit<8>)hdr.fixed.v486; ovf = ovf | (hdr.fixed.v486 >> 8); \
+    hdr.cnat.c487 = (bit<8>)hdr.fixed.v487; ovf = ovf | (hdr.fixed.v487 >> 8); \
+    hdr.cnat.c488 = (bit<8>)hdr.fixed.v488; ovf = ovf | (hdr.fixed.v488 >> 8); \
+    hdr.cnat.c489 = (bit<8>)hdr.fixed.v489; ovf = ovf | (hdr.fixed.v489 >> 8); \
+    hdr.cnat.c490 = (bit<8>)hdr.fixed.v490; ovf = ovf | (hdr.fixed.v490 >> 8); \
+    hdr.cnat.c491 = (bit<8>)hdr.fixed.v491; ovf = ovf | (hdr.fixed.v491 >> 8); \
+    hdr.cnat.c492 = (bit<8>)hdr.fixed.v492; ovf = ovf | (hdr.fixed.v492 >> 8); \
+    hdr.cnat.c493 = (bit<8>)hdr.fixed.v493; ovf = ovf | (hdr.fixed.v493 >> 8); \
+    hdr.cnat.c494 = (bit<8>)hdr.fixed.v494; ovf = ovf | (hdr.fixed.v494 >> 8); \
+    hdr.cnat.c495 = (bit<8>)hdr.fixed.v495; ovf = ovf | (hdr.fixed.v495 >> 8); \
+    hdr.cnat.c496 = (bit<8>)hdr.fixed.v496; ovf = ovf | (hdr.fixed.v496 >> 8); \
+    hdr.cnat.c497 = (bit<8>)hdr.fixed.v497; ovf = ovf | (hdr.fixed.v497 >> 8); \
+    hdr.cnat.c498 = (bit<8>)hdr.fixed.v498; ovf = ovf | (hdr.fixed.v498 >> 8); \
+    hdr.cnat.c499 = (bit<8>)hdr.fixed.v499; ovf = ovf | (hdr.fixed.v499 >> 8); \
+    hdr.cnat.c500 = (bit<8>)hdr.fixed.v500; ovf = ovf | (hdr.fixed.v500 >> 8); \
+    hdr.cnat.c501 = (bit<8>)hdr.fixed.v501; ovf = ovf | (hdr.fixed.v501 >> 8); \
+    hdr.cnat.c502 = (bit<8>)hdr.fixed.v502; ovf = ovf | (hdr.fixed.v502 >> 8); \
+    hdr.cnat.c503 = (bit<8>)hdr.fixed.v503; ovf = ovf | (hdr.fixed.v503 >> 8); \
+    hdr.cnat.c504 = (bit<8>)hdr.fixed.v504; ovf = ovf | (hdr.fixed.v504 >> 8); \
+    hdr.cnat.c505 = (bit<8>)hdr.fixed.v505; ovf = ovf | (hdr.fixed.v505 >> 8); \
+    hdr.cnat.c506 = (bit<8>)hdr.fixed.v506; ovf = ovf | (hdr.fixed.v506 >> 8); \
+    hdr.cnat.c507 = (bit<8>)hdr.fixed.v507; ovf = ovf | (hdr.fixed.v507 >> 8); \
+    hdr.cnat.c508 = (bit<8>)hdr.fixed.v508; ovf = ovf | (hdr.fixed.v508 >> 8); \
+    hdr.cnat.c509 = (bit<8>)hdr.fixed.v509; ovf = ovf | (hdr.fixed.v509 >> 8); \
+    hdr.cnat.c510 = (bit<8>)hdr.fixed.v510; ovf = ovf | (hdr.fixed.v510 >> 8); \
+    hdr.cnat.c511 = (bit<8>)hdr.fixed.v511; ovf = ovf | (hdr.fixed.v511 >> 8); \
+    hdr.cnat.c512 = (bit<8>)hdr.fixed.v512; ovf = ovf | (hdr.fixed.v512 >> 8); \
+    hdr.cnat.c513 = (bit<8>)hdr.fixed.v513; ovf = ovf | (hdr.fixed.v513 >> 8); \
+    hdr.cnat.c514 = (bit<8>)hdr.fixed.v514; ovf = ovf | (hdr.fixed.v514 >> 8); \
+    hdr.cnat.c515 = (bit<8>)hdr.fixed.v515; ovf = ovf | (hdr.fixed.v515 >> 8); \
+    hdr.cnat.c516 = (bit<8>)hdr.fixed.v516; ovf = ovf | (hdr.fixed.v516 >> 8); \
+    hdr.cnat.c517 = (bit<8>)hdr.fixed.v517; ovf = ovf | (hdr.fixed.v517 >> 8); \
+    hdr.cnat.c518 = (bit<8>)hdr.fixed.v518; ovf = ovf | (hdr.fixed.v518 >> 8); \
+    hdr.cnat.c519 = (bit<8>)hdr.fixed.v519; ovf = ovf | (hdr.fixed.v519 >> 8); \
+    hdr.cnat.c520 = (bit<8>)hdr.fixed.v520; ovf = ovf | (hdr.fixed.v520 >> 8); \
+    hdr.cnat.c521 = (bit<8>)hdr.fixed.v521; ovf = ovf | (hdr.fixed.v521 >> 8); \
+    hdr.cnat.c522 = (bit<8>)hdr.fixed.v522; ovf = ovf | (hdr.fixed.v522 >> 8); \
+    hdr.cnat.c523 = (bit<8>)hdr.fixed.v523; ovf = ovf | (hdr.fixed.v523 >> 8); \
+    hdr.cnat.c524 = (bit<8>)hdr.fixed.v524; ovf = ovf | (hdr.fixed.v524 >> 8); \
+    hdr.cnat.c525 = (bit<8>)hdr.fixed.v525; ovf = ovf | (hdr.fixed.v525 >> 8); \
+    hdr.cnat.c526 = (bit<8>)hdr.fixed.v526; ovf = ovf | (hdr.fixed.v526 >> 8); \
+    hdr.cnat.c527 = (bit<8>)hdr.fixed.v527; ovf = ovf | (hdr.fixed.v527 >> 8); \
+    hdr.cnat.c528 = (bit<8>)hdr.fixed.v528; ovf = ovf | (hdr.fixed.v528 >> 8); \
+    hdr.cnat.c529 = (bit<8>)hdr.fixed.v529; ovf = ovf | (hdr.fixed.v529 >> 8); \
+    hdr.cnat.c530 = (bit<8>)hdr.fixed.v530; ovf = ovf | (hdr.fixed.v530 >> 8); \
+    hdr.cnat.c531 = (bit<8>)hdr.fixed.v531; ovf = ovf | (hdr.fixed.v531 >> 8); \
+    hdr.cnat.c532 = (bit<8>)hdr.fixed.v532; ovf = ovf | (hdr.fixed.v532 >> 8); \
+    hdr.cnat.c533 = (bit<8>)hdr.fixed.v533; ovf = ovf | (hdr.fixed.v533 >> 8); \
+    hdr.cnat.c534 = (bit<8>)hdr.fixed.v534; ovf = ovf | (hdr.fixed.v534 >> 8); \
+    hdr.cnat.c535 = (bit<8>)hdr.fixed.v535; ovf = ovf | (hdr.fixed.v535 >> 8); \
+    hdr.cnat.c536 = (bit<8>)hdr.fixed.v536; ovf = ovf | (hdr.fixed.v536 >> 8); \
+    hdr.cnat.c537 = (bit<8>)hdr.fixed.v537; ovf = ovf | (hdr.fixed.v537 >> 8); \
+    hdr.cnat.c538 = (bit<8>)hdr.fixed.v538; ovf = ovf | (hdr.fixed.v538 >> 8); \
+    hdr.cnat.c539 = (bit<8>)hdr.fixed.v539; ovf = ovf | (hdr.fixed.v539 >> 8); \
+    hdr.cnat.c540 = (bit<8>)hdr.fixed.v540; ovf = ovf | (hdr.fixed.v540 >> 8); \
+    hdr.cnat.c541 = (bit<8>)hdr.fixed.v541; ovf = ovf | (hdr.fixed.v541 >> 8); \
+    hdr.cnat.c542 = (bit<8>)hdr.fixed.v542; ovf = ovf | (hdr.fixed.v542 >> 8); \
+    hdr.cnat.c543 = (bit<8>)hdr.fixed.v543; ovf = ovf | (hdr.fixed.v543 >> 8); \
+    hdr.cnat.c544 = (bit<8>)hdr.fixed.v544; ovf = ovf | (hdr.fixed.v544 >> 8); \
+    hdr.cnat.c545 = (bit<8>)hdr.fixed.v545; ovf = ovf | (hdr.fixed.v545 >> 8); \
+    hdr.cnat.c546 = (bit<8>)hdr.fixed.v546; ovf = ovf | (hdr.fixed.v546 >> 8); \
+    hdr.cnat.c547 = (bit<8>)hdr.fixed.v547; ovf = ovf | (hdr.fixed.v547 >> 8); \
+    hdr.cnat.c548 = (bit<8>)hdr.fixed.v548; ovf = ovf | (hdr.fixed.v548 >> 8); \
+    hdr.cnat.c549 = (bit<8>)hdr.fixed.v549; ovf = ovf | (hdr.fixed.v549 >> 8); \
+    hdr.cnat.c550 = (bit<8>)hdr.fixed.v550; ovf = ovf | (hdr.fixed.v550 >> 8); \
+    hdr.cnat.c551 = (bit<8>)hdr.fixed.v551; ovf = ovf | (hdr.fixed.v551 >> 8); \
+    hdr.cnat.c552 = (bit<8>)hdr.fixed.v552; ovf = ovf | (hdr.fixed.v552 >> 8); \
+    hdr.cnat.c553 = (bit<8>)hdr.fixed.v553; ovf = ovf | (hdr.fixed.v553 >> 8); \
+    hdr.cnat.c554 = (bit<8>)hdr.fixed.v554; ovf = ovf | (hdr.fixed.v554 >> 8); \
+    hdr.cnat.c555 = (bit<8>)hdr.fixed.v555; ovf = ovf | (hdr.fixed.v555 >> 8); \
+    hdr.cnat.c556 = (bit<8>)hdr.fixed.v556; ovf = ovf | (hdr.fixed.v556 >> 8); \
+    hdr.cnat.c557 = (bit<8>)hdr.fixed.v557; ovf = ovf | (hdr.fixed.v557 >> 8); \
+    hdr.cnat.c558 = (bit<8>)hdr.fixed.v558; ovf = ovf | (hdr.fixed.v558 >> 8); \
+    hdr.cnat.c559 = (bit<8>)hdr.fixed.v559; ovf = ovf | (hdr.fixed.v559 >> 8); \
+    hdr.cnat.c560 = (bit<8>)hdr.fixed.v560; ovf = ovf | (hdr.fixed.v560 >> 8); \
+    hdr.cnat.c561 = (bit<8>)hdr.fixed.v561; ovf = ovf | (hdr.fixed.v561 >> 8); \
+    hdr.cnat.c562 = (bit<8>)hdr.fixed.v562; ovf = ovf | (hdr.fixed.v562 >> 8); \
+    hdr.cnat.c563 = (bit<8>)hdr.fixed.v563; ovf = ovf | (hdr.fixed.v563 >> 8); \
+    hdr.cnat.c564 = (bit<8>)hdr.fixed.v564; ovf = ovf | (hdr.fixed.v564 >> 8); \
+    hdr.cnat.c565 = (bit<8>)hdr.fixed.v565; ovf = ovf | (hdr.fixed.v565 >> 8); \
+    hdr.cnat.c566 = (bit<8>)hdr.fixed.v566; ovf = ovf | (hdr.fixed.v566 >> 8); \
+    hdr.cnat.c567 = (bit<8>)hdr.fixed.v567; ovf = ovf | (hdr.fixed.v567 >> 8); \
+    hdr.cnat.c568 = (bit<8>)hdr.fixed.v568; ovf = ovf | (hdr.fixed.v568 >> 8); \
+    hdr.cnat.c569 = (bit<8>)hdr.fixed.v569; ovf = ovf | (hdr.fixed.v569 >> 8); \
+    hdr.cnat.c570 = (bit<8>)hdr.fixed.v570; ovf = ovf | (hdr.fixed.v570 >> 8); \
+    hdr.cnat.c571 = (bit<8>)hdr.fixed.v571; ovf = ovf | (hdr.fixed.v571 >> 8); \
+    hdr.cnat.c572 = (bit<8>)hdr.fixed.v572; ovf = ovf | (hdr.fixed.v572 >> 8); \
+    hdr.cnat.c573 = (bit<8>)hdr.fixed.v573; ovf = ovf | (hdr.fixed.v573 >> 8); \
+    hdr.cnat.c574 = (bit<8>)hdr.fixed.v574; ovf = ovf | (hdr.fixed.v574 >> 8); \
+    hdr.cnat.c575 = (bit<8>)hdr.fixed.v575; ovf = ovf | (hdr.fixed.v575 >> 8); \
+    hdr.cnat.c576 = (bit<8>)hdr.fixed.v576; ovf = ovf | (hdr.fixed.v576 >> 8); \
+    hdr.cnat.c577 = (bit<8>)hdr.fixed.v577; ovf = ovf | (hdr.fixed.v577 >> 8); \
+    hdr.cnat.c578 = (bit<8>)hdr.fixed.v578; ovf = ovf | (hdr.fixed.v578 >> 8); \
+    hdr.cnat.c579 = (bit<8>)hdr.fixed.v579; ovf = ovf | (hdr.fixed.v579 >> 8); \
+    hdr.cnat.c580 = (bit<8>)hdr.fixed.v580; ovf = ovf | (hdr.fixed.v580 >> 8); \
+    hdr.cnat.c581 = (bit<8>)hdr.fixed.v581; ovf = ovf | (hdr.fixed.v581 >> 8); \
+    hdr.cnat.c582 = (bit<8>)hdr.fixed.v582; ovf = ovf | (hdr.fixed.v582 >> 8); \
+    hdr.cnat.c583 = (bit<8>)hdr.fixed.v583; ovf = ovf | (hdr.fixed.v583 >> 8); \
+    hdr.cnat.c584 = (bit<8>)hdr.fixed.v584; ovf = ovf | (hdr.fixed.v584 >> 8); \
+    hdr.cnat.c585 = (bit<8>)hdr.fixed.v585; ovf = ovf | (hdr.fixed.v585 >> 8); \
+    hdr.cnat.c586 = (bit<8>)hdr.fixed.v586; ovf = ovf | (hdr.fixed.v586 >> 8); \
+    hdr.cnat.c587 = (bit<8>)hdr.fixed.v587; ovf = ovf | (hdr.fixed.v587 >> 8); \
+    hdr.cnat.c588 = (bit<8>)hdr.fixed.v588; ovf = ovf | (hdr.fixed.v588 >> 8); \
+    hdr.cnat.c589 = (bit<8>)hdr.fixed.v589; ovf = ovf | (hdr.fixed.v589 >> 8); \
+    hdr.cnat.c590 = (bit<8>)hdr.fixed.v590; ovf = ovf | (hdr.fixed.v590 >> 8); \
+    hdr.cnat.c591 = (bit<8>)hdr.fixed.v591; ovf = ovf | (hdr.fixed.v591 >> 8); \
+    hdr.cnat.c592 = (bit<8>)hdr.fixed.v592; ovf = ovf | (hdr.fixed.v592 >> 8); \
+    hdr.cnat.c593 = (bit<8>)hdr.fixed.v593; ovf = ovf | (hdr.fixed.v593 >> 8); \
+    hdr.cnat.c594 = (bit<8>)hdr.fixed.v594; ovf = ovf | (hdr.fixed.v594 >> 8); \
+    hdr.cnat.c595 = (bit<8>)hdr.fixed.v595; ovf = ovf | (hdr.fixed.v595 >> 8); \
+    hdr.cnat.c596 = (bit<8>)hdr.fixed.v596; ovf = ovf | (hdr.fixed.v596 >> 8); \
+    hdr.cnat.c597 = (bit<8>)hdr.fixed.v597; ovf = ovf | (hdr.fixed.v597 >> 8); \
+    hdr.cnat.c598 = (bit<8>)hdr.fixed.v598; ovf = ovf | (hdr.fixed.v598 >> 8); \
+    hdr.cnat.c599 = (bit<8>)hdr.fixed.v599; ovf = ovf | (hdr.fixed.v599 >> 8); \
+    hdr.cnat.c600 = (bit<8>)hdr.fixed.v600; ovf = ovf | (hdr.fixed.v600 >> 8); \
+    hdr.cnat.c601 = (bit<8>)hdr.fixed.v601; ovf = ovf | (hdr.fixed.v601 >> 8); \
+    hdr.cnat.c602 = (bit<8>)hdr.fixed.v602; ovf = ovf | (hdr.fixed.v602 >> 8); \
+    hdr.cnat.c603 = (bit<8>)hdr.fixed.v603; ovf = ovf | (hdr.fixed.v603 >> 8); \
+    hdr.cnat.c604 = (bit<8>)hdr.fixed.v604; ovf = ovf | (hdr.fixed.v604 >> 8); \
+    hdr.cnat.c605 = (bit<8>)hdr.fixed.v605; ovf = ovf | (hdr.fixed.v605 >> 8); \
+    hdr.cnat.c606 = (bit<8>)hdr.fixed.v606; ovf = ovf | (hdr.fixed.v606 >> 8); \
+    hdr.cnat.c607 = (bit<8>)hdr.fixed.v607; ovf = ovf | (hdr.fixed.v607 >> 8); \
+    hdr.cnat.c608 = (bit<8>)hdr.fixed.v608; ovf = ovf | (hdr.fixed.v608 >> 8); \
+    hdr.cnat.c609 = (bit<8>)hdr.fixed.v609; ovf = ovf | (hdr.fixed.v609 >> 8); \
+    hdr.cnat.c610 = (bit<8>)hdr.fixed.v610; ovf = ovf | (hdr.fixed.v610 >> 8); \
+    hdr.cnat.c611 = (bit<8>)hdr.fixed.v611; ovf = ovf | (hdr.fixed.v611 >> 8); \
+    hdr.cnat.c612 = (bit<8>)hdr.fixed.v612; ovf = ovf | (hdr.fixed.v612 >> 8); \
+    hdr.cnat.c613 = (bit<8>)hdr.fixed.v613; ovf = ovf | (hdr.fixed.v613 >> 8); \
+    hdr.cnat.c614 = (bit<8>)hdr.fixed.v614; ovf = ovf | (hdr.fixed.v614 >> 8); \
+    hdr.cnat.c615 = (bit<8>)hdr.fixed.v615; ovf = ovf | (hdr.fixed.v615 >> 8); \
+    hdr.cnat.c616 = (bit<8>)hdr.fixed.v616; ovf = ovf | (hdr.fixed.v616 >> 8); \
+    hdr.cnat.c617 = (bit<8>)hdr.fixed.v617; ovf = ovf | (hdr.fixed.v617 >> 8); \
+    hdr.cnat.c618 = (bit<8>)hdr.fixed.v618; ovf = ovf | (hdr.fixed.v618 >> 8); \
+    hdr.cnat.c619 = (bit<8>)hdr.fixed.v619; ovf = ovf | (hdr.fixed.v619 >> 8); \
+    hdr.cnat.c620 = (bit<8>)hdr.fixed.v620; ovf = ovf | (hdr.fixed.v620 >> 8); \
+    hdr.cnat.c621 = (bit<8>)hdr.fixed.v621; ovf = ovf | (hdr.fixed.v621 >> 8); \
+    hdr.cnat.c622 = (bit<8>)hdr.fixed.v622; ovf = ovf | (hdr.fixed.v622 >> 8); \
+    hdr.cnat.c623 = (bit<8>)hdr.fixed.v623; ovf = ovf | (hdr.fixed.v623 >> 8); \
+    hdr.cnat.c624 = (bit<8>)hdr.fixed.v624; ovf = ovf | (hdr.fixed.v624 >> 8); \
+    hdr.cnat.c625 = (bit<8>)hdr.fixed.v625; ovf = ovf | (hdr.fixed.v625 >> 8); \
+    hdr.cnat.c626 = (bit<8>)hdr.fixed.v626; ovf = ovf | (hdr.fixed.v626 >> 8); \
+    hdr.cnat.c627 = (bit<8>)hdr.fixed.v627; ovf = ovf | (hdr.fixed.v627 >> 8); \
+    hdr.cnat.c628 = (bit<8>)hdr.fixed.v628; ovf = ovf | (hdr.fixed.v628 >> 8); \
+    hdr.cnat.c629 = (bit<8>)hdr.fixed.v629; ovf = ovf | (hdr.fixed.v629 >> 8); \
+    hdr.cnat.c630 = (bit<8>)hdr.fixed.v630; ovf = ovf | (hdr.fixed.v630 >> 8); \
+    hdr.cnat.c631 = (bit<8>)hdr.fixed.v631; ovf = ovf | (hdr.fixed.v631 >> 8); \
+    hdr.cnat.c632 = (bit<8>)hdr.fixed.v632; ovf = ovf | (hdr.fixed.v632 >> 8); \
+    hdr.cnat.c633 = (bit<8>)hdr.fixed.v633; ovf = ovf | (hdr.fixed.v633 >> 8); \
+    hdr.cnat.c634 = (bit<8>)hdr.fixed.v634; ovf = ovf | (hdr.fixed.v634 >> 8); \
+    hdr.cnat.c635 = (bit<8>)hdr.fixed.v635; ovf = ovf | (hdr.fixed.v635 >> 8); \
+    hdr.cnat.c636 = (bit<8>)hdr.fixed.v636; ovf = ovf | (hdr.fixed.v636 >> 8); \
+    hdr.cnat.c637 = (bit<8>)hdr.fixed.v637; ovf = ovf | (hdr.fixed.v637 >> 8); \
+    hdr.cnat.c638 = (bit<8>)hdr.fixed.v638; ovf = ovf | (hdr.fixed.v638 >> 8); \
+    hdr.cnat.c639 = (bit<8>)hdr.fixed.v639; ovf = ovf | (hdr.fixed.v639 >> 8); \
+    hdr.cnat.c640 = (bit<8>)hdr.fixed.v640; ovf = ovf | (hdr.fixed.v640 >> 8); \
+    hdr.cnat.c641 = (bit<8>)hdr.fixed.v641; ovf = ovf | (hdr.fixed.v641 >> 8); \
+    hdr.cnat.c642 = (bit<8>)hdr.fixed.v642; ovf = ovf | (hdr.fixed.v642 >> 8); \
+    hdr.cnat.c643 = (bit<8>)hdr.fixed.v643; ovf = ovf | (hdr.fixed.v643 >> 8); \
+    hdr.cnat.c644 = (bit<8>)hdr.fixed.v644; ovf = ovf | (hdr.fixed.v644 >> 8); \
+    hdr.cnat.c645 = (bit<8>)hdr.fixed.v645; ovf = ovf | (hdr.fixed.v645 >> 8); \
+    hdr.cnat.c646 = (bit<8>)hdr.fixed.v646; ovf = ovf | (hdr.fixed.v646 >> 8); \
+    hdr.cnat.c647 = (bit<8>)hdr.fixed.v647; ovf = ovf | (hdr.fixed.v647 >> 8); \
+    hdr.cnat.c648 = (bit<8>)hdr.fixed.v648; ovf = ovf | (hdr.fixed.v648 >> 8); \
+    hdr.cnat.c649 = (bit<8>)hdr.fixed.v649; ovf = ovf | (hdr.fixed.v649 >> 8); \
+    hdr.cnat.c650 = (bit<8>)hdr.fixed.v650; ovf = ovf | (hdr.fixed.v650 >> 8); \
+    hdr.cnat.c651 = (bit<8>)hdr.fixed.v651; ovf = ovf | (hdr.fixed.v651 >> 8); \
+    hdr.cnat.c652 = (bit<8>)hdr.fixed.v652; ovf = ovf | (hdr.fixed.v652 >> 8); \
+    hdr.cnat.c653 = (bit<8>)hdr.fixed.v653; ovf = ovf | (hdr.fixed.v653 >> 8); \
+    hdr.cnat.c654 = (bit<8>)hdr.fixed.v654; ovf = ovf | (hdr.fixed.v654 >> 8); \
+    hdr.cnat.c655 = (bit<8>)hdr.fixed.v655; ovf = ovf | (hdr.fixed.v655 >> 8); \
+    hdr.cnat.c656 = (bit<8>)hdr.fixed.v656; ovf = ovf | (hdr.fixed.v656 >> 8); \
+    hdr.cnat.c657 = (bit<8>)hdr.fixed.v657; ovf = ovf | (hdr.fixed.v657 >> 8); \
+    hdr.cnat.c658 = (bit<8>)hdr.fixed.v658; ovf = ovf | (hdr.fixed.v658 >> 8); \
+    hdr.cnat.c659 = (bit<8>)hdr.fixed.v659; ovf = ovf | (hdr.fixed.v659 >> 8); \
+    hdr.cnat.c660 = (bit<8>)hdr.fixed.v660; ovf = ovf | (hdr.fixed.v660 >> 8); \
+    hdr.cnat.c661 = (bit<8>)hdr.fixed.v661; ovf = ovf | (hdr.fixed.v661 >> 8); \
+    hdr.cnat.c662 = (bit<8>)hdr.fixed.v662; ovf = ovf | (hdr.fixed.v662 >> 8); \
+    hdr.cnat.c663 = (bit<8>)hdr.fixed.v663; ovf = ovf | (hdr.fixed.v663 >> 8); \
+    hdr.cnat.c664 = (bit<8>)hdr.fixed.v664; ovf = ovf | (hdr.fixed.v664 >> 8); \
+    hdr.cnat.c665 = (bit<8>)hdr.fixed.v665; ovf = ovf | (hdr.fixed.v665 >> 8); \
+    hdr.cnat.c666 = (bit<8>)hdr.fixed.v666; ovf = ovf | (hdr.fixed.v666 >> 8); \
+    hdr.cnat.c667 = (bit<8>)hdr.fixed.v667; ovf = ovf | (hdr.fixed.v667 >> 8); \
+    hdr.cnat.c668 = (bit<8>)hdr.fixed.v668; ovf = ovf | (hdr.fixed.v668 >> 8); \
+    hdr.cnat.c669 = (bit<8>)hdr.fixed.v669; ovf = ovf | (hdr.fixed.v669 >> 8); \
+    hdr.cnat.c670 = (bit<8>)hdr.fixed.v670; ovf = ovf | (hdr.fixed.v670 >> 8); \
+    hdr.cnat.c671 = (bit<8>)hdr.fixed.v671; ovf = ovf | (hdr.fixed.v671 >> 8); \
+    hdr.cnat.c672 = (bit<8>)hdr.fixed.v672; ovf = ovf | (hdr.fixed.v672 >> 8); \
+    hdr.cnat.c673 = (bit<8>)hdr.fixed.v673; ovf = ovf | (hdr.fixed.v673 >> 8); \
+    hdr.cnat.c674 = (bit<8>)hdr.fixed.v674; ovf = ovf | (hdr.fixed.v674 >> 8); \
+    hdr.cnat.c675 = (bit<8>)hdr.fixed.v675; ovf = ovf | (hdr.fixed.v675 >> 8); \
+    hdr.cnat.c676 = (bit<8>)hdr.fixed.v676; ovf = ovf | (hdr.fixed.v676 >> 8); \
+    hdr.cnat.c677 = (bit<8>)hdr.fixed.v677; ovf = ovf | (hdr.fixed.v677 >> 8); \
+    hdr.cnat.c678 = (bit<8>)hdr.fixed.v678; ovf = ovf | (hdr.fixed.v678 >> 8); \
+    hdr.cnat.c679 = (bit<8>)hdr.fixed.v679; ovf = ovf | (hdr.fixed.v679 >> 8); \
+    hdr.cnat.c680 = (bit<8>)hdr.fixed.v680; ovf = ovf | (hdr.fixed.v680 >> 8); \
+    hdr.cnat.c681 = (bit<8>)hdr.fixed.v681; ovf = ovf | (hdr.fixed.v681 >> 8); \
+    hdr.cnat.c682 = (bit<8>)hdr.fixed.v682; ovf = ovf | (hdr.fixed.v682 >> 8); \
+    hdr.cnat.c683 = (bit<8>)hdr.fixed.v683; ovf = ovf | (hdr.fixed.v683 >> 8); \
+    hdr.cnat.c684 = (bit<8>)hdr.fixed.v684; ovf = ovf | (hdr.fixed.v684 >> 8); \
+    hdr.cnat.c685 = (bit<8>)hdr.fixed.v685; ovf = ovf | (hdr.fixed.v685 >> 8); \
+    hdr.cnat.c686 = (bit<8>)hdr.fixed.v686; ovf = ovf | (hdr.fixed.v686 >> 8); \
+    hdr.cnat.c687 = (bit<8>)hdr.fixed.v687; ovf = ovf | (hdr.fixed.v687 >> 8); \
+    hdr.cnat.c688 = (bit<8>)hdr.fixed.v688; ovf = ovf | (hdr.fixed.v688 >> 8); \
+    hdr.cnat.c689 = (bit<8>)hdr.fixed.v689; ovf = ovf | (hdr.fixed.v689 >> 8); \
+    hdr.cnat.c690 = (bit<8>)hdr.fixed.v690; ovf = ovf | (hdr.fixed.v690 >> 8); \
+    hdr.cnat.c691 = (bit<8>)hdr.fixed.v691; ovf = ovf | (hdr.fixed.v691 >> 8); \
+    hdr.cnat.c692 = (bit<8>)hdr.fixed.v692; ovf = ovf | (hdr.fixed.v692 >> 8); \
+    hdr.cnat.c693 = (bit<8>)hdr.fixed.v693; ovf = ovf | (hdr.fixed.v693 >> 8); \
+    hdr.cnat.c694 = (bit<8>)hdr.fixed.v694; ovf = ovf | (hdr.fixed.v694 >> 8); \
+    hdr.cnat.c695 = (bit<8>)hdr.fixed.v695; ovf = ovf | (hdr.fixed.v695 >> 8); \
+    hdr.cnat.c696 = (bit<8>)hdr.fixed.v696; ovf = ovf | (hdr.fixed.v696 >> 8); \
+    hdr.cnat.c697 = (bit<8>)hdr.fixed.v697; ovf = ovf | (hdr.fixed.v697 >> 8); \
+    hdr.cnat.c698 = (bit<8>)hdr.fixed.v698; ovf = ovf | (hdr.fixed.v698 >> 8); \
+    hdr.cnat.c699 = (bit<8>)hdr.fixed.v699; ovf = ovf | (hdr.fixed.v699 >> 8); \
+    hdr.cnat.c700 = (bit<8>)hdr.fixed.v700; ovf = ovf | (hdr.fixed.v700 >> 8); \
+    hdr.cnat.c701 = (bit<8>)hdr.fixed.v701; ovf = ovf | (hdr.fixed.v701 >> 8); \
+    hdr.cnat.c702 = (bit<8>)hdr.fixed.v702; ovf = ovf | (hdr.fixed.v702 >> 8); \
+    hdr.cnat.c703 = (bit<8>)hdr.fixed.v703; ovf = ovf | (hdr.fixed.v703 >> 8); \
+    hdr.cnat.c704 = (bit<8>)hdr.fixed.v704; ovf = ovf | (hdr.fixed.v704 >> 8); \
+    hdr.cnat.c705 = (bit<8>)hdr.fixed.v705; ovf = ovf | (hdr.fixed.v705 >> 8); \
+    hdr.cnat.c706 = (bit<8>)hdr.fixed.v706; ovf = ovf | (hdr.fixed.v706 >> 8); \
+    hdr.cnat.c707 = (bit<8>)hdr.fixed.v707; ovf = ovf | (hdr.fixed.v707 >> 8); \
+    hdr.cnat.c708 = (bit<8>)hdr.fixed.v708; ovf = ovf | (hdr.fixed.v708 >> 8); \
+    hdr.cnat.c709 = (bit<8>)hdr.fixed.v709; ovf = ovf | (hdr.fixed.v709 >> 8); \
+    hdr.cnat.c710 = (bit<8>)hdr.fixed.v710; ovf = ovf | (hdr.fixed.v710 >> 8); \
+    hdr.cnat.c711 = (bit<8>)hdr.fixed.v711; ovf = ovf | (hdr.fixed.v711 >> 8); \
+    hdr.cnat.c712 = (bit<8>)hdr.fixed.v712; ovf = ovf | (hdr.fixed.v712 >> 8); \
+    hdr.cnat.c713 = (bit<8>)hdr.fixed.v713; ovf = ovf | (hdr.fixed.v713 >> 8); \
+    hdr.cnat.c714 = (bit<8>)hdr.fixed.v714; ovf = ovf | (hdr.fixed.v714 >> 8); \
+    hdr.cnat.c715 = (bit<8>)hdr.fixed.v715; ovf = ovf | (hdr.fixed.v715 >> 8); \
+    hdr.cnat.c716 = (bit<8>)hdr.fixed.v716; ovf = ovf | (hdr.fixed.v716 >> 8); \
+    hdr.cnat.c717 = (bit<8>)hdr.fixed.v717; ovf = ovf | (hdr.fixed.v717 >> 8); \
+    hdr.cnat.c718 = (bit<8>)hdr.fixed.v718; ovf = ovf | (hdr.fixed.v718 >> 8); \
+    hdr.cnat.c719 = (bit<8>)hdr.fixed.v719; ovf = ovf | (hdr.fixed.v719 >> 8); \
+    hdr.cnat.c720 = (bit<8>)hdr.fixed.v720; ovf = ovf | (hdr.fixed.v720 >> 8); \
+    hdr.cnat.c721 = (bit<8>)hdr.fixed.v721; ovf = ovf | (hdr.fixed.v721 >> 8); \
+    hdr.cnat.c722 = (bit<8>)hdr.fixed.v722; ovf = ovf | (hdr.fixed.v722 >> 8); \
+    hdr.cnat.c723 = (bit<8>)hdr.fixed.v723; ovf = ovf | (hdr.fixed.v723 >> 8); \
+    hdr.cnat.c724 = (bit<8>)hdr.fixed.v724; ovf = ovf | (hdr.fixed.v724 >> 8); \
+    hdr.cnat.c725 = (bit<8>)hdr.fixed.v725; ovf = ovf | (hdr.fixed.v725 >> 8); \
+    hdr.cnat.c726 = (bit<8>)hdr.fixed.v726; ovf = ovf | (hdr.fixed.v726 >> 8); \
+    hdr.cnat.c727 = (bit<8>)hdr.fixed.v727; ovf = ovf | (hdr.fixed.v727 >> 8); \
+    hdr.cnat.c728 = (bit<8>)hdr.fixed.v728; ovf = ovf | (hdr.fixed.v728 >> 8); \
+    hdr.cnat.c729 = (bit<8>)hdr.fixed.v729; ovf = ovf | (hdr.fixed.v729 >> 8); \
+    hdr.cnat.c730 = (bit<8>)hdr.fixed.v730; ovf = ovf | (hdr.fixed.v730 >> 8); \
+    hdr.cnat.c731 = (bit<8>)hdr.fixed.v731; ovf = ovf | (hdr.fixed.v731 >> 8); \
+    hdr.cnat.c732 = (bit<8>)hdr.fixed.v732; ovf = ovf | (hdr.fixed.v732 >> 8); \
+    hdr.cnat.c733 = (bit<8>)hdr.fixed.v733; ovf = ovf | (hdr.fixed.v733 >> 8); \
+    hdr.cnat.c734 = (bit<8>)hdr.fixed.v734; ovf = ovf | (hdr.fixed.v734 >> 8); \
+    hdr.cnat.c735 = (bit<8>)hdr.fixed.v735; ovf = ovf | (hdr.fixed.v735 >> 8); \
+    hdr.cnat.c736 = (bit<8>)hdr.fixed.v736; ovf = ovf | (hdr.fixed.v736 >> 8); \
+    hdr.cnat.c737 = (bit<8>)hdr.fixed.v737; ovf = ovf | (hdr.fixed.v737 >> 8); \
+    hdr.cnat.c738 = (bit<8>)hdr.fixed.v738; ovf = ovf | (hdr.fixed.v738 >> 8); \
+    hdr.cnat.c739 = (bit<8>)hdr.fixed.v739; ovf = ovf | (hdr.fixed.v739 >> 8); \
+    hdr.cnat.c740 = (bit<8>)hdr.fixed.v740; ovf = ovf | (hdr.fixed.v740 >> 8); \
+    hdr.cnat.c741 = (bit<8>)hdr.fixed.v741; ovf = ovf | (hdr.fixed.v741 >> 8); \
+    hdr.cnat.c742 = (bit<8>)hdr.fixed.v742; ovf = ovf | (hdr.fixed.v742 >> 8); \
+    hdr.cnat.c743 = (bit<8>)hdr.fixed.v743; ovf = ovf | (hdr.fixed.v743 >> 8); \
+    hdr.cnat.c744 = (bit<8>)hdr.fixed.v744; ovf = ovf | (hdr.fixed.v744 >> 8); \
+    hdr.cnat.c745 = (bit<8>)hdr.fixed.v745; ovf = ovf | (hdr.fixed.v745 >> 8); \
+    hdr.cnat.c746 = (bit<8>)hdr.fixed.v746; ovf = ovf | (hdr.fixed.v746 >> 8); \
+    hdr.cnat.c747 = (bit<8>)hdr.fixed.v747; ovf = ovf | (hdr.fixed.v747 >> 8); \
+    hdr.cnat.c748 = (bit<8>)hdr.fixed.v748; ovf = ovf | (hdr.fixed.v748 >> 8); \
+    hdr.cnat.c749 = (bit<8>)hdr.fixed.v749; ovf = ovf | (hdr.fixed.v749 >> 8); \
+    hdr.cnat.c750 = (bit<8>)hdr.fixed.v750; ovf = ovf | (hdr.fixed.v750 >> 8); \
+    hdr.cnat.c751 = (bit<8>)hdr.fixed.v751; ovf = ovf | (hdr.fixed.v751 >> 8); \
+    hdr.cnat.c752 = (bit<8>)hdr.fixed.v752; ovf = ovf | (hdr.fixed.v752 >> 8); \
+    hdr.cnat.c753 = (bit<8>)hdr.fixed.v753; ovf = ovf | (hdr.fixed.v753 >> 8); \
+    hdr.cnat.c754 = (bit<8>)hdr.fixed.v754; ovf = ovf | (hdr.fixed.v754 >> 8); \
+    hdr.cnat.c755 = (bit<8>)hdr.fixed.v755; ovf = ovf | (hdr.fixed.v755 >> 8); \
+    hdr.cnat.c756 = (bit<8>)hdr.fixed.v756; ovf = ovf | (hdr.fixed.v756 >> 8); \
+    hdr.cnat.c757 = (bit<8>)hdr.fixed.v757; ovf = ovf | (hdr.fixed.v757 >> 8); \
+    hdr.cnat.c758 = (bit<8>)hdr.fixed.v758; ovf = ovf | (hdr.fixed.v758 >> 8); \
+    hdr.cnat.c759 = (bit<8>)hdr.fixed.v759; ovf = ovf | (hdr.fixed.v759 >> 8); \
+    hdr.cnat.c760 = (bit<8>)hdr.fixed.v760; ovf = ovf | (hdr.fixed.v760 >> 8); \
+    hdr.cnat.c761 = (bit<8>)hdr.fixed.v761; ovf = ovf | (hdr.fixed.v761 >> 8); \
+    hdr.cnat.c762 = (bit<8>)hdr.fixed.v762; ovf = ovf | (hdr.fixed.v762 >> 8); \
+    hdr.cnat.c763 = (bit<8>)hdr.fixed.v763; ovf = ovf | (hdr.fixed.v763 >> 8); \
+    hdr.cnat.c764 = (bit<8>)hdr.fixed.v764; ovf = ovf | (hdr.fixed.v764 >> 8); \
+    hdr.cnat.c765 = (bit<8>)hdr.fixed.v765; ovf = ovf | (hdr.fixed.v765 >> 8); \
+    hdr.cnat.c766 = (bit<8>)hdr.fixed.v766; ovf = ovf | (hdr.fixed.v766 >> 8); \
+    hdr.cnat.c767 = (bit<8>)hdr.fixed.v767; ovf = ovf | (hdr.fixed.v767 >> 8); \
+    hdr.cnat.c768 = (bit<8>)hdr.fixed.v768; ovf = ovf | (hdr.fixed.v768 >> 8); \
+    hdr.cnat.c769 = (bit<8>)hdr.fixed.v769; ovf = ovf | (hdr.fixed.v769 >> 8); \
+    hdr.cnat.c770 = (bit<8>)hdr.fixed.v770; ovf = ovf | (hdr.fixed.v770 >> 8); \
+    hdr.cnat.c771 = (bit<8>)hdr.fixed.v771; ovf = ovf | (hdr.fixed.v771 >> 8); \
+    hdr.cnat.c772 = (bit<8>)hdr.fixed.v772; ovf = ovf | (hdr.fixed.v772 >> 8); \
+    hdr.cnat.c773 = (bit<8>)hdr.fixed.v773; ovf = ovf | (hdr.fixed.v773 >> 8); \
+    hdr.cnat.c774 = (bit<8>)hdr.fixed.v774; ovf = ovf | (hdr.fixed.v774 >> 8); \
+    hdr.cnat.c775 = (bit<8>)hdr.fixed.v775; ovf = ovf | (hdr.fixed.v775 >> 8); \
+    hdr.cnat.c776 = (bit<8>)hdr.fixed.v776; ovf = ovf | (hdr.fixed.v776 >> 8); \
+    hdr.cnat.c777 = (bit<8>)hdr.fixed.v777; ovf = ovf | (hdr.fixed.v777 >> 8); \
+    hdr.cnat.c778 = (bit<8>)hdr.fixed.v778; ovf = ovf | (hdr.fixed.v778 >> 8); \
+    hdr.cnat.c779 = (bit<8>)hdr.fixed.v779; ovf = ovf | (hdr.fixed.v779 >> 8); \
+    hdr.cnat.c780 = (bit<8>)hdr.fixed.v780; ovf = ovf | (hdr.fixed.v780 >> 8); \
+    hdr.cnat.c781 = (bit<8>)hdr.fixed.v781; ovf = ovf | (hdr.fixed.v781 >> 8); \
+    hdr.cnat.c782 = (bit<8>)hdr.fixed.v782; ovf = ovf | (hdr.fixed.v782 >> 8); \
+    hdr.cnat.c783 = (bit<8>)hdr.fixed.v783; ovf = ovf | (hdr.fixed.v783 >> 8); \
+    hdr.cnat.c784 = (bit<8>)hdr.fixed.v784; ovf = ovf | (hdr.fixed.v784 >> 8); \
+    hdr.cnat.c785 = (bit<8>)hdr.fixed.v785; ovf = ovf | (hdr.fixed.v785 >> 8); \
+    hdr.cnat.c786 = (bit<8>)hdr.fixed.v786; ovf = ovf | (hdr.fixed.v786 >> 8); \
+    hdr.cnat.c787 = (bit<8>)hdr.fixed.v787; ovf = ovf | (hdr.fixed.v787 >> 8); \
+    hdr.cnat.c788 = (bit<8>)hdr.fixed.v788; ovf = ovf | (hdr.fixed.v788 >> 8); \
+    hdr.cnat.c789 = (bit<8>)hdr.fixed.v789; ovf = ovf | (hdr.fixed.v789 >> 8); \
+    hdr.cnat.c790 = (bit<8>)hdr.fixed.v790; ovf = ovf | (hdr.fixed.v790 >> 8); \
+    hdr.cnat.c791 = (bit<8>)hdr.fixed.v791; ovf = ovf | (hdr.fixed.v791 >> 8); \
+    hdr.cnat.c792 = (bit<8>)hdr.fixed.v792; ovf = ovf | (hdr.fixed.v792 >> 8); \
+    hdr.cnat.c793 = (bit<8>)hdr.fixed.v793; ovf = ovf | (hdr.fixed.v793 >> 8); \
+    hdr.cnat.c794 = (bit<8>)hdr.fixed.v794; ovf = ovf | (hdr.fixed.v794 >> 8); \
+    hdr.cnat.c795 = (bit<8>)hdr.fixed.v795; ovf = ovf | (hdr.fixed.v795 >> 8); \
+    hdr.cnat.c796 = (bit<8>)hdr.fixed.v796; ovf = ovf | (hdr.fixed.v796 >> 8); \
+    hdr.cnat.c797 = (bit<8>)hdr.fixed.v797; ovf = ovf | (hdr.fixed.v797 >> 8); \
+    hdr.cnat.c798 = (bit<8>)hdr.fixed.v798; ovf = ovf | (hdr.fixed.v798 >> 8); \
+    hdr.cnat.c799 = (bit<8>)hdr.fixed.v799; ovf = ovf | (hdr.fixed.v799 >> 8); \
+    hdr.cnat.c800 = (bit<8>)hdr.fixed.v800; ovf = ovf | (hdr.fixed.v800 >> 8); \
+    hdr.cnat.c801 = (bit<8>)hdr.fixed.v801; ovf = ovf | (hdr.fixed.v801 >> 8); \
+    hdr.cnat.c802 = (bit<8>)hdr.fixed.v802; ovf = ovf | (hdr.fixed.v802 >> 8); \
+    hdr.cnat.c803 = (bit<8>)hdr.fixed.v803; ovf = ovf | (hdr.fixed.v803 >> 8); \
+    hdr.cnat.c804 = (bit<8>)hdr.fixed.v804; ovf = ovf | (hdr.fixed.v804 >> 8); \
+    hdr.cnat.c805 = (bit<8>)hdr.fixed.v805; ovf = ovf | (hdr.fixed.v805 >> 8); \
+    hdr.cnat.c806 = (bit<8>)hdr.fixed.v806; ovf = ovf | (hdr.fixed.v806 >> 8); \
+    hdr.cnat.c807 = (bit<8>)hdr.fixed.v807; ovf = ovf | (hdr.fixed.v807 >> 8); \
+    hdr.cnat.c808 = (bit<8>)hdr.fixed.v808; ovf = ovf | (hdr.fixed.v808 >> 8); \
+    hdr.cnat.c809 = (bit<8>)hdr.fixed.v809; ovf = ovf | (hdr.fixed.v809 >> 8); \
+    hdr.cnat.c810 = (bit<8>)hdr.fixed.v810; ovf = ovf | (hdr.fixed.v810 >> 8); \
+    hdr.cnat.c811 = (bit<8>)hdr.fixed.v811; ovf = ovf | (hdr.fixed.v811 >> 8); \
+    hdr.cnat.c812 = (bit<8>)hdr.fixed.v812; ovf = ovf | (hdr.fixed.v812 >> 8); \
+    hdr.cnat.c813 = (bit<8>)hdr.fixed.v813; ovf = ovf | (hdr.fixed.v813 >> 8); \
+    hdr.cnat.c814 = (bit<8>)hdr.fixed.v814; ovf = ovf | (hdr.fixed.v814 >> 8); \
+    hdr.cnat.c815 = (bit<8>)hdr.fixed.v815; ovf = ovf | (hdr.fixed.v815 >> 8); \
+    hdr.cnat.c816 = (bit<8>)hdr.fixed.v816; ovf = ovf | (hdr.fixed.v816 >> 8); \
+    hdr.cnat.c817 = (bit<8>)hdr.fixed.v817; ovf = ovf | (hdr.fixed.v817 >> 8); \
+    hdr.cnat.c818 = (bit<8>)hdr.fixed.v818; ovf = ovf | (hdr.fixed.v818 >> 8); \
+    hdr.cnat.c819 = (bit<8>)hdr.fixed.v819; ovf = ovf | (hdr.fixed.v819 >> 8); \
+    hdr.cnat.c820 = (bit<8>)hdr.fixed.v820; ovf = ovf | (hdr.fixed.v820 >> 8); \
+    hdr.cnat.c821 = (bit<8>)hdr.fixed.v821; ovf = ovf | (hdr.fixed.v821 >> 8); \
+    hdr.cnat.c822 = (bit<8>)hdr.fixed.v822; ovf = ovf | (hdr.fixed.v822 >> 8); \
+    hdr.cnat.c823 = (bit<8>)hdr.fixed.v823; ovf = ovf | (hdr.fixed.v823 >> 8); \
+    hdr.cnat.c824 = (bit<8>)hdr.fixed.v824; ovf = ovf | (hdr.fixed.v824 >> 8); \
+    hdr.cnat.c825 = (bit<8>)hdr.fixed.v825; ovf = ovf | (hdr.fixed.v825 >> 8); \
+    hdr.cnat.c826 = (bit<8>)hdr.fixed.v826; ovf = ovf | (hdr.fixed.v826 >> 8); \
+    hdr.cnat.c827 = (bit<8>)hdr.fixed.v827; ovf = ovf | (hdr.fixed.v827 >> 8); \
+    hdr.cnat.c828 = (bit<8>)hdr.fixed.v828; ovf = ovf | (hdr.fixed.v828 >> 8); \
+    hdr.cnat.c829 = (bit<8>)hdr.fixed.v829; ovf = ovf | (hdr.fixed.v829 >> 8); \
+    hdr.cnat.c830 = (bit<8>)hdr.fixed.v830; ovf = ovf | (hdr.fixed.v830 >> 8); \
+    hdr.cnat.c831 = (bit<8>)hdr.fixed.v831; ovf = ovf | (hdr.fixed.v831 >> 8); \
+    hdr.cnat.c832 = (bit<8>)hdr.fixed.v832; ovf = ovf | (hdr.fixed.v832 >> 8); \
+    hdr.cnat.c833 = (bit<8>)hdr.fixed.v833; ovf = ovf | (hdr.fixed.v833 >> 8); \
+    hdr.cnat.c834 = (bit<8>)hdr.fixed.v834; ovf = ovf | (hdr.fixed.v834 >> 8); \
+    hdr.cnat.c835 = (bit<8>)hdr.fixed.v835; ovf = ovf | (hdr.fixed.v835 >> 8); \
+    hdr.cnat.c836 = (bit<8>)hdr.fixed.v836; ovf = ovf | (hdr.fixed.v836 >> 8); \
+    hdr.cnat.c837 = (bit<8>)hdr.fixed.v837; ovf = ovf | (hdr.fixed.v837 >> 8); \
+    hdr.cnat.c838 = (bit<8>)hdr.fixed.v838; ovf = ovf | (hdr.fixed.v838 >> 8); \
+    hdr.cnat.c839 = (bit<8>)hdr.fixed.v839; ovf = ovf | (hdr.fixed.v839 >> 8); \
+    hdr.cnat.c840 = (bit<8>)hdr.fixed.v840; ovf = ovf | (hdr.fixed.v840 >> 8); \
+    hdr.cnat.c841 = (bit<8>)hdr.fixed.v841; ovf = ovf | (hdr.fixed.v841 >> 8); \
+    hdr.cnat.c842 = (bit<8>)hdr.fixed.v842; ovf = ovf | (hdr.fixed.v842 >> 8); \
+    hdr.cnat.c843 = (bit<8>)hdr.fixed.v843; ovf = ovf | (hdr.fixed.v843 >> 8); \
+    hdr.cnat.c844 = (bit<8>)hdr.fixed.v844; ovf = ovf | (hdr.fixed.v844 >> 8); \
+    hdr.cnat.c845 = (bit<8>)hdr.fixed.v845; ovf = ovf | (hdr.fixed.v845 >> 8); \
+    hdr.cnat.c846 = (bit<8>)hdr.fixed.v846; ovf = ovf | (hdr.fixed.v846 >> 8); \
+    hdr.cnat.c847 = (bit<8>)hdr.fixed.v847; ovf = ovf | (hdr.fixed.v847 >> 8); \
+    hdr.cnat.c848 = (bit<8>)hdr.fixed.v848; ovf = ovf | (hdr.fixed.v848 >> 8); \
+    hdr.cnat.c849 = (bit<8>)hdr.fixed.v849; ovf = ovf | (hdr.fixed.v849 >> 8); \
+    hdr.cnat.c850 = (bit<8>)hdr.fixed.v850; ovf = ovf | (hdr.fixed.v850 >> 8); \
+    hdr.cnat.c851 = (bit<8>)hdr.fixed.v851; ovf = ovf | (hdr.fixed.v851 >> 8); \
+    hdr.cnat.c852 = (bit<8>)hdr.fixed.v852; ovf = ovf | (hdr.fixed.v852 >> 8); \
+    hdr.cnat.c853 = (bit<8>)hdr.fixed.v853; ovf = ovf | (hdr.fixed.v853 >> 8); \
+    hdr.cnat.c854 = (bit<8>)hdr.fixed.v854; ovf = ovf | (hdr.fixed.v854 >> 8); \
+    hdr.cnat.c855 = (bit<8>)hdr.fixed.v855; ovf = ovf | (hdr.fixed.v855 >> 8); \
+    hdr.cnat.c856 = (bit<8>)hdr.fixed.v856; ovf = ovf | (hdr.fixed.v856 >> 8); \
+    hdr.cnat.c857 = (bit<8>)hdr.fixed.v857; ovf = ovf | (hdr.fixed.v857 >> 8); \
+    hdr.cnat.c858 = (bit<8>)hdr.fixed.v858; ovf = ovf | (hdr.fixed.v858 >> 8); \
+    hdr.cnat.c859 = (bit<8>)hdr.fixed.v859; ovf = ovf | (hdr.fixed.v859 >> 8); \
+    hdr.cnat.c860 = (bit<8>)hdr.fixed.v860; ovf = ovf | (hdr.fixed.v860 >> 8); \
+    hdr.cnat.c861 = (bit<8>)hdr.fixed.v861; ovf = ovf | (hdr.fixed.v861 >> 8); \
+    hdr.cnat.c862 = (bit<8>)hdr.fixed.v862; ovf = ovf | (hdr.fixed.v862 >> 8); \
+    hdr.cnat.c863 = (bit<8>)hdr.fixed.v863; ovf = ovf | (hdr.fixed.v863 >> 8); \
+    hdr.cnat.c864 = (bit<8>)hdr.fixed.v864; ovf = ovf | (hdr.fixed.v864 >> 8); \
+    hdr.cnat.c865 = (bit<8>)hdr.fixed.v865; ovf = ovf | (hdr.fixed.v865 >> 8); \
+    hdr.cnat.c866 = (bit<8>)hdr.fixed.v866; ovf = ovf | (hdr.fixed.v866 >> 8); \
+    hdr.cnat.c867 = (bit<8>)hdr.fixed.v867; ovf = ovf | (hdr.fixed.v867 >> 8); \
+    hdr.cnat.c868 = (bit<8>)hdr.fixed.v868; ovf = ovf | (hdr.fixed.v868 >> 8); \
+    hdr.cnat.c869 = (bit<8>)hdr.fixed.v869; ovf = ovf | (hdr.fixed.v869 >> 8); \
+    hdr.cnat.c870 = (bit<8>)hdr.fixed.v870; ovf = ovf | (hdr.fixed.v870 >> 8); \
+    hdr.cnat.c871 = (bit<8>)hdr.fixed.v871; ovf = ovf | (hdr.fixed.v871 >> 8); \
+    hdr.cnat.c872 = (bit<8>)hdr.fixed.v872; ovf = ovf | (hdr.fixed.v872 >> 8); \
+    hdr.cnat.c873 = (bit<8>)hdr.fixed.v873; ovf = ovf | (hdr.fixed.v873 >> 8); \
+    hdr.cnat.c874 = (bit<8>)hdr.fixed.v874; ovf = ovf | (hdr.fixed.v874 >> 8); \
+    hdr.cnat.c875 = (bit<8>)hdr.fixed.v875; ovf = ovf | (hdr.fixed.v875 >> 8); \
+    hdr.cnat.c876 = (bit<8>)hdr.fixed.v876; ovf = ovf | (hdr.fixed.v876 >> 8); \
+    hdr.cnat.c877 = (bit<8>)hdr.fixed.v877; ovf = ovf | (hdr.fixed.v877 >> 8); \
+    hdr.cnat.c878 = (bit<8>)hdr.fixed.v878; ovf = ovf | (hdr.fixed.v878 >> 8); \
+    hdr.cnat.c879 = (bit<8>)hdr.fixed.v879; ovf = ovf | (hdr.fixed.v879 >> 8); \
+    hdr.cnat.c880 = (bit<8>)hdr.fixed.v880; ovf = ovf | (hdr.fixed.v880 >> 8); \
+    hdr.cnat.c881 = (bit<8>)hdr.fixed.v881; ovf = ovf | (hdr.fixed.v881 >> 8); \
+    hdr.cnat.c882 = (bit<8>)hdr.fixed.v882; ovf = ovf | (hdr.fixed.v882 >> 8); \
+    hdr.cnat.c883 = (bit<8>)hdr.fixed.v883; ovf = ovf | (hdr.fixed.v883 >> 8); \
+    hdr.cnat.c884 = (bit<8>)hdr.fixed.v884; ovf = ovf | (hdr.fixed.v884 >> 8); \
+    hdr.cnat.c885 = (bit<8>)hdr.fixed.v885; ovf = ovf | (hdr.fixed.v885 >> 8); \
+    hdr.cnat.c886 = (bit<8>)hdr.fixed.v886; ovf = ovf | (hdr.fixed.v886 >> 8); \
+    hdr.cnat.c887 = (bit<8>)hdr.fixed.v887; ovf = ovf | (hdr.fixed.v887 >> 8); \
+    hdr.cnat.c888 = (bit<8>)hdr.fixed.v888; ovf = ovf | (hdr.fixed.v888 >> 8); \
+    hdr.cnat.c889 = (bit<8>)hdr.fixed.v889; ovf = ovf | (hdr.fixed.v889 >> 8); \
+    hdr.cnat.c890 = (bit<8>)hdr.fixed.v890; ovf = ovf | (hdr.fixed.v890 >> 8); \
+    hdr.cnat.c891 = (bit<8>)hdr.fixed.v891; ovf = ovf | (hdr.fixed.v891 >> 8); \
+    hdr.cnat.c892 = (bit<8>)hdr.fixed.v892; ovf = ovf | (hdr.fixed.v892 >> 8); \
+    hdr.cnat.c893 = (bit<8>)hdr.fixed.v893; ovf = ovf | (hdr.fixed.v893 >> 8); \
+    hdr.cnat.c894 = (bit<8>)hdr.fixed.v894; ovf = ovf | (hdr.fixed.v894 >> 8); \
+    hdr.cnat.c895 = (bit<8>)hdr.fixed.v895; ovf = ovf | (hdr.fixed.v895 >> 8); \
+    hdr.cnat.c896 = (bit<8>)hdr.fixed.v896; ovf = ovf | (hdr.fixed.v896 >> 8); \
+    hdr.cnat.c897 = (bit<8>)hdr.fixed.v897; ovf = ovf | (hdr.fixed.v897 >> 8); \
+    hdr.cnat.c898 = (bit<8>)hdr.fixed.v898; ovf = ovf | (hdr.fixed.v898 >> 8); \
+    hdr.cnat.c899 = (bit<8>)hdr.fixed.v899; ovf = ovf | (hdr.fixed.v899 >> 8); \
+    hdr.cnat.c900 = (bit<8>)hdr.fixed.v900; ovf = ovf | (hdr.fixed.v900 >> 8); \
+    hdr.cnat.c901 = (bit<8>)hdr.fixed.v901; ovf = ovf | (hdr.fixed.v901 >> 8); \
+    hdr.cnat.c902 = (bit<8>)hdr.fixed.v902; ovf = ovf | (hdr.fixed.v902 >> 8); \
+    hdr.cnat.c903 = (bit<8>)hdr.fixed.v903; ovf = ovf | (hdr.fixed.v903 >> 8); \
+    hdr.cnat.c904 = (bit<8>)hdr.fixed.v904; ovf = ovf | (hdr.fixed.v904 >> 8); \
+    hdr.cnat.c905 = (bit<8>)hdr.fixed.v905; ovf = ovf | (hdr.fixed.v905 >> 8); \
+    hdr.cnat.c906 = (bit<8>)hdr.fixed.v906; ovf = ovf | (hdr.fixed.v906 >> 8); \
+    hdr.cnat.c907 = (bit<8>)hdr.fixed.v907; ovf = ovf | (hdr.fixed.v907 >> 8); \
+    hdr.cnat.c908 = (bit<8>)hdr.fixed.v908; ovf = ovf | (hdr.fixed.v908 >> 8); \
+    hdr.cnat.c909 = (bit<8>)hdr.fixed.v909; ovf = ovf | (hdr.fixed.v909 >> 8); \
+    hdr.cnat.c910 = (bit<8>)hdr.fixed.v910; ovf = ovf | (hdr.fixed.v910 >> 8); \
+    hdr.cnat.c911 = (bit<8>)hdr.fixed.v911; ovf = ovf | (hdr.fixed.v911 >> 8); \
+    hdr.cnat.c912 = (bit<8>)hdr.fixed.v912; ovf = ovf | (hdr.fixed.v912 >> 8); \
+    hdr.cnat.c913 = (bit<8>)hdr.fixed.v913; ovf = ovf | (hdr.fixed.v913 >> 8); \
+    hdr.cnat.c914 = (bit<8>)hdr.fixed.v914; ovf = ovf | (hdr.fixed.v914 >> 8); \
+    hdr.cnat.c915 = (bit<8>)hdr.fixed.v915; ovf = ovf | (hdr.fixed.v915 >> 8); \
+    hdr.cnat.c916 = (bit<8>)hdr.fixed.v916; ovf = ovf | (hdr.fixed.v916 >> 8); \
+    hdr.cnat.c917 = (bit<8>)hdr.fixed.v917; ovf = ovf | (hdr.fixed.v917 >> 8); \
+    hdr.cnat.c918 = (bit<8>)hdr.fixed.v918; ovf = ovf | (hdr.fixed.v918 >> 8); \
+    hdr.cnat.c919 = (bit<8>)hdr.fixed.v919; ovf = ovf | (hdr.fixed.v919 >> 8); \
+    hdr.cnat.c920 = (bit<8>)hdr.fixed.v920; ovf = ovf | (hdr.fixed.v920 >> 8); \
+    hdr.cnat.c921 = (bit<8>)hdr.fixed.v921; ovf = ovf | (hdr.fixed.v921 >> 8); \
+    hdr.cnat.c922 = (bit<8>)hdr.fixed.v922; ovf = ovf | (hdr.fixed.v922 >> 8); \
+    hdr.cnat.c923 = (bit<8>)hdr.fixed.v923; ovf = ovf | (hdr.fixed.v923 >> 8); \
+    hdr.cnat.c924 = (bit<8>)hdr.fixed.v924; ovf = ovf | (hdr.fixed.v924 >> 8); \
+    hdr.cnat.c925 = (bit<8>)hdr.fixed.v925; ovf = ovf | (hdr.fixed.v925 >> 8); \
+    hdr.cnat.c926 = (bit<8>)hdr.fixed.v926; ovf = ovf | (hdr.fixed.v926 >> 8); \
+    hdr.cnat.c927 = (bit<8>)hdr.fixed.v927; ovf = ovf | (hdr.fixed.v927 >> 8); \
+    hdr.cnat.c928 = (bit<8>)hdr.fixed.v928; ovf = ovf | (hdr.fixed.v928 >> 8); \
+    hdr.cnat.c929 = (bit<8>)hdr.fixed.v929; ovf = ovf | (hdr.fixed.v929 >> 8); \
+    hdr.cnat.c930 = (bit<8>)hdr.fixed.v930; ovf = ovf | (hdr.fixed.v930 >> 8); \
+    hdr.cnat.c931 = (bit<8>)hdr.fixed.v931; ovf = ovf | (hdr.fixed.v931 >> 8); \
+    hdr.cnat.c932 = (bit<8>)hdr.fixed.v932; ovf = ovf | (hdr.fixed.v932 >> 8); \
+    hdr.cnat.c933 = (bit<8>)hdr.fixed.v933; ovf = ovf | (hdr.fixed.v933 >> 8); \
+    hdr.cnat.c934 = (bit<8>)hdr.fixed.v934; ovf = ovf | (hdr.fixed.v934 >> 8); \
+    hdr.cnat.c935 = (bit<8>)hdr.fixed.v935; ovf = ovf | (hdr.fixed.v935 >> 8); \
+    hdr.cnat.c936 = (bit<8>)hdr.fixed.v936; ovf = ovf | (hdr.fixed.v936 >> 8); \
+    hdr.cnat.c937 = (bit<8>)hdr.fixed.v937; ovf = ovf | (hdr.fixed.v937 >> 8); \
+    hdr.cnat.c938 = (bit<8>)hdr.fixed.v938; ovf = ovf | (hdr.fixed.v938 >> 8); \
+    hdr.cnat.c939 = (bit<8>)hdr.fixed.v939; ovf = ovf | (hdr.fixed.v939 >> 8); \
+    hdr.cnat.c940 = (bit<8>)hdr.fixed.v940; ovf = ovf | (hdr.fixed.v940 >> 8); \
+    hdr.cnat.c941 = (bit<8>)hdr.fixed.v941; ovf = ovf | (hdr.fixed.v941 >> 8); \
+    hdr.cnat.c942 = (bit<8>)hdr.fixed.v942; ovf = ovf | (hdr.fixed.v942 >> 8); \
+    hdr.cnat.c943 = (bit<8>)hdr.fixed.v943; ovf = ovf | (hdr.fixed.v943 >> 8); \
+    hdr.cnat.c944 = (bit<8>)hdr.fixed.v944; ovf = ovf | (hdr.fixed.v944 >> 8); \
+    hdr.cnat.c945 = (bit<8>)hdr.fixed.v945; ovf = ovf | (hdr.fixed.v945 >> 8); \
+    hdr.cnat.c946 = (bit<8>)hdr.fixed.v946; ovf = ovf | (hdr.fixed.v946 >> 8); \
+    hdr.cnat.c947 = (bit<8>)hdr.fixed.v947; ovf = ovf | (hdr.fixed.v947 >> 8); \
+    hdr.cnat.c948 = (bit<8>)hdr.fixed.v948; ovf = ovf | (hdr.fixed.v948 >> 8); \
+    hdr.cnat.c949 = (bit<8>)hdr.fixed.v949; ovf = ovf | (hdr.fixed.v949 >> 8); \
+    hdr.cnat.c950 = (bit<8>)hdr.fixed.v950; ovf = ovf | (hdr.fixed.v950 >> 8); \
+    hdr.cnat.c951 = (bit<8>)hdr.fixed.v951; ovf = ovf | (hdr.fixed.v951 >> 8); \
+    hdr.cnat.c952 = (bit<8>)hdr.fixed.v952; ovf = ovf | (hdr.fixed.v952 >> 8); \
+    hdr.cnat.c953 = (bit<8>)hdr.fixed.v953; ovf = ovf | (hdr.fixed.v953 >> 8); \
+    hdr.cnat.c954 = (bit<8>)hdr.fixed.v954; ovf = ovf | (hdr.fixed.v954 >> 8); \
+    hdr.cnat.c955 = (bit<8>)hdr.fixed.v955; ovf = ovf | (hdr.fixed.v955 >> 8); \
+    hdr.cnat.c956 = (bit<8>)hdr.fixed.v956; ovf = ovf | (hdr.fixed.v956 >> 8); \
+    hdr.cnat.c957 = (bit<8>)hdr.fixed.v957; ovf = ovf | (hdr.fixed.v957 >> 8); \
+    hdr.cnat.c958 = (bit<8>)hdr.fixed.v958; ovf = ovf | (hdr.fixed.v958 >> 8); \
+    hdr.cnat.c959 = (bit<8>)hdr.fixed.v959; ovf = ovf | (hdr.fixed.v959 >> 8); \
+    hdr.cnat.c960 = (bit<8>)hdr.fixed.v960; ovf = ovf | (hdr.fixed.v960 >> 8); \
+    hdr.cnat.c961 = (bit<8>)hdr.fixed.v961; ovf = ovf | (hdr.fixed.v961 >> 8); \
+    hdr.cnat.c962 = (bit<8>)hdr.fixed.v962; ovf = ovf | (hdr.fixed.v962 >> 8); \
+    hdr.cnat.c963 = (bit<8>)hdr.fixed.v963; ovf = ovf | (hdr.fixed.v963 >> 8); \
+    hdr.cnat.c964 = (bit<8>)hdr.fixed.v964; ovf = ovf | (hdr.fixed.v964 >> 8); \
+    hdr.cnat.c965 = (bit<8>)hdr.fixed.v965; ovf = ovf | (hdr.fixed.v965 >> 8); \
+    hdr.cnat.c966 = (bit<8>)hdr.fixed.v966; ovf = ovf | (hdr.fixed.v966 >> 8); \
+    hdr.cnat.c967 = (bit<8>)hdr.fixed.v967; ovf = ovf | (hdr.fixed.v967 >> 8); \
+    hdr.cnat.c968 = (bit<8>)hdr.fixed.v968; ovf = ovf | (hdr.fixed.v968 >> 8); \
+    hdr.cnat.c969 = (bit<8>)hdr.fixed.v969; ovf = ovf | (hdr.fixed.v969 >> 8); \
+    hdr.cnat.c970 = (bit<8>)hdr.fixed.v970; ovf = ovf | (hdr.fixed.v970 >> 8); \
+    hdr.cnat.c971 = (bit<8>)hdr.fixed.v971; ovf = ovf | (hdr.fixed.v971 >> 8); \
+    hdr.cnat.c972 = (bit<8>)hdr.fixed.v972; ovf = ovf | (hdr.fixed.v972 >> 8); \
+    hdr.cnat.c973 = (bit<8>)hdr.fixed.v973; ovf = ovf | (hdr.fixed.v973 >> 8); \
+    hdr.cnat.c974 = (bit<8>)hdr.fixed.v974; ovf = ovf | (hdr.fixed.v974 >> 8); \
+    hdr.cnat.c975 = (bit<8>)hdr.fixed.v975; ovf = ovf | (hdr.fixed.v975 >> 8); \
+    hdr.cnat.c976 = (bit<8>)hdr.fixed.v976; ovf = ovf | (hdr.fixed.v976 >> 8); \
+    hdr.cnat.c977 = (bit<8>)hdr.fixed.v977; ovf = ovf | (hdr.fixed.v977 >> 8); \
+    hdr.cnat.c978 = (bit<8>)hdr.fixed.v978; ovf = ovf | (hdr.fixed.v978 >> 8); \
+    hdr.cnat.c979 = (bit<8>)hdr.fixed.v979; ovf = ovf | (hdr.fixed.v979 >> 8); \
+    hdr.cnat.c980 = (bit<8>)hdr.fixed.v980; ovf = ovf | (hdr.fixed.v980 >> 8); \
+    hdr.cnat.c981 = (bit<8>)hdr.fixed.v981; ovf = ovf | (hdr.fixed.v981 >> 8); \
+    hdr.cnat.c982 = (bit<8>)hdr.fixed.v982; ovf = ovf | (hdr.fixed.v982 >> 8); \
+    hdr.cnat.c983 = (bit<8>)hdr.fixed.v983; ovf = ovf | (hdr.fixed.v983 >> 8); \
+    hdr.cnat.c984 = (bit<8>)hdr.fixed.v984; ovf = ovf | (hdr.fixed.v984 >> 8); \
+    hdr.cnat.c985 = (bit<8>)hdr.fixed.v985; ovf = ovf | (hdr.fixed.v985 >> 8); \
+    hdr.cnat.c986 = (bit<8>)hdr.fixed.v986; ovf = ovf | (hdr.fixed.v986 >> 8); \
+    hdr.cnat.c987 = (bit<8>)hdr.fixed.v987; ovf = ovf | (hdr.fixed.v987 >> 8); \
+    hdr.cnat.c988 = (bit<8>)hdr.fixed.v988; ovf = ovf | (hdr.fixed.v988 >> 8); \
+    hdr.cnat.c989 = (bit<8>)hdr.fixed.v989; ovf = ovf | (hdr.fixed.v989 >> 8); \
+    hdr.cnat.c990 = (bit<8>)hdr.fixed.v990; ovf = ovf | (hdr.fixed.v990 >> 8); \
+    hdr.cnat.c991 = (bit<8>)hdr.fixed.v991; ovf = ovf | (hdr.fixed.v991 >> 8); \
+    hdr.cnat.c992 = (bit<8>)hdr.fixed.v992; ovf = ovf | (hdr.fixed.v992 >> 8); \
+    hdr.cnat.c993 = (bit<8>)hdr.fixed.v993; ovf = ovf | (hdr.fixed.v993 >> 8); \
+    hdr.cnat.c994 = (bit<8>)hdr.fixed.v994; ovf = ovf | (hdr.fixed.v994 >> 8); \
+    hdr.cnat.c995 = (bit<8>)hdr.fixed.v995; ovf = ovf | (hdr.fixed.v995 >> 8); \
+    hdr.cnat.c996 = (bit<8>)hdr.fixed.v996; ovf = ovf | (hdr.fixed.v996 >> 8); \
+    hdr.cnat.c997 = (bit<8>)hdr.fixed.v997; ovf = ovf | (hdr.fixed.v997 >> 8); \
+    hdr.cnat.c998 = (bit<8>)hdr.fixed.v998; ovf = ovf | (hdr.fixed.v998 >> 8); \
+    hdr.cnat.c999 = (bit<8>)hdr.fixed.v999; ovf = ovf | (hdr.fixed.v999 >> 8); \
+    hdr.cnat.c1000 = (bit<8>)hdr.fixed.v1000; ovf = ovf | (hdr.fixed.v1000 >> 8); \
+    hdr.cnat.c1001 = (bit<8>)hdr.fixed.v1001; ovf = ovf | (hdr.fixed.v1001 >> 8); \
+    hdr.cnat.c1002 = (bit<8>)hdr.fixed.v1002; ovf = ovf | (hdr.fixed.v1002 >> 8); \
+    hdr.cnat.c1003 = (bit<8>)hdr.fixed.v1003; ovf = ovf | (hdr.fixed.v1003 >> 8); \
+    hdr.cnat.c1004 = (bit<8>)hdr.fixed.v1004; ovf = ovf | (hdr.fixed.v1004 >> 8); \
+    hdr.cnat.c1005 = (bit<8>)hdr.fixed.v1005; ovf = ovf | (hdr.fixed.v1005 >> 8); \
+    hdr.cnat.c1006 = (bit<8>)hdr.fixed.v1006; ovf = ovf | (hdr.fixed.v1006 >> 8); \
+    hdr.cnat.c1007 = (bit<8>)hdr.fixed.v1007; ovf = ovf | (hdr.fixed.v1007 >> 8); \
+    hdr.cnat.c1008 = (bit<8>)hdr.fixed.v1008; ovf = ovf | (hdr.fixed.v1008 >> 8); \
+    hdr.cnat.c1009 = (bit<8>)hdr.fixed.v1009; ovf = ovf | (hdr.fixed.v1009 >> 8); \
+    hdr.cnat.c1010 = (bit<8>)hdr.fixed.v1010; ovf = ovf | (hdr.fixed.v1010 >> 8); \
+    hdr.cnat.c1011 = (bit<8>)hdr.fixed.v1011; ovf = ovf | (hdr.fixed.v1011 >> 8); \
+    hdr.cnat.c1012 = (bit<8>)hdr.fixed.v1012; ovf = ovf | (hdr.fixed.v1012 >> 8); \
+    hdr.cnat.c1013 = (bit<8>)hdr.fixed.v1013; ovf = ovf | (hdr.fixed.v1013 >> 8); \
+    hdr.cnat.c1014 = (bit<8>)hdr.fixed.v1014; ovf = ovf | (hdr.fixed.v1014 >> 8); \
+    hdr.cnat.c1015 = (bit<8>)hdr.fixed.v1015; ovf = ovf | (hdr.fixed.v1015 >> 8); \
+    hdr.cnat.c1016 = (bit<8>)hdr.fixed.v1016; ovf = ovf | (hdr.fixed.v1016 >> 8); \
+    hdr.cnat.c1017 = (bit<8>)hdr.fixed.v1017; ovf = ovf | (hdr.fixed.v1017 >> 8); \
+    hdr.cnat.c1018 = (bit<8>)hdr.fixed.v1018; ovf = ovf | (hdr.fixed.v1018 >> 8); \
+    hdr.cnat.c1019 = (bit<8>)hdr.fixed.v1019; ovf = ovf | (hdr.fixed.v1019 >> 8); \
+    hdr.cnat.c1020 = (bit<8>)hdr.fixed.v1020; ovf = ovf | (hdr.fixed.v1020 >> 8); \
+    hdr.cnat.c1021 = (bit<8>)hdr.fixed.v1021; ovf = ovf | (hdr.fixed.v1021 >> 8); \
+    hdr.cnat.c1022 = (bit<8>)hdr.fixed.v1022; ovf = ovf | (hdr.fixed.v1022 >> 8); \
+    hdr.cnat.c1023 = (bit<8>)hdr.fixed.v1023; ovf = ovf | (hdr.fixed.v1023 >> 8); \
+    hdr.cnat.c1024 = (bit<8>)hdr.fixed.v1024; ovf = ovf | (hdr.fixed.v1024 >> 8); \
+    hdr.cnat.c1025 = (bit<8>)hdr.fixed.v1025; ovf = ovf | (hdr.fixed.v1025 >> 8); \
+    hdr.cnat.c1026 = (bit<8>)hdr.fixed.v1026; ovf = ovf | (hdr.fixed.v1026 >> 8); \
+    hdr.cnat.c1027 = (bit<8>)hdr.fixed.v1027; ovf = ovf | (hdr.fixed.v1027 >> 8); \
+    hdr.cnat.c1028 = (bit<8>)hdr.fixed.v1028; ovf = ovf | (hdr.fixed.v1028 >> 8); \
+    hdr.cnat.c1029 = (bit<8>)hdr.fixed.v1029; ovf = ovf | (hdr.fixed.v1029 >> 8); \
+    hdr.cnat.c1030 = (bit<8>)hdr.fixed.v1030; ovf = ovf | (hdr.fixed.v1030 >> 8); \
+    hdr.cnat.c1031 = (bit<8>)hdr.fixed.v1031; ovf = ovf | (hdr.fixed.v1031 >> 8); \
+    hdr.cnat.c1032 = (bit<8>)hdr.fixed.v1032; ovf = ovf | (hdr.fixed.v1032 >> 8); \
+    hdr.cnat.c1033 = (bit<8>)hdr.fixed.v1033; ovf = ovf | (hdr.fixed.v1033 >> 8); \
+    hdr.cnat.c1034 = (bit<8>)hdr.fixed.v1034; ovf = ovf | (hdr.fixed.v1034 >> 8); \
+    hdr.cnat.c1035 = (bit<8>)hdr.fixed.v1035; ovf = ovf | (hdr.fixed.v1035 >> 8); \
+    hdr.cnat.c1036 = (bit<8>)hdr.fixed.v1036; ovf = ovf | (hdr.fixed.v1036 >> 8); \
+    hdr.cnat.c1037 = (bit<8>)hdr.fixed.v1037; ovf = ovf | (hdr.fixed.v1037 >> 8); \
+    hdr.cnat.c1038 = (bit<8>)hdr.fixed.v1038; ovf = ovf | (hdr.fixed.v1038 >> 8); \
+    hdr.cnat.c1039 = (bit<8>)hdr.fixed.v1039; ovf = ovf | (hdr.fixed.v1039 >> 8); \
+    hdr.cnat.c1040 = (bit<8>)hdr.fixed.v1040; ovf = ovf | (hdr.fixed.v1040 >> 8); \
+    hdr.cnat.c1041 = (bit<8>)hdr.fixed.v1041; ovf = ovf | (hdr.fixed.v1041 >> 8); \
+    hdr.cnat.c1042 = (bit<8>)hdr.fixed.v1042; ovf = ovf | (hdr.fixed.v1042 >> 8); \
+    hdr.cnat.c1043 = (bit<8>)hdr.fixed.v1043; ovf = ovf | (hdr.fixed.v1043 >> 8); \
+    hdr.cnat.c1044 = (bit<8>)hdr.fixed.v1044; ovf = ovf | (hdr.fixed.v1044 >> 8); \
+    hdr.cnat.c1045 = (bit<8>)hdr.fixed.v1045; ovf = ovf | (hdr.fixed.v1045 >> 8); \
+    hdr.cnat.c1046 = (bit<8>)hdr.fixed.v1046; ovf = ovf | (hdr.fixed.v1046 >> 8); \
+    hdr.cnat.c1047 = (bit<8>)hdr.fixed.v1047; ovf = ovf | (hdr.fixed.v1047 >> 8); \
+    hdr.cnat.c1048 = (bit<8>)hdr.fixed.v1048; ovf = ovf | (hdr.fixed.v1048 >> 8); \
+    hdr.cnat.c1049 = (bit<8>)hdr.fixed.v1049; ovf = ovf | (hdr.fixed.v1049 >> 8); \
+    hdr.cnat.c1050 = (bit<8>)hdr.fixed.v1050; ovf = ovf | (hdr.fixed.v1050 >> 8); \
+    hdr.cnat.c1051 = (bit<8>)hdr.fixed.v1051; ovf = ovf | (hdr.fixed.v1051 >> 8); \
+    hdr.cnat.c1052 = (bit<8>)hdr.fixed.v1052; ovf = ovf | (hdr.fixed.v1052 >> 8); \
+    hdr.cnat.c1053 = (bit<8>)hdr.fixed.v1053; ovf = ovf | (hdr.fixed.v1053 >> 8); \
+    hdr.cnat.c1054 = (bit<8>)hdr.fixed.v1054; ovf = ovf | (hdr.fixed.v1054 >> 8); \
+    hdr.cnat.c1055 = (bit<8>)hdr.fixed.v1055; ovf = ovf | (hdr.fixed.v1055 >> 8); \
+    hdr.cnat.c1056 = (bit<8>)hdr.fixed.v1056; ovf = ovf | (hdr.fixed.v1056 >> 8); \
+    hdr.cnat.c1057 = (bit<8>)hdr.fixed.v1057; ovf = ovf | (hdr.fixed.v1057 >> 8); \
+    hdr.cnat.c1058 = (bit<8>)hdr.fixed.v1058; ovf = ovf | (hdr.fixed.v1058 >> 8); \
+    hdr.cnat.c1059 = (bit<8>)hdr.fixed.v1059; ovf = ovf | (hdr.fixed.v1059 >> 8); \
+    hdr.cnat.c1060 = (bit<8>)hdr.fixed.v1060; ovf = ovf | (hdr.fixed.v1060 >> 8); \
+    hdr.cnat.c1061 = (bit<8>)hdr.fixed.v1061; ovf = ovf | (hdr.fixed.v1061 >> 8); \
+    hdr.cnat.c1062 = (bit<8>)hdr.fixed.v1062; ovf = ovf | (hdr.fixed.v1062 >> 8); \
+    hdr.cnat.c1063 = (bit<8>)hdr.fixed.v1063; ovf = ovf | (hdr.fixed.v1063 >> 8); \
+    hdr.cnat.c1064 = (bit<8>)hdr.fixed.v1064; ovf = ovf | (hdr.fixed.v1064 >> 8); \
+    hdr.cnat.c1065 = (bit<8>)hdr.fixed.v1065; ovf = ovf | (hdr.fixed.v1065 >> 8); \
+    hdr.cnat.c1066 = (bit<8>)hdr.fixed.v1066; ovf = ovf | (hdr.fixed.v1066 >> 8); \
+    hdr.cnat.c1067 = (bit<8>)hdr.fixed.v1067; ovf = ovf | (hdr.fixed.v1067 >> 8); \
+    hdr.cnat.c1068 = (bit<8>)hdr.fixed.v1068; ovf = ovf | (hdr.fixed.v1068 >> 8); \
+    hdr.cnat.c1069 = (bit<8>)hdr.fixed.v1069; ovf = ovf | (hdr.fixed.v1069 >> 8); \
+    hdr.cnat.c1070 = (bit<8>)hdr.fixed.v1070; ovf = ovf | (hdr.fixed.v1070 >> 8); \
+    hdr.cnat.c1071 = (bit<8>)hdr.fixed.v1071; ovf = ovf | (hdr.fixed.v1071 >> 8); \
+    hdr.cnat.c1072 = (bit<8>)hdr.fixed.v1072; ovf = ovf | (hdr.fixed.v1072 >> 8); \
+    hdr.cnat.c1073 = (bit<8>)hdr.fixed.v1073; ovf = ovf | (hdr.fixed.v1073 >> 8); \
+    hdr.cnat.c1074 = (bit<8>)hdr.fixed.v1074; ovf = ovf | (hdr.fixed.v1074 >> 8); \
+    hdr.cnat.c1075 = (bit<8>)hdr.fixed.v1075; ovf = ovf | (hdr.fixed.v1075 >> 8); \
+    hdr.cnat.c1076 = (bit<8>)hdr.fixed.v1076; ovf = ovf | (hdr.fixed.v1076 >> 8); \
+    hdr.cnat.c1077 = (bit<8>)hdr.fixed.v1077; ovf = ovf | (hdr.fixed.v1077 >> 8); \
+    hdr.cnat.c1078 = (bit<8>)hdr.fixed.v1078; ovf = ovf | (hdr.fixed.v1078 >> 8); \
+    hdr.cnat.c1079 = (bit<8>)hdr.fixed.v1079; ovf = ovf | (hdr.fixed.v1079 >> 8); \
+    hdr.cnat.c1080 = (bit<8>)hdr.fixed.v1080; ovf = ovf | (hdr.fixed.v1080 >> 8); \
+    hdr.cnat.c1081 = (bit<8>)hdr.fixed.v1081; ovf = ovf | (hdr.fixed.v1081 >> 8); \
+    hdr.cnat.c1082 = (bit<8>)hdr.fixed.v1082; ovf = ovf | (hdr.fixed.v1082 >> 8); \
+    hdr.cnat.c1083 = (bit<8>)hdr.fixed.v1083; ovf = ovf | (hdr.fixed.v1083 >> 8); \
+    hdr.cnat.c1084 = (bit<8>)hdr.fixed.v1084; ovf = ovf | (hdr.fixed.v1084 >> 8); \
+    hdr.cnat.c1085 = (bit<8>)hdr.fixed.v1085; ovf = ovf | (hdr.fixed.v1085 >> 8); \
+    hdr.cnat.c1086 = (bit<8>)hdr.fixed.v1086; ovf = ovf | (hdr.fixed.v1086 >> 8); \
+    hdr.cnat.c1087 = (bit<8>)hdr.fixed.v1087; ovf = ovf | (hdr.fixed.v1087 >> 8); \
+    hdr.cnat.c1088 = (bit<8>)hdr.fixed.v1088; ovf = ovf | (hdr.fixed.v1088 >> 8); \
+    hdr.cnat.c1089 = (bit<8>)hdr.fixed.v1089; ovf = ovf | (hdr.fixed.v1089 >> 8); \
+    hdr.cnat.c1090 = (bit<8>)hdr.fixed.v1090; ovf = ovf | (hdr.fixed.v1090 >> 8); \
+    hdr.cnat.c1091 = (bit<8>)hdr.fixed.v1091; ovf = ovf | (hdr.fixed.v1091 >> 8); \
+    hdr.cnat.c1092 = (bit<8>)hdr.fixed.v1092; ovf = ovf | (hdr.fixed.v1092 >> 8); \
+    hdr.cnat.c1093 = (bit<8>)hdr.fixed.v1093; ovf = ovf | (hdr.fixed.v1093 >> 8); \
+    hdr.cnat.c1094 = (bit<8>)hdr.fixed.v1094; ovf = ovf | (hdr.fixed.v1094 >> 8); \
+    hdr.cnat.c1095 = (bit<8>)hdr.fixed.v1095; ovf = ovf | (hdr.fixed.v1095 >> 8); \
+    hdr.cnat.c1096 = (bit<8>)hdr.fixed.v1096; ovf = ovf | (hdr.fixed.v1096 >> 8); \
+    hdr.cnat.c1097 = (bit<8>)hdr.fixed.v1097; ovf = ovf | (hdr.fixed.v1097 >> 8); \
+    hdr.cnat.c1098 = (bit<8>)hdr.fixed.v1098; ovf = ovf | (hdr.fixed.v1098 >> 8); \
+    hdr.cnat.c1099 = (bit<8>)hdr.fixed.v1099; ovf = ovf | (hdr.fixed.v1099 >> 8); \
+    hdr.cnat.c1100 = (bit<8>)hdr.fixed.v1100; ovf = ovf | (hdr.fixed.v1100 >> 8); \
+    hdr.cnat.c1101 = (bit<8>)hdr.fixed.v1101; ovf = ovf | (hdr.fixed.v1101 >> 8); \
+    hdr.cnat.c1102 = (bit<8>)hdr.fixed.v1102; ovf = ovf | (hdr.fixed.v1102 >> 8); \
+    hdr.cnat.c1103 = (bit<8>)hdr.fixed.v1103; ovf = ovf | (hdr.fixed.v1103 >> 8); \
+    hdr.cnat.c1104 = (bit<8>)hdr.fixed.v1104; ovf = ovf | (hdr.fixed.v1104 >> 8); \
+    hdr.cnat.c1105 = (bit<8>)hdr.fixed.v1105; ovf = ovf | (hdr.fixed.v1105 >> 8); \
+    hdr.cnat.c1106 = (bit<8>)hdr.fixed.v1106; ovf = ovf | (hdr.fixed.v1106 >> 8); \
+    hdr.cnat.c1107 = (bit<8>)hdr.fixed.v1107; ovf = ovf | (hdr.fixed.v1107 >> 8); \
+    hdr.cnat.c1108 = (bit<8>)hdr.fixed.v1108; ovf = ovf | (hdr.fixed.v1108 >> 8); \
+    hdr.cnat.c1109 = (bit<8>)hdr.fixed.v1109; ovf = ovf | (hdr.fixed.v1109 >> 8); \
+    hdr.cnat.c1110 = (bit<8>)hdr.fixed.v1110; ovf = ovf | (hdr.fixed.v1110 >> 8); \
+    hdr.cnat.c1111 = (bit<8>)hdr.fixed.v1111; ovf = ovf | (hdr.fixed.v1111 >> 8); \
+    hdr.cnat.c1112 = (bit<8>)hdr.fixed.v1112; ovf = ovf | (hdr.fixed.v1112 >> 8); \
+    hdr.cnat.c1113 = (bit<8>)hdr.fixed.v1113; ovf = ovf | (hdr.fixed.v1113 >> 8); \
+    hdr.cnat.c1114 = (bit<8>)hdr.fixed.v1114; ovf = ovf | (hdr.fixed.v1114 >> 8); \
+    hdr.cnat.c1115 = (bit<8>)hdr.fixed.v1115; ovf = ovf | (hdr.fixed.v1115 >> 8); \
+    hdr.cnat.c1116 = (bit<8>)hdr.fixed.v1116; ovf = ovf | (hdr.fixed.v1116 >> 8); \
+    hdr.cnat.c1117 = (bit<8>)hdr.fixed.v1117; ovf = ovf | (hdr.fixed.v1117 >> 8); \
+    hdr.cnat.c1118 = (bit<8>)hdr.fixed.v1118; ovf = ovf | (hdr.fixed.v1118 >> 8); \
+    hdr.cnat.c1119 = (bit<8>)hdr.fixed.v1119; ovf = ovf | (hdr.fixed.v1119 >> 8); \
+    hdr.cnat.c1120 = (bit<8>)hdr.fixed.v1120; ovf = ovf | (hdr.fixed.v1120 >> 8); \
+    hdr.cnat.c1121 = (bit<8>)hdr.fixed.v1121; ovf = ovf | (hdr.fixed.v1121 >> 8); \
+    hdr.cnat.c1122 = (bit<8>)hdr.fixed.v1122; ovf = ovf | (hdr.fixed.v1122 >> 8); \
+    hdr.cnat.c1123 = (bit<8>)hdr.fixed.v1123; ovf = ovf | (hdr.fixed.v1123 >> 8); \
+    hdr.cnat.c1124 = (bit<8>)hdr.fixed.v1124; ovf = ovf | (hdr.fixed.v1124 >> 8); \
+    hdr.cnat.c1125 = (bit<8>)hdr.fixed.v1125; ovf = ovf | (hdr.fixed.v1125 >> 8); \
+    hdr.cnat.c1126 = (bit<8>)hdr.fixed.v1126; ovf = ovf | (hdr.fixed.v1126 >> 8); \
+    hdr.cnat.c1127 = (bit<8>)hdr.fixed.v1127; ovf = ovf | (hdr.fixed.v1127 >> 8); \
+    hdr.cnat.c1128 = (bit<8>)hdr.fixed.v1128; ovf = ovf | (hdr.fixed.v1128 >> 8); \
+    hdr.cnat.c1129 = (bit<8>)hdr.fixed.v1129; ovf = ovf | (hdr.fixed.v1129 >> 8); \
+    hdr.cnat.c1130 = (bit<8>)hdr.fixed.v1130; ovf = ovf | (hdr.fixed.v1130 >> 8); \
+    hdr.cnat.c1131 = (bit<8>)hdr.fixed.v1131; ovf = ovf | (hdr.fixed.v1131 >> 8); \
+    hdr.cnat.c1132 = (bit<8>)hdr.fixed.v1132; ovf = ovf | (hdr.fixed.v1132 >> 8); \
+    hdr.cnat.c1133 = (bit<8>)hdr.fixed.v1133; ovf = ovf | (hdr.fixed.v1133 >> 8); \
+    hdr.cnat.c1134 = (bit<8>)hdr.fixed.v1134; ovf = ovf | (hdr.fixed.v1134 >> 8); \
+    hdr.cnat.c1135 = (bit<8>)hdr.fixed.v1135; ovf = ovf | (hdr.fixed.v1135 >> 8); \
+    hdr.cnat.c1136 = (bit<8>)hdr.fixed.v1136; ovf = ovf | (hdr.fixed.v1136 >> 8); \
+    hdr.cnat.c1137 = (bit<8>)hdr.fixed.v1137; ovf = ovf | (hdr.fixed.v1137 >> 8); \
+    hdr.cnat.c1138 = (bit<8>)hdr.fixed.v1138; ovf = ovf | (hdr.fixed.v1138 >> 8); \
+    hdr.cnat.c1139 = (bit<8>)hdr.fixed.v1139; ovf = ovf | (hdr.fixed.v1139 >> 8); \
+    hdr.cnat.c1140 = (bit<8>)hdr.fixed.v1140; ovf = ovf | (hdr.fixed.v1140 >> 8); \
+    hdr.cnat.c1141 = (bit<8>)hdr.fixed.v1141; ovf = ovf | (hdr.fixed.v1141 >> 8); \
+    hdr.cnat.c1142 = (bit<8>)hdr.fixed.v1142; ovf = ovf | (hdr.fixed.v1142 >> 8); \
+    hdr.cnat.c1143 = (bit<8>)hdr.fixed.v1143; ovf = ovf | (hdr.fixed.v1143 >> 8); \
+    hdr.cnat.c1144 = (bit<8>)hdr.fixed.v1144; ovf = ovf | (hdr.fixed.v1144 >> 8); \
+    hdr.cnat.c1145 = (bit<8>)hdr.fixed.v1145; ovf = ovf | (hdr.fixed.v1145 >> 8); \
+    hdr.cnat.c1146 = (bit<8>)hdr.fixed.v1146; ovf = ovf | (hdr.fixed.v1146 >> 8); \
+    hdr.cnat.c1147 = (bit<8>)hdr.fixed.v1147; ovf = ovf | (hdr.fixed.v1147 >> 8); \
+    hdr.cnat.c1148 = (bit<8>)hdr.fixed.v1148; ovf = ovf | (hdr.fixed.v1148 >> 8); \
+    hdr.cnat.c1149 = (bit<8>)hdr.fixed.v1149; ovf = ovf | (hdr.fixed.v1149 >> 8); \
+    hdr.cnat.c1150 = (bit<8>)hdr.fixed.v1150; ovf = ovf | (hdr.fixed.v1150 >> 8); \
+    hdr.cnat.c1151 = (bit<8>)hdr.fixed.v1151; ovf = ovf | (hdr.fixed.v1151 >> 8); \
+    hdr.cnat.c1152 = (bit<8>)hdr.fixed.v1152; ovf = ovf | (hdr.fixed.v1152 >> 8); \
+    hdr.cnat.c1153 = (bit<8>)hdr.fixed.v1153; ovf = ovf | (hdr.fixed.v1153 >> 8); \
+    hdr.cnat.c1154 = (bit<8>)hdr.fixed.v1154; ovf = ovf | (hdr.fixed.v1154 >> 8); \
+    hdr.cnat.c1155 = (bit<8>)hdr.fixed.v1155; ovf = ovf | (hdr.fixed.v1155 >> 8); \
+    hdr.cnat.c1156 = (bit<8>)hdr.fixed.v1156; ovf = ovf | (hdr.fixed.v1156 >> 8); \
+    hdr.cnat.c1157 = (bit<8>)hdr.fixed.v1157; ovf = ovf | (hdr.fixed.v1157 >> 8); \
+    hdr.cnat.c1158 = (bit<8>)hdr.fixed.v1158; ovf = ovf | (hdr.fixed.v1158 >> 8); \
+    hdr.cnat.c1159 = (bit<8>)hdr.fixed.v1159; ovf = ovf | (hdr.fixed.v1159 >> 8); \
+    hdr.cnat.c1160 = (bit<8>)hdr.fixed.v1160; ovf = ovf | (hdr.fixed.v1160 >> 8); \
+    hdr.cnat.c1161 = (bit<8>)hdr.fixed.v1161; ovf = ovf | (hdr.fixed.v1161 >> 8); \
+    hdr.cnat.c1162 = (bit<8>)hdr.fixed.v1162; ovf = ovf | (hdr.fixed.v1162 >> 8); \
+    hdr.cnat.c1163 = (bit<8>)hdr.fixed.v1163; ovf = ovf | (hdr.fixed.v1163 >> 8); \
+    hdr.cnat.c1164 = (bit<8>)hdr.fixed.v1164; ovf = ovf | (hdr.fixed.v1164 >> 8); \
+    hdr.cnat.c1165 = (bit<8>)hdr.fixed.v1165; ovf = ovf | (hdr.fixed.v1165 >> 8); \
+    hdr.cnat.c1166 = (bit<8>)hdr.fixed.v1166; ovf = ovf | (hdr.fixed.v1166 >> 8); \
+    hdr.cnat.c1167 = (bit<8>)hdr.fixed.v1167; ovf = ovf | (hdr.fixed.v1167 >> 8); \
+    hdr.cnat.c1168 = (bit<8>)hdr.fixed.v1168; ovf = ovf | (hdr.fixed.v1168 >> 8); \
+    hdr.cnat.c1169 = (bit<8>)hdr.fixed.v1169; ovf = ovf | (hdr.fixed.v1169 >> 8); \
+    hdr.cnat.c1170 = (bit<8>)hdr.fixed.v1170; ovf = ovf | (hdr.fixed.v1170 >> 8); \
+    hdr.cnat.c1171 = (bit<8>)hdr.fixed.v1171; ovf = ovf | (hdr.fixed.v1171 >> 8); \
+    hdr.cnat.c1172 = (bit<8>)hdr.fixed.v1172; ovf = ovf | (hdr.fixed.v1172 >> 8); \
+    hdr.cnat.c1173 = (bit<8>)hdr.fixed.v1173; ovf = ovf | (hdr.fixed.v1173 >> 8); \
+    hdr.cnat.c1174 = (bit<8>)hdr.fixed.v1174; ovf = ovf | (hdr.fixed.v1174 >> 8); \
+    hdr.cnat.c1175 = (bit<8>)hdr.fixed.v1175; ovf = ovf | (hdr.fixed.v1175 >> 8); \
+    hdr.cnat.c1176 = (bit<8>)hdr.fixed.v1176; ovf = ovf | (hdr.fixed.v1176 >> 8); \
+    hdr.cnat.c1177 = (bit<8>)hdr.fixed.v1177; ovf = ovf | (hdr.fixed.v1177 >> 8); \
+    hdr.cnat.c1178 = (bit<8>)hdr.fixed.v1178; ovf = ovf | (hdr.fixed.v1178 >> 8); \
+    hdr.cnat.c1179 = (bit<8>)hdr.fixed.v1179; ovf = ovf | (hdr.fixed.v1179 >> 8); \
+    hdr.cnat.c1180 = (bit<8>)hdr.fixed.v1180; ovf = ovf | (hdr.fixed.v1180 >> 8); \
+    hdr.cnat.c1181 = (bit<8>)hdr.fixed.v1181; ovf = ovf | (hdr.fixed.v1181 >> 8); \
+    hdr.cnat.c1182 = (bit<8>)hdr.fixed.v1182; ovf = ovf | (hdr.fixed.v1182 >> 8); \
+    hdr.cnat.c1183 = (bit<8>)hdr.fixed.v1183; ovf = ovf | (hdr.fixed.v1183 >> 8); \
+    hdr.cnat.c1184 = (bit<8>)hdr.fixed.v1184; ovf = ovf | (hdr.fixed.v1184 >> 8); \
+    hdr.cnat.c1185 = (bit<8>)hdr.fixed.v1185; ovf = ovf | (hdr.fixed.v1185 >> 8); \
+    hdr.cnat.c1186 = (bit<8>)hdr.fixed.v1186; ovf = ovf | (hdr.fixed.v1186 >> 8); \
+    hdr.cnat.c1187 = (bit<8>)hdr.fixed.v1187; ovf = ovf | (hdr.fixed.v1187 >> 8); \
+    hdr.cnat.c1188 = (bit<8>)hdr.fixed.v1188; ovf = ovf | (hdr.fixed.v1188 >> 8); \
+    hdr.cnat.c1189 = (bit<8>)hdr.fixed.v1189; ovf = ovf | (hdr.fixed.v1189 >> 8); \
+    hdr.cnat.c1190 = (bit<8>)hdr.fixed.v1190; ovf = ovf | (hdr.fixed.v1190 >> 8); \
+    hdr.cnat.c1191 = (bit<8>)hdr.fixed.v1191; ovf = ovf | (hdr.fixed.v1191 >> 8); \
+    hdr.cnat.c1192 = (bit<8>)hdr.fixed.v1192; ovf = ovf | (hdr.fixed.v1192 >> 8); \
+    hdr.cnat.c1193 = (bit<8>)hdr.fixed.v1193; ovf = ovf | (hdr.fixed.v1193 >> 8); \
+    hdr.cnat.c1194 = (bit<8>)hdr.fixed.v1194; ovf = ovf | (hdr.fixed.v1194 >> 8); \
+    hdr.cnat.c1195 = (bit<8>)hdr.fixed.v1195; ovf = ovf | (hdr.fixed.v1195 >> 8); \
+    hdr.cnat.c1196 = (bit<8>)hdr.fixed.v1196; ovf = ovf | (hdr.fixed.v1196 >> 8); \
+    hdr.cnat.c1197 = (bit<8>)hdr.fixed.v1197; ovf = ovf | (hdr.fixed.v1197 >> 8); \
+    hdr.cnat.c1198 = (bit<8>)hdr.fixed.v1198; ovf = ovf | (hdr.fixed.v1198 >> 8); \
+    hdr.cnat.c1199 = (bit<8>)hdr.fixed.v1199; ovf = ovf | (hdr.fixed.v1199 >> 8); \
+    hdr.cnat.c1200 = (bit<8>)hdr.fixed.v1200; ovf = ovf | (hdr.fixed.v1200 >> 8); \
+    hdr.cnat.c1201 = (bit<8>)hdr.fixed.v1201; ovf = ovf | (hdr.fixed.v1201 >> 8); \
+    hdr.cnat.c1202 = (bit<8>)hdr.fixed.v1202; ovf = ovf | (hdr.fixed.v1202 >> 8); \
+    hdr.cnat.c1203 = (bit<8>)hdr.fixed.v1203; ovf = ovf | (hdr.fixed.v1203 >> 8); \
+    hdr.cnat.c1204 = (bit<8>)hdr.fixed.v1204; ovf = ovf | (hdr.fixed.v1204 >> 8); \
+    hdr.cnat.c1205 = (bit<8>)hdr.fixed.v1205; ovf = ovf | (hdr.fixed.v1205 >> 8); \
+    hdr.cnat.c1206 = (bit<8>)hdr.fixed.v1206; ovf = ovf | (hdr.fixed.v1206 >> 8); \
+    hdr.cnat.c1207 = (bit<8>)hdr.fixed.v1207; ovf = ovf | (hdr.fixed.v1207 >> 8); \
+    hdr.cnat.c1208 = (bit<8>)hdr.fixed.v1208; ovf = ovf | (hdr.fixed.v1208 >> 8); \
+    hdr.cnat.c1209 = (bit<8>)hdr.fixed.v1209; ovf = ovf | (hdr.fixed.v1209 >> 8); \
+    hdr.cnat.c1210 = (bit<8>)hdr.fixed.v1210; ovf = ovf | (hdr.fixed.v1210 >> 8); \
+    hdr.cnat.c1211 = (bit<8>)hdr.fixed.v1211; ovf = ovf | (hdr.fixed.v1211 >> 8); \
+    hdr.cnat.c1212 = (bit<8>)hdr.fixed.v1212; ovf = ovf | (hdr.fixed.v1212 >> 8); \
+    hdr.cnat.c1213 = (bit<8>)hdr.fixed.v1213; ovf = ovf | (hdr.fixed.v1213 >> 8); \
+    hdr.cnat.c1214 = (bit<8>)hdr.fixed.v1214; ovf = ovf | (hdr.fixed.v1214 >> 8); \
+    hdr.cnat.c1215 = (bit<8>)hdr.fixed.v1215; ovf = ovf | (hdr.fixed.v1215 >> 8); \
+    hdr.cnat.c1216 = (bit<8>)hdr.fixed.v1216; ovf = ovf | (hdr.fixed.v1216 >> 8); \
+    hdr.cnat.c1217 = (bit<8>)hdr.fixed.v1217; ovf = ovf | (hdr.fixed.v1217 >> 8); \
+    hdr.cnat.c1218 = (bit<8>)hdr.fixed.v1218; ovf = ovf | (hdr.fixed.v1218 >> 8); \
+    hdr.cnat.c1219 = (bit<8>)hdr.fixed.v1219; ovf = ovf | (hdr.fixed.v1219 >> 8); \
+    hdr.cnat.c1220 = (bit<8>)hdr.fixed.v1220; ovf = ovf | (hdr.fixed.v1220 >> 8); \
+    hdr.cnat.c1221 = (bit<8>)hdr.fixed.v1221; ovf = ovf | (hdr.fixed.v1221 >> 8); \
+    hdr.cnat.c1222 = (bit<8>)hdr.fixed.v1222; ovf = ovf | (hdr.fixed.v1222 >> 8); \
+    hdr.cnat.c1223 = (bit<8>)hdr.fixed.v1223; ovf = ovf | (hdr.fixed.v1223 >> 8); \
+    hdr.cnat.c1224 = (bit<8>)hdr.fixed.v1224; ovf = ovf | (hdr.fixed.v1224 >> 8); \
+    hdr.cnat.c1225 = (bit<8>)hdr.fixed.v1225; ovf = ovf | (hdr.fixed.v1225 >> 8); \
+    hdr.cnat.c1226 = (bit<8>)hdr.fixed.v1226; ovf = ovf | (hdr.fixed.v1226 >> 8); \
+    hdr.cnat.c1227 = (bit<8>)hdr.fixed.v1227; ovf = ovf | (hdr.fixed.v1227 >> 8); \
+    hdr.cnat.c1228 = (bit<8>)hdr.fixed.v1228; ovf = ovf | (hdr.fixed.v1228 >> 8); \
+    hdr.cnat.c1229 = (bit<8>)hdr.fixed.v1229; ovf = ovf | (hdr.fixed.v1229 >> 8); \
+    hdr.cnat.c1230 = (bit<8>)hdr.fixed.v1230; ovf = ovf | (hdr.fixed.v1230 >> 8); \
+    hdr.cnat.c1231 = (bit<8>)hdr.fixed.v1231; ovf = ovf | (hdr.fixed.v1231 >> 8); \
+    hdr.cnat.c1232 = (bit<8>)hdr.fixed.v1232; ovf = ovf | (hdr.fixed.v1232 >> 8); \
+    hdr.cnat.c1233 = (bit<8>)hdr.fixed.v1233; ovf = ovf | (hdr.fixed.v1233 >> 8); \
+    hdr.cnat.c1234 = (bit<8>)hdr.fixed.v1234; ovf = ovf | (hdr.fixed.v1234 >> 8); \
+    hdr.cnat.c1235 = (bit<8>)hdr.fixed.v1235; ovf = ovf | (hdr.fixed.v1235 >> 8); \
+    hdr.cnat.c1236 = (bit<8>)hdr.fixed.v1236; ovf = ovf | (hdr.fixed.v1236 >> 8); \
+    hdr.cnat.c1237 = (bit<8>)hdr.fixed.v1237; ovf = ovf | (hdr.fixed.v1237 >> 8); \
+    hdr.cnat.c1238 = (bit<8>)hdr.fixed.v1238; ovf = ovf | (hdr.fixed.v1238 >> 8); \
+    hdr.cnat.c1239 = (bit<8>)hdr.fixed.v1239; ovf = ovf | (hdr.fixed.v1239 >> 8); \
+    hdr.cnat.c1240 = (bit<8>)hdr.fixed.v1240; ovf = ovf | (hdr.fixed.v1240 >> 8); \
+    hdr.cnat.c1241 = (bit<8>)hdr.fixed.v1241; ovf = ovf | (hdr.fixed.v1241 >> 8); \
+    hdr.cnat.c1242 = (bit<8>)hdr.fixed.v1242; ovf = ovf | (hdr.fixed.v1242 >> 8); \
+    hdr.cnat.c1243 = (bit<8>)hdr.fixed.v1243; ovf = ovf | (hdr.fixed.v1243 >> 8); \
+    hdr.cnat.c1244 = (bit<8>)hdr.fixed.v1244; ovf = ovf | (hdr.fixed.v1244 >> 8); \
+    hdr.cnat.c1245 = (bit<8>)hdr.fixed.v1245; ovf = ovf | (hdr.fixed.v1245 >> 8); \
+    hdr.cnat.c1246 = (bit<8>)hdr.fixed.v1246; ovf = ovf | (hdr.fixed.v1246 >> 8); \
+    hdr.cnat.c1247 = (bit<8>)hdr.fixed.v1247; ovf = ovf | (hdr.fixed.v1247 >> 8); \
+    hdr.cnat.c1248 = (bit<8>)hdr.fixed.v1248; ovf = ovf | (hdr.fixed.v1248 >> 8); \
+    hdr.cnat.c1249 = (bit<8>)hdr.fixed.v1249; ovf = ovf | (hdr.fixed.v1249 >> 8); \
+    hdr.cnat.c1250 = (bit<8>)hdr.fixed.v1250; ovf = ovf | (hdr.fixed.v1250 >> 8); \
+    hdr.cnat.c1251 = (bit<8>)hdr.fixed.v1251; ovf = ovf | (hdr.fixed.v1251 >> 8); \
+    hdr.cnat.c1252 = (bit<8>)hdr.fixed.v1252; ovf = ovf | (hdr.fixed.v1252 >> 8); \
+    hdr.cnat.c1253 = (bit<8>)hdr.fixed.v1253; ovf = ovf | (hdr.fixed.v1253 >> 8); \
+    hdr.cnat.c1254 = (bit<8>)hdr.fixed.v1254; ovf = ovf | (hdr.fixed.v1254 >> 8); \
+    hdr.cnat.c1255 = (bit<8>)hdr.fixed.v1255; ovf = ovf | (hdr.fixed.v1255 >> 8); \
+    hdr.cnat.c1256 = (bit<8>)hdr.fixed.v1256; ovf = ovf | (hdr.fixed.v1256 >> 8); \
+    hdr.cnat.c1257 = (bit<8>)hdr.fixed.v1257; ovf = ovf | (hdr.fixed.v1257 >> 8); \
+    hdr.cnat.c1258 = (bit<8>)hdr.fixed.v1258; ovf = ovf | (hdr.fixed.v1258 >> 8); \
+    hdr.cnat.c1259 = (bit<8>)hdr.fixed.v1259; ovf = ovf | (hdr.fixed.v1259 >> 8); \
+    hdr.cnat.c1260 = (bit<8>)hdr.fixed.v1260; ovf = ovf | (hdr.fixed.v1260 >> 8); \
+    hdr.cnat.c1261 = (bit<8>)hdr.fixed.v1261; ovf = ovf | (hdr.fixed.v1261 >> 8); \
+    hdr.cnat.c1262 = (bit<8>)hdr.fixed.v1262; ovf = ovf | (hdr.fixed.v1262 >> 8); \
+    hdr.cnat.c1263 = (bit<8>)hdr.fixed.v1263; ovf = ovf | (hdr.fixed.v1263 >> 8); \
+    hdr.cnat.c1264 = (bit<8>)hdr.fixed.v1264; ovf = ovf | (hdr.fixed.v1264 >> 8); \
+    hdr.cnat.c1265 = (bit<8>)hdr.fixed.v1265; ovf = ovf | (hdr.fixed.v1265 >> 8); \
+    hdr.cnat.c1266 = (bit<8>)hdr.fixed.v1266; ovf = ovf | (hdr.fixed.v1266 >> 8); \
+    hdr.cnat.c1267 = (bit<8>)hdr.fixed.v1267; ovf = ovf | (hdr.fixed.v1267 >> 8); \
+    hdr.cnat.c1268 = (bit<8>)hdr.fixed.v1268; ovf = ovf | (hdr.fixed.v1268 >> 8); \
+    hdr.cnat.c1269 = (bit<8>)hdr.fixed.v1269; ovf = ovf | (hdr.fixed.v1269 >> 8); \
+    hdr.cnat.c1270 = (bit<8>)hdr.fixed.v1270; ovf = ovf | (hdr.fixed.v1270 >> 8); \
+    hdr.cnat.c1271 = (bit<8>)hdr.fixed.v1271; ovf = ovf | (hdr.fixed.v1271 >> 8); \
+    hdr.cnat.c1272 = (bit<8>)hdr.fixed.v1272; ovf = ovf | (hdr.fixed.v1272 >> 8); \
+    hdr.cnat.c1273 = (bit<8>)hdr.fixed.v1273; ovf = ovf | (hdr.fixed.v1273 >> 8); \
+    hdr.cnat.c1274 = (bit<8>)hdr.fixed.v1274; ovf = ovf | (hdr.fixed.v1274 >> 8); \
+    hdr.cnat.c1275 = (bit<8>)hdr.fixed.v1275; ovf = ovf | (hdr.fixed.v1275 >> 8); \
+    hdr.cnat.c1276 = (bit<8>)hdr.fixed.v1276; ovf = ovf | (hdr.fixed.v1276 >> 8); \
+    hdr.cnat.c1277 = (bit<8>)hdr.fixed.v1277; ovf = ovf | (hdr.fixed.v1277 >> 8); \
+    hdr.cnat.c1278 = (bit<8>)hdr.fixed.v1278; ovf = ovf | (hdr.fixed.v1278 >> 8); \
+    hdr.cnat.c1279 = (bit<8>)hdr.fixed.v1279; ovf = ovf | (hdr.fixed.v1279 >> 8); \
+    hdr.cnat.c1280 = (bit<8>)hdr.fixed.v1280; ovf = ovf | (hdr.fixed.v1280 >> 8); \
+    hdr.cnat.c1281 = (bit<8>)hdr.fixed.v1281; ovf = ovf | (hdr.fixed.v1281 >> 8); \
+    hdr.cnat.c1282 = (bit<8>)hdr.fixed.v1282; ovf = ovf | (hdr.fixed.v1282 >> 8); \
+    hdr.cnat.c1283 = (bit<8>)hdr.fixed.v1283; ovf = ovf | (hdr.fixed.v1283 >> 8); \
+    hdr.cnat.c1284 = (bit<8>)hdr.fixed.v1284; ovf = ovf | (hdr.fixed.v1284 >> 8); \
+    hdr.cnat.c1285 = (bit<8>)hdr.fixed.v1285; ovf = ovf | (hdr.fixed.v1285 >> 8); \
+    hdr.cnat.c1286 = (bit<8>)hdr.fixed.v1286; ovf = ovf | (hdr.fixed.v1286 >> 8); \
+    hdr.cnat.c1287 = (bit<8>)hdr.fixed.v1287; ovf = ovf | (hdr.fixed.v1287 >> 8); \
+    hdr.cnat.c1288 = (bit<8>)hdr.fixed.v1288; ovf = ovf | (hdr.fixed.v1288 >> 8); \
+    hdr.cnat.c1289 = (bit<8>)hdr.fixed.v1289; ovf = ovf | (hdr.fixed.v1289 >> 8); \
+    hdr.cnat.c1290 = (bit<8>)hdr.fixed.v1290; ovf = ovf | (hdr.fixed.v1290 >> 8); \
+    hdr.cnat.c1291 = (bit<8>)hdr.fixed.v1291; ovf = ovf | (hdr.fixed.v1291 >> 8); \
+    hdr.cnat.c1292 = (bit<8>)hdr.fixed.v1292; ovf = ovf | (hdr.fixed.v1292 >> 8); \
+    hdr.cnat.c1293 = (bit<8>)hdr.fixed.v1293; ovf = ovf | (hdr.fixed.v1293 >> 8); \
+    hdr.cnat.c1294 = (bit<8>)hdr.fixed.v1294; ovf = ovf | (hdr.fixed.v1294 >> 8); \
+    hdr.cnat.c1295 = (bit<8>)hdr.fixed.v1295; ovf = ovf | (hdr.fixed.v1295 >> 8); \
+    hdr.cnat.c1296 = (bit<8>)hdr.fixed.v1296; ovf = ovf | (hdr.fixed.v1296 >> 8); \
+    hdr.cnat.c1297 = (bit<8>)hdr.fixed.v1297; ovf = ovf | (hdr.fixed.v1297 >> 8); \
+    hdr.cnat.c1298 = (bit<8>)hdr.fixed.v1298; ovf = ovf | (hdr.fixed.v1298 >> 8); \
+    hdr.cnat.c1299 = (bit<8>)hdr.fixed.v1299; ovf = ovf | (hdr.fixed.v1299 >> 8); \
+    hdr.cnat.c1300 = (bit<8>)hdr.fixed.v1300; ovf = ovf | (hdr.fixed.v1300 >> 8); \
+    hdr.cnat.c1301 = (bit<8>)hdr.fixed.v1301; ovf = ovf | (hdr.fixed.v1301 >> 8); \
+    hdr.cnat.c1302 = (bit<8>)hdr.fixed.v1302; ovf = ovf | (hdr.fixed.v1302 >> 8); \
+    hdr.cnat.c1303 = (bit<8>)hdr.fixed.v1303; ovf = ovf | (hdr.fixed.v1303 >> 8); \
+    hdr.cnat.c1304 = (bit<8>)hdr.fixed.v1304; ovf = ovf | (hdr.fixed.v1304 >> 8); \
+    hdr.cnat.c1305 = (bit<8>)hdr.fixed.v1305; ovf = ovf | (hdr.fixed.v1305 >> 8); \
+    hdr.cnat.c1306 = (bit<8>)hdr.fixed.v1306; ovf = ovf | (hdr.fixed.v1306 >> 8); \
+    hdr.cnat.c1307 = (bit<8>)hdr.fixed.v1307; ovf = ovf | (hdr.fixed.v1307 >> 8); \
+    hdr.cnat.c1308 = (bit<8>)hdr.fixed.v1308; ovf = ovf | (hdr.fixed.v1308 >> 8); \
+    hdr.cnat.c1309 = (bit<8>)hdr.fixed.v1309; ovf = ovf | (hdr.fixed.v1309 >> 8); \
+    hdr.cnat.c1310 = (bit<8>)hdr.fixed.v1310; ovf = ovf | (hdr.fixed.v1310 >> 8); \
+    hdr.cnat.c1311 = (bit<8>)hdr.fixed.v1311; ovf = ovf | (hdr.fixed.v1311 >> 8); \
+    hdr.cnat.c1312 = (bit<8>)hdr.fixed.v1312; ovf = ovf | (hdr.fixed.v1312 >> 8); \
+    hdr.cnat.c1313 = (bit<8>)hdr.fixed.v1313; ovf = ovf | (hdr.fixed.v1313 >> 8); \
+    hdr.cnat.c1314 = (bit<8>)hdr.fixed.v1314; ovf = ovf | (hdr.fixed.v1314 >> 8); \
+    hdr.cnat.c1315 = (bit<8>)hdr.fixed.v1315; ovf = ovf | (hdr.fixed.v1315 >> 8); \
+    hdr.cnat.c1316 = (bit<8>)hdr.fixed.v1316; ovf = ovf | (hdr.fixed.v1316 >> 8); \
+    hdr.cnat.c1317 = (bit<8>)hdr.fixed.v1317; ovf = ovf | (hdr.fixed.v1317 >> 8); \
+    hdr.cnat.c1318 = (bit<8>)hdr.fixed.v1318; ovf = ovf | (hdr.fixed.v1318 >> 8); \
+    hdr.cnat.c1319 = (bit<8>)hdr.fixed.v1319; ovf = ovf | (hdr.fixed.v1319 >> 8); \
+    hdr.cnat.c1320 = (bit<8>)hdr.fixed.v1320; ovf = ovf | (hdr.fixed.v1320 >> 8); \
+    hdr.cnat.c1321 = (bit<8>)hdr.fixed.v1321; ovf = ovf | (hdr.fixed.v1321 >> 8); \
+    hdr.cnat.c1322 = (bit<8>)hdr.fixed.v1322; ovf = ovf | (hdr.fixed.v1322 >> 8); \
+    hdr.cnat.c1323 = (bit<8>)hdr.fixed.v1323; ovf = ovf | (hdr.fixed.v1323 >> 8); \
+    hdr.cnat.c1324 = (bit<8>)hdr.fixed.v1324; ovf = ovf | (hdr.fixed.v1324 >> 8); \
+    hdr.cnat.c1325 = (bit<8>)hdr.fixed.v1325; ovf = ovf | (hdr.fixed.v1325 >> 8); \
+    hdr.cnat.c1326 = (bit<8>)hdr.fixed.v1326; ovf = ovf | (hdr.fixed.v1326 >> 8); \
+    hdr.cnat.c1327 = (bit<8>)hdr.fixed.v1327; ovf = ovf | (hdr.fixed.v1327 >> 8); \
+    hdr.cnat.c1328 = (bit<8>)hdr.fixed.v1328; ovf = ovf | (hdr.fixed.v1328 >> 8); \
+    hdr.cnat.c1329 = (bit<8>)hdr.fixed.v1329; ovf = ovf | (hdr.fixed.v1329 >> 8); \
+    hdr.cnat.c1330 = (bit<8>)hdr.fixed.v1330; ovf = ovf | (hdr.fixed.v1330 >> 8); \
+    hdr.cnat.c1331 = (bit<8>)hdr.fixed.v1331; ovf = ovf | (hdr.fixed.v1331 >> 8); \
+    hdr.cnat.c1332 = (bit<8>)hdr.fixed.v1332; ovf = ovf | (hdr.fixed.v1332 >> 8); \
+    hdr.cnat.c1333 = (bit<8>)hdr.fixed.v1333; ovf = ovf | (hdr.fixed.v1333 >> 8); \
+    hdr.cnat.c1334 = (bit<8>)hdr.fixed.v1334; ovf = ovf | (hdr.fixed.v1334 >> 8); \
+    hdr.cnat.c1335 = (bit<8>)hdr.fixed.v1335; ovf = ovf | (hdr.fixed.v1335 >> 8); \
+    hdr.cnat.c1336 = (bit<8>)hdr.fixed.v1336; ovf = ovf | (hdr.fixed.v1336 >> 8); \
+    hdr.cnat.c1337 = (bit<8>)hdr.fixed.v1337; ovf = ovf | (hdr.fixed.v1337 >> 8); \
+    hdr.cnat.c1338 = (bit<8>)hdr.fixed.v1338; ovf = ovf | (hdr.fixed.v1338 >> 8); \
+    hdr.cnat.c1339 = (bit<8>)hdr.fixed.v1339; ovf = ovf | (hdr.fixed.v1339 >> 8); \
+    hdr.cnat.c1340 = (bit<8>)hdr.fixed.v1340; ovf = ovf | (hdr.fixed.v1340 >> 8); \
+    hdr.cnat.c1341 = (bit<8>)hdr.fixed.v1341; ovf = ovf | (hdr.fixed.v1341 >> 8); \
+    hdr.cnat.c1342 = (bit<8>)hdr.fixed.v1342; ovf = ovf | (hdr.fixed.v1342 >> 8); \
+    hdr.cnat.c1343 = (bit<8>)hdr.fixed.v1343; ovf = ovf | (hdr.fixed.v1343 >> 8); \
+    hdr.cnat.c1344 = (bit<8>)hdr.fixed.v1344; ovf = ovf | (hdr.fixed.v1344 >> 8); \
+    hdr.cnat.c1345 = (bit<8>)hdr.fixed.v1345; ovf = ovf | (hdr.fixed.v1345 >> 8); \
+    hdr.cnat.c1346 = (bit<8>)hdr.fixed.v1346; ovf = ovf | (hdr.fixed.v1346 >> 8); \
+    hdr.cnat.c1347 = (bit<8>)hdr.fixed.v1347; ovf = ovf | (hdr.fixed.v1347 >> 8); \
+    hdr.cnat.c1348 = (bit<8>)hdr.fixed.v1348; ovf = ovf | (hdr.fixed.v1348 >> 8); \
+    hdr.cnat.c1349 = (bit<8>)hdr.fixed.v1349; ovf = ovf | (hdr.fixed.v1349 >> 8); \
+    hdr.cnat.c1350 = (bit<8>)hdr.fixed.v1350; ovf = ovf | (hdr.fixed.v1350 >> 8); \
+    hdr.cnat.c1351 = (bit<8>)hdr.fixed.v1351; ovf = ovf | (hdr.fixed.v1351 >> 8); \
+    hdr.cnat.c1352 = (bit<8>)hdr.fixed.v1352; ovf = ovf | (hdr.fixed.v1352 >> 8); \
+    hdr.cnat.c1353 = (bit<8>)hdr.fixed.v1353; ovf = ovf | (hdr.fixed.v1353 >> 8); \
+    hdr.cnat.c1354 = (bit<8>)hdr.fixed.v1354; ovf = ovf | (hdr.fixed.v1354 >> 8); \
+    hdr.cnat.c1355 = (bit<8>)hdr.fixed.v1355; ovf = ovf | (hdr.fixed.v1355 >> 8); \
+    hdr.cnat.c1356 = (bit<8>)hdr.fixed.v1356; ovf = ovf | (hdr.fixed.v1356 >> 8); \
+    hdr.cnat.c1357 = (bit<8>)hdr.fixed.v1357; ovf = ovf | (hdr.fixed.v1357 >> 8); \
+    hdr.cnat.c1358 = (bit<8>)hdr.fixed.v1358; ovf = ovf | (hdr.fixed.v1358 >> 8); \
+    hdr.cnat.c1359 = (bit<8>)hdr.fixed.v1359; ovf = ovf | (hdr.fixed.v1359 >> 8); \
+    hdr.cnat.c1360 = (bit<8>)hdr.fixed.v1360; ovf = ovf | (hdr.fixed.v1360 >> 8); \
+    hdr.cnat.c1361 = (bit<8>)hdr.fixed.v1361; ovf = ovf | (hdr.fixed.v1361 >> 8); \
+    hdr.cnat.c1362 = (bit<8>)hdr.fixed.v1362; ovf = ovf | (hdr.fixed.v1362 >> 8); \
+    hdr.cnat.c1363 = (bit<8>)hdr.fixed.v1363; ovf = ovf | (hdr.fixed.v1363 >> 8); \
+    hdr.cnat.c1364 = (bit<8>)hdr.fixed.v1364; ovf = ovf | (hdr.fixed.v1364 >> 8); \
+    hdr.cnat.c1365 = (bit<8>)hdr.fixed.v1365; ovf = ovf | (hdr.fixed.v1365 >> 8); \
+    hdr.cnat.c1366 = (bit<8>)hdr.fixed.v1366; ovf = ovf | (hdr.fixed.v1366 >> 8); \
+    hdr.cnat.c1367 = (bit<8>)hdr.fixed.v1367; ovf = ovf | (hdr.fixed.v1367 >> 8); \
+    hdr.cnat.c1368 = (bit<8>)hdr.fixed.v1368; ovf = ovf | (hdr.fixed.v1368 >> 8); \
+    hdr.cnat.c1369 = (bit<8>)hdr.fixed.v1369; ovf = ovf | (hdr.fixed.v1369 >> 8); \
+    hdr.cnat.c1370 = (bit<8>)hdr.fixed.v1370; ovf = ovf | (hdr.fixed.v1370 >> 8); \
+    hdr.cnat.c1371 = (bit<8>)hdr.fixed.v1371; ovf = ovf | (hdr.fixed.v1371 >> 8); \
+    hdr.cnat.c1372 = (bit<8>)hdr.fixed.v1372; ovf = ovf | (hdr.fixed.v1372 >> 8); \
+    hdr.cnat.c1373 = (bit<8>)hdr.fixed.v1373; ovf = ovf | (hdr.fixed.v1373 >> 8); \
+    hdr.cnat.c1374 = (bit<8>)hdr.fixed.v1374; ovf = ovf | (hdr.fixed.v1374 >> 8); \
+    hdr.cnat.c1375 = (bit<8>)hdr.fixed.v1375; ovf = ovf | (hdr.fixed.v1375 >> 8); \
+    hdr.cnat.c1376 = (bit<8>)hdr.fixed.v1376; ovf = ovf | (hdr.fixed.v1376 >> 8); \
+    hdr.cnat.c1377 = (bit<8>)hdr.fixed.v1377; ovf = ovf | (hdr.fixed.v1377 >> 8); \
+    hdr.cnat.c1378 = (bit<8>)hdr.fixed.v1378; ovf = ovf | (hdr.fixed.v1378 >> 8); \
+    hdr.cnat.c1379 = (bit<8>)hdr.fixed.v1379; ovf = ovf | (hdr.fixed.v1379 >> 8); \
+    hdr.cnat.c1380 = (bit<8>)hdr.fixed.v1380; ovf = ovf | (hdr.fixed.v1380 >> 8); \
+    hdr.cnat.c1381 = (bit<8>)hdr.fixed.v1381; ovf = ovf | (hdr.fixed.v1381 >> 8); \
+    hdr.cnat.c1382 = (bit<8>)hdr.fixed.v1382; ovf = ovf | (hdr.fixed.v1382 >> 8); \
+    hdr.cnat.c1383 = (bit<8>)hdr.fixed.v1383; ovf = ovf | (hdr.fixed.v1383 >> 8); \
+    hdr.cnat.c1384 = (bit<8>)hdr.fixed.v1384; ovf = ovf | (hdr.fixed.v1384 >> 8); \
+    hdr.cnat.c1385 = (bit<8>)hdr.fixed.v1385; ovf = ovf | (hdr.fixed.v1385 >> 8); \
+    hdr.cnat.c1386 = (bit<8>)hdr.fixed.v1386; ovf = ovf | (hdr.fixed.v1386 >> 8); \
+    hdr.cnat.c1387 = (bit<8>)hdr.fixed.v1387; ovf = ovf | (hdr.fixed.v1387 >> 8); \
+    hdr.cnat.c1388 = (bit<8>)hdr.fixed.v1388; ovf = ovf | (hdr.fixed.v1388 >> 8); \
+    hdr.cnat.c1389 = (bit<8>)hdr.fixed.v1389; ovf = ovf | (hdr.fixed.v1389 >> 8); \
+    hdr.cnat.c1390 = (bit<8>)hdr.fixed.v1390; ovf = ovf | (hdr.fixed.v1390 >> 8); \
+    hdr.cnat.c1391 = (bit<8>)hdr.fixed.v1391; ovf = ovf | (hdr.fixed.v1391 >> 8); \
+    hdr.cnat.c1392 = (bit<8>)hdr.fixed.v1392; ovf = ovf | (hdr.fixed.v1392 >> 8); \
+    hdr.cnat.c1393 = (bit<8>)hdr.fixed.v1393; ovf = ovf | (hdr.fixed.v1393 >> 8); \
+    hdr.cnat.c1394 = (bit<8>)hdr.fixed.v1394; ovf = ovf | (hdr.fixed.v1394 >> 8); \
+    hdr.cnat.c1395 = (bit<8>)hdr.fixed.v1395; ovf = ovf | (hdr.fixed.v1395 >> 8); \
+    hdr.cnat.c1396 = (bit<8>)hdr.fixed.v1396; ovf = ovf | (hdr.fixed.v1396 >> 8); \
+    hdr.cnat.c1397 = (bit<8>)hdr.fixed.v1397; ovf = ovf | (hdr.fixed.v1397 >> 8); \
+    hdr.cnat.c1398 = (bit<8>)hdr.fixed.v1398; ovf = ovf | (hdr.fixed.v1398 >> 8); \
+    hdr.cnat.c1399 = (bit<8>)hdr.fixed.v1399; ovf = ovf | (hdr.fixed.v1399 >> 8); \
+    hdr.cnat.c1400 = (bit<8>)hdr.fixed.v1400; ovf = ovf | (hdr.fixed.v1400 >> 8); \
+    hdr.cnat.c1401 = (bit<8>)hdr.fixed.v1401; ovf = ovf | (hdr.fixed.v1401 >> 8); \
+    hdr.cnat.c1402 = (bit<8>)hdr.fixed.v1402; ovf = ovf | (hdr.fixed.v1402 >> 8); \
+    hdr.cnat.c1403 = (bit<8>)hdr.fixed.v1403; ovf = ovf | (hdr.fixed.v1403 >> 8); \
+    hdr.cnat.c1404 = (bit<8>)hdr.fixed.v1404; ovf = ovf | (hdr.fixed.v1404 >> 8); \
+    hdr.cnat.c1405 = (bit<8>)hdr.fixed.v1405; ovf = ovf | (hdr.fixed.v1405 >> 8); \
+    hdr.cnat.c1406 = (bit<8>)hdr.fixed.v1406; ovf = ovf | (hdr.fixed.v1406 >> 8); \
+    hdr.cnat.c1407 = (bit<8>)hdr.fixed.v1407; ovf = ovf | (hdr.fixed.v1407 >> 8); \
+    hdr.cnat.c1408 = (bit<8>)hdr.fixed.v1408; ovf = ovf | (hdr.fixed.v1408 >> 8); \
+    hdr.cnat.c1409 = (bit<8>)hdr.fixed.v1409; ovf = ovf | (hdr.fixed.v1409 >> 8); \
+    hdr.cnat.c1410 = (bit<8>)hdr.fixed.v1410; ovf = ovf | (hdr.fixed.v1410 >> 8); \
+    hdr.cnat.c1411 = (bit<8>)hdr.fixed.v1411; ovf = ovf | (hdr.fixed.v1411 >> 8); \
+    hdr.cnat.c1412 = (bit<8>)hdr.fixed.v1412; ovf = ovf | (hdr.fixed.v1412 >> 8); \
+    hdr.cnat.c1413 = (bit<8>)hdr.fixed.v1413; ovf = ovf | (hdr.fixed.v1413 >> 8); \
+    hdr.cnat.c1414 = (bit<8>)hdr.fixed.v1414; ovf = ovf | (hdr.fixed.v1414 >> 8); \
+    hdr.cnat.c1415 = (bit<8>)hdr.fixed.v1415; ovf = ovf | (hdr.fixed.v1415 >> 8); \
+    hdr.cnat.c1416 = (bit<8>)hdr.fixed.v1416; ovf = ovf | (hdr.fixed.v1416 >> 8); \
+    hdr.cnat.c1417 = (bit<8>)hdr.fixed.v1417; ovf = ovf | (hdr.fixed.v1417 >> 8); \
+    hdr.cnat.c1418 = (bit<8>)hdr.fixed.v1418; ovf = ovf | (hdr.fixed.v1418 >> 8); \
+    hdr.cnat.c1419 = (bit<8>)hdr.fixed.v1419; ovf = ovf | (hdr.fixed.v1419 >> 8); \
+    hdr.cnat.c1420 = (bit<8>)hdr.fixed.v1420; ovf = ovf | (hdr.fixed.v1420 >> 8); \
+    hdr.cnat.c1421 = (bit<8>)hdr.fixed.v1421; ovf = ovf | (hdr.fixed.v1421 >> 8); \
+    hdr.cnat.c1422 = (bit<8>)hdr.fixed.v1422; ovf = ovf | (hdr.fixed.v1422 >> 8); \
+    hdr.cnat.c1423 = (bit<8>)hdr.fixed.v1423; ovf = ovf | (hdr.fixed.v1423 >> 8); \
+    hdr.cnat.c1424 = (bit<8>)hdr.fixed.v1424; ovf = ovf | (hdr.fixed.v1424 >> 8); \
+    hdr.cnat.c1425 = (bit<8>)hdr.fixed.v1425; ovf = ovf | (hdr.fixed.v1425 >> 8); \
+    hdr.cnat.c1426 = (bit<8>)hdr.fixed.v1426; ovf = ovf | (hdr.fixed.v1426 >> 8); \
+    hdr.cnat.c1427 = (bit<8>)hdr.fixed.v1427; ovf = ovf | (hdr.fixed.v1427 >> 8); \
+    hdr.cnat.c1428 = (bit<8>)hdr.fixed.v1428; ovf = ovf | (hdr.fixed.v1428 >> 8); \
+    hdr.cnat.c1429 = (bit<8>)hdr.fixed.v1429; ovf = ovf | (hdr.fixed.v1429 >> 8); \
+    hdr.cnat.c1430 = (bit<8>)hdr.fixed.v1430; ovf = ovf | (hdr.fixed.v1430 >> 8); \
+    hdr.cnat.c1431 = (bit<8>)hdr.fixed.v1431; ovf = ovf | (hdr.fixed.v1431 >> 8); \
+    hdr.cnat.c1432 = (bit<8>)hdr.fixed.v1432; ovf = ovf | (hdr.fixed.v1432 >> 8); \
+    hdr.cnat.c1433 = (bit<8>)hdr.fixed.v1433; ovf = ovf | (hdr.fixed.v1433 >> 8); \
+    hdr.cnat.c1434 = (bit<8>)hdr.fixed.v1434; ovf = ovf | (hdr.fixed.v1434 >> 8); \
+    hdr.cnat.c1435 = (bit<8>)hdr.fixed.v1435; ovf = ovf | (hdr.fixed.v1435 >> 8); \
+    hdr.cnat.c1436 = (bit<8>)hdr.fixed.v1436; ovf = ovf | (hdr.fixed.v1436 >> 8); \
+    hdr.cnat.c1437 = (bit<8>)hdr.fixed.v1437; ovf = ovf | (hdr.fixed.v1437 >> 8); \
+    hdr.cnat.c1438 = (bit<8>)hdr.fixed.v1438; ovf = ovf | (hdr.fixed.v1438 >> 8); \
+    hdr.cnat.c1439 = (bit<8>)hdr.fixed.v1439; ovf = ovf | (hdr.fixed.v1439 >> 8); \
+    hdr.cnat.c1440 = (bit<8>)hdr.fixed.v1440; ovf = ovf | (hdr.fixed.v1440 >> 8); \
+    hdr.cnat.c1441 = (bit<8>)hdr.fixed.v1441; ovf = ovf | (hdr.fixed.v1441 >> 8); \
+    hdr.cnat.c1442 = (bit<8>)hdr.fixed.v1442; ovf = ovf | (hdr.fixed.v1442 >> 8); \
+    hdr.cnat.c1443 = (bit<8>)hdr.fixed.v1443; ovf = ovf | (hdr.fixed.v1443 >> 8); \
+    hdr.cnat.c1444 = (bit<8>)hdr.fixed.v1444; ovf = ovf | (hdr.fixed.v1444 >> 8); \
+    hdr.cnat.c1445 = (bit<8>)hdr.fixed.v1445; ovf = ovf | (hdr.fixed.v1445 >> 8); \
+    hdr.cnat.c1446 = (bit<8>)hdr.fixed.v1446; ovf = ovf | (hdr.fixed.v1446 >> 8); \
+    hdr.cnat.c1447 = (bit<8>)hdr.fixed.v1447; ovf = ovf | (hdr.fixed.v1447 >> 8); \
+    hdr.cnat.c1448 = (bit<8>)hdr.fixed.v1448; ovf = ovf | (hdr.fixed.v1448 >> 8); \
+    hdr.cnat.c1449 = (bit<8>)hdr.fixed.v1449; ovf = ovf | (hdr.fixed.v1449 >> 8); \
+    hdr.cnat.c1450 = (bit<8>)hdr.fixed.v1450; ovf = ovf | (hdr.fixed.v1450 >> 8); \
+    hdr.cnat.c1451 = (bit<8>)hdr.fixed.v1451; ovf = ovf | (hdr.fixed.v1451 >> 8); \
+    hdr.cnat.c1452 = (bit<8>)hdr.fixed.v1452; ovf = ovf | (hdr.fixed.v1452 >> 8); \
+    hdr.cnat.c1453 = (bit<8>)hdr.fixed.v1453; ovf = ovf | (hdr.fixed.v1453 >> 8); \
+    hdr.cnat.c1454 = (bit<8>)hdr.fixed.v1454; ovf = ovf | (hdr.fixed.v1454 >> 8); \
+    hdr.cnat.c1455 = (bit<8>)hdr.fixed.v1455; ovf = ovf | (hdr.fixed.v1455 >> 8);
+
 #define ACC_REGISTERS_0 \
     register<bit<32>>(SLOT_REGS) acc0; \
     register<bit<32>>(SLOT_REGS) acc1; \
@@ -13145,6 +20445,11 @@
 #if ELEMS == 168
 #define FIXED_FIELDS FIXED_FIELDS_0
 #define CNAT_FIELDS CNAT_FIELDS_0
+#define NIB_FIELDS NIB_FIELDS_0
+#define DECODE_NAT4 DECODE_NAT4_0
+#define DECODE_UQ4 DECODE_UQ4_0
+#define DECODE_SUM8 DECODE_SUM8_0
+#define ENCODE_SUM8 ENCODE_SUM8_0
 #define ACC_REGISTERS ACC_REGISTERS_0
 #define ACC_WRITE ACC_WRITE_0
 #define ACC_ADD ACC_ADD_0
@@ -13155,6 +20460,11 @@
 #elif ELEMS == 1456
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1
 #define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1
+#define DECODE_NAT4 DECODE_NAT4_0 DECODE_NAT4_1
+#define DECODE_UQ4 DECODE_UQ4_0 DECODE_UQ4_1
+#define DECODE_SUM8 DECODE_SUM8_0 DECODE_SUM8_1
+#define ENCODE_SUM8 ENCODE_SUM8_0 ENCODE_SUM8_1
 #define ACC_REGISTERS ACC_REGISTERS_0 ACC_REGISTERS_1
 #define ACC_WRITE ACC_WRITE_0 ACC_WRITE_1
 #define ACC_ADD ACC_ADD_0 ACC_ADD_1

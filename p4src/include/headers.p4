@@ -54,6 +54,10 @@ header block_h {
 // ELEMS int32 values (FIXED32) or ELEMS sign+code bytes (CNAT8).
 header fixed_h { FIXED_FIELDS }
 header cnat_h { CNAT_FIELDS }
+#ifdef FOUR_BIT
+// ELEMS 4-bit codes (NAT4) or integers (UQ4), two per byte, element 2k in the high nibble.
+header nib_h { NIB_FIELDS }
+#endif
 // ELEMS bytes of padding an EMPTY sparse packet may carry (ignored): a FIXED32 result
 // written into it then grows it by 3 * ELEMS bytes, within BMv2's 512 (default profile),
 // a CNAT8 result by none (the wide profile, whose ELEMS exceed 512).
@@ -67,6 +71,9 @@ struct headers_t {
     block_h    block;
     fixed_h    fixed;
     cnat_h     cnat;
+#ifdef FOUR_BIT
+    nib_h      nib;
+#endif
     pad_h      pad;
 }
 
@@ -110,6 +117,10 @@ struct metadata_t {
     // the verify stage's checksum error was the UDP checksum's, not the IPv4 header's
     bit<16> zero16;
     bool    udp_bad;
+    // codec.p4: bit 7 set if a NAT4 payload held a bad nibble; the bits of a SUM8 result
+    // above its byte (nonzero: a sum outside 0..255)
+    bit<8>  bad_code;
+    bit<32> ovf;
 }
 
 error { BadEncoding }

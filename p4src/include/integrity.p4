@@ -24,10 +24,21 @@ control VerifyUdpChecksum(inout headers_t hdr, inout metadata_t meta) {
                         && hdr.cnat.isValid(),
             { UDP_PSEUDO, UDP_FIELDS, hdr.udp.checksum, hdr.agg, hdr.cnat },
             meta.zero16, HashAlgorithm.csum16);
+#ifdef FOUR_BIT
+        verify_checksum(hdr.agg.isValid() && !hdr.block.isValid() && !hdr.fixed.isValid()
+                        && !hdr.cnat.isValid() && hdr.nib.isValid(),
+            { UDP_PSEUDO, UDP_FIELDS, hdr.udp.checksum, hdr.agg, hdr.nib },
+            meta.zero16, HashAlgorithm.csum16);
+        verify_checksum(hdr.agg.isValid() && !hdr.block.isValid() && !hdr.fixed.isValid()
+                        && !hdr.cnat.isValid() && !hdr.nib.isValid(),
+            { UDP_PSEUDO, UDP_FIELDS, hdr.udp.checksum, hdr.agg },
+            meta.zero16, HashAlgorithm.csum16);
+#else
         verify_checksum(hdr.agg.isValid() && !hdr.block.isValid() && !hdr.fixed.isValid()
                         && !hdr.cnat.isValid(),
             { UDP_PSEUDO, UDP_FIELDS, hdr.udp.checksum, hdr.agg },
             meta.zero16, HashAlgorithm.csum16);
+#endif
         // Sparse packets: the block header, then a payload, padding or nothing.
         verify_checksum(hdr.block.isValid() && hdr.fixed.isValid(),
             { UDP_PSEUDO, UDP_FIELDS, hdr.udp.checksum, hdr.agg, hdr.block, hdr.fixed },

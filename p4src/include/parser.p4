@@ -34,6 +34,11 @@ parser NatParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
             (MSG_SPARSE_RESULT, _): parse_block;
             (_, ENC_FIXED32): parse_fixed;
             (_, ENC_CNAT8): parse_cnat;
+#ifdef FOUR_BIT
+            (_, ENC_NAT4): parse_nib;
+            (_, ENC_UQ4): parse_nib;
+            (_, ENC_SUM8): parse_cnat;
+#endif
             default: bad_encoding;
         }
     }
@@ -66,6 +71,12 @@ parser NatParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
         pkt.extract(hdr.cnat);
         transition accept;
     }
+#ifdef FOUR_BIT
+    state parse_nib {
+        pkt.extract(hdr.nib);
+        transition accept;
+    }
+#endif
     state bad_encoding {
         verify(false, error.BadEncoding);
         transition accept;

@@ -11,6 +11,13 @@
 #define ELEMS 168
 #endif
 #define MAX_GROWTH 512
+// The 4-bit encodings (NAT4, UQ4) and SUM8 results: a 4-bit contribution of ELEMS/2 bytes
+// leaves as a one-byte-per-element result or partial sum, growing by ELEMS/2 bytes. The
+// profiles where that fits (the default one) have them; elsewhere their packets are
+// BAD_ENCODING (docs/PROTOCOL.md "Payload").
+#if ELEMS <= 2 * MAX_GROWTH
+#define FOUR_BIT 1
+#endif
 // Slots in the switch's register pool; each slot has two versions (shadow copies).
 #define POOL_SIZE 512
 #define SLOT_REGS 1024

@@ -22,6 +22,8 @@ BAD_CHECKSUM, STALE, BAD_UDP_CHECKSUM, BAD_EXP = range(13, 17)
 # 17 BAD_BLOCK and 18 TOO_WIDE are below, with the sparse jobs and the wide profile
 WRONG_SESSION = 19      # not the session the control plane installed for the job
 EARLY = 20              # a use of the slot no correct sender can have sent yet
+BAD_CODE = 21           # a NAT4 payload holding the nibble 0x8
+SUM_OVERFLOW = 22       # a SUM8 sum outside 0..255
 
 
 def slots_of(topo: Topology, job: int) -> int:
@@ -61,7 +63,11 @@ def contrib_pkt(topo: Topology, host: str, job: int, session: int, slot: int, va
     h = topo.host(host)
     version, chunk = numbering(topo, job, slot, use, version, chunk)
     values = np.asarray(values)
-    if values.dtype == np.uint8:
+    if encoding in wire.FOUR_BIT:       # ELEMS nibbles (0..15), one per element
+        layer = wire.Nat4(codes=values.tolist()) if encoding == wire.ENC_NAT4 \
+            else wire.Uq4(values=values.tolist())
+        payload, enc = layer, encoding
+    elif values.dtype == np.uint8:
         payload = wire.Cnat8(codes=values.tolist())
         enc = wire.ENC_CNAT8
     else:
@@ -97,6 +103,8 @@ def dissect(frame: bytes) -> Result:
     agg = pkt[wire.Agg]
     if agg.encoding == wire.ENC_FIXED32:
         payload = np.array(pkt[wire.Fixed32].values, dtype=np.int64).astype(np.int32)
+    elif agg.encoding == wire.ENC_SUM8:
+        payload = np.array(pkt[wire.Sum8].values, dtype=np.uint8)
     else:
         assert agg.encoding == wire.ENC_CNAT8, agg.encoding
         payload = np.array(pkt[wire.Cnat8].codes, dtype=np.uint8)

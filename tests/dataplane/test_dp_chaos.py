@@ -23,7 +23,7 @@ from controller.topology import JobSpec
 from harness.workers import Trace, check_exact, run_workers
 from tests.dataplane.chaos import Chaos, ChaosPort, FabricPort
 from tests.dataplane.packets import BAD_UDP_CHECKSUM, EARLY, STALE, WRONG_SESSION
-from worker import wire
+from worker import hadamard, wire
 from worker.allreduce import AllReduceClient, job_params
 
 ELEMS = wire.ELEMS
@@ -46,19 +46,21 @@ class Caller:
         return self.client.allreduce(tensor)
 
 
-def tensors_for(n: int, calls: int, chunks: int, max_exp: int, rng) -> list[list[np.ndarray]]:
-    """Per worker and call: chunks spanning octaves, and one chunk per call at the job's
-    largest exponent with the same sign at every worker (the sum at its bound)."""
+def tensors_for(n: int, calls: int, chunks: int, max_exp: int, rng,
+                worst: bool = True) -> list[list[np.ndarray]]:
+    """Per worker and call: chunks spanning octaves, and (`worst`) one chunk per call at the
+    job's largest exponent with the same sign at every worker (the sum at its bound)."""
     top = np.nextafter(np.float32(2.0 ** (max_exp - 126)), np.float32(0))
     out = [[None] * calls for _ in range(n)]
     for k in range(calls):
-        worst = int(rng.integers(chunks))
+        worst = int(rng.integers(chunks)) if worst else False
         size = chunks * ELEMS - int(rng.integers(ELEMS))
         sign = np.where(rng.integers(0, 2, ELEMS) == 1, -1, 1).astype(np.float32)
         for r in range(n):
             octaves = rng.integers(-20, 20, chunks).repeat(ELEMS)
             t = (rng.standard_normal(chunks * ELEMS) * 2.0 ** octaves).astype(np.float32)
-            t[worst * ELEMS:(worst + 1) * ELEMS] = top * sign
+            if worst is not False:
+                t[worst * ELEMS:(worst + 1) * ELEMS] = top * sign
             out[r][k] = t[:size]
     return out
 
@@ -85,11 +87,15 @@ def run_chaos(make_port, topo, job_id: int, session: int, seed: int, chaos: Chao
                                  rto=0.3, rto_min=0.05, rto_max=0.3, adaptive_window=not LONG,
                                  initial_window=spec.slots if LONG else 8)
         return Caller(client, ports[rank])
-    tensors = tensors_for(n, calls, chunks, spec.max_exp, rng)
+    # UQ4 rotates each call's tensor: a chunk at the bound would leave it (AboveBound); its
+    # sums are at most 15 per worker whatever the values.
+    tensors = tensors_for(n, calls, chunks, spec.max_exp, rng,
+                          worst=contrib != wire.ENC_UQ4)
     outputs, _, errors = run_workers(make, tensors, calls=calls, join_timeout=600)
     assert errors == [None] * n, f"seed {seed}: {errors}"
-    checked = check_exact(traces, tensors, outputs, n)
-    assert checked == sum(-(-t.size // ELEMS) for t in tensors[0])
+    checked = check_exact(traces, tensors, outputs, n, job=job)
+    rows = (hadamard.padded_size if contrib == wire.ENC_UQ4 else int)
+    assert checked == sum(-(-rows(t.size) // ELEMS) for t in tensors[0])
     for k in range(calls):
         assert all(np.array_equal(outputs[0][k], outputs[r][k]) for r in range(n))
     return sum(t.size for t in tensors[0]), ports
@@ -136,4 +142,38 @@ def test_exact_sums_under_chaos(fabric, tree, seed):
     assert drops.get(WRONG_SESSION, 0) == done["old_session"] + done["new_session"], drops
     assert drops.get(EARLY, 0) == done["early"], drops
     print(f"{fabric.name} {tree} seed {seed}: {elements} elements in {CALLS} calls exact; "
+          f"chaos {done}; switch drops {drops}")
+
+
+# The 4-bit encodings (docs/PROTOCOL.md "Payload"): NAT4 summed as CNAT8 codes and sent down
+# re-compressed, on one switch; UQ4's integers summed as they are, with exact SUM8 partial
+# sums up the two-level tree and SUM8 results down.
+FOUR_BIT = {"nat4": (wire.ENC_NAT4, "cnat8", "cnat8", "one-switch"),
+            "uq4": (wire.ENC_UQ4, "sum8", "sum8", "two-level")}
+
+
+@pytest.mark.parametrize("name", list(FOUR_BIT))
+def test_four_bit_exact_under_chaos(fabric, name):
+    contrib, result, partials, tree = FOUR_BIT[name]
+    seed = SEEDS[0]
+    rng = np.random.default_rng(seed)
+    job_id = 94 + list(FOUR_BIT).index(name)
+    topo = fabric.program([JobSpec(job_id, TREES[tree], slots=WINDOW, encoding=result,
+                                   partials=partials)])
+    fabric.uncompared()
+    session = fabric.session()
+    chaos = Chaos(loss=float(rng.uniform(0.1, 0.3)), new_session=0.05, early=0.05)
+    before = fabric.counters()
+    elements, ports = run_chaos(lambda h: FabricPort(fabric, h), topo, job_id, session, seed,
+                                chaos, CALLS, CHUNKS, contrib)
+    fabric.quiet(TREES[tree])
+    done = {k: sum(p.counts[k] for p in ports.values()) for k in ports[0].counts}
+    delta = fabric.counters() - before
+    drops = {}
+    for s in {topo.attachment(w).node for w in TREES[tree]}:
+        for reason, count in delta.of(s, "drops_in").items():
+            drops[reason] = drops.get(reason, 0) + count
+    assert drops.get(WRONG_SESSION, 0) == done["old_session"] + done["new_session"], drops
+    assert drops.get(EARLY, 0) == done["early"], drops
+    print(f"{fabric.name} {name} {tree}: {elements} elements in {CALLS} calls exact; "
           f"chaos {done}; switch drops {drops}")

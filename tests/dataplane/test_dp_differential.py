@@ -5,9 +5,10 @@ a valid checksum, duplicates, losses and reorderings; both targets get the same 
 the same order, and harness/diff.py compares every frame out (in order per host port),
 every counter and every register.
 
-Three jobs: FIXED32 results on one switch, CNAT8 results re-compressed on the switch (codes
-may legitimately differ by one rounding step; the rest of each frame must be equal), and a
-two-level tree (s1 and s2 send partial sums to s3)."""
+Five jobs: FIXED32 results on one switch, CNAT8 results re-compressed on the switch (codes
+may legitimately differ by one rounding step; the rest of each frame must be equal), a
+two-level tree (s1 and s2 send partial sums to s3), NAT4 contributions (any nibble, 0x8
+included: BAD_CODE) with CNAT8 results, and UQ4 contributions with SUM8 results."""
 
 import os
 
@@ -18,13 +19,16 @@ from scapy.layers.inet import IP
 from scapy.layers.l2 import Ether
 
 from controller.topology import JobSpec
-from tests.dataplane.packets import contrib, random_cnat, random_fixed
+from tests.dataplane.packets import ELEMS, contrib, random_cnat, random_fixed
 from worker import frames as wire_frames
 from worker import wire
 
 JOBS = [JobSpec(61, ("h1", "h2", "h3"), slots=4),
         JobSpec(62, ("h4", "h5"), slots=4, encoding="cnat8"),
-        JobSpec(63, ("h6", "h33"), slots=2)]
+        JobSpec(63, ("h6", "h33"), slots=2),
+        JobSpec(64, ("h7", "h8"), slots=2, encoding="cnat8"),        # NAT4 up
+        JobSpec(65, ("h10", "h11"), slots=2, encoding="sum8")]       # UQ4 up
+FOUR_BIT = {64: wire.ENC_NAT4, 65: wire.ENC_UQ4}
 OUTSIDER = "h9"                     # in no job: its contributions are from a foreign port
 HOSTS = sorted({h for j in JOBS for h in j.workers} | {OUTSIDER})
 AGG = 14 + 20 + 8                   # where the aggregation header starts
@@ -59,6 +63,11 @@ def build(topo, session, rounds):
         uses[job.id, slot] = use + 1
         rng = np.random.default_rng(seed)
         for host in job.workers:
+            if job.id in FOUR_BIT:
+                nibbles = rng.integers(0, 16, ELEMS).astype(np.uint8)
+                out.append((host, contrib(topo, host, job.id, session, slot, nibbles, use=use,
+                                          encoding=FOUR_BIT[job.id])))
+                continue
             values = (random_cnat(rng, 20) if job.encoding == "cnat8"
                       else random_fixed(rng, 1 << 20))
             out.append((host, contrib(topo, host, job.id, session, slot, values, use=use)))

@@ -51,3 +51,22 @@ def test_exact_sums_under_chaos_at_the_largest_job_the_controller_allows():
                                       old_session=0.02, corrupt=0.01, stale_result=0.02),
                                 2, 3, wire.ENC_CNAT8)
     assert elements and topo.headroom(1) >= 8
+
+
+@pytest.mark.parametrize("contrib, result, partials", [
+    (wire.ENC_UQ4, "sum8", "sum8"),       # exact SUM8 partial sums edge -> aggregation -> core
+    (wire.ENC_NAT4, "cnat8", "cnat8"),    # one switch: h1 and h2 under one edge switch
+])
+def test_four_bit_exact_under_chaos_on_a_three_level_tree(contrib, result, partials):
+    """UQ4 up the unbalanced three-level tree with SUM8 partial sums, and NAT4 on a single
+    switch (its CNAT8 partial sums are roundings, checked elsewhere): every result bit for
+    bit the integer sum of what was sent, under the chaos schedule."""
+    seed = 3
+    workers = WORKERS if contrib == wire.ENC_UQ4 else WORKERS[:2]
+    topo = fat_tree(4).with_jobs([JobSpec(1, workers, slots=4, encoding=result,
+                                          partials=partials)])
+    net = SwitchNetwork(topo, session=1500 + contrib)
+    elements, ports = run_chaos(lambda h: net.ports[h], topo, 1, 1500 + contrib, seed,
+                                Chaos(loss=0.1, dup=0.05, replay=0.02, old_session=0.02,
+                                      corrupt=0.01, stale_result=0.02), CALLS, CHUNKS, contrib)
+    assert elements

@@ -127,6 +127,27 @@ def test_both_modes_train_through_the_switch_and_keep_ranks_identical(mode, data
                                                                  r["final_test_accuracy"])
 
 
+@needs_switch
+@pytest.mark.parametrize("encoding,mode", [("nat4", "layer"), ("uq4", "model")])
+def test_four_bit_encodings_train_through_the_switch(encoding, mode, data):
+    """NAT4 (natural dithering, CNAT8 results) and UQ4 (rotated, SUM8 results) through the
+    hook: the ranks stay bit-identical and the loss goes down as with C_nat."""
+    _, make_client = switch_clients(WORKERS, encoding)
+    cfg = DDPConfig(steps=25, lr=0.1, eval_every=25, mode=mode, seed=3)
+
+    def body(rank, group):
+        client = make_client(rank)
+        return train(group, cfg, allreduce=client.allreduce, data=data)
+
+    out = run_ranks(WORKERS, body)
+    assert not [o for o in out if isinstance(o, BaseException)], out
+    assert len({o["params_sha256"] for o in out}) == 1
+    first = np.mean([s["loss"] for s in out[0]["steps"][:5]])
+    last = np.mean([s["loss"] for s in out[0]["steps"][-5:]])
+    assert last < first - 0.15 and out[0]["final_test_accuracy"] > 0.18, (
+        first, last, out[0]["final_test_accuracy"])
+
+
 @pytest.mark.parametrize("spec,mode", [("topk:0.01", "layer"), ("ef:topk:0.01", "model"),
                                        ("onebit:ef=0", "layer"), ("cnat", "model")])
 def test_compressors_through_gloo_paths_keep_ranks_identical(spec, mode, data):

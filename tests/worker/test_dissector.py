@@ -68,6 +68,36 @@ def test_tshark_decodes_header_and_payload_summary(tmp_path, dissector_ready):
     assert "CONTRIB CNAT8 job 4 session 300 slot 17 v1 chunk 4000000000" in summary.stdout
 
 
+def test_tshark_decodes_the_4_bit_and_sum8_payloads(tmp_path, dissector_ready):
+    """NAT4 (levels and signs, two per byte), UQ4 (integers 0..15) and SUM8 (bytes)."""
+    from worker import codec
+
+    f = Framer(("02:00:0a:00:01:01", "10.0.1.1"), ("02:4e:41:ff:ff:fe", "10.255.255.254"))
+    nat = np.zeros(wire.ELEMS, np.uint8)
+    nat[[0, 1, 7]] = [0x8 | 7, 3, 0x8 | 1]                   # -2^6, +2^2, -2^0 units
+    uq = np.full(wire.ELEMS, 7, np.uint8)
+    uq[[2, 3]] = [0, 15]
+    sums = np.arange(wire.ELEMS, dtype=np.uint8)
+    frames = [f.build(wire.MSG_CONTRIB, wire.ENC_NAT4, 1, 2, 3, 0, 130, 1, 9, codec.pack4(nat)),
+              f.build(wire.MSG_CONTRIB, wire.ENC_UQ4, 1, 2, 3, 0, 130, 1, 9, codec.pack4(uq)),
+              f.build(wire.MSG_RESULT, wire.ENC_SUM8, 1, 2, 3, 0, 130, 17, 9, sums)]
+    pcap = tmp_path / "four.pcap"
+    wrpcap(str(pcap), [Ether(x) for x in frames])
+    args = ["-r", str(pcap), "-T", "fields", "-E", "separator=|"]
+    for name in FIELDS:
+        args += ["-e", f"natswitch.{name}"]
+    out = tshark(*args)
+    assert out.returncode == 0, out.stderr
+    rows = [dict(zip(FIELDS, line.split("|"), strict=True)) for line in out.stdout.splitlines()]
+    elems = str(wire.ELEMS)
+    assert [r["encoding"] for r in rows] == ["3", "4", "5"]
+    assert all(r["elems"] == elems for r in rows)
+    assert (rows[0]["nonzero"], rows[0]["negative"], rows[0]["max_code"]) == ("3", "2", "7")
+    assert (rows[1]["min"], rows[1]["max"], rows[1]["nonzero"]) == ("0", "15", str(wire.ELEMS - 1))
+    assert (rows[2]["min"], rows[2]["max"]) == ("0", "167")
+    assert "RESULT SUM8 job 1" in tshark("-r", str(pcap)).stdout
+
+
 def test_tshark_flags_a_truncated_header(tmp_path, dissector_ready):
     f = Framer(("02:00:0a:00:01:01", "10.0.1.1"), ("02:4e:41:ff:ff:fe", "10.255.255.254"))
     good = f.build(wire.MSG_CONTRIB, wire.ENC_CNAT8, 1, 1, 0, 0, 0, 1, 0,

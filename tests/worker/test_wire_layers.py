@@ -42,6 +42,13 @@ def test_constants_agree_with_p4():
     assert int(consts["MSG_RESULT"]) == wire.MSG_RESULT
     assert int(consts["ENC_FIXED32"]) == wire.ENC_FIXED32
     assert int(consts["ENC_CNAT8"]) == wire.ENC_CNAT8
+    assert (int(consts["ENC_NAT4"]), int(consts["ENC_UQ4"]), int(consts["ENC_SUM8"])) == (
+        wire.ENC_NAT4, wire.ENC_UQ4, wire.ENC_SUM8)
+    drops = dict(re.findall(r"const bit<8> DROP_(\w+) = (\d+);",
+                            (P4 / "constants.p4").read_text()))
+    assert (int(drops["BAD_CODE"]), int(drops["SUM_OVERFLOW"])) == (21, 22)
+    body = re.search(r"header nib_h \{(.*?)\}", (P4 / "headers.p4").read_text(), re.S).group(1)
+    assert body.strip() == "NIB_FIELDS" and wire.NIBBLE_ELEMENT.size == 4
     elems = re.search(r"#define ELEMS (\d+)", (P4 / "sizes.p4").read_text()).group(1)
     assert int(elems) == wire.ELEMS
 
@@ -59,10 +66,21 @@ def test_scapy_round_trip_keeps_every_field():
     assert Raw not in back
 
 
-@pytest.mark.parametrize("encoding", [wire.ENC_FIXED32, wire.ENC_CNAT8, wire.ENC_FLOAT32])
+@pytest.mark.parametrize("encoding", [wire.ENC_FIXED32, wire.ENC_CNAT8, wire.ENC_FLOAT32,
+                                      wire.ENC_NAT4, wire.ENC_UQ4, wire.ENC_SUM8])
 def test_fast_path_bytes_equal_scapy(encoding):
     rng = np.random.default_rng(encoding)
-    if encoding == wire.ENC_FIXED32:
+    if encoding in wire.FOUR_BIT:      # the fast path takes the packed bytes
+        from worker import codec
+
+        nibbles = rng.integers(0, 16, wire.ELEMS).astype(np.uint8)
+        payload = codec.pack4(nibbles)
+        layer = (wire.Nat4(codes=nibbles.tolist()) if encoding == wire.ENC_NAT4
+                 else wire.Uq4(values=nibbles.tolist()))
+    elif encoding == wire.ENC_SUM8:
+        payload = rng.integers(0, 256, wire.ELEMS).astype(np.uint8)
+        layer = wire.Sum8(values=payload.tolist())
+    elif encoding == wire.ENC_FIXED32:
         payload = rng.integers(-(2**31), 2**31, wire.ELEMS).astype(np.int32)
         layer = wire.Fixed32(values=payload.tolist())
     elif encoding == wire.ENC_CNAT8:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from worker import codec, wire
+from worker import codec, hadamard, wire
 from worker.allreduce.coding import ChunkCoder
 from worker.allreduce.pacing import BURST, Coalescer, RetransmitTimer, UplinkPacer, Window
 from worker.allreduce.protocol import IN_FLIGHT, Action, Event, State, transition
@@ -129,6 +129,13 @@ class JobParams:
         if self.encoding not in wire.ENCODINGS:
             raise ValueError(f"unknown encoding {self.encoding!r} "
                              f"(one of {sorted(wire.ENCODINGS)})")
+        if self.encoding in wire.FOUR_BIT and self.elems % 2:
+            raise ValueError(f"4-bit encodings carry two elements per byte: elements per "
+                             f"packet must be even, got {self.elems}")
+        if self.encoding == wire.ENC_UQ4 and not codec.sum8_workers(self.workers):
+            raise ValueError(f"UQ4 sums of {self.workers} workers can exceed the 255 of a "
+                             f"SUM8 result (15 per worker): at most "
+                             f"{codec.SUM8_MAX // codec.UQ4_MAX} workers")
 
 
 def check_options(framer: Framer, job: JobParams, rto: float, rto_min: float, rto_max: float,
@@ -275,6 +282,12 @@ class AllReduceClient(SessionMixin):
         if flat.size == 0:
             return x.copy()
         elems, window = self.job.elems, self.job.window
+        size = flat.size
+        if self.coder.rotates:
+            # Every worker rotates with the same signs: the call's numbers are the same on all.
+            seed = hadamard.seed_of(self.job.job_id, self.job.session, self.calls + 1)
+            flat = hadamard.rotate(flat, seed)
+            n_chunks = -(-flat.size // elems)
         if flat.size == n_chunks * elems:
             self.chunks = flat.reshape(n_chunks, elems)
         else:
@@ -283,6 +296,10 @@ class AllReduceClient(SessionMixin):
             self.chunks = padded.reshape(n_chunks, elems)
         self.n_chunks = n_chunks
         self.exps = self.coder.exponents(self.chunks)
+        if self.coder.rotates and n_chunks and int(self.exps.max()) > self.job.max_exp:
+            index = int(np.argmax(np.abs(flat)))
+            raise AboveBound(float(flat[index]), index, "after the rotation: "
+                             + bound_text(self.job))
         self.res_enc = np.full(n_chunks, -1, np.int8)        # each chunk's result encoding
         self.res_exp = np.zeros(n_chunks, np.int16)          # and the exponent it decodes with
         self.res: dict[int, np.ndarray] = {}                 # encoding -> payload rows
@@ -318,13 +335,15 @@ class AllReduceClient(SessionMixin):
             self.failed = str(e).split(":")[0]
             raise
         out = self._decode(n_chunks * elems)
+        if self.coder.rotates:
+            out = hadamard.unrotate(out[:flat.size], size, seed)
         self.stats.calls += 1
-        self.stats.elements += flat.size
+        self.stats.elements += size
         self.stats.chunks += n_chunks
         self.stats.seconds += self.clock() - start
         self.last = self.stats.since(before)
         self.chunks = self.res = None
-        return out[:flat.size].reshape(x.shape)
+        return out[:size].reshape(x.shape)
 
     def _run(self, used: int, start: float) -> None:
         deadline = self.deadline[:used]

@@ -1,7 +1,10 @@
 """Chunks through worker/codec.py, many rows per call: what goes into packets and comes out.
 
-Integer encodings (FIXED32, CNAT8) need the negotiated exponent of each chunk, hence
-the priming round; FLOAT32 (the host-based baseline) carries the values themselves.
+Integer encodings (FIXED32, CNAT8, and the 4-bit NAT4 and UQ4) need the negotiated
+exponent of each chunk, hence the priming round; FLOAT32 (the host-based baseline) carries
+the values themselves. 4-bit payload rows are their packed bytes (codec.pack4). UQ4 works on
+the tensor rotated by worker/hadamard.py (`rotates`): the client rotates before chunking and
+rotates the mean back.
 """
 
 from __future__ import annotations
@@ -9,13 +12,13 @@ from __future__ import annotations
 import numpy as np
 
 from worker import codec, wire
-from worker.frames import DTYPES
 
 
 class ChunkCoder:
     def __init__(self, encoding: int, workers: int, rng: np.random.Generator,
                  elems: int = wire.ELEMS, headroom: int | None = None):
-        if encoding not in (wire.ENC_FIXED32, wire.ENC_CNAT8, wire.ENC_FLOAT32):
+        if encoding not in (wire.ENC_FIXED32, wire.ENC_CNAT8, wire.ENC_FLOAT32, wire.ENC_NAT4,
+                            wire.ENC_UQ4):
             raise ValueError(f"unknown encoding {encoding}")
         self.encoding, self.workers, self.rng = encoding, workers, rng
         # The codec scales for n workers with headroom ceil(log2 n); a job whose tree needs
@@ -24,8 +27,10 @@ class ChunkCoder:
         h = codec.headroom(workers) if headroom is None else headroom
         self.scale_n = workers if h == codec.headroom(workers) else 1 << h
         self.primed = encoding != wire.ENC_FLOAT32
-        self.zeros = bytes(DTYPES[encoding].itemsize * elems)
+        self.rotates = encoding == wire.ENC_UQ4
+        self.zeros = bytes(wire.payload_bytes(encoding, elems))
         self._results = ({wire.ENC_FLOAT32} if not self.primed
+                         else {wire.ENC_FIXED32, wire.ENC_SUM8} if encoding == wire.ENC_UQ4
                          else {wire.ENC_FIXED32, wire.ENC_CNAT8})
 
     def exponents(self, chunks: np.ndarray) -> np.ndarray:
@@ -39,6 +44,10 @@ class ChunkCoder:
         """Payload rows for chunk rows at their negotiated exponents (one codec call)."""
         if self.encoding == wire.ENC_CNAT8:
             return codec.encode_cnat8(chunks, exps, self.scale_n, self.rng)
+        if self.encoding == wire.ENC_NAT4:
+            return codec.pack4(codec.encode_nat4(chunks, exps, self.rng))
+        if self.encoding == wire.ENC_UQ4:
+            return codec.pack4(codec.encode_uq4(chunks, exps, self.rng))
         if self.encoding == wire.ENC_FIXED32:
             return codec.encode_fixed32(chunks, exps, self.scale_n, self.rng)
         return chunks
@@ -52,10 +61,15 @@ class ChunkCoder:
     def result_dtype(self, encoding: int) -> np.dtype:
         """How result payloads of `encoding` are kept until decoded."""
         return {wire.ENC_FIXED32: np.dtype(np.int32), wire.ENC_CNAT8: np.dtype(np.uint8),
-                wire.ENC_FLOAT32: np.dtype(np.float32)}[encoding]
+                wire.ENC_FLOAT32: np.dtype(np.float32), wire.ENC_SUM8: np.dtype(np.uint8)}[encoding]
 
     def decode_mean(self, encoding: int, payloads: np.ndarray, exps: np.ndarray) -> np.ndarray:
         """The mean over the workers of result rows (one codec call)."""
+        if self.encoding == wire.ENC_UQ4:      # sums of integers 0..15 (SUM8 or FIXED32)
+            return codec.decode_sum8(payloads, exps, self.workers, mean=True)
+        if self.encoding == wire.ENC_NAT4:     # CNAT8 (or FIXED32) at NAT4's unit
+            dec = codec.decode_cnat8 if encoding == wire.ENC_CNAT8 else codec.decode_fixed32
+            return dec(payloads, exps, codec.NAT4_N) / np.float32(self.workers)
         n = self.scale_n
         if n == self.workers:
             if encoding == wire.ENC_FIXED32:

@@ -12,8 +12,10 @@ local PS_PORT = 20034
 local HDR_LEN = 16
 
 local msg_types = { [1] = "CONTRIB", [2] = "RESULT" }
-local encodings = { [0] = "FIXED32", [1] = "CNAT8", [2] = "FLOAT32" }
-local elem_size = { [0] = 4, [1] = 1, [2] = 4 }
+local encodings = { [0] = "FIXED32", [1] = "CNAT8", [2] = "FLOAT32", [3] = "NAT4",
+                    [4] = "UQ4", [5] = "SUM8" }
+-- bytes per element; 4-bit encodings (NAT4, UQ4) hold two per byte, the high nibble first
+local elem_size = { [0] = 4, [1] = 1, [2] = 4, [3] = 0.5, [4] = 0.5, [5] = 1 }
 
 local agg = Proto("natswitch", "natswitch aggregation")
 local f = agg.fields
@@ -42,20 +44,47 @@ local e_ragged = ProtoExpert.new("natswitch.ragged", "Payload is not whole eleme
                                  expert.group.MALFORMED, expert.severity.WARN)
 local e_encoding = ProtoExpert.new("natswitch.bad_encoding", "Unknown encoding",
                                    expert.group.MALFORMED, expert.severity.WARN)
-agg.experts = { e_short, e_ragged, e_encoding }
+local e_code = ProtoExpert.new("natswitch.bad_code", "NAT4 nibble 0x8 (never encoded)",
+                               expert.group.MALFORMED, expert.severity.WARN)
+agg.experts = { e_short, e_ragged, e_encoding, e_code }
+
+-- element i of a payload: the nibble (4-bit encodings) or the byte
+local function nibble(buf, i)
+  local b = buf(math.floor(i / 2), 1):uint()
+  if i % 2 == 0 then return math.floor(b / 16) end
+  return b % 16
+end
 
 local function summarise(tree, buf, enc)
   local size = elem_size[enc]
   local n = math.floor(buf:len() / size)
   local sub = tree:add(f.payload, buf)
   sub:set_text(string.format("Payload: %d %s elements", n, encodings[enc]))
-  if buf:len() % size ~= 0 then sub:add_proto_expert_info(e_ragged) end
+  if size >= 1 and buf:len() % size ~= 0 then sub:add_proto_expert_info(e_ragged) end
   sub:add(f.elems, n):set_generated()
   local nonzero, negative, lo, hi, top = 0, 0, nil, nil, 0
   local first = {}
+  local bad = false
   for i = 0, n - 1 do
     local v
-    if enc == 1 then
+    if enc == 3 then
+      local c = nibble(buf, i)
+      local m = c % 8
+      if c == 8 then bad = true end
+      if m > 0 then
+        nonzero = nonzero + 1
+        if c >= 8 then negative = negative + 1 end
+        if m > top then top = m end
+      end
+      v = (c >= 8 and "-" or "+") .. m
+      if m == 0 then v = "0" end
+    elseif enc == 4 or enc == 5 then
+      local x = enc == 4 and nibble(buf, i) or buf(i, 1):uint()
+      if x ~= 0 then nonzero = nonzero + 1 end
+      if lo == nil or x < lo then lo = x end
+      if hi == nil or x > hi then hi = x end
+      v = tostring(x)
+    elseif enc == 1 then
       local c = buf(i, 1):uint()
       local m = c % 128
       if m > 0 then
@@ -82,8 +111,9 @@ local function summarise(tree, buf, enc)
   end
   sub:add(f.nonzero, nonzero):set_generated()
   sub:add(f.negative, negative):set_generated()
-  if enc == 1 then sub:add(f.max_code, top):set_generated() end
-  if enc == 0 and n > 0 then
+  if enc == 1 or enc == 3 then sub:add(f.max_code, top):set_generated() end
+  if bad then sub:add_proto_expert_info(e_code) end
+  if (enc == 0 or enc == 4 or enc == 5) and n > 0 then
     sub:add(f.min, lo):set_generated()
     sub:add(f.max, hi):set_generated()
   end

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""The side-by-side table and plot of the 4-bit encodings in docs/results.md.
+
+Reads bench/torch_convergence.py's JSON (one per mode: layer-wise and entire-model) and
+bench/fourbit.py's (one per switch target), and prints the markdown section; the plot of
+test accuracy against step goes to docs/results/fourbit.png.
+
+    python bench/fourbit_report.py --convergence layer.json model.json \\
+        --speed soft.json bmv2.json [--plot docs/results/fourbit.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from common import REPO, fmt
+
+# row name -> (torch_convergence's method, bench/fourbit.py's encoding or None)
+METHODS = [("uncompressed (Gloo, float32)", "uncompressed (Gloo)", None),
+           ("int32 INA", "int32 INA (switch)", "fixed32"),
+           ("C_nat INA (CNAT8)", "C_nat INA (switch)", "cnat8"),
+           ("natural dithering INA (NAT4, CNAT8 down)", "natural dithering INA (switch)",
+            "nat4"),
+           ("uniform THC INA (UQ4, SUM8 down)", "uniform (THC) INA (switch)", "uq4")]
+
+
+def section(layer: dict | None, model: dict | None, speed: dict | None,
+            variance: str | None, plot: Path | None, rel: str = "results") -> list[str]:
+    """The markdown of the side by side (and its plot, where matplotlib is installed)."""
+    out = ["## Four bits per element: natural dithering and THC-style INA "
+           "(bench/fourbit.py, bench/torch_convergence.py)", ""]
+    if not (layer and model) and not speed:
+        return out + ["Not run.", ""]
+    conv = {"layer": layer, "model": model}
+    base_name = METHODS[0][1]
+    speed = speed or {}
+    targets = sorted({k.split("/")[0] for k in speed})
+    head = ["method", "bytes/element up", "bytes/element down", "accuracy layer-wise",
+            "vs uncompressed (pp, ± std err)", "accuracy entire model",
+            "vs uncompressed (pp, ± std err)"]
+    for t in targets:
+        head += [f"steps/s {t}", f"elements/s {t}"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for row, method, enc in METHODS:
+        first = speed.get(f"{targets[0]}/{enc}") if targets and enc else None
+        cells = [row, "4 (float32)" if enc is None else fmt(first["up"]) if first else "-",
+                 "4 (float32)" if enc is None else fmt(first["down"]) if first else "-"]
+        for mode in ("layer", "model"):
+            c = conv[mode]
+            finals = c["finals"].get(method) if c else None
+            if not finals:
+                cells += ["-", "-"]
+                continue
+            base = c["finals"]["uncompressed (Gloo)"]
+            diff = [100 * (a - b) for a, b in zip(finals, base, strict=True)]
+            mean = sum(diff) / len(diff)
+            se = (sum((d - mean) ** 2 for d in diff) / (len(diff) - 1) / len(diff)) ** 0.5 \
+                if len(diff) > 1 else 0.0
+            cells += [f"{sum(finals) / len(finals):.3f}",
+                      f"{mean:+.2f} ± {se:.2f}" if method != base_name else "0"]
+        for t in targets:
+            r = speed.get(f"{t}/{enc}") if enc else None
+            cells += [fmt(r["steps_per_s"]) if r else "-",
+                      f"{r['elements_per_s']:.3g}" if r else "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+    c = layer or model
+    out += [f"4 workers on one switch. *Bytes per element*: whole frames (Ethernet header on) "
+            f"per element of a worker's tensor, priming rounds included, default profile "
+            f"(168 elements per packet). *Accuracy*: DDP on MNIST-1D (the 1-D CNN, "
+            f"{c['steps']} steps, batch {c['batch']} per worker, lr {c['lr']}), the mean "
+            f"final test accuracy over {c['seeds']} seeds and its mean paired difference from "
+            f"uncompressed, compressors applied per layer (layer-wise) or to the whole model; "
+            f"ranks are threads through in-process softswitch. *steps/s*: allreduce calls of "
+            f"the CNN's 134,922 parameters per second (communication only); *elements/s*: per "
+            f"worker.", "", *lines, ""]
+    if plot is not None and layer and model and _plot(conv, plot):
+        out += [f"![4-bit INA: test accuracy against step]({rel}/{plot.name})", ""]
+    if variance:
+        out += ["NAT4's variance against the natural dithering bound (bench/fourbit_variance.py; "
+                "omega = E||D(x) - x||^2 / ||x||^2 per 168-element chunk at its own exponent; "
+                "the bound of Horvath et al. with the lowest level as NAT4's unit):", "",
+                variance.strip(), ""]
+    return out
+
+
+def _plot(conv: dict, path: Path) -> bool:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for ax, mode in zip(axes, ("layer", "model"), strict=True):
+        c = conv[mode]
+        for row, method, _ in METHODS:
+            if method in c["curves"]:
+                ax.plot(c["eval_steps"], c["curves"][method], label=row)
+        ax.set_title(f"MNIST-1D CNN, DDP, {'layer-wise' if mode == 'layer' else 'entire model'}")
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel(f"test accuracy (mean of {conv['layer']['seeds']} seeds)")
+    axes[1].legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--convergence", nargs=2, type=Path, metavar=("LAYER", "MODEL"),
+                    required=True)
+    ap.add_argument("--speed", nargs="*", type=Path, default=[])
+    ap.add_argument("--variance", type=Path, help="bench/fourbit_variance.py's output")
+    ap.add_argument("--plot", type=Path, default=REPO / "docs" / "results" / "fourbit.png")
+    args = ap.parse_args(argv)
+    layer, model = (json.loads(p.read_text()) for p in args.convergence)
+    speed = {}
+    for p in args.speed:
+        speed.update(json.loads(p.read_text())["results"])
+    variance = args.variance.read_text() if args.variance else None
+    print("\n".join(section(layer, model, speed, variance, args.plot)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
