@@ -13,7 +13,13 @@ import pytest
 from harness.network import PsNetwork, SlowSwitchPort
 from worker import wire
 from worker.allreduce import AllReduceClient, JobParams
-from worker.allreduce.pacing import Coalescer, RetransmitTimer, UplinkPacer, Window
+from worker.allreduce.pacing import (
+    SPARSE_IN_FLIGHT,
+    Coalescer,
+    RetransmitTimer,
+    UplinkPacer,
+    Window,
+)
 from worker.allreduce.sparse import SparseAllReduceClient
 from worker.baseline import ParameterServer
 from worker.block_aggregator import BlockAggregator
@@ -354,6 +360,42 @@ def test_a_sparse_calls_primes_count_in_its_window():
                           server=BlockAggregator(1, slots=64, result_encoding=wire.ENC_CNAT8))
     client, _ = run_sparse_calls(port, 2, initial_window=4, adaptive_window=False, burst=64)
     assert port.ring_lost == 0 and client.stats.retransmissions == 0
+
+
+class DescheduledRingPort(SlowSwitchPort):
+    """SlowSwitchPort whose receive thread is descheduled once, for `pause` seconds, when
+    the `at`-th frame reaches its ring: the pipeline works on and answers what it already
+    took, and the results release new uses into the stopped ring."""
+
+    def __init__(self, *a, at: int, pause: float, **kw):
+        super().__init__(*a, **kw)
+        self.at, self.pause, self.frames = at, pause, 0
+
+    def send(self, frame: bytes) -> None:
+        self.frames += 1
+        take = self.take
+        if self.frames == self.at:
+            self.take = self.pause
+        super().send(frame)
+        self.take = take
+
+
+@pytest.mark.parametrize("pause,probes", [(0.02, 0), (0.2, 4)])
+def test_a_sparse_call_keeps_fewer_uses_in_flight_than_the_ring_holds(pause, probes):
+    # The job's window is 64 slots; BMv2's ring holds 32 frames. When its receive thread
+    # stops while a call has its window in flight, the results of what the pipeline
+    # already took release as many new uses into the stopped ring: with 64 in flight the
+    # 32 beyond the ring were lost and resent (1,666 resends in 100 steps on BMv2). A
+    # pause longer than the timer costs a probe per backoff, nothing lost.
+    assert SPARSE_IN_FLIGHT < 32
+    port = DescheduledRingPort(peers=4, service=0.1e-3, finish=0.1e-3, ring=32,
+                               take=0.01e-3, at=300, pause=pause,
+                               server=BlockAggregator(1, slots=64, result_encoding=wire.ENC_CNAT8))
+    client, _ = run_sparse_calls(port, 3)
+    assert client.window.limit() <= SPARSE_IN_FLIGHT
+    assert port.ring_lost == 0
+    assert client.stats.retransmissions <= probes
+    assert port.ps.stats.answered <= probes
 
 
 @pytest.mark.parametrize("service", [80e-6, 5e-6])

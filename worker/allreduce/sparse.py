@@ -17,8 +17,9 @@ bitmaps, stored results answering retransmissions) and its worst case hold uncha
 use's chunk number is the slot's use number in the session as in dense jobs
 (wire.use_chunk; every worker sees every result, so all agree). A use whose result does
 not come back is resent with exponential backoff; uses in flight are bounded by the same
-congestion window as the dense client (pacing.py), the lowest-numbered incomplete use
-always going out so that workers with different windows never wait on each other. Primes
+congestion window as the dense client, never above SPARSE_IN_FLIGHT (pacing.py), the
+lowest-numbered incomplete use always going out so that workers with different windows
+never wait on each other. Primes
 count in the window like data uses (tiny, but a software switch's work is per packet: let
 out beside the window, 64 primes doubled the round trip on BMv2 and the resends with it)
 and, like the dense priming round, neither measure the round trip nor widen or cut the
@@ -51,7 +52,7 @@ from worker.allreduce.client import (
     used_session_hint,
 )
 from worker.allreduce.coding import ChunkCoder
-from worker.allreduce.pacing import BURST, RetransmitTimer, Window
+from worker.allreduce.pacing import BURST, SPARSE_IN_FLIGHT, RetransmitTimer, Window
 from worker.allreduce.stats import Stats
 from worker.frames import Framer
 from worker.transport import Port
@@ -87,7 +88,7 @@ class SparseAllReduceClient(SessionMixin):
         self.coder = ChunkCoder(job.encoding, job.workers, np.random.default_rng(seed),
                                 job.elems, job.headroom)
         self.timer = RetransmitTimer(rto, rto_min, rto_max)
-        self.window = Window(initial_window, job.window, adaptive_window)
+        self.window = Window(initial_window, min(job.window, SPARSE_IN_FLIGHT), adaptive_window)
         self.timeout, self.clock, self.trace = timeout, clock, trace
         # A switch job whose results would grow an EMPTY packet too far wants its EMPTY
         # data packets padded to hold the sum (pads_empty; docs/PROTOCOL.md "Sparse jobs").
