@@ -15,8 +15,10 @@ from __future__ import annotations
 import heapq
 import json
 import os
+import socket
 import threading
 from collections import deque
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +31,23 @@ from worker.transport import Port, QueuePort
 ROOT = Path(__file__).resolve().parents[1]
 # NATSWITCH_PROGRAM points the tests at another build of p4src/ (e.g. a trial compile).
 PROGRAM = Path(os.environ.get("NATSWITCH_PROGRAM", ROOT / "p4src" / "build" / "agg.json"))
+
+
+@contextmanager
+def udp_ps(ps):
+    """`ps` (anything with serve(sock, stop)) serving UDP on a free loopback port while the
+    block runs; yields "ip:port"."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    stop = threading.Event()
+    thread = threading.Thread(target=ps.serve, args=(sock, stop), daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join()
+        sock.close()
 
 
 class PsNetwork:

@@ -162,6 +162,19 @@ def max_exponent(x) -> int:
 # ---------------------------------------------------------------- FIXED32
 
 
+def _within(c: np.ndarray, exps) -> np.ndarray:
+    """The rows' negotiated exponents (int64); raises for a row with a value above its own
+    (its scale would overflow) or inf/NaN."""
+    e = _exps(exps, c.shape[0])
+    local = chunk_exponents(c).astype(np.int64)
+    over = np.flatnonzero(local > e)
+    if over.size:
+        bad = int(over[0])
+        raise ValueError(f"chunk {bad} has exponent {int(local[bad])} above the negotiated "
+                         f"{int(e[bad])}: it does not fit the scale")
+    return e
+
+
 def encode_fixed32(chunks, exps, n: int, rng: np.random.Generator) -> np.ndarray:
     """int32 fixed-point values at each row's unit, stochastically rounded (unbiased).
 
@@ -172,13 +185,7 @@ def encode_fixed32(chunks, exps, n: int, rng: np.random.Generator) -> np.ndarray
     """
     c = np.ascontiguousarray(_rows(chunks), dtype=np.float32)
     rows, elems = c.shape
-    e = _exps(exps, rows)
-    local = chunk_exponents(c).astype(np.int64)  # raises for inf/NaN
-    over = np.flatnonzero(local > e)
-    if over.size:
-        bad = int(over[0])
-        raise ValueError(f"chunk {bad} has values above its exponent {int(e[bad])}: "
-                         f"their exponent is {int(local[bad])} and the scale would overflow")
+    e = _within(c, exps)
     u = unit_exponent(e, n)
     out = np.empty((rows, elems), np.int32)
     step = max(1, _BLOCK // max(elems, 1))
@@ -598,14 +605,7 @@ def encode_uq4(chunks, exps, rng: np.random.Generator) -> np.ndarray:
     row's scale, as t = (x / s + 1) * 15 / 2 rounded down or up at random with mean t
     (stochastic rounding, unbiased; q = 0 is -s, q = 15 is +s, spacing 2s / 15)."""
     c = np.asarray(_rows(chunks), dtype=np.float32)
-    rows, elems = c.shape
-    e = _exps(exps, rows)
-    local = chunk_exponents(c).astype(np.int64)   # raises for inf/NaN
-    over = np.flatnonzero(local > e)
-    if over.size:
-        bad = int(over[0])
-        raise ValueError(f"chunk {bad} has exponent {int(local[bad])} above the negotiated "
-                         f"{int(e[bad])}: it does not fit the scale")
+    e = _within(c, exps)
     t = (c.astype(np.float64) * np.ldexp(1.0, 126 - e)[:, None] + 1.0) * (UQ4_MAX / 2)
     q = np.floor(t + rng.random(t.shape))
     return np.clip(q, 0, UQ4_MAX).astype(np.uint8)

@@ -4,7 +4,6 @@ rank against the job's, and builds the client as worker/main.py does. No root: t
 client reaches the host parameter server over loopback UDP (the switch's arithmetic)."""
 
 import socket
-import threading
 
 import pytest
 
@@ -16,6 +15,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
 from controller.job_sessions import SessionsFile, read_jobs  # noqa: E402
 from controller.topology import JobSpec, TopologyError, star  # noqa: E402
+from harness.network import udp_ps  # noqa: E402
 from worker.baseline import ParameterServer  # noqa: E402
 from worker.ddp import AttachError, attach, natswitch_hook  # noqa: E402
 from worker.ddp.inproc import run_ranks  # noqa: E402
@@ -128,16 +128,8 @@ def topo_file(tmp_path):
 
 @pytest.fixture
 def ps_addr():
-    ps = ParameterServer(2, slots=64)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(("127.0.0.1", 0))
-    stop = threading.Event()
-    thread = threading.Thread(target=ps.serve, args=(sock, stop), daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{sock.getsockname()[1]}"
-    stop.set()
-    thread.join()
-    sock.close()
+    with udp_ps(ParameterServer(2, slots=64)) as addr:
+        yield addr
 
 
 def small_model(rank: int) -> nn.Module:

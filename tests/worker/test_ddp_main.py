@@ -7,7 +7,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -18,6 +17,7 @@ pytest.importorskip("mnist1d")
 
 from controller.job_sessions import SessionsFile  # noqa: E402
 from controller.topology import JobSpec, star  # noqa: E402
+from harness.network import udp_ps  # noqa: E402
 from worker.baseline import ParameterServer  # noqa: E402
 from worker.ddp import main as ddp_main  # noqa: E402
 
@@ -37,16 +37,8 @@ def topo_file(tmp_path):
 
 @pytest.fixture
 def ps_addr():
-    ps = ParameterServer(len(HOSTS), slots=64)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(("127.0.0.1", 0))
-    stop = threading.Event()
-    thread = threading.Thread(target=ps.serve, args=(sock, stop), daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{sock.getsockname()[1]}"
-    stop.set()
-    thread.join()
-    sock.close()
+    with udp_ps(ParameterServer(len(HOSTS), slots=64)) as addr:
+        yield addr
 
 
 def free_tcp_port() -> int:

@@ -2,16 +2,15 @@
 over loopback UDP; and its usage errors."""
 
 import json
-import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
 from controller.job_sessions import SessionsFile
 from controller.topology import JobSpec, Topology, star
+from harness.network import udp_ps
 from worker import main as worker_main
 from worker import wire
 from worker.baseline import ParameterServer
@@ -31,16 +30,8 @@ def topo_file(tmp_path):
 
 @pytest.fixture
 def ps_addr():
-    ps = ParameterServer(3)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(("127.0.0.1", 0))
-    stop = threading.Event()
-    thread = threading.Thread(target=ps.serve, args=(sock, stop), daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{sock.getsockname()[1]}"
-    stop.set()
-    thread.join()
-    sock.close()
+    with udp_ps(ParameterServer(3)) as addr:
+        yield addr
 
 
 def start(topo_file, host, tmp_path, *extra):
@@ -84,21 +75,11 @@ def test_the_embedding_model_trains_through_the_sparse_block_aggregator(topo_fil
     from worker.block_aggregator import BlockAggregator
 
     agg = BlockAggregator(3, slots=16, result_encoding=wire.ENC_CNAT8)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(("127.0.0.1", 0))
-    stop = threading.Event()
-    thread = threading.Thread(target=agg.serve, args=(sock, stop), daemon=True)
-    thread.start()
-    try:
-        procs = [start(topo_file, h, tmp_path, "--baseline-ps",
-                       f"127.0.0.1:{sock.getsockname()[1]}", "--sparse", "--model",
+    with udp_ps(agg) as addr:
+        procs = [start(topo_file, h, tmp_path, "--baseline-ps", addr, "--sparse", "--model",
                        "embedding", "--steps", "30", "--lr", "0.3", "--batch", "8",
                        "--eval-every", "30") for h in ("h1", "h2", "h3")]
         outs = [p.communicate(timeout=180) for p in procs]
-    finally:
-        stop.set()
-        thread.join()
-        sock.close()
     assert [p.returncode for p in procs] == [0, 0, 0], outs
     results = [json.loads((tmp_path / f"{h}.json").read_text()) for h in ("h1", "h2", "h3")]
     assert len({r["params_sha256"] for r in results}) == 1
