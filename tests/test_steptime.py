@@ -99,6 +99,24 @@ def test_a_prediction_never_reads_the_step_time_it_is_checked_with():
         assert steptime.predict(f, bw).step_s == steptime.predict(other, bw).step_s
 
 
+def test_shared_cores_and_the_rest_of_a_step_join_smoothly():
+    # Far apart, the larger alone; equal, 2^(1/3) of either: the recorded runs took longer
+    # than the larger where the two were near.
+    assert steptime.join(1.0, 0.01) == pytest.approx(1.0, rel=1e-5)
+    assert steptime.join(0.01, 1.0) == pytest.approx(1.0, rel=1e-5)
+    assert steptime.join(1.0, 1.0) == pytest.approx(2 ** (1 / 3))
+    assert steptime.join(0.0, 0.0) == 0.0
+    assert 1.0 < steptime.join(1.0, 0.7) < 1.7
+    # in a prediction: the step is the join of the machine's term and the rest, and a
+    # cluster (no machine term) keeps the rest as it is
+    f = figs(RUNS[0])
+    for bw in (1000, 30, 3, 1):
+        p = steptime.predict(f, bw)
+        rest = steptime.predict(f, bw, machine=False).step_s
+        assert p.step_s == pytest.approx(steptime.join(rest, p.terms["machine"]))
+        assert p.step_s >= max(rest, p.terms["machine"])
+
+
 def test_a_line_rate_switch_and_a_cluster_leave_compute_and_the_link():
     f = figs(RUNS[0])
     p = steptime.predict(f, 1e6, switch_pps=math.inf, machine=False)
