@@ -3,9 +3,10 @@ through the compiled program on both targets, on a single switch and on an unbal
 two-level tree (3 workers under one leaf, 1 under the other). Every chunk's result is
 compared bit for bit with the integer sum of what the workers sent (harness/workers.check_exact);
 no call may hang, whatever strays the workers' ports add: replays (STALE), older and newer
-sessions (WRONG_SESSION), uses ahead of any worker's (EARLY), corrupted frames
-(BAD_UDP_CHECKSUM), each reaching the switch and counted. Chunks at the job's largest
-exponent, all of one sign, put the sums at the headroom's bound. The three-level tree runs
+sessions (WRONG_SESSION), uses ahead of any worker's (EARLY), corrupted frames (the
+parser's BAD_LENGTH or BAD_ENCODING, else BAD_UDP_CHECKSUM), each reaching the switch and
+counted. Chunks at the job's largest exponent, all of one sign, put the sums at the
+headroom's bound. The three-level tree runs
 on softswitch in process (tests/worker/test_allreduce_chaos.py).
 
 CI runs SEEDS (a window of 4 slots, 3 calls of 9 chunks); NATSWITCH_CHAOS_LONG=1 runs
@@ -22,7 +23,14 @@ import pytest
 from controller.topology import JobSpec
 from harness.workers import Trace, check_exact, run_workers
 from tests.dataplane.chaos import Chaos, ChaosPort, FabricPort
-from tests.dataplane.packets import BAD_LENGTH, BAD_UDP_CHECKSUM, EARLY, STALE, WRONG_SESSION
+from tests.dataplane.packets import (
+    BAD_ENCODING,
+    BAD_LENGTH,
+    BAD_UDP_CHECKSUM,
+    EARLY,
+    STALE,
+    WRONG_SESSION,
+)
 from worker import hadamard, wire
 from worker.allreduce import AllReduceClient, job_params
 
@@ -135,10 +143,12 @@ def test_exact_sums_under_chaos(fabric, tree, seed):
         for reason, count in delta.of(s, "drops_in").items():
             drops[reason] = drops.get(reason, 0) + count
     assert drops.get(STALE, 0) > 0, drops
-    # Every flipped copy a client sent was dropped as malformed: its checksum fails, or a
-    # flipped length or type field leaves the frame short of what its header says. (A run
-    # may flip only frames on their way back, which the switch never sees.)
-    malformed = drops.get(BAD_UDP_CHECKSUM, 0) + drops.get(BAD_LENGTH, 0)
+    # Every flipped copy a client sent was dropped as malformed, by the first check it
+    # fails: the parser's (an encoding no program knows: BAD_ENCODING; a flipped length or
+    # type field leaves the frame short of what its header says: BAD_LENGTH), else the
+    # checksum's. (A run may flip only frames on their way back, which the switch never
+    # sees.)
+    malformed = sum(drops.get(r, 0) for r in (BAD_UDP_CHECKSUM, BAD_LENGTH, BAD_ENCODING))
     assert malformed == done["corrupted_out"], drops
     # every copy of another session or use ahead reached the switch and was dropped for it
     assert drops.get(WRONG_SESSION, 0) == done["old_session"] + done["new_session"], drops
