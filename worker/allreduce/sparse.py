@@ -19,14 +19,13 @@ use's chunk number is the slot's use number in the session as in dense jobs
 not come back is resent with exponential backoff; uses in flight are bounded by the same
 congestion window as the dense client, never above SPARSE_IN_FLIGHT (pacing.py), the
 lowest-numbered incomplete use always going out so that workers with different windows
-never wait on each other. Primes
-count in the window like data uses (tiny, but a software switch's work is per packet: let
-out beside the window, 64 primes doubled the round trip on BMv2 and the resends with it)
-and, like the dense priming round, neither measure the round trip nor widen or cut the
-window: they also wait for the slowest worker's computation. What one pass of the loop
-sends is bounded all the same: at most BURST uses more than the results it handled (each
-result's slot goes on at once), so a call's primes go out a few at a time as the first
-results come back (below).
+never wait on each other. Primes count in the window like data uses (tiny, but a software
+switch's work is per packet: let out beside the window, 64 primes doubled the round trip
+on BMv2 and the resends with it) and, like the dense priming round, neither measure the
+round trip nor widen or cut the window: they also wait for the slowest worker's
+computation. What one pass of the loop sends is bounded all the same: at most BURST uses
+more than the results it handled (each result's slot goes on at once), so a call's primes
+go out a few at a time as the first results come back (below).
 """
 
 from __future__ import annotations
