@@ -164,14 +164,10 @@ def max_exponent(x) -> int:
 
 def _within(c: np.ndarray, exps) -> np.ndarray:
     """The rows' negotiated exponents (int64); raises for a row with a value above its own
-    (its scale would overflow) or inf/NaN."""
+    (_raise_above) or inf/NaN."""
     e = _exps(exps, c.shape[0])
-    local = chunk_exponents(c).astype(np.int64)
-    over = np.flatnonzero(local > e)
-    if over.size:
-        bad = int(over[0])
-        raise ValueError(f"chunk {bad} has exponent {int(local[bad])} above the negotiated "
-                         f"{int(e[bad])}: it does not fit the scale")
+    if (chunk_exponents(c) > e).any():
+        _raise_above(c, e, 0, c.shape[0])
     return e
 
 
