@@ -362,20 +362,24 @@ def test_a_sparse_calls_primes_count_in_its_window():
     assert port.ring_lost == 0 and client.stats.retransmissions == 0
 
 
-class DescheduledRingPort(SlowSwitchPort):
-    """SlowSwitchPort whose receive thread is descheduled once, for `pause` seconds, when
-    the `at`-th frame reaches its ring: the pipeline works on and answers what it already
-    took, and the results release new uses into the stopped ring."""
+class StallingSwitchPort(SlowSwitchPort):
+    """SlowSwitchPort that stops for `stall` seconds once, when the `at`-th frame comes: its
+    pipeline (BMv2 descheduled on the cores it shares: nothing is lost, everything is
+    late), or with `receive_only` its receive thread alone (the pipeline answers what it
+    already took, and the results release new uses into the stopped ring)."""
 
-    def __init__(self, *a, at: int, pause: float, **kw):
+    def __init__(self, *a, at: int, stall: float, receive_only: bool = False, **kw):
         super().__init__(*a, **kw)
-        self.at, self.pause, self.frames = at, pause, 0
+        self.at, self.stall, self.receive_only, self.frames = at, stall, receive_only, 0
 
     def send(self, frame: bytes) -> None:
         self.frames += 1
         take = self.take
         if self.frames == self.at:
-            self.take = self.pause
+            if self.receive_only:
+                self.take = self.stall
+            else:
+                self.busy_until = max(self.busy_until, self.now) + self.stall
         super().send(frame)
         self.take = take
 
@@ -388,9 +392,9 @@ def test_a_sparse_call_keeps_fewer_uses_in_flight_than_the_ring_holds(pause, pro
     # 32 beyond the ring were lost and resent (1,666 resends in 100 steps on BMv2). A
     # pause longer than the timer costs a probe per backoff, nothing lost.
     assert SPARSE_IN_FLIGHT < 32
-    port = DescheduledRingPort(peers=4, service=0.1e-3, finish=0.1e-3, ring=32,
-                               take=0.01e-3, at=300, pause=pause,
-                               server=BlockAggregator(1, slots=64, result_encoding=wire.ENC_CNAT8))
+    port = StallingSwitchPort(peers=4, service=0.1e-3, finish=0.1e-3, ring=32, take=0.01e-3,
+                              at=300, stall=pause, receive_only=True,
+                              server=BlockAggregator(1, slots=64, result_encoding=wire.ENC_CNAT8))
     client, _ = run_sparse_calls(port, 3)
     assert client.window.limit() <= SPARSE_IN_FLIGHT
     assert port.ring_lost == 0
@@ -424,21 +428,6 @@ def test_a_dense_call_never_overflows_the_switchs_receive_ring(service):
         else:                                             # what the bound prevents
             assert port.ring_lost > 0 and client.stats.retransmissions > 0
     assert max(times[None]) <= min(times[10**6]) * 1.001
-
-
-class StallingSwitchPort(SlowSwitchPort):
-    """SlowSwitchPort whose switch stops for `stall` seconds once, at the `at`-th frame
-    (BMv2 descheduled on cores it shares): nothing is lost, everything is late."""
-
-    def __init__(self, *a, at: int, stall: float, **kw):
-        super().__init__(*a, **kw)
-        self.at, self.stall, self.frames = at, stall, 0
-
-    def send(self, frame: bytes) -> None:
-        self.frames += 1
-        if self.frames == self.at:
-            self.busy_until = max(self.busy_until, self.now) + self.stall
-        super().send(frame)
 
 
 def test_a_stalled_switch_costs_a_sparse_call_a_probe_per_backoff_not_a_window():
