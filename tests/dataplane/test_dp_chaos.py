@@ -6,8 +6,8 @@ no call may hang, whatever strays the workers' ports add: replays (STALE), older
 sessions (WRONG_SESSION), uses ahead of any worker's (EARLY), corrupted frames (the
 parser's BAD_LENGTH or BAD_ENCODING, else BAD_UDP_CHECKSUM), each reaching the switch and
 counted. Chunks at the job's largest exponent, all of one sign, put the sums at the
-headroom's bound. The three-level tree runs
-on softswitch in process (tests/worker/test_allreduce_chaos.py).
+headroom's bound. The three-level tree runs on softswitch in process
+(tests/worker/test_allreduce_chaos.py).
 
 CI runs SEEDS (a window of 4 slots, 3 calls of 9 chunks); NATSWITCH_CHAOS_LONG=1 runs
 LONG_SEEDS with a window of 32 and 4 calls of 400 chunks: 4 x 268,000 elements per target.
