@@ -15,6 +15,9 @@ P4_TOOLCHAIN_DEBS := libboost-iostreams1.74.0 libboost-program-options1.74.0 \
          libgrpc++1.51 libgrpc29 libabsl20220623 libre2-9 libc-ares2 libthrift-0.17.0 \
          libnanomsg5 libpcap0.8 libssl3 xz-utils cpp python3-thrift python3-six
 PYTEST_ARGS ?=
+# Test processes for the parallel part of the suite (tests/conftest.py: the serial rest
+# runs after it, alone): the machine's cores, at most 4.
+TEST_JOBS ?= $(shell n=$$(nproc); echo $$(( n > 4 ? 4 : n )))
 P4C   := p4c-bm2-ss
 P4OUT := p4src/build
 
@@ -71,8 +74,13 @@ $(VENV)/.installed: pyproject.toml | debs
 lint: venv
 	$(VENV)/bin/ruff check .
 
+# Both parts always run; the target fails if either did (a part that selects no test of
+# PYTEST_ARGS, pytest's exit code 5, is no failure).
 test: setup lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	@rc=0; \
+	$(PY) -m pytest -n $(TEST_JOBS) -m "not serial" $(PYTEST_ARGS) || { r=$$?; [ $$r = 5 ] || rc=$$r; }; \
+	$(PY) -m pytest -m serial $(PYTEST_ARGS) || { r=$$?; [ $$r = 5 ] || rc=$$r; }; \
+	exit $$rc
 
 # The main job: star with 4 workers and C_nat (or TOPO=fat-tree, 16 workers),
 # on BMv2 where simple_switch_grpc is installed, else on softswitch/.
