@@ -24,7 +24,8 @@ P4OUT := p4src/build
 TOPO  ?= star
 RUN_ARGS ?=
 
-.PHONY: help setup debs toolchain venv test lint p4 p4-default p4-wide run-mininet bench clean
+.PHONY: help setup debs toolchain venv test lint p4 p4-default p4-wide p4-wide4 run-mininet bench \
+	clean
 
 help:
 	@echo "make setup        Debian packages and .venv (test, run-mininet and bench run it first)"
@@ -33,7 +34,8 @@ help:
 	@echo "                  TOPO=fat-tree for the k=4 fat-tree, RUN_ARGS='...' for more options"
 	@echo "make p4           recompile p4src/ where the sources changed since the build:"
 	@echo "                  p4src/build/ (168 elements per packet; make p4-default forces it)"
-	@echo "                  and p4src/build/wide/ (1456, ~15 min; make p4-wide forces it);"
+	@echo "                  p4src/build/wide/ (1456, ~15 min; make p4-wide forces it)"
+	@echo "                  and p4src/build/wide4/ (1024, ~10 min; make p4-wide4 forces it);"
 	@echo "                  needs p4c-bm2-ss on PATH"
 	@echo "make bench        run the benchmarks and write docs/results.md"
 
@@ -88,17 +90,19 @@ run-mininet: setup
 	$(PY) mininet/run.py --topo $(TOPO) $(RUN_ARGS)
 
 # Recompiles the program where p4c is installed, once per profile (controller/profiles.py):
-# 168 elements per packet into build/, 1456 (a full MTU of CNAT8) into build/wide/.
+# 168 elements per packet into build/, 1456 (a full MTU of CNAT8) into build/wide/, 1024 (the
+# fewest bytes per element for the 4-bit encodings) into build/wide4/.
 # Elsewhere the committed builds are what runs (their sources' hash is checked by the tests).
 # A profile is recompiled when the sources changed since its recorded hash (p4c takes 1-3 min
-# for the default one here, ~15 min and ~19 GB for the wide one); make p4-default and
-# make p4-wide force it. tests/test_p4_build.py recompiles and compares the build itself.
+# for the default one here, 10-15 min and up to ~19 GB for each wide one); make p4-default,
+# make p4-wide and make p4-wide4 force it. tests/test_p4_build.py recompiles and compares
+# the build itself.
 p4:
 	@command -v $(P4C) >/dev/null || { echo "$(P4C) is not on PATH; p4src/build/ stays as committed"; exit 1; }
 	python3 p4src/gen_elements.py
 	@h=$$(python3 p4src/build_tools.py hash); \
-	for prof in default wide; do \
-	  dir=$(P4OUT); [ $$prof = wide ] && dir=$(P4OUT)/wide; \
+	for prof in default wide wide4; do \
+	  dir=$(P4OUT); [ $$prof = default ] || dir=$(P4OUT)/$$prof; \
 	  if [ -f $$dir/agg.json ] && [ "$$h" = "$$(cat $$dir/agg.sha256 2>/dev/null)" ]; then \
 	    echo "$$dir/ was compiled from these sources (make p4-$$prof rebuilds it)"; \
 	  else $(MAKE) --no-print-directory p4-$$prof || exit 1; fi; \
@@ -115,6 +119,12 @@ p4-wide:
 	python3 p4src/gen_elements.py
 	python3 p4src/build_tools.py compile $(P4OUT)/wide 1456
 	python3 p4src/build_tools.py hash > $(P4OUT)/wide/agg.sha256
+
+p4-wide4:
+	@command -v $(P4C) >/dev/null || { echo "$(P4C) is not on PATH; p4src/build/wide4/ stays as committed"; exit 1; }
+	python3 p4src/gen_elements.py
+	python3 p4src/build_tools.py compile $(P4OUT)/wide4 1024
+	python3 p4src/build_tools.py hash > $(P4OUT)/wide4/agg.sha256
 
 # The benchmarks (the Mininet ones need root; about 40 min on 2 cores): docs/results.md
 # and docs/results/*.png. BENCH_QUICK=1 for a smoke run (report in results/bench/results.md).

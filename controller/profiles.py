@@ -1,6 +1,6 @@
 """The compiled profiles of p4src/: one program, compiled for different elements per packet.
 
-`make p4` compiles the same sources twice (p4src/gen_elements.py PROFILES):
+`make p4` compiles the same sources three times (p4src/gen_elements.py PROFILES):
 - default, 168 elements (p4src/build/): every encoding; a CNAT8 contribution may leave as
   a FIXED32 result or partial sum, growing by 3 bytes per element (504 of the 512 bytes
   BMv2 lets a program add);
@@ -8,13 +8,18 @@
   It cannot grow a packet by 3 bytes per element, so it aggregates CNAT8 both ways only:
   the program drops anything else (DROP_TOO_WIDE) and job_problem() refuses such jobs
   before a switch is programmed. Its FIXED32 packets would not fit the MTU either.
+- wide4, 1024 elements (p4src/build/wide4/): the widest packet whose 4-bit contribution
+  (512 bytes) may grow into a one-byte-per-element result or partial sum (by 512 bytes):
+  NAT4 and UQ4 at their fewest bytes per element (0.55 up, 1.05 down with headers). Like
+  the wide profile it takes no FIXED32 results or partial sums.
 Sparse jobs (mode sparse) on the wide profile too take CNAT8 results only: the padding an
 EMPTY packet brings to hold the sum (ELEMS bytes, docs/PROTOCOL.md "Sparse jobs") leaves a
 FIXED32 sum 3 bytes per element to grow, and in the wide profile every EMPTY data packet
 needs it (a CNAT8 sum of 1456 bytes exceeds the 512 as well). With their block header a wide
 profile's sparse packets are 1508 bytes of IPv4: they need links with a larger MTU than the
 1500 bytes of veths and Mininet (the worker and mininet/run.py refuse them there).
-Workers of a wide job must be given `--elems 1456` (mininet/run.py --profile does it).
+Workers of a wide job must be given `--elems 1456` (mininet/run.py --profile does it), of a
+wide4 job `--elems 1024`.
 """
 
 from __future__ import annotations
@@ -51,6 +56,11 @@ class Profile:
         """CNAT8 cannot turn into FIXED32 here: the packet would grow too much."""
         return 3 * self.elems > MAX_GROWTH
 
+    @property
+    def four_bit(self) -> bool:
+        """NAT4 and UQ4 here: a 4-bit packet may grow into a byte per element (FOUR_BIT)."""
+        return self.elems // 2 <= MAX_GROWTH
+
     def packet_bytes(self, bytes_per_element: int, sparse: bool = False) -> int:
         """IPv4 bytes of a full packet of the profile."""
         return IP_UDP_AGG + (SPARSE_HDR if sparse else 0) + bytes_per_element * self.elems
@@ -60,7 +70,8 @@ class Profile:
 
 
 PROFILES = {"default": Profile("default", 168, BUILD),
-            "wide": Profile("wide", 1456, BUILD / "wide")}
+            "wide": Profile("wide", 1456, BUILD / "wide"),
+            "wide4": Profile("wide4", 1024, BUILD / "wide4")}
 
 
 def profile(name: str) -> Profile:
@@ -92,22 +103,26 @@ def job_problem(prof: Profile, topo: Topology, job: JobSpec) -> str | None:
     from controller.tree import build_tree  # tree.py builds on topology.py
 
     grow = 3 * prof.elems
+    # 4-bit contributions grow into sum8 (UQ4) or cnat8 (NAT4) sums by ELEMS/2 bytes
+    small = ("cnat8", "sum8") if prof.four_bit else ("cnat8",)
     if job.encoding != "cnat8" and job.mode == "sparse":
         return (f"job {job.id}: profile {prof.name} ({prof.elems} elements per packet) "
                 f"aggregates CNAT8 both ways only: a sparse job's {job.encoding} results would "
                 f"grow a CNAT8 packet, or an EMPTY one over its {prof.elems} bytes of padding, "
                 f"by {grow} bytes (BMv2 allows {MAX_GROWTH}); use results cnat8 or the "
                 f"default profile")
-    if job.encoding != "cnat8":
+    if job.encoding not in small:
+        takes = ("aggregates CNAT8 both ways only" if small == ("cnat8",) else
+                 f"takes {' or '.join(small)} results only")
         return (f"job {job.id}: profile {prof.name} ({prof.elems} elements per packet) "
-                f"aggregates CNAT8 both ways only: {job.encoding} results would grow a CNAT8 "
-                f"packet by {grow} bytes (BMv2 allows {MAX_GROWTH}) and a FIXED32 packet "
-                f"does not fit a {MTU}-byte MTU; use results cnat8 or the default profile")
-    if job.partials != "cnat8" and len(build_tree(topo, job).nodes) > 1:
+                f"{takes}: {job.encoding} results would grow a CNAT8 packet by {grow} bytes "
+                f"(BMv2 allows {MAX_GROWTH}) and a FIXED32 packet does not fit a {MTU}-byte "
+                f"MTU; use results {' or '.join(small)} or the default profile")
+    if job.partials not in small and len(build_tree(topo, job).nodes) > 1:
         return (f"job {job.id}: profile {prof.name} ({prof.elems} elements per packet) "
                 f"cannot send {job.partials} partial sums up a tree of several switches "
                 f"(a packet would grow by {grow} bytes, BMv2 allows {MAX_GROWTH}); use "
-                f"partials cnat8 or the default profile")
+                f"partials {' or '.join(small)} or the default profile")
     return None
 
 

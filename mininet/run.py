@@ -126,9 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "batch touched (natural sparsity, what --sparse leaves out)")
     j.add_argument("--window", type=int, default=64, help="slots per job (default 64)")
     j.add_argument("--profile", choices=sorted(PROFILES),
-                   help="compiled program: default (168 elements per packet) or wide (1456, "
+                   help="compiled program: default (168 elements per packet), wide (1456, "
                         "a full 1500-byte MTU; C_nat both ways only: --encoding cnat8, "
-                        "results cnat8, --partials cnat8 below the root)")
+                        "results cnat8, --partials cnat8 below the root) or wide4 (1024: "
+                        "the fewest bytes per element for --encoding nat4 and uq4)")
     j.add_argument("--compressor", default="none", help="worker-side operator before encoding")
     j.add_argument("--steps", type=int,
                    help=f"SGD steps (default 100; with --framework torch {TORCH_STEPS}, which "
@@ -356,10 +357,10 @@ def make_plan(args) -> Plan:
         from worker.allreduce.job import encoding_problem
         if args.sparse:
             raise UsageError(f"--encoding {encoding}: sparse jobs take cnat8 or fixed32")
-        if prof.cnat8_only:
+        if not prof.four_bit:
             raise UsageError(f"--encoding {encoding}: profile {prof.name} has no 4-bit "
                              f"encodings (a 4-bit packet of {prof.elems} elements cannot grow "
-                             f"into a byte per element); use the default profile")
+                             f"into a byte per element); use the default or wide4 profile")
         code = wire_encoding(encoding)
         for job in jobs:
             switches = len({topo.attachment(w).node for w in job.workers})

@@ -23,13 +23,15 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
     register<bit<32>>(SLOT_REGS) bound;
     register<bit<32>>(SLOT_REGS) rmin;
     ACC_REGISTERS
+#ifdef FOUR_BIT
+    LANE_REGISTERS      // UQ4 and SUM8 sums, four 16-bit lanes each (gen_elements.py)
+#endif
 
     VerifyUdp() integrity;
     DecodeCnat() decode;
     Recompress() recompress;
 #ifdef FOUR_BIT
-    DecodeSmall() decode_small;
-    EncodeSum8() sum8;
+    DecodeNat4() decode_nat4;
 #endif
 
     action unknown_job() { meta.drop_reason = DROP_UNKNOWN_JOB; }
@@ -308,13 +310,30 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         hdr.fixed.setInvalid();
     }
 
+#ifdef FOUR_BIT
+    // UQ4 and SUM8 contributions, four elements per register add (no decode).
+    action lane_write_uq4() { bit<64> ln_x; LANE_WRITE_UQ4 }
+    action lane_add_uq4() { bit<64> ln_x; bit<64> ln_t; LANE_ADD_UQ4 }
+    action lane_write_sum8() { bit<64> ln_x; LANE_WRITE_SUM8 }
+    action lane_add_sum8() { bit<64> ln_x; bit<64> ln_t; LANE_ADD_SUM8 }
+    // The use's sums as SUM8 bytes; meta.ovf nonzero if one is outside 0..255.
+    action lane_result() {
+        bit<64> ln_t; bit<64> ln_ovf = 0;
+        hdr.uq.setInvalid();
+        hdr.sum.setValid();
+        LANE_SUM8
+        hdr.agg.encoding = ENC_SUM8;
+        meta.ovf = ln_ovf & 0xff00ff00ff00ff00;
+    }
+#endif
+
     // The UDP checksum is filled in on the way out (NatComputeChecksum).
     // The UDP length of the packet's headers and payload (docs/PROTOCOL.md "Payload").
     action udp_length() {
 #ifdef FOUR_BIT
         bit<16> body = hdr.fixed.isValid() ? FIXED32_BYTES
-            : (hdr.cnat.isValid() || hdr.pad.isValid() ? CNAT8_BYTES
-               : (hdr.nib.isValid() ? NIB_BYTES : 16w0));
+            : (hdr.cnat.isValid() || hdr.pad.isValid() || hdr.sum.isValid() ? CNAT8_BYTES
+               : (hdr.nib.isValid() || hdr.uq.isValid() ? NIB_BYTES : 16w0));
 #else
         bit<16> body = hdr.fixed.isValid() ? FIXED32_BYTES
             : (hdr.cnat.isValid() || hdr.pad.isValid() ? CNAT8_BYTES : 16w0);
@@ -397,8 +416,15 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
 #endif
 #ifdef FOUR_BIT
         // A FIXED32 sum written into a 4-bit packet grows it by 3.5 bytes per element.
-        if (hdr.nib.isValid() && meta.result_enc == ENC_FIXED32) {
+        if ((hdr.nib.isValid() || hdr.uq.isValid()) && meta.result_enc == ENC_FIXED32) {
             meta.drop_reason = DROP_TOO_WIDE;
+            return;
+        }
+        // UQ4 and SUM8 are summed in lanes of their own, which only SUM8 results are read
+        // from: a job with SUM8 results takes nothing else, the others none of them.
+        bool lanes = hdr.uq.isValid() || hdr.sum.isValid();
+        if (lanes != (meta.result_enc == ENC_SUM8)) {
+            meta.drop_reason = DROP_BAD_ENCODING;
             return;
         }
 #endif
@@ -412,8 +438,8 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         // for each place it is called from, and the payload's actions are large.
         if (hdr.cnat.isValid() && hdr.agg.encoding == ENC_CNAT8) { decode.apply(hdr); }
 #ifdef FOUR_BIT
-        else if (hdr.nib.isValid() || hdr.cnat.isValid()) {
-            decode_small.apply(hdr, meta);
+        else if (hdr.nib.isValid()) {
+            decode_nat4.apply(hdr, meta);
             if (meta.bad_code >= 0x80) {
                 meta.drop_reason = DROP_BAD_CODE;
                 return;
@@ -459,6 +485,13 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         if (!meta.seen) {
             events.count(EV_CONTRIB);
             if (!meta.prime_use) {
+#ifdef FOUR_BIT
+                if (hdr.uq.isValid()) {
+                    if (meta.first) { lane_write_uq4(); } else { lane_add_uq4(); }
+                } else if (hdr.sum.isValid()) {
+                    if (meta.first) { lane_write_sum8(); } else { lane_add_sum8(); }
+                } else
+#endif
                 if (!empty) {
                     if (meta.first) { acc_write(); } else { acc_add(); }
                 } else if (meta.first) {
@@ -466,7 +499,12 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
                 }
             }
         } else if (meta.complete) {
+#ifdef FOUR_BIT
+            // (SUM8 results are read from the lanes below.)
+            if (!meta.prime_use && !empty && !lanes) { acc_read(); }
+#else
             if (!meta.prime_use && !empty) { acc_read(); }
+#endif
         } else {
             events.count(EV_DUPLICATE);
         }
@@ -496,7 +534,7 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
 #ifdef FOUR_BIT
         else if (!meta.prime_use && meta.result_enc == ENC_SUM8) {
             // Exact: a sum a byte cannot carry is dropped, never sent wrong.
-            sum8.apply(hdr, meta);
+            lane_result();
             if (meta.ovf != 0) {
                 meta.drop_reason = DROP_SUM_OVERFLOW;
                 return;

@@ -15,10 +15,10 @@ control DecodeCnat(inout headers_t hdr) {
 }
 
 #ifdef FOUR_BIT
-// The 4-bit and byte encodings to FIXED32 (docs/PROTOCOL.md "Payload"): a NAT4 nibble's
-// level m becomes +-(1 << (m-1)) as a CNAT8 code does (meta.bad_code says whether a nibble
-// was 0x8, which no encoder sends); UQ4 integers and SUM8 sums are added as they are.
-control DecodeSmall(inout headers_t hdr, inout metadata_t meta) {
+// NAT4 payload -> FIXED32 payload (docs/PROTOCOL.md "Payload"): a nibble's level m becomes
+// +-(1 << (m-1)) as a CNAT8 code does; meta.bad_code says whether a nibble was 0x8, which
+// no encoder sends. (UQ4 and SUM8 are never decoded: aggregation.p4 adds them in lanes.)
+control DecodeNat4(inout headers_t hdr, inout metadata_t meta) {
     action decode_nat4() {
         bit<8> nb_bad = 0;
         hdr.fixed.setValid();
@@ -27,41 +27,7 @@ control DecodeSmall(inout headers_t hdr, inout metadata_t meta) {
         hdr.agg.encoding = ENC_FIXED32;
         meta.bad_code = nb_bad;
     }
-    action decode_uq4() {
-        hdr.fixed.setValid();
-        DECODE_UQ4
-        hdr.nib.setInvalid();
-        hdr.agg.encoding = ENC_FIXED32;
-    }
-    action decode_sum8() {
-        hdr.fixed.setValid();
-        DECODE_SUM8
-        hdr.cnat.setInvalid();
-        hdr.agg.encoding = ENC_FIXED32;
-    }
-    apply {
-        if (hdr.agg.encoding == ENC_NAT4) {
-            decode_nat4();
-        } else if (hdr.agg.encoding == ENC_UQ4) {
-            decode_uq4();
-        } else {
-            decode_sum8();
-        }
-    }
-}
-
-// FIXED32 sums -> SUM8 bytes; meta.ovf is nonzero if a sum is outside 0..255 (the caller
-// drops the packet: a byte cannot carry it).
-control EncodeSum8(inout headers_t hdr, inout metadata_t meta) {
-    action encode_sum8() {
-        bit<32> ovf = 0;
-        hdr.cnat.setValid();
-        ENCODE_SUM8
-        hdr.fixed.setInvalid();
-        hdr.agg.encoding = ENC_SUM8;
-        meta.ovf = ovf;
-    }
-    apply { encode_sum8(); }
+    apply { decode_nat4(); }
 }
 #endif
 

@@ -20,6 +20,11 @@ control NatComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
             { UDP_PSEUDO, UDP_FIELDS, hdr.agg, hdr.fixed }, hdr.udp.checksum, HashAlgorithm.csum16);
         update_checksum(hdr.agg.isValid() && !hdr.block.isValid() && hdr.cnat.isValid(),
             { UDP_PSEUDO, UDP_FIELDS, hdr.agg, hdr.cnat }, hdr.udp.checksum, HashAlgorithm.csum16);
+#ifdef FOUR_BIT
+        // SUM8 results and partial sums (a UQ4 contribution never leaves as it came).
+        update_checksum(hdr.agg.isValid() && !hdr.block.isValid() && hdr.sum.isValid(),
+            { UDP_PSEUDO, UDP_FIELDS, hdr.agg, hdr.sum }, hdr.udp.checksum, HashAlgorithm.csum16);
+#endif
         // Sparse results: a payload, or none (a prime's); they never carry padding.
         update_checksum(hdr.block.isValid() && hdr.fixed.isValid(),
             { UDP_PSEUDO, UDP_FIELDS, hdr.agg, hdr.block, hdr.fixed }, hdr.udp.checksum,
@@ -44,6 +49,8 @@ control NatDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.cnat);
 #ifdef FOUR_BIT
         pkt.emit(hdr.nib);
+        pkt.emit(hdr.uq);
+        pkt.emit(hdr.sum);
 #endif
         pkt.emit(hdr.pad);
     }

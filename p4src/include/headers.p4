@@ -55,8 +55,12 @@ header block_h {
 header fixed_h { FIXED_FIELDS }
 header cnat_h { CNAT_FIELDS }
 #ifdef FOUR_BIT
-// ELEMS 4-bit codes (NAT4) or integers (UQ4), two per byte, element 2k in the high nibble.
+// ELEMS 4-bit codes (NAT4), two per byte, element 2k in the high nibble.
 header nib_h { NIB_FIELDS }
+// The same bytes as UQ4 integers, four per 16-bit word, and ELEMS SUM8 bytes, four per
+// 32-bit word: added a word at a time (p4src/gen_elements.py GROUP_MACROS).
+header uq_h { UQ_FIELDS }
+header sum_h { SUM_FIELDS }
 #endif
 // ELEMS bytes of padding an EMPTY sparse packet may carry (ignored): a FIXED32 result
 // written into it then grows it by 3 * ELEMS bytes, within BMv2's 512 (default profile),
@@ -73,6 +77,8 @@ struct headers_t {
     cnat_h     cnat;
 #ifdef FOUR_BIT
     nib_h      nib;
+    uq_h       uq;
+    sum_h      sum;
 #endif
     pad_h      pad;
 }
@@ -117,10 +123,10 @@ struct metadata_t {
     // the verify stage's checksum error was the UDP checksum's, not the IPv4 header's
     bit<16> zero16;
     bool    udp_bad;
-    // codec.p4: bit 7 set if a NAT4 payload held a bad nibble; the bits of a SUM8 result
-    // above its byte (nonzero: a sum outside 0..255)
+    // codec.p4: bit 7 set if a NAT4 payload held a bad nibble; aggregation.p4: the lanes'
+    // bits above their low bytes (nonzero: a sum outside 0..255, no SUM8 result)
     bit<8>  bad_code;
-    bit<32> ovf;
+    bit<64> ovf;
 }
 
 error { BadEncoding }

@@ -29,8 +29,15 @@ control VerifyUdpChecksum(inout headers_t hdr, inout metadata_t meta) {
                         && !hdr.cnat.isValid() && hdr.nib.isValid(),
             { UDP_PSEUDO, UDP_FIELDS, hdr.udp.checksum, hdr.agg, hdr.nib },
             meta.zero16, HashAlgorithm.csum16);
+        verify_checksum(hdr.agg.isValid() && !hdr.block.isValid() && hdr.uq.isValid(),
+            { UDP_PSEUDO, UDP_FIELDS, hdr.udp.checksum, hdr.agg, hdr.uq },
+            meta.zero16, HashAlgorithm.csum16);
+        verify_checksum(hdr.agg.isValid() && !hdr.block.isValid() && hdr.sum.isValid(),
+            { UDP_PSEUDO, UDP_FIELDS, hdr.udp.checksum, hdr.agg, hdr.sum },
+            meta.zero16, HashAlgorithm.csum16);
         verify_checksum(hdr.agg.isValid() && !hdr.block.isValid() && !hdr.fixed.isValid()
-                        && !hdr.cnat.isValid() && !hdr.nib.isValid(),
+                        && !hdr.cnat.isValid() && !hdr.nib.isValid() && !hdr.uq.isValid()
+                        && !hdr.sum.isValid(),
             { UDP_PSEUDO, UDP_FIELDS, hdr.udp.checksum, hdr.agg },
             meta.zero16, HashAlgorithm.csum16);
 #else

@@ -36,8 +36,8 @@ parser NatParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
             (_, ENC_CNAT8): parse_cnat;
 #ifdef FOUR_BIT
             (_, ENC_NAT4): parse_nib;
-            (_, ENC_UQ4): parse_nib;
-            (_, ENC_SUM8): parse_cnat;
+            (_, ENC_UQ4): parse_uq;
+            (_, ENC_SUM8): parse_sum;
 #endif
             default: bad_encoding;
         }
@@ -74,6 +74,14 @@ parser NatParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
 #ifdef FOUR_BIT
     state parse_nib {
         pkt.extract(hdr.nib);
+        transition accept;
+    }
+    state parse_uq {
+        pkt.extract(hdr.uq);
+        transition accept;
+    }
+    state parse_sum {
+        pkt.extract(hdr.sum);
         transition accept;
     }
 #endif

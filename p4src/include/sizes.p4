@@ -13,7 +13,7 @@
 #define MAX_GROWTH 512
 // The 4-bit encodings (NAT4, UQ4) and SUM8 results: a 4-bit contribution of ELEMS/2 bytes
 // leaves as a one-byte-per-element result or partial sum, growing by ELEMS/2 bytes. The
-// profiles where that fits (the default one) have them; elsewhere their packets are
+// profiles where that fits (default and wide4) have them; elsewhere their packets are
 // BAD_ENCODING (docs/PROTOCOL.md "Payload").
 #if ELEMS <= 2 * MAX_GROWTH
 #define FOUR_BIT 1

@@ -6,6 +6,8 @@ One fabric per target for the whole folder (starting BMv2 and pushing the progra
 seconds; resetting nothing is needed because every test uses its own jobs and a fresh
 session, and compares counter deltas)."""
 
+import contextlib
+
 import pytest
 
 from harness.fabric import SoftFabric
@@ -27,6 +29,25 @@ TARGETS = [
                                                    reason=str(_softswitch_missing()))),
     pytest.param("bmv2", marks=[pytest.mark.bmv2, pytest.mark.root]),
 ]
+
+
+@contextlib.contextmanager
+def profile_fabric(target: str, tmp_path_factory, topo, build, prefix: str, mtu=None):
+    """A module's own fabric on `target` for the compiled program in `build` (another
+    profile than the folder's): softswitch, or BMv2 differential against it; closed after."""
+    if target == "soft":
+        fab = SoftFabric(topo, build)
+    else:
+        from harness.diff import DiffFabric
+
+        why = bmv2_missing() or thrift_missing() or _softswitch_missing()
+        if why:
+            pytest.skip(why)
+        fab = DiffFabric(tmp_path_factory.mktemp(prefix), topo, build, prefix=prefix, mtu=mtu)
+    try:
+        yield fab
+    finally:
+        fab.close()
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ import numpy as np
 from controller.topology import JobSpec
 from tests.dataplane.packets import (
     BAD_CODE,
+    BAD_ENCODING,
     BAD_LENGTH,
     COMPLETE,
     CONTRIB,
@@ -123,25 +124,33 @@ def test_every_nibble_and_the_drops(fabric):
 
 def test_a_sum_a_byte_cannot_carry_is_dropped_and_a_fixed32_job_refuses_4_bits(fabric):
     """18 workers' UQ4 15s sum to 270: the completing packet is dropped (SUM_OVERFLOW), no
-    result goes out, a retransmission is dropped the same way; FIXED32 contributions of
-    another sign to a SUM8 job likewise. A NAT4 packet to a job whose results are FIXED32
-    would grow by 3.5 bytes per element: TOO_WIDE."""
+    result goes out, a retransmission is dropped the same way. Two SUM8 partial sums whose
+    one element adds up to 400 (its lane alone, the rest 0) likewise. A SUM8 job takes UQ4
+    and SUM8 only, the others neither (BAD_ENCODING): their sums live in other registers.
+    A NAT4 packet to a job whose results are FIXED32 would grow by 3.5 bytes per element:
+    TOO_WIDE."""
     n = 18
     topo = fabric.program([JobSpec(250, tuple(HOSTS[:n]), slots=2, encoding="sum8"),
                            JobSpec(251, ("h1", "h2"), slots=2, encoding="sum8"),
-                           JobSpec(252, ("h1", "h2"), slots=2, encoding="fixed32")])
+                           JobSpec(252, ("h1", "h2"), slots=2, encoding="fixed32"),
+                           JobSpec(253, ("h1", "h2"), slots=2, encoding="cnat8")])
     session = fabric.session()
     before = fabric.counters()
     fifteen = np.full(ELEMS, 15, np.uint8)
     for h in HOSTS[:n]:
         fabric.send(h, contrib(topo, h, 250, session, 0, fifteen, encoding=wire.ENC_UQ4))
     fabric.send("h1", contrib(topo, "h1", 250, session, 0, fifteen, encoding=wire.ENC_UQ4))
-    neg = np.full(ELEMS, -3, np.int32)
+    one = np.zeros(ELEMS, np.uint8)
+    one[ELEMS - 3] = 200                                # a group's third lane
     for h in ("h1", "h2"):
-        fabric.send(h, contrib(topo, h, 251, session, 0, neg))
+        fabric.send(h, contrib(topo, h, 251, session, 0, one, encoding=wire.ENC_SUM8))
+    fabric.send("h1", contrib(topo, "h1", 251, session, 1, np.full(ELEMS, -3, np.int32)))
+    fabric.send("h1", contrib(topo, "h1", 251, session, 1, fifteen))       # CNAT8
+    fabric.send("h1", contrib(topo, "h1", 253, session, 0, fifteen, encoding=wire.ENC_UQ4))
+    fabric.send("h1", contrib(topo, "h1", 253, session, 0, one, encoding=wire.ENC_SUM8))
     fabric.send("h1", contrib(topo, "h1", 252, session, 0, fifteen, encoding=wire.ENC_NAT4))
-    delta = fabric.wait_counters(before, {("s1", "drops_in", SUM_OVERFLOW): 3,
-                                          ("s1", "drops_in", TOO_WIDE): 1})
-    assert delta.of("s1", "drops_in") == {SUM_OVERFLOW: 3, TOO_WIDE: 1}
+    want = {SUM_OVERFLOW: 3, BAD_ENCODING: 4, TOO_WIDE: 1}
+    delta = fabric.wait_counters(before, {("s1", "drops_in", r): k for r, k in want.items()})
+    assert delta.of("s1", "drops_in") == want
     assert delta.of("s1", "events").get(RESULT, 0) == 0
     assert not any(fabric.quiet(HOSTS[:n]).values())

@@ -11,8 +11,7 @@ import pytest
 
 from controller.profiles import PROFILES
 from controller.topology import JobSpec, star
-from harness.fabric import SoftFabric
-from tests.dataplane.conftest import TARGETS, _softswitch_missing
+from tests.dataplane.conftest import TARGETS, profile_fabric
 from tests.dataplane.packets import BAD_LENGTH, COMPLETE, CONTRIB, RESULT, TOO_WIDE
 from worker import wire
 from worker.frames import Framer
@@ -24,23 +23,9 @@ HOSTS = ["h1", "h2", "h3"]
 @pytest.fixture(scope="module", params=TARGETS)
 def fabric(request, tmp_path_factory):
     """This module's fabric (it replaces the folder's): the wide program on a star of 3."""
-    topo = star(len(HOSTS))
-    if request.param == "bmv2":
-        from harness.diff import DiffFabric
-        from harness.netns import bmv2_missing
-        from harness.thrift import thrift_missing
-
-        why = bmv2_missing() or thrift_missing() or _softswitch_missing()
-        if why:
-            pytest.skip(why)
-        fab = DiffFabric(tmp_path_factory.mktemp("bmv2-wide"), topo, WIDE.build,
-                         prefix="natsw-dpw", mtu=1600)
-    else:
-        fab = SoftFabric(topo, WIDE.build)
-    try:
+    with profile_fabric(request.param, tmp_path_factory, star(len(HOSTS)), WIDE.build,
+                        "natsw-dpw", mtu=1600) as fab:
         yield fab
-    finally:
-        fab.close()
 
 
 def framer(topo, host: str) -> Framer:

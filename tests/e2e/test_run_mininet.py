@@ -124,13 +124,16 @@ def test_a_signal_tears_everything_down(tmp_path, signum, inherited):
         kill_leftovers(str(out), switch_cmd)
 
 
-def test_the_uniform_4_bit_encoding_trains_through_the_switch(tmp_path):
-    """--encoding uq4: 4 bits per element up (rotated, THC-style), SUM8 sums down; the job
-    trains and every rank applies the same updates. (NAT4 takes the same path with CNAT8
-    results: tests/worker, tests/dataplane.)"""
+@pytest.mark.parametrize("profile", ["default", "wide4"])
+def test_the_uniform_4_bit_encoding_trains_through_the_switch(tmp_path, profile):
+    """--encoding uq4: 4 bits per element up (rotated, THC-style), SUM8 sums down, on the
+    default profile and on wide4 (1024 elements per packet: fewer bytes per element); the
+    job trains and every rank applies the same updates. (NAT4 takes the same path with
+    CNAT8 results: tests/worker, tests/dataplane.)"""
     out = tmp_path / "uq4"
-    r = subprocess.run([*RUN, *switch_args(), "--encoding", "uq4", "--steps", "40",
-                        "--out", str(out)], capture_output=True, text=True, timeout=600)
+    r = subprocess.run([*RUN, *switch_args(), "--encoding", "uq4", "--profile", profile,
+                        "--steps", "40", "--out", str(out)],
+                       capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "uq4 up, sum8 down" in r.stdout.splitlines()[0]
     (job,) = json.loads((out / "report.json").read_text())["jobs"]

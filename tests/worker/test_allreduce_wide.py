@@ -208,6 +208,41 @@ def test_mininet_run_refuses_the_wide_profile_for_fixed32():
     assert plan("--sparse")
 
 
+def test_the_wide4_profile_takes_the_4_bit_jobs_and_no_fixed32():
+    """wide4 (1024 elements): UQ4 jobs (sum8 results and partial sums) and NAT4 ones (cnat8)
+    pass the controller and mininet/run.py, whose workers get --elems 1024; FIXED32 results
+    or partial sums are refused as on the wide profile, and the wide profile refuses the
+    4-bit encodings."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "mininet"))
+    try:
+        import run
+    finally:
+        sys.path.pop(0)
+    wide4, hosts = PROFILES["wide4"], ("h1", "h2", "h3")
+    assert wide4.four_bit and wide4.cnat8_only and not WIDE.four_bit
+    for enc, parts in (("sum8", "sum8"), ("cnat8", "cnat8")):
+        check_jobs(wide4, leaf_spine(2, 1, 2).with_jobs([JobSpec(1, hosts, encoding=enc,
+                                                                 partials=parts)]))
+    with pytest.raises(ValueError, match="takes cnat8 or sum8 results only"):
+        check_jobs(wide4, star(3).with_jobs([JobSpec(1, hosts, encoding="fixed32")]))
+    tree = leaf_spine(2, 1, 2).with_jobs([JobSpec(1, hosts, encoding="cnat8")])
+    assert "partials cnat8 or sum8" in job_problem(wide4, tree, tree.jobs[0])
+    with pytest.raises(ValueError, match="CNAT8 both ways only: sum8 results"):
+        check_jobs(WIDE, star(3).with_jobs([JobSpec(1, hosts, encoding="sum8")]))
+
+    def plan(*argv):
+        return run.make_plan(run.build_parser().parse_args([*argv, "--switch", "soft"]))
+    for enc, result in (("uq4", "sum8"), ("nat4", "cnat8")):
+        p = plan("--profile", "wide4", "--encoding", enc)
+        assert p.jobs[0].encoding == result
+        args = run.worker_args(run.build_parser().parse_args(
+            ["--profile", "wide4", "--encoding", enc]), p, Path("t.json"), p.jobs[0])
+        assert args[args.index("--elems") + 1] == "1024"
+        assert args[args.index("--encoding") + 1] == enc
+    with pytest.raises(run.UsageError, match="wide .* CNAT8 both ways only: sum8 results"):
+        plan("--profile", "wide", "--encoding", "uq4")
+
+
 def test_the_worker_refuses_fixed32_packets_beyond_the_mtu(tmp_path, capsys):
     from worker import main as worker_main
 
