@@ -54,6 +54,13 @@ def steps(q: bool, root: bool, out: Path) -> list[tuple[str, list[str]]]:
         ("fourbit", [py, str(BENCH / "fourbit.py"), "--json", str(out / "fourbit.json"),
                      *(["--reps", "1", "--elements", "20000"] if q else []),
                      *([] if root else ["--targets", "soft"])]),
+        # the 4-bit encodings at their fewest bytes per element, and the switch's own rate
+        ("fourbit_wide4", [py, str(BENCH / "fourbit.py"), "--profile", "wide4", "--json",
+                           str(out / "fourbit_wide4.json"),
+                           *(["--reps", "1", "--elements", "20000"] if q else []),
+                           *([] if root else ["--targets", "soft"])]),
+        ("fourbit_pps", [py, str(BENCH / "softswitch_pps.py"), "--encodings", "cnat8", "uq4",
+                         *(pps or ["--packets", "4000"])]),
         ("fourbit_variance", [py, str(BENCH / "fourbit_variance.py"),
                               *(["--draws", "100"] if q else [])]),
         *([("torch_tta", [py, str(BENCH / "torch_tta.py"), "--convergence",

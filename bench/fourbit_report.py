@@ -6,7 +6,11 @@ bench/fourbit.py's (one per switch target), and prints the markdown section; the
 test accuracy against step goes to docs/results/fourbit.png.
 
     python bench/fourbit_report.py --convergence layer.json model.json \\
-        --speed soft.json bmv2.json [--plot docs/results/fourbit.png]
+        --speed soft.json bmv2.json [--wide4 fourbit_wide4.json] [--pps fourbit_pps.txt]
+        [--plot docs/results/fourbit.png]
+
+--wide4: bench/fourbit.py --profile wide4 (bytes per element at 1024 elements per packet);
+--pps: the output of bench/softswitch_pps.py --encodings cnat8 uq4 (the switch's own rate).
 """
 
 from __future__ import annotations
@@ -27,8 +31,14 @@ METHODS = [("uncompressed (Gloo, float32)", "uncompressed (Gloo)", None),
            ("uniform THC INA (UQ4, SUM8 down)", "uniform (THC) INA (switch)", "uq4")]
 
 
+# the same through the wide4 profile (torch_convergence's method names)
+WIDE4_METHODS = [("natural dithering INA (NAT4), wide4", "natural dithering INA wide4 (switch)"),
+                 ("uniform THC INA (UQ4), wide4", "uniform (THC) INA wide4 (switch)")]
+
+
 def section(layer: dict | None, model: dict | None, speed: dict | None,
-            variance: str | None, plot: Path | None, rel: str = "results") -> list[str]:
+            variance: str | None, plot: Path | None, rel: str = "results",
+            wide4: dict | None = None, pps: str | None = None) -> list[str]:
     """The markdown of the side by side (and its plot, where matplotlib is installed)."""
     out = ["## Four bits per element: natural dithering and THC-style INA "
            "(bench/fourbit.py, bench/torch_convergence.py)", ""]
@@ -43,39 +53,68 @@ def section(layer: dict | None, model: dict | None, speed: dict | None,
             "vs uncompressed (pp, ± std err)"]
     for t in targets:
         head += [f"steps/s {t}", f"elements/s {t}"]
+    wide4 = wide4 or {}
+    w4 = sorted({k.split("/")[0] for k in wide4})[:1]
+    if w4:
+        head[3:3] = ["up, wide4", "down, wide4"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    def versus(c: dict | None, method: str) -> list[str]:
+        """Mean final accuracy and the mean paired difference from uncompressed (pp)."""
+        finals = c["finals"].get(method) if c else None
+        if not finals:
+            return ["-", "-"]
+        base = c["finals"]["uncompressed (Gloo)"]
+        diff = [100 * (a - b) for a, b in zip(finals, base, strict=True)]
+        mean = sum(diff) / len(diff)
+        se = (sum((d - mean) ** 2 for d in diff) / (len(diff) - 1) / len(diff)) ** 0.5 \
+            if len(diff) > 1 else 0.0
+        return [f"{sum(finals) / len(finals):.3f}",
+                f"{mean:+.2f} ± {se:.2f}" if method != base_name else "0"]
+
     for row, method, enc in METHODS:
         first = speed.get(f"{targets[0]}/{enc}") if targets and enc else None
         cells = [row, "4 (float32)" if enc is None else fmt(first["up"]) if first else "-",
                  "4 (float32)" if enc is None else fmt(first["down"]) if first else "-"]
+        if w4:
+            r = wide4.get(f"{w4[0]}/{enc}") if enc else None
+            cells += ["4 (float32)" if enc is None else fmt(r["up"]) if r else "-",
+                      "4 (float32)" if enc is None else fmt(r["down"]) if r else "-"]
         for mode in ("layer", "model"):
-            c = conv[mode]
-            finals = c["finals"].get(method) if c else None
-            if not finals:
-                cells += ["-", "-"]
-                continue
-            base = c["finals"]["uncompressed (Gloo)"]
-            diff = [100 * (a - b) for a, b in zip(finals, base, strict=True)]
-            mean = sum(diff) / len(diff)
-            se = (sum((d - mean) ** 2 for d in diff) / (len(diff) - 1) / len(diff)) ** 0.5 \
-                if len(diff) > 1 else 0.0
-            cells += [f"{sum(finals) / len(finals):.3f}",
-                      f"{mean:+.2f} ± {se:.2f}" if method != base_name else "0"]
+            cells += versus(conv[mode], method)
         for t in targets:
             r = speed.get(f"{t}/{enc}") if enc else None
             cells += [fmt(r["steps_per_s"]) if r else "-",
                       f"{r['elements_per_s']:.3g}" if r else "-"]
         lines.append("| " + " | ".join(cells) + " |")
     c = layer or model
+    profiles = "default profile (168 elements per packet)" + (
+        " and wide4 (1024; no int32 INA there)" if w4 else "")
     out += [f"4 workers on one switch. *Bytes per element*: whole frames (Ethernet header on) "
-            f"per element of a worker's tensor, priming rounds included, default profile "
-            f"(168 elements per packet). *Accuracy*: DDP on MNIST-1D (the 1-D CNN, "
+            f"per element of a worker's tensor, priming rounds included, {profiles}. "
+            f"*Accuracy*: DDP on MNIST-1D (the 1-D CNN, "
             f"{c['steps']} steps, batch {c['batch']} per worker, lr {c['lr']}), the mean "
             f"final test accuracy over {c['seeds']} seeds and its mean paired difference from "
             f"uncompressed, compressors applied per layer (layer-wise) or to the whole model; "
             f"ranks are threads through in-process softswitch. *steps/s*: allreduce calls of "
-            f"the CNN's 134,922 parameters per second (communication only); *elements/s*: per "
+            f"the CNN's 134,922 parameters per second (communication only, default profile); "
+            f"*elements/s*: per "
             f"worker.", "", *lines, ""]
+    wide4_rows = [[f"{row}, {'layer-wise' if mode == 'layer' else 'entire model'}",
+                   *versus(conv[mode], method)]
+                  for mode in ("layer", "model") for row, method in WIDE4_METHODS
+                  if conv[mode] and method in conv[mode]["finals"]]
+    if wide4_rows:
+        out += ["The 4-bit encodings through wide4 (one scale per 1024 elements instead of 168), "
+                "the same runs otherwise:", "",
+                "| method | accuracy | vs uncompressed (pp, ± std err) |",
+                "| --- | --- | --- |", *("| " + " | ".join(r) + " |" for r in wide4_rows), ""]
+    ratios = [ln for ln in (pps or "").splitlines() if " the elements/s of " in ln]
+    if ratios:
+        out += ["The switch's own rate (`bench/softswitch_pps.py --encodings cnat8 uq4`: the "
+                "same number of full packets of each encoding from 4 workers on the same "
+                "ports, runs interleaved, every result compared between the targets; UQ4 "
+                "is added four elements per register add, CNAT8 decoded and re-compressed "
+                "per element):", "", "```", *ratios, "```", ""]
     if plot is not None and layer and model and _plot(conv, plot):
         out += [f"![4-bit INA: test accuracy against step]({rel}/{plot.name})", ""]
     if variance:
@@ -117,6 +156,9 @@ def main(argv=None) -> int:
                     required=True)
     ap.add_argument("--speed", nargs="*", type=Path, default=[])
     ap.add_argument("--variance", type=Path, help="bench/fourbit_variance.py's output")
+    ap.add_argument("--wide4", type=Path, help="bench/fourbit.py --profile wide4's JSON")
+    ap.add_argument("--pps", type=Path,
+                    help="bench/softswitch_pps.py --encodings cnat8 uq4's output")
     ap.add_argument("--plot", type=Path, default=REPO / "docs" / "results" / "fourbit.png")
     args = ap.parse_args(argv)
     layer, model = (json.loads(p.read_text()) for p in args.convergence)
@@ -124,7 +166,9 @@ def main(argv=None) -> int:
     for p in args.speed:
         speed.update(json.loads(p.read_text())["results"])
     variance = args.variance.read_text() if args.variance else None
-    print("\n".join(section(layer, model, speed, variance, args.plot)))
+    wide4 = json.loads(args.wide4.read_text())["results"] if args.wide4 else None
+    pps = args.pps.read_text() if args.pps else None
+    print("\n".join(section(layer, model, speed, variance, args.plot, "results", wide4, pps)))
     return 0
 
 

@@ -529,10 +529,12 @@ def main(argv=None) -> int:
     out += steptime_section(st, figs, rel)
     from fourbit_report import section as fourbit_section
     variance = text(args.dir, "fourbit_variance")
+    wide4 = load(args.dir, "fourbit_wide4")
     out += fourbit_section(tconv, tconv_model, fourbit and fourbit["results"],
                            variance and "\n".join(ln for ln in variance.splitlines()
                                                    if ln.startswith("|")),
-                           figs / "fourbit.png", rel)
+                           figs / "fourbit.png", rel, wide4 and wide4["results"],
+                           text(args.dir, "fourbit_pps"))
     for name, title in (("codec", "C_nat codec against a numpy copy (bench/codec.py)"),
                         ("softswitch_pps", "softswitch against BMv2 (bench/softswitch_pps.py)")):
         body = text(args.dir, name)

@@ -46,20 +46,34 @@ from worker.frames import Framer
 JOB = 1
 
 
+# The contributions a run can stream: the job's results for each (JobSpec encoding).
+ENCODINGS = {"cnat8": "cnat8", "uq4": "sum8"}
+
+
+def payloads(rng, workers: int, elems: int, encoding: str):
+    """One round's payloads: CNAT8 codes (random signs and codes 0..20), or UQ4 integers
+    0..15 packed two per byte (their sums, at most 15 per worker, stay exact as SUM8)."""
+    if encoding == "uq4":
+        n = rng.integers(0, 16, (workers, elems)).astype(np.uint8)
+        return [((v[0::2] << 4) | v[1::2]).tobytes() for v in n]
+    return list(rng.integers(0, 21, (workers, elems)).astype(np.uint8)
+                | (rng.integers(0, 2, (workers, elems)).astype(np.uint8) << 7))
+
+
 def stream(topo, hosts: list[str], slots: int, rounds: int, session: int, seed: int,
-           elems: int = wire.ELEMS):
+           elems: int = wire.ELEMS, encoding: str = "cnat8", job: int = JOB):
     """rounds x [(host, frame)]: every worker's contribution to the round's slot, in host
     order (the last one, from the last host, completes the slot)."""
     rng = np.random.default_rng(seed)
     framers = {h: Framer((topo.host(h).mac, topo.host(h).ip),
                          (topo.service_mac, topo.service_ip), elems=elems) for h in hosts}
+    enc = wire.ENCODING_BY_NAME[encoding]
     out = []
     for r in range(rounds):
         slot, version = r % slots, (r // slots) % 2
-        codes = rng.integers(0, 21, (len(hosts), elems)).astype(np.uint8) \
-            | (rng.integers(0, 2, (len(hosts), elems)).astype(np.uint8) << 7)
-        out.append([(h, framers[h].build(wire.MSG_CONTRIB, wire.ENC_CNAT8, JOB, session, slot,
-                                         version, 120, 1, r, codes[i]))
+        data = payloads(rng, len(hosts), elems, encoding)
+        out.append([(h, framers[h].build(wire.MSG_CONTRIB, enc, job, session, slot,
+                                         version, 120, 1, r, data[i]))
                     for i, h in enumerate(hosts)])
     return out
 
@@ -192,23 +206,34 @@ def in_process(args) -> int:
     fab = SoftFabric(topo, **args.build)
     try:
         hosts = [h.name for h in topo.hosts]
-        fab.program([JobSpec(JOB, tuple(hosts), slots=args.slots, encoding="cnat8")])
+        fab.program([JobSpec(JOB + k, tuple(hosts), slots=args.slots,
+                             encoding=ENCODINGS[enc]) for k, enc in enumerate(args.encodings)])
         rounds = args.packets // args.workers
-        rates = []
+        rates = {enc: [] for enc in args.encodings}
         for _ in range(args.runs):
-            frames = stream(fab.topo, hosts, args.slots, rounds, fab.session(), args.seed,
-                            args.elems)
-            t = time.perf_counter()
-            for batch in frames:
-                for host, frame in batch:
-                    fab.send(host, frame)
-            rates.append(rounds * args.workers / (time.perf_counter() - t))
-            fab.quiet(hosts)
+            for k, enc in enumerate(args.encodings):
+                frames = stream(fab.topo, hosts, args.slots, rounds, fab.session(), args.seed,
+                                args.elems, enc, JOB + k)
+                t = time.perf_counter()
+                for batch in frames:
+                    for host, frame in batch:
+                        fab.send(host, frame)
+                rates[enc].append(rounds * args.workers / (time.perf_counter() - t))
+                fab.quiet(hosts)
     finally:
         fab.close()
-    print(f"softswitch: {median(rates):,.0f} packets/s, {median(rates) * args.elems:,.0f} "
-          f"elements/s (in process, frames handed to the switch; median of {args.runs}); "
-          "no BMv2 baseline this run")
+    for enc in args.encodings:
+        r = median(rates[enc])
+        name = "softswitch" if len(args.encodings) == 1 else f"softswitch, {enc}"
+        print(f"{name}: {r:,.0f} packets/s, {r * args.elems:,.0f} elements/s (in "
+              f"process, frames handed to the switch; median of {args.runs}); no BMv2 "
+              "baseline this run")
+    first = args.encodings[0]
+    for enc in args.encodings[1:]:
+        print(f"softswitch (in process): {enc} aggregates "
+              f"{median(rates[enc]) / median(rates[first]):.2f}x the elements/s of {first} "
+              f"(the same packets per run, {args.elems} elements each; medians of "
+              f"{args.runs})")
     return 0
 
 
@@ -223,6 +248,10 @@ def main(argv=None) -> int:
     ap.add_argument("--no-check", action="store_true", help="do not compare the outputs")
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--encodings", nargs="+", choices=sorted(ENCODINGS), default=["cnat8"],
+                    help="contributions to stream, one job each, runs interleaved (default "
+                         "cnat8; 'cnat8 uq4' also prints each target's elements/s of uq4 "
+                         "against cnat8)")
     ap.add_argument("--profile", default="default",
                     help="compiled profile of the program (controller/profiles.py): default "
                          "168 elements per packet, wide 1456")
@@ -251,9 +280,11 @@ def main(argv=None) -> int:
     why = "--no-bmv2" if args.no_bmv2 else bmv2_missing()
     rounds = max(1, args.packets // args.workers)
     elems = args.elems
-    print(f"stream: {rounds * args.workers} CNAT8 contributions of {elems} elements per "
-          f"run ({args.profile} profile), {args.workers} workers, {args.slots} slots, "
-          f"{args.window} rounds in flight; results re-compressed to CNAT8")
+    results = {"cnat8": "results re-compressed to CNAT8", "uq4": "results SUM8 (exact sums)"}
+    for enc in args.encodings:
+        print(f"stream: {rounds * args.workers} {enc.upper()} contributions of {elems} elements "
+              f"per run ({args.profile} profile), {args.workers} workers, {args.slots} slots, "
+              f"{args.window} rounds in flight; {results[enc]}")
     if why:
         print(f"BMv2 not run: {why}")
         return in_process(args)
@@ -262,11 +293,12 @@ def main(argv=None) -> int:
     print(f"load average before: {load()}")
     topo = star(args.workers)
     hosts = [h.name for h in topo.hosts]
-    job = JobSpec(JOB, tuple(hosts), slots=args.slots, encoding="cnat8")
+    jobs = [JobSpec(JOB + k, tuple(hosts), slots=args.slots, encoding=ENCODINGS[enc])
+            for k, enc in enumerate(args.encodings)]
     fabs = {}
-    rates: dict[str, list[float]] = {"bmv2": [], "soft": []}
-    outs: dict[str, list[dict]] = {"bmv2": [], "soft": []}
-    cpu: dict[str, list[Reading]] = {"bmv2": [], "soft": []}
+    rates = {enc: {"bmv2": [], "soft": []} for enc in args.encodings}
+    outs = {enc: {"bmv2": [], "soft": []} for enc in args.encodings}
+    cpu = {enc: {"bmv2": [], "soft": []} for enc in args.encodings}
     packets = rounds * args.workers
     with tempfile.TemporaryDirectory(prefix="natswitch-pps-") as tmp:
         try:
@@ -274,33 +306,47 @@ def main(argv=None) -> int:
                 os.makedirs(f"{tmp}/{target}")
                 fabs[target] = NetnsFabric(f"{tmp}/{target}", target, topo,
                                            prefix=f"natsw-pps{target[0]}", **args.build)
-                fabs[target].program([job])
+                fabs[target].program(jobs)
             for i in range(args.runs):
-                for target in ("bmv2", "soft"):
-                    pps, rps, got, (bench, switch), wall = run(
-                        fabs[target], hosts, lambda s: stream(
-                            topo, hosts, args.slots, rounds, s, args.seed, elems),
-                        args.window, args.slots, args.timeout)
-                    rates[target].append(pps)
-                    outs[target].append(got)
-                    cpu[target].append(switch)
-                    print(run_line(i, target, pps, rps, bench, switch, wall, packets),
-                          flush=True)
+                for k, enc in enumerate(args.encodings):
+                    for target in ("bmv2", "soft"):
+                        pps, rps, got, (bench, switch), wall = run(
+                            fabs[target], hosts, lambda s, enc=enc, k=k: stream(
+                                topo, hosts, args.slots, rounds, s, args.seed, elems, enc,
+                                JOB + k),
+                            args.window, args.slots, args.timeout)
+                        rates[enc][target].append(pps)
+                        outs[enc][target].append(got)
+                        cpu[enc][target].append(switch)
+                        label = f" ({enc})" if len(args.encodings) > 1 else ""
+                        print(run_line(i, target, pps, rps, bench, switch, wall, packets,
+                                       label), flush=True)
         finally:
             for fab in fabs.values():
                 fab.close()
     print(f"load average after: {load()}")
-    return report(args, elems, packets, rates, cpu, outs)
+    for enc in args.encodings:
+        if len(args.encodings) > 1:
+            print(f"-- {enc}")
+        report(args, elems, packets, rates[enc], cpu[enc], outs[enc])
+    first = args.encodings[0]
+    for enc in args.encodings[1:]:
+        for target in ("bmv2", "soft"):
+            r = median(rates[enc][target]) / median(rates[first][target])
+            print(f"{NAMES[target]}: {enc} aggregates {r:.2f}x the elements/s of {first} "
+                  f"(the same packets per run, {elems} elements each; medians of "
+                  f"{args.runs})")
+    return 0
 
 
 NAMES = {"bmv2": "BMv2", "soft": "softswitch"}
 
 
 def run_line(i: int, target: str, pps: float, rps: float, bench: Reading, switch: Reading,
-             wall: float, packets: int) -> str:
+             wall: float, packets: int, label: str = "") -> str:
     """One run: its rates; CPU over wall time (a process near 1.0 on one core is what
     bounds), and the switch's CPU time per packet, which other load does not change."""
-    return (f"run {i + 1} {NAMES[target]}: {pps:,.0f} packets/s, {rps:,.0f} results/s; CPU: "
+    return (f"run {i + 1} {NAMES[target]}{label}: {pps:,.0f} packets/s, {rps:,.0f} results/s; CPU: "
             f"switch {(switch / wall).text('.2f')}, bench sender+receiver "
             f"{(bench / wall).text('.2f')} (of {os.cpu_count()} cores); switch CPU "
             f"{(switch / packets).text('.3g', ' us', 1e6)} per packet")
@@ -337,9 +383,10 @@ def report(args, elems: int, packets: int, rates: dict[str, list[float]],
         frames += f
         rounded += r
     print(f"outputs identical per port and in order: yes, {frames} results in {args.runs} "
-          f"run pairs, headers byte for byte; of their {frames * elems} CNAT8 codes "
+          f"run pairs, headers byte for byte; of their {frames * elems} payload bytes "
           f"{rounded} ({100 * rounded / (frames * elems):.1f}%) one rounding step apart "
-          "(each target draws its own random rounding when it re-compresses a sum)")
+          "(each target draws its own random rounding when it re-compresses a sum to CNAT8; "
+          "SUM8 sums are exact)")
     return 0
 
 

@@ -17,6 +17,8 @@ a seed differ only in how the gradients are reduced:
                         scale), summed in the switch, CNAT8 down
   uniform (THC) INA     UQ4 up (4-bit stochastic quantization after a random rotation
                         shared per step), summed as integers in the switch, SUM8 down
+  ... wide4             NAT4 and UQ4 through the wide4 profile (1024 elements per packet:
+                        one scale per 1024 elements instead of 168)
   <compressor>          the hook with a worker/compression operator, layer-wise: dense
                         operators through Gloo's allreduce, the others gathered
 Target: C_nat INA within 0.5 pp of uncompressed at equal steps; one-bit and top-k at 1%
@@ -111,7 +113,9 @@ def main(argv=None) -> int:
                  ("C_nat INA (switch)", "switch", "cnat8"),
                  ("C_nat INA wide (switch)", "switch", "cnat8:wide"),
                  ("natural dithering INA (switch)", "switch", "nat4"),
-                 ("uniform (THC) INA (switch)", "switch", "uq4")]
+                 ("uniform (THC) INA (switch)", "switch", "uq4"),
+                 ("natural dithering INA wide4 (switch)", "switch", "nat4:wide4"),
+                 ("uniform (THC) INA wide4 (switch)", "switch", "uq4:wide4")]
     plan += [(c, "hook", c) for c in args.compressors]
     if args.methods is not None:
         plan = [p for p in plan if p[1] == "gloo" or any(m in p[0] for m in args.methods)]

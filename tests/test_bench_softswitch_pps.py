@@ -7,6 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import harness.netns
@@ -82,3 +83,40 @@ def test_a_measured_switch_cpu_gives_its_figure_and_the_ratio(monkeypatch, capsy
     (line,) = [ln for ln in out.splitlines() if ln.startswith("switch CPU per packet")]
     assert line == ("switch CPU per packet (all 3 runs together): softswitch 3 us, BMv2 "
                     "600 us; ratio BMv2/softswitch 200.00x")
+
+
+def test_uq4_stream_sums_exactly_and_the_in_process_run_reports_both(capsys):
+    """The bench's UQ4 stream (--encodings uq4): each round's SUM8 results are the exact
+    sums of what it sent (no rounding for the comparison to forgive); and softswitch in
+    process streams both encodings and prints each one's rate."""
+    from controller.topology import JobSpec, star
+    from harness.fabric import SoftFabric
+    from worker import codec, wire
+    from worker.frames import Framer
+
+    topo = star(3)
+    hosts = [h.name for h in topo.hosts]
+    fab = SoftFabric(topo)
+    try:
+        fab.program([JobSpec(pps.JOB, tuple(hosts), slots=4, encoding="sum8")])
+        rounds = pps.stream(fab.topo, hosts, 4, 4, fab.session(), 3, encoding="uq4")
+        framer = Framer((topo.host("h1").mac, topo.host("h1").ip),
+                        (topo.service_mac, topo.service_ip))
+        for frames in rounds:
+            sent = []
+            for host, frame in frames:
+                fab.send(host, frame)
+                packed = np.asarray(framer.parse(frame)[1], np.uint8)
+                sent.append(np.stack([packed >> 4, packed & 15], axis=1).ravel())
+            out = fab.expect(hosts)
+            hdr, payload = framer.parse(out["h1"])
+            assert hdr.encoding == wire.ENC_SUM8
+            assert np.array_equal(np.asarray(payload, np.int64),
+                                  codec.aggregate(sent, wire.ENC_UQ4))
+    finally:
+        fab.close()
+    assert pps.main(["--no-bmv2", "--encodings", "cnat8", "uq4", "--packets", "24",
+                     "--runs", "1", "--slots", "4", "--window", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "softswitch, cnat8:" in out and "softswitch, uq4:" in out
+    assert "uq4 aggregates" in out and "x the elements/s of cnat8" in out
