@@ -10,7 +10,7 @@
   before a switch is programmed. Its FIXED32 packets would not fit the MTU either.
 - wide4, 1024 elements (p4src/build/wide4/): the widest packet whose 4-bit contribution
   (512 bytes) may grow into a one-byte-per-element result or partial sum (by 512 bytes):
-  NAT4 and UQ4 at their fewest bytes per element (0.55 up, 1.05 down with headers). Like
+  NAT4 and UQ4 at their fewest bytes per element (0.56 up, 1.06 down with headers). Like
   the wide profile it takes no FIXED32 results or partial sums.
 Sparse jobs (mode sparse) on the wide profile too take CNAT8 results only: the padding an
 EMPTY packet brings to hold the sum (ELEMS bytes, docs/PROTOCOL.md "Sparse jobs") leaves a
