@@ -93,7 +93,12 @@ def test_exact_sums_under_chaos(seed):
     done = {k: sum(p.counts[k] for p in ports.values()) for k in ports[0].counts}
     assert done["lost"] and done["dup"] and done["delayed"] and done["corrupted"], done
     assert sum(c.stats.retransmissions for c in clients) > 0
-    assert sum(c.stats.corrupt_ignored for c in clients) > 0
+    # Every corrupted result a worker was handed was ignored: as corrupt (its checksum), or
+    # as foreign where the flipped bit made it no sparse result of the job before any
+    # checksum was read. (How many reach the workers, rather than the switch, varies.)
+    handed = done["corrupted"] - done["corrupted_out"]
+    ignored = sum(c.stats.corrupt_ignored + c.stats.foreign_ignored for c in clients)
+    assert ignored >= handed, (ignored, done)
 
 
 def test_sparse_bytes_follow_the_union_of_blocks():
