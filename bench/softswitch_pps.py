@@ -40,7 +40,7 @@ from common import Reading, cpu_of, cpu_self, median, ratio
 
 from controller.topology import JobSpec, star
 from harness.diff import CODES, same_frame
-from worker import wire
+from worker import codec, wire
 from worker.frames import Framer
 
 JOB = 1
@@ -54,8 +54,7 @@ def payloads(rng, workers: int, elems: int, encoding: str):
     """One round's payloads: CNAT8 codes (random signs and codes 0..20), or UQ4 integers
     0..15 packed two per byte (their sums, at most 15 per worker, stay exact as SUM8)."""
     if encoding == "uq4":
-        n = rng.integers(0, 16, (workers, elems)).astype(np.uint8)
-        return [((v[0::2] << 4) | v[1::2]).tobytes() for v in n]
+        return [row.tobytes() for row in codec.pack4(rng.integers(0, 16, (workers, elems)))]
     return list(rng.integers(0, 21, (workers, elems)).astype(np.uint8)
                 | (rng.integers(0, 2, (workers, elems)).astype(np.uint8) << 7))
 

@@ -106,8 +106,7 @@ def test_uq4_stream_sums_exactly_and_the_in_process_run_reports_both(capsys):
             sent = []
             for host, frame in frames:
                 fab.send(host, frame)
-                packed = np.asarray(framer.parse(frame)[1], np.uint8)
-                sent.append(np.stack([packed >> 4, packed & 15], axis=1).ravel())
+                sent.append(codec.unpack4(framer.parse(frame)[1]))
             out = fab.expect(hosts)
             hdr, payload = framer.parse(out["h1"])
             assert hdr.encoding == wire.ENC_SUM8

@@ -33,9 +33,7 @@ def framer(topo, host: str) -> Framer:
 
 
 def packed(nibbles: np.ndarray) -> bytes:
-    """ELEMS values 0..15, two per byte, element 2k in the high nibble (docs/PROTOCOL.md)."""
-    n = nibbles.astype(np.uint8)
-    return ((n[0::2] << 4) | n[1::2]).tobytes()
+    return codec.pack4(nibbles).tobytes()
 
 
 def test_uq4_sums_exact_in_lanes_and_bytes_per_element(fabric):
