@@ -267,6 +267,9 @@ def main(argv=None) -> int:
         except ValueError as e:
             ap.error(str(e))
         args.elems, args.build = prof.elems, {"build": prof.build}
+        if "uq4" in args.encodings and not prof.four_bit:
+            ap.error(f"--encodings uq4: profile {prof.name} has no 4-bit encodings (its "
+                     f"{prof.elems}-element packets cannot grow into a byte per element)")
     if args.repeat is not None:
         args.runs = args.repeat
     if args.workers < 1 or args.slots < 1 or args.window < 1 or args.runs < 1:

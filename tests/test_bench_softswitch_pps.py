@@ -119,3 +119,10 @@ def test_uq4_stream_sums_exactly_and_the_in_process_run_reports_both(capsys):
     out = capsys.readouterr().out
     assert "softswitch, cnat8:" in out and "softswitch, uq4:" in out
     assert "uq4 aggregates" in out and "x the elements/s of cnat8" in out
+
+
+def test_uq4_on_a_profile_without_4_bit_encodings_is_refused_before_any_run(capsys):
+    with pytest.raises(SystemExit) as e:
+        pps.main(["--no-bmv2", "--encodings", "cnat8", "uq4", "--profile", "wide"])
+    assert e.value.code == 2
+    assert "profile wide has no 4-bit encodings" in capsys.readouterr().err
