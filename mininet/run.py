@@ -510,7 +510,7 @@ def run(args, plan: Plan) -> int:
     import emulation
     import report
     from mininet.log import setLogLevel
-    from workers import WorkerGroup
+    from workers import WorkerGroup, host_env
 
     setLogLevel("critical")   # tc warns that HTB quantum is big; harmless
     topo, jobs, ps_host = plan.topo, plan.jobs, plan.ps_host
@@ -561,7 +561,7 @@ def run(args, plan: Plan) -> int:
                         [sys.executable, str(REPO / "worker" / server[0]), *server[1:],
                          "--workers", str(len(jobs[0].workers)), "--slots", str(args.window)],
                         stdout=log, stderr=log, cwd=str(REPO),
-                        env=dict(os.environ, PYTHONPATH=str(REPO)))
+                        env=host_env())
             sampler = None
             if args.steps > 0:
                 sampler = bounds.Sampler(

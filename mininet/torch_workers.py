@@ -9,12 +9,11 @@ the gradients go through the switches' aggregation as the numpy workers' do.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-from workers import WorkerGroup, WorkerProc
+from workers import WorkerGroup, WorkerProc, host_env
 
 from controller.profiles import profile
 from controller.topology import ifname
@@ -59,7 +58,7 @@ class TorchWorkerGroup(WorkerGroup):
                str(rank), "--result", str(result), "--ifname", ifname(host, 0), *args]
         with open(log, "wb") as f:
             proc = node.popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=str(REPO),
-                              env=dict(os.environ, PYTHONPATH=str(REPO)))
+                              env=host_env())
         self.procs.append(WorkerProc(host, job, rank, log, result, proc))
 
 

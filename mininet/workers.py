@@ -20,6 +20,17 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 STEP_RE = re.compile(r"step (\d+)/(\d+) loss ([0-9.naif]+)(?: test accuracy ([0-9.]+))?")
+# One BLAS/OpenMP thread per host process. A spare OpenBLAS thread spins after each call
+# while its worker waits for results: a quarter of a core per numpy worker at 1 Mbit/s,
+# taken from the switch and the other workers on the cores they share, and growing with
+# the wait, so a slow link looked CPU-bound. Compute here is single-threaded anyway (the
+# DDP workers set one intra-op thread).
+ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def host_env() -> dict[str, str]:
+    """The environment of a process on an emulated host (worker, parameter server)."""
+    return dict(os.environ, PYTHONPATH=str(REPO), **ONE_THREAD)
 
 
 @dataclass
@@ -69,7 +80,7 @@ class WorkerGroup:
                "--job", str(job), "--rank", str(rank), "--result", str(result), *args]
         with open(log, "wb") as f:
             proc = node.popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=str(REPO),
-                              env=dict(os.environ, PYTHONPATH=str(REPO)))
+                              env=host_env())
         self.procs.append(WorkerProc(host, job, rank, log, result, proc))
 
     def running(self) -> list[WorkerProc]:

@@ -206,3 +206,17 @@ def test_network_bound_probes_with_every_other_option_the_user_gave():
             assert again[name] == parser.get_default(name)
         else:
             assert again[name] == value, name
+
+
+def test_host_processes_get_one_blas_thread(tmp_path):
+    """A spare OpenBLAS thread spins while its worker waits for results: on shared cores it
+    slowed the numpy job tenfold and made a slow link look CPU-bound."""
+    from workers import host_env
+
+    probe = ("import numpy, threadpoolctl; "
+             "print(max(i['num_threads'] for i in threadpoolctl.threadpool_info()))")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                       env=host_env(), timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "1"
+    assert host_env()["PYTHONPATH"] == str(Path(__file__).resolve().parents[1])
