@@ -27,7 +27,9 @@ HEADROOM = 2.0       # link time over the rest of the communication at the rate 
 SWITCH_MAX = 0.5     # of a core, for a software switch
 JOB_MAX = 0.8        # the job's CPU (workers, switches, kernel) over the cores free for it
 ATTEMPTS = 4
-PROBE_STEPS = {"numpy": 8, "torch": 4}
+# A numpy step takes a few ms at a fast link: enough of them that the probe's window spans
+# several of mininet/bounds.py's CPU samples (every 0.1 s).
+PROBE_STEPS = {"numpy": 100, "torch": 4}
 
 
 def nice_below(rate: float) -> float:

@@ -12,13 +12,20 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
+def netbound_probe() -> int:
+    sys.path.insert(0, str(REPO / "mininet"))
+    import netbound
+
+    return netbound.PROBE_STEPS["numpy"]
+
+
 def test_network_bound_picks_a_slower_rate_at_which_the_link_binds(tmp_path):
     out = tmp_path / "run"
     r = subprocess.run([sys.executable, str(REPO / "mininet" / "run.py"), "--switch", "soft",
                         "--network-bound", "--bw", "1000", "--steps", "10", "--out", str(out)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    assert "network-bound: probe of 8 steps at 1000 Mbit/s" in r.stdout
+    assert f"network-bound: probe of {netbound_probe()} steps at 1000 Mbit/s" in r.stdout
     picked = re.search(r"network-bound: picked ([\d.]+) Mbit/s \((.+)\); the run was bound by "
                        r"(.+); report (\S+)", r.stdout)
     assert picked, r.stdout[-3000:]
