@@ -217,16 +217,19 @@ def steptime_section(st: dict | None, figs: Path, rel: str) -> list[str]:
     out += ["`mininet/steptime.py` predicts seconds per step from a run's own figures "
             "(docs/STEPTIME.md): compute not hidden + the largest of the busiest link's "
             "bytes over its rate, the switch's CPU per step, a worker's CPU for communication "
-            "and the window's round trips, + one packet's fill; in the emulation, never "
-            "below all the job's CPU per step over the cores free for it. A star of 4 "
+            "and the window's round trips, + one packet's fill; in the emulation, joined "
+            "with all the job's CPU per step over the cores free for it as a smooth maximum "
+            "((a^3 + b^3)^(1/3)). A star of 4 "
             f"workers, softswitch at {', '.join(f'{b:g}' for b in rates)} Mbit/s"
             + (", BMv2 at " + ", ".join(f"{b:g}" for b in sorted(
                 {r['bw'] for r in st['runs'] if r['switch'] == 'bmv2'}, reverse=True))
                + " Mbit/s" if any(r["switch"] == "bmv2" for r in st["runs"]) else "")
-            + ". Per method and switch the fastest run gives the CPU figures and the "
-            "slowest the share of the link's rate the protocol gets (BMv2: softswitch's "
-            "slowest); every other run is predicted from its link rate and the cores other "
-            "work on the machine left it, never from its own time."
+            + ". Per method and switch the fastest run gives the CPU figures, and the "
+            "slowest the share of the link's rate the protocol gets and the CPU per step "
+            "the job grows to as a slower link spreads its packets (on BMv2, with two rates, "
+            "softswitch's slowest gives the share and the CPU stays the fastest run's); every "
+            "other run is predicted from its link rate and the cores other work on the "
+            "machine left it, never from its own time."
             + (f" Median error {100 * statistics.median(errs):.1f} %, largest "
                f"{100 * max(errs):.1f} %, over {len(errs)} predicted runs." if errs else ""),
             "", st["table"], ""]

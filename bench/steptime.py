@@ -3,16 +3,16 @@
 method and switch, it predicts that method's steps/s at the other link rates (root).
 
     .venv/bin/python bench/steptime.py [--bw 1000 100 30 10 3 1] [--bmv2-bw 1000 1] \\
-        [--steps 20] [--torch-steps 8] [--quick] [--measured results/bench/steptime.json]
+        [--steps 200] [--torch-steps 16] [--quick] [--measured results/bench/steptime.json]
 
 A star of 4 workers; methods: C_nat INA and int32 INA (the numpy MLP), the host parameter
 server (numpy), Gloo's ring and C_nat INA under PyTorch DDP (MNIST-1D CNN). Each run is
 `mininet/run.py` under the emulation lock (one emulation at a time on a machine). The
 fastest run of each method and switch gives the CPU figures (bytes and packets per step, CPU
 per step of switch, workers and kernel, compute, overlap, round trip, window), the slowest
-the share of the link's rate the protocol gets; the model predicts every other run of the
-method from its link rate and the cores other work left it; no run is predicted from its
-own time. Targets: median relative error of steps/s <= 15 %, the
+the share of the link's rate the protocol gets and the CPU per step the job grows to as a
+slow link spreads its packets; the model predicts every other run of the method from its
+link rate and the cores other work left it; no run is predicted from its own time. Targets: median relative error of steps/s <= 15 %, the
 largest <= 30 %. `--measured` recomputes everything from a previous JSON (no Mininet).
 """
 
@@ -132,9 +132,11 @@ def main(argv=None) -> int:
                          "fastest and the slowest calibrate)")
     ap.add_argument("--bmv2-bw", type=float, nargs="*", default=[1000, 1],
                     help="link rates on BMv2 (default 1000 1; none: leave BMv2 out)")
-    ap.add_argument("--steps", type=int, default=20, help="steps of a numpy run (default 20)")
-    ap.add_argument("--torch-steps", type=int, default=8,
-                    help="steps of a PyTorch run (default 8)")
+    ap.add_argument("--steps", type=int, default=200,
+                    help="steps of a numpy run (default 200: its steps take a few ms, and the "
+                         "CPU is sampled every 0.1 s)")
+    ap.add_argument("--torch-steps", type=int, default=16,
+                    help="steps of a PyTorch run (default 16)")
     ap.add_argument("--methods", nargs="+", choices=[m[0] for m in METHODS],
                     help="some methods only (default all)")
     ap.add_argument("--quick", action="store_true",

@@ -18,7 +18,12 @@ sys.path.insert(0, str(REPO / "mininet"))
 import netbound  # noqa: E402
 import steptime  # noqa: E402
 
-RUNS = json.loads((REPO / "tests" / "data" / "steptime_runs.json").read_text())["runs"]
+# Two validations' runs: 2026-12-03 (2 cores shared with other work; numpy workers then ran
+# a second, spinning BLAS thread) and 2026-12-04 (the machine otherwise idle; one BLAS
+# thread per host process, DDP evaluations timed apart).
+RECORDED = {name: json.loads((REPO / "tests" / "data" / name).read_text())["runs"]
+            for name in ("steptime_runs.json", "steptime_runs_1204.json")}
+RUNS = RECORDED["steptime_runs.json"]
 
 
 def write_run(folder: Path, step=0.1, compute=0.02, comm=0.08, steps=5, bw=10.0) -> Path:
@@ -117,6 +122,47 @@ def test_shared_cores_and_the_rest_of_a_step_join_smoothly():
         assert p.step_s >= max(rest, p.terms["machine"])
 
 
+def test_cpu_grows_from_the_fast_run_to_the_slow_one_as_the_link_spreads_the_packets():
+    fast = figs(RUNS[0])
+    slow = replace(fast, bw_mbit=fast.bw_mbit / 100, host_cpu_s=fast.host_cpu_s + 0.004,
+                   hosts_cpu_s=fast.hosts_cpu_s + 0.016, switch_cpu_s=fast.switch_cpu_s * 3,
+                   kernel_cpu_s=fast.kernel_cpu_s + 0.002)
+    assert steptime.spread(fast, slow, fast.bw_mbit) == fast
+    for bw in (slow.bw_mbit, slow.bw_mbit / 10):       # at the slow rate and beyond: slow's
+        at = steptime.spread(fast, slow, bw)
+        assert at.hosts_cpu_s == pytest.approx(slow.hosts_cpu_s)
+        assert at.host_cpu_s == pytest.approx(slow.host_cpu_s)
+        assert at.switch_cpu_s == pytest.approx(slow.switch_cpu_s)
+        assert at.kernel_cpu_s == pytest.approx(slow.kernel_cpu_s)
+    # between: the square root of the way by the link's time per step
+    t0 = steptime.link_seconds(fast, fast.bw_mbit)
+    t1 = steptime.link_seconds(slow, slow.bw_mbit)
+    bw = fast.busiest_bytes * 8 / ((t0 + (t1 - t0) / 4) * 1e6)     # a quarter of the way
+    mid = steptime.spread(fast, slow, bw)
+    assert mid.switch_cpu_s == pytest.approx(fast.switch_cpu_s * (1 + 2 * 0.25 ** 0.5))
+    assert mid.compute_s == fast.compute_s and mid.step_s == fast.step_s
+    # a slow run that used less CPU does not make a slower link cheaper
+    cheaper = replace(slow, switch_cpu_s=fast.switch_cpu_s / 2)
+    assert steptime.spread(fast, cheaper, bw).switch_cpu_s == fast.switch_cpu_s
+    # predictions carry it and stay monotone in the rate
+    times = [steptime.predict(fast, r, slow=slow).step_s for r in (1000, 100, 10, 1, 0.1)]
+    assert times == sorted(times)
+    assert steptime.predict(fast, bw, slow=slow).step_s >= steptime.predict(fast, bw).step_s
+
+
+def test_predict_takes_a_slower_run_of_the_same_job_only(tmp_path):
+    cmd = [sys.executable, str(REPO / "mininet" / "steptime.py"), "predict"]
+    fast = write_run(tmp_path / "fast", bw=100.0)
+    slow = write_run(tmp_path / "slow", bw=1.0)
+    r = subprocess.run([*cmd, str(fast), "--bw", "10", "--slow", str(slow)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "10 Mbit/s" in r.stdout
+    r = subprocess.run([*cmd, str(slow), "--bw", "10", "--slow", str(fast)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "at a slower link than 1 Mbit/s" in r.stderr
+
+
 def test_a_line_rate_switch_and_a_cluster_leave_compute_and_the_link():
     f = figs(RUNS[0])
     p = steptime.predict(f, 1e6, switch_pps=math.inf, machine=False)
@@ -126,10 +172,12 @@ def test_a_line_rate_switch_and_a_cluster_leave_compute_and_the_link():
     assert q.step_s - p.step_s == pytest.approx(1.0)
 
 
-def test_the_model_predicts_recorded_runs_it_was_not_calibrated_on():
+@pytest.mark.parametrize("recorded", sorted(RECORDED))
+def test_the_model_predicts_recorded_runs_it_was_not_calibrated_on(recorded):
     """The recorded runs between the fastest and the slowest of each method, predicted from
     those two alone: closer than either naive guess, that the step stays what it was at the
     fastest rate (CPU-bound), or that it is the link's time alone."""
+    RUNS = RECORDED[recorded]
     rows = steptime.validate(RUNS)
     predicted = [r for r in rows if not r["calibration"]]
     assert len(predicted) >= 6, "the fixture has runs between its calibration rates"
@@ -146,6 +194,9 @@ def test_the_model_predicts_recorded_runs_it_was_not_calibrated_on():
     model = statistics.median(r["error"] for r in predicted)
     assert model < 0.5 * statistics.median(naive_cpu)
     assert model < 0.5 * statistics.median(naive_link)
+    if recorded == "steptime_runs_1204.json":     # the targets, on runs like the bench's
+        assert statistics.median(r["error"] for r in predicted) <= 0.15
+        assert max(r["error"] for r in predicted) <= 0.30
     # each calibration is the fastest and the slowest run of its method
     for r in rows:
         same = [x["bw"] for x in rows if (x["switch"], x["method"]) == (r["switch"], r["method"])]
