@@ -12,8 +12,9 @@ fastest run of each method and switch gives the CPU figures (bytes and packets p
 per step of switch, workers and kernel, compute, overlap, round trip, window), the slowest
 the share of the link's rate the protocol gets and the CPU per step the job grows to as a
 slow link spreads its packets; the model predicts every other run of the method from its
-link rate and the cores other work left it; no run is predicted from its own time. Targets: median relative error of steps/s <= 15 %, the
-largest <= 30 %. `--measured` recomputes everything from a previous JSON (no Mininet).
+link rate and the cores other work left it; no run is predicted from its own time.
+Targets: median relative error of steps/s <= 15 %, the largest <= 30 %. `--measured`
+recomputes everything from a previous JSON (no Mininet).
 """
 
 from __future__ import annotations
