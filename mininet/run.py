@@ -476,7 +476,10 @@ def relative(path: Path) -> str:
 
 def how_to_use(plan: Plan, emu, topo_path: Path) -> str:
     """What --switches-only prints: where the switches are and how to drive them by hand."""
+    from workers import ONE_THREAD
+
     py, topo = relative(Path(sys.executable)), relative(topo_path)
+    one_thread = " ".join(f"{k}={v}" for k, v in ONE_THREAD.items())
     switches = plan.topo.switches
     pids = ", ".join(f"{h.name} {emu.host(h.name).pid}" for h in plan.topo.hosts)
     first = plan.jobs[0].workers[0]
@@ -484,8 +487,8 @@ def how_to_use(plan: Plan, emu, topo_path: Path) -> str:
         f"switches up, not programmed: {switches[0].name} at {switches[0].grpc_addr}"
         + (f" .. {switches[-1].name} at {switches[-1].grpc_addr}" if len(switches) > 1 else ""),
         f"program them:  {py} controller/main.py --topology {topo}",
-        f"a worker:      mnexec -a <host pid> {py} worker/main.py --topology {topo} "
-        f"--host {first}",
+        f"a worker:      mnexec -a <host pid> env {one_thread} {py} worker/main.py "
+        f"--topology {topo} --host {first}",
         f"host pids:     {pids}",
         "Ctrl-C stops the switches and removes every interface and namespace.",
     ])

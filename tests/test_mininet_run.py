@@ -220,3 +220,17 @@ def test_host_processes_get_one_blas_thread(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "1"
     assert host_env()["PYTHONPATH"] == str(Path(__file__).resolve().parents[1])
+
+
+def test_switches_only_tells_how_to_start_a_worker_with_one_blas_thread(tmp_path):
+    class Host:
+        pid = 4242
+
+    class Emu:
+        def host(self, name):
+            return Host()
+
+    text = run.how_to_use(plan(), Emu(), tmp_path / "topology.json")
+    line = next(x for x in text.splitlines() if x.startswith("a worker:"))
+    assert "mnexec -a <host pid> env OPENBLAS_NUM_THREADS=1" in line
+    assert "worker/main.py --topology" in line and "h1 4242" in text
