@@ -269,10 +269,11 @@ def validate(runs: list[dict]) -> list[dict]:
                           key=lambda r: -r["bw"])
             fast = Figures(**mine[0]["figures"])
             slow = mine[-1] if len(mine) > 2 or key not in effs else None
-            if slow is not None:
-                effs[key] = link_efficiency(Figures(**slow["figures"]))
+            slow_f = Figures(**slow["figures"]) if slow is not None else None
+            if slow_f is not None:
+                effs[key] = link_efficiency(slow_f)
             eff = effs.get(key, 1.0)
-            grown = Figures(**slow["figures"]) if slow is not None and len(mine) > 2 else None
+            grown = slow_f if len(mine) > 2 else None
             for r in mine:
                 f = Figures(**r["figures"])
                 p = predict(fast, r["bw"], efficiency=eff, slow=grown,
