@@ -125,9 +125,11 @@ class PsHost:
 
 
 def run(net: SwitchNetwork, hosts: list[str], tensors: list[list], *, job: int, session: int,
-        encoding: str, framers=None, window: int = 64, timeout: float = 20.0):
+        encoding: str, framers=None, window: int = 64, timeout: float = 20.0,
+        rto: float | None = None):
     """Allreduce calls of tensors[rank][call] from `hosts`, one thread each; returns the
-    outputs and the clients."""
+    outputs and the clients. rto: a fixed retransmission timeout (default the client's
+    adaptive one)."""
     enc = wire.ENCODING_BY_NAME[encoding]
     if job in net.sessions:         # a switch job: the switches take its session first
         net.set_session(job, session)
@@ -139,7 +141,9 @@ def run(net: SwitchNetwork, hosts: list[str], tensors: list[list], *, job: int, 
     def make(rank: int) -> AllReduceClient:
         host = hosts[rank]
         framer = framers(host) if framers else net.framer(host)
-        return AllReduceClient(net.ports[host], framer, params, seed=rank, timeout=timeout)
+        fixed = {} if rto is None else {"rto": rto, "rto_min": rto, "rto_max": rto}
+        return AllReduceClient(net.ports[host], framer, params, seed=rank, timeout=timeout,
+                               **fixed)
 
     outputs, clients, errors = run_workers(make, tensors, calls=len(tensors[0]))
     bad = [f"rank {r}: {e}" for r, e in enumerate(errors) if e is not None]
