@@ -430,7 +430,7 @@ def main(argv=None) -> int:
             print(f"error: {args.run}: cannot read the run's figures: {e}", file=sys.stderr)
             return 2
         slow = None
-        if getattr(args, "slow", None) is not None:
+        if args.command == "predict" and args.slow is not None:
             try:
                 slow = figures(args.slow, args.job)
             except (OSError, ValueError, KeyError, StopIteration) as e:
