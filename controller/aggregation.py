@@ -10,6 +10,7 @@ replicating to the child ports. Regions come from controller.jobs.allocate_regio
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 
 from controller.entities import Entity, MulticastGroupEntry, TableEntry
@@ -33,29 +34,42 @@ def group_id(job_id: int) -> int:
     return job_id
 
 
-def switch_entries(tree: JobTree, switch: str, region: Region, session: int) -> list[Entity]:
+def round_key(seed: int, job_id: int, device_id: int) -> int:
+    """A switch's 32-bit key for the rounding bits of a job's re-compressed sums: a function
+    of the run's seed, the job and the switch, so a rerun of the seed rounds alike and two
+    switches of one tree round independently (DESIGN contract 10)."""
+    text = f"natswitch-round:{seed}:{job_id}:{device_id}".encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=4).digest(), "big")
+
+
+def switch_entries(tree: JobTree, switch: str, region: Region, session: int,
+                   device_id: int) -> list[Entity]:
     node = tree.nodes[switch]
     job = tree.job
     params = {"base": region.base, "num_slots": region.num_slots,
               "num_children": len(node.children), "mcast_grp": group_id(job.id)}
+    # (in the actions' order: the dry run prints them so)
+    last = {"max_exp": job.max_exp, "session": session,
+            "round_key": round_key(job.seed, job.id, device_id)}
     if node.parent is None:
         action = JOB_SPARSE_ROOT if job.mode == "sparse" else JOB_ROOT
         job_entry = TableEntry.make(JOBS, {JOB_ID: job.id}, action,
                                     {**params, "result_enc": RESULT_ENCODING[job.encoding],
-                                     "max_exp": job.max_exp, "session": session})
+                                     **last})
     else:
         assert job.mode == "dense", "build_tree refuses sparse jobs over several switches"
         job_entry = TableEntry.make(JOBS, {JOB_ID: job.id}, JOB_CHILD,
                                     {**params, "parent_port": node.parent_port,
                                      "partial_enc": RESULT_ENCODING[job.partials],
-                                     "max_exp": job.max_exp, "session": session})
+                                     **last})
     rows: list[Entity] = [MulticastGroupEntry.make(group_id(job.id),
                                                    [c.port for c in node.children])]
     rows.append(job_entry)
     # A child's weight: 1 for a worker, the worker count of a child switch's subtree.
     rows.extend(TableEntry.make(CHILDREN, {JOB_ID: job.id, INGRESS_PORT: c.port}, SET_CHILD,
                                 {"index": c.bit, "weight": tree.nodes[c.node].workers
-                                 if c.node in tree.nodes else 1})
+                                 if c.node in tree.nodes else 1,
+                                 "max_mag": tree.max_magnitude(c)})
                 for c in node.children)
     return rows
 
@@ -69,7 +83,7 @@ def entries(topo: Topology, trees: list[JobTree],
         session = job_session(sessions, tree.job.id)
         for switch in tree.nodes:
             out[switch].extend(switch_entries(tree, switch, regions[switch, tree.job.id],
-                                              session))
+                                              session, topo.switch(switch).device_id))
     return out
 
 

@@ -98,6 +98,9 @@ class JobSpec:
     partials: str = "fixed32"
     max_exp: int = DEFAULT_MAX_EXP
     mode: str = "dense"
+    # The run's seed: the switches' rounding bits for the job come from it (round_key in
+    # controller/aggregation.py), so a rerun of the seed is the same run.
+    seed: int = 0
 
     def __post_init__(self) -> None:
         # Refused here, not only where files and the command line are parsed: a job built
@@ -112,6 +115,8 @@ class JobSpec:
              "encoding": self.encoding, "partials": self.partials, "max_exp": self.max_exp}
         if self.mode != "dense":
             d["mode"] = self.mode   # dense files stay as they were
+        if self.seed:
+            d["seed"] = self.seed
         return d
 
 

@@ -163,7 +163,10 @@ def parse_job(i: int, d: dict) -> JobSpec:
     mode = _get(d, "mode", where, str, "dense")
     if mode not in MODES:
         raise TopologyError(f"{where}.mode: must be one of {MODES}, got {mode!r}")
-    return JobSpec(job_id, tuple(workers), slots, enc, partials, max_exp, mode)
+    seed = _get(d, "seed", where, int, 0)
+    if not 0 <= seed < 1 << 64:
+        raise TopologyError(f"{where}.seed: must be 0..2^64-1, got {seed}")
+    return JobSpec(job_id, tuple(workers), slots, enc, partials, max_exp, mode, seed)
 
 
 def _check_links(topo: Topology) -> None:

@@ -44,17 +44,27 @@ class JobTree:
     root: str
     nodes: dict[str, TreeNode]
 
+    def passes(self, name: str) -> int:
+        """The largest sum a node of the tree sends up, in units of the largest worker value:
+        a worker 1; a switch the sum of its children's, rounded up to the next power of two
+        when it re-compresses its partial sum (partials: cnat8, a rounding may go up)."""
+        node = self.nodes.get(name)
+        if node is None:
+            return 1
+        s = sum(self.passes(c.node) for c in node.children)
+        if node.parent is not None and self.job.partials == "cnat8":
+            s = 1 << (s - 1).bit_length()
+        return s
+
     def worst_sum(self) -> int:
-        """The largest sum the root can see, in units of the largest worker value: each
-        worker adds at most 1; a switch re-compressing its partial sum (partials: cnat8)
-        may round it up to the next power of two, so it passes at most that on."""
-        def up(name: str) -> int:
-            node = self.nodes[name]
-            s = sum(up(c.node) if c.node in self.nodes else 1 for c in node.children)
-            if node.parent is not None and self.job.partials == "cnat8":
-                s = 1 << (s - 1).bit_length()
-            return s
-        return up(self.root)
+        """The largest sum the root can see, in units of the largest worker value."""
+        return self.passes(self.root)
+
+    def max_magnitude(self, child: Child) -> int:
+        """The largest |element| `child` may send, in the job's fixed-point units: what it
+        passes up times a worker's largest value, 2^(30-h). The switch refuses more
+        (docs/PROTOCOL.md "Bounds"); these bounds add up to at most 2^30 at every switch."""
+        return self.passes(child.node) << (30 - self.headroom())
 
     def headroom(self) -> int:
         """h: workers scale their values to at most 2^(30-h) units, so that every sum in

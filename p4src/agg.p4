@@ -41,7 +41,7 @@ control NatIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         }
         if (meta.drop_reason != DROP_NONE) {
             drops.count((bit<32>)meta.drop_reason);
-            mark_to_drop(sm);
+            if (!meta.refused) { mark_to_drop(sm); }
         }
     }
 }

@@ -20,23 +20,41 @@ DECODE = (
     " ^ (0 - (bit<32>)(hdr.cnat.c{i} >> 7))) + (bit<32>)(hdr.cnat.c{i} >> 7);"
 )
 
+# murmur3's 32-bit finalizer: every output bit depends on every input bit (the rounding
+# bits below, and codec.p4's per-packet seed).
+FMIX32 = ("{x} = {x} ^ ({x} >> 16); {x} = {x} * 0x85ebca6b; {x} = {x} ^ ({x} >> 13);"
+          " {x} = {x} * 0xc2b2ae35; {x} = {x} ^ ({x} >> 16);")
+GOLDEN = 0x9E3779B9     # element i's offset from the packet's seed: i * GOLDEN mod 2^32
+
 # int32 sum -> CNAT8 code: p is the leading one of |s| (smear the bits right,
 # then popcount gives p + 1), rounded up to 2^(p+1) with probability
-# (|s| - 2^p) / 2^p. Sums stay within 2^30 (docs/PROTOCOL.md), so m <= 32.
+# (|s| - 2^p) / 2^p, compared with the low p bits of rc_r. rc_r is a function of the
+# packet's seed rc_k (codec.p4: the job's key, session and chunk) and the element's index,
+# never of arrival order (DESIGN contract 10). rc_ovf collects sums above 2^30 units:
+# their code would exceed 31, and 32 reads back as -2^31 (docs/PROTOCOL.md "Payload").
 RECOMPRESS = " ".join(
     [
         "rc_s = (bit<32>)(hdr.fixed.v{i} >> 31);",
         "rc_a = (hdr.fixed.v{i} ^ (0 - rc_s)) + rc_s;",
+        "rc_ovf = rc_ovf | (bit<32>)(bit<1>)(rc_a > 0x40000000);",
         "rc_x = rc_a | (rc_a >> 1); rc_x = rc_x | (rc_x >> 2); rc_x = rc_x | (rc_x >> 4);",
         "rc_x = rc_x | (rc_x >> 8); rc_x = rc_x | (rc_x >> 16);",
         "rc_mag = rc_x ^ (rc_x >> 1);",
         "rc_x = rc_x - ((rc_x >> 1) & 0x55555555);",
         "rc_x = (rc_x & 0x33333333) + ((rc_x >> 2) & 0x33333333);",
         "rc_x = ((rc_x + (rc_x >> 4)) & 0x0f0f0f0f) * 0x01010101;",
-        "random(rc_r, 32w0, 32w0xffffffff);",
+        "rc_r = rc_k + {g};",
+        FMIX32.format(x="rc_r"),
         "rc_up = (bit<32>)(bit<1>)((rc_r & (rc_mag - 1)) < (rc_a - rc_mag));",
         "hdr.cnat.c{i} = (bit<8>)((rc_s << 7) | ((rc_x >> 24) + rc_up));",
     ]
+)
+
+# |v| above the bound of the port the contribution came from (meta.max_mag, installed with
+# the job): collected in rg_bad, so one check refuses the packet before it touches a slot.
+RANGE = (
+    "rg_s = hdr.fixed.v{i} >> 31; rg_a = (hdr.fixed.v{i} ^ (0 - rg_s)) + rg_s;"
+    " rg_bad = rg_bad | (bit<32>)(bit<1>)(rg_a > meta.max_mag);"
 )
 
 # NAT4 nibble (bit 3 sign, bits 0-2 level m) -> +-(1 << (m-1)), as CNAT8's code m; the
@@ -64,6 +82,7 @@ MACROS = {
     "ACC_ZERO": "acc{i}.write(meta.ridx, 0);",
     "DECODE_CNAT": DECODE,
     "RECOMPRESS": RECOMPRESS,
+    "RANGE": RANGE,
 }
 
 # UQ4 and SUM8 are added four elements at a time (SWAR), never decoded one by one: each
@@ -129,7 +148,8 @@ def render(profiles=PROFILES) -> str:
     ]
     for name, stmt in MACROS.items():
         for k, (lo, hi) in enumerate(bounds):
-            body = " \\\n    ".join(stmt.format(i=i) for i in range(lo, hi))
+            body = " \\\n    ".join(stmt.format(i=i, g=hex(i * GOLDEN & 0xFFFFFFFF))
+                                     for i in range(lo, hi))
             lines += [f"#define {name}_{k} \\\n    {body}", ""]
     for name, stmt in GROUP_MACROS.items():
         for k, (lo, hi) in enumerate(bounds):

@@ -270,13 +270,15 @@ class Framer:
         return prefix[:-2] + (csum or 0xFFFF).to_bytes(2, "big") + body
 
     def parse_sparse(self, frame: bytes) -> tuple[SparseHeader, np.ndarray | None] | None:
-        """(header, payload view or None if EMPTY) of a sparse aggregation frame; None for
-        anything else (dense frames included), a bad checksum counted as in parse(). An
-        EMPTY frame may carry ELEMS bytes of padding, which are ignored."""
+        """(header, payload view or None if EMPTY or a refusal) of a sparse aggregation
+        frame; None for anything else (dense frames included), a bad checksum counted as in
+        parse(). An EMPTY frame may carry ELEMS bytes of padding, which are ignored."""
         off = self.offset
         if not self._addressed_to_us(frame, SPARSE_HEADER.size):
             return None
         hdr = SparseHeader._make(SPARSE_HEADER.unpack_from(frame, off))
+        if hdr.msg_type == wire.MSG_SPARSE_REFUSED:   # the headers alone
+            return (hdr, None) if self._whole(frame, off + SPARSE_HEADER.size) else None
         dtype = DTYPES.get(hdr.encoding)
         if hdr.encoding not in (wire.ENC_FIXED32, wire.ENC_CNAT8) \
                 or hdr.msg_type not in wire.SPARSE_TYPES:
@@ -380,12 +382,15 @@ class Framer:
     def checksum_ok(self, frame: bytes, udp_len: int) -> bool:
         return udp_checksum_ok(frame, udp_len)
 
-    def parse(self, frame: bytes) -> tuple[AggHeader, np.ndarray] | None:
-        """(header, payload view) of an aggregation frame; None for anything else."""
+    def parse(self, frame: bytes) -> tuple[AggHeader, np.ndarray | None] | None:
+        """(header, payload view) of an aggregation frame, (header, None) of a refusal;
+        None for anything else."""
         off = self.offset
         if not self._addressed_to_us(frame, HEADER.size):
             return None
         hdr = AggHeader._make(HEADER.unpack_from(frame, off))
+        if hdr.msg_type == wire.MSG_REFUSED:      # the header alone (docs/PROTOCOL.md)
+            return (hdr, None) if self._whole(frame, off + HEADER.size) else None
         n = self.items.get(hdr.encoding)
         if n is None:
             return None

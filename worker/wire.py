@@ -21,7 +21,7 @@ from scapy.fields import (
     SignedIntField,
 )
 from scapy.layers.inet import UDP
-from scapy.packet import Packet, bind_layers
+from scapy.packet import Packet, Raw, bind_layers
 
 AGG_PORT = 20033          # UDP port of aggregation traffic (0x4E41)
 ELEMS = 168               # elements per packet (p4src/include/sizes.p4)
@@ -32,9 +32,20 @@ MSG_RESULT = 2
 # Block-sparse jobs (OmniReduce's streaming aggregation; docs/PROTOCOL.md "Sparse jobs").
 MSG_SPARSE_CONTRIB = 3
 MSG_SPARSE_RESULT = 4
+# A contribution the switch will not take, sent back to its sender without payload, the
+# drop reason in `count` (docs/PROTOCOL.md "Refusals"); the sparse one keeps its block
+# header, which then holds the switch's view of the use.
+MSG_REFUSED = 5
+MSG_SPARSE_REFUSED = 6
 MSG_TYPES = {MSG_CONTRIB: "CONTRIB", MSG_RESULT: "RESULT",
-             MSG_SPARSE_CONTRIB: "SPARSE_CONTRIB", MSG_SPARSE_RESULT: "SPARSE_RESULT"}
-SPARSE_TYPES = (MSG_SPARSE_CONTRIB, MSG_SPARSE_RESULT)
+             MSG_SPARSE_CONTRIB: "SPARSE_CONTRIB", MSG_SPARSE_RESULT: "SPARSE_RESULT",
+             MSG_REFUSED: "REFUSED", MSG_SPARSE_REFUSED: "SPARSE_REFUSED"}
+SPARSE_TYPES = (MSG_SPARSE_CONTRIB, MSG_SPARSE_RESULT, MSG_SPARSE_REFUSED)
+REFUSED_TYPES = (MSG_REFUSED, MSG_SPARSE_REFUSED)
+# The drop reasons a refusal names (p4src/include/constants.p4).
+DROP_BAD_BLOCK = 17
+DROP_OUT_OF_RANGE = 23
+REFUSALS = {DROP_BAD_BLOCK: "BAD_BLOCK", DROP_OUT_OF_RANGE: "OUT_OF_RANGE"}
 
 # Agg.flags bits of sparse packets.
 FLAG_PRIME = 0x01   # the first use of a slot in a call: announces the sender's first block
@@ -113,6 +124,8 @@ class Agg(Packet):
     def guess_payload_class(self, payload: bytes):
         if self.msg_type in SPARSE_TYPES:
             return Block
+        if self.msg_type == MSG_REFUSED:
+            return Raw      # no payload: anything after the header is not ours
         return super().guess_payload_class(payload)
 
     def mysummary(self) -> str:
@@ -133,7 +146,7 @@ class Block(Packet):
     def guess_payload_class(self, payload: bytes):
         # The payload's encoding is the AGG header's; an EMPTY packet has none.
         agg = self.underlayer
-        if agg is None or agg.flags & FLAG_EMPTY:
+        if agg is None or agg.flags & FLAG_EMPTY or agg.msg_type == MSG_SPARSE_REFUSED:
             return super().guess_payload_class(payload)
         return PAYLOADS.get(agg.encoding, super().guess_payload_class(payload))
 

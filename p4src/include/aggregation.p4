@@ -30,6 +30,7 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
     VerifyUdp() integrity;
     DecodeCnat() decode;
     Recompress() recompress;
+    RangeCheck() range;
 #ifdef FOUR_BIT
     DecodeNat4() decode_nat4;
 #endif
@@ -37,10 +38,13 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
     action unknown_job() { meta.drop_reason = DROP_UNKNOWN_JOB; }
     // max_exp: the largest exponent a contribution of the job may carry (docs/PROTOCOL.md).
     // session: the job's current session, set by the control plane (docs/PROTOCOL.md
-    // "Sessions"); a packet of any other session is dropped.
+    // "Sessions"); a packet of any other session is dropped. round_key: this switch's key
+    // for the rounding bits of the job's re-compressed sums (codec.p4 Recompress).
     action job_root(bit<16> base, bit<16> num_slots, bit<8> num_children,
-                    bit<16> mcast_grp, bit<8> result_enc, bit<8> max_exp, bit<16> session) {
+                    bit<16> mcast_grp, bit<8> result_enc, bit<8> max_exp, bit<16> session,
+                    bit<32> round_key) {
         meta.session = session;
+        meta.round_key = round_key;
         meta.is_root = true;
         meta.sparse = false;
         meta.base = base;
@@ -54,8 +58,9 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
     // CNAT8 (one byte per element on every link, unbiased but no longer exact).
     action job_child(bit<16> base, bit<16> num_slots, bit<8> num_children,
                      bit<16> mcast_grp, bit<9> parent_port, bit<8> partial_enc,
-                     bit<8> max_exp, bit<16> session) {
+                     bit<8> max_exp, bit<16> session, bit<32> round_key) {
         meta.session = session;
+        meta.round_key = round_key;
         meta.is_root = false;
         meta.sparse = false;
         meta.base = base;
@@ -69,8 +74,9 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
     // A sparse (block) job: one switch, the root, so no partial sums.
     action job_sparse_root(bit<16> base, bit<16> num_slots, bit<8> num_children,
                            bit<16> mcast_grp, bit<8> result_enc, bit<8> max_exp,
-                           bit<16> session) {
+                           bit<16> session, bit<32> round_key) {
         meta.session = session;
+        meta.round_key = round_key;
         meta.is_root = true;
         meta.sparse = true;
         meta.base = base;
@@ -89,9 +95,11 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
 
     // Identity and weight come from the port (DESIGN contract 5): the weight is 1 for a
     // worker, the subtree's worker count for a child switch; the packet's count is ignored.
-    action set_child(bit<5> index, bit<8> weight) {
+    // max_mag: the largest |element| the child may send (docs/PROTOCOL.md "Bounds").
+    action set_child(bit<5> index, bit<8> weight, bit<32> max_mag) {
         meta.child_bit = ((bit<32>)1) << index;
         meta.weight = weight;
+        meta.max_mag = max_mag;
     }
     action foreign_port() { meta.drop_reason = DROP_FOREIGN_PORT; }
     table children {
@@ -259,6 +267,11 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         bv = bv | meta.child_bit;
         bool dropped = meta.stale || meta.early;
         meta.bad_block = !dropped && bad;
+        // Another child's PRIME set the use's bound and this one names another: the
+        // workers disagree (or one PRIME was forged). The sender is told the bound held.
+        meta.contradicts = meta.bad_block && prime && !meta.first && prime_use
+                           && hdr.block.block != nv;
+        meta.held = nv;
         if (dropped || bad) {
             // Nothing changes: every register is written back as read.
             bv = bv0; bo = bo0; cn = cv0; co = co0; ev = ev0; wv = wv0; uv = uv0; sv = last;
@@ -326,6 +339,24 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         meta.ovf = ln_ovf & 0xff00ff00ff00ff00;
     }
 #endif
+
+    // A contribution sent back to its sender, without payload, its drop reason in `count`
+    // (docs/PROTOCOL.md "Refusals"). It is counted among the drops all the same.
+    action refuse(bit<8> reason) {
+        meta.drop_reason = reason;
+        meta.refused = true;
+        hdr.agg.msg_type = meta.sparse ? MSG_SPARSE_REFUSED : MSG_REFUSED;
+        hdr.agg.count = reason;
+        hdr.fixed.setInvalid();
+        hdr.cnat.setInvalid();
+        hdr.pad.setInvalid();
+#ifdef FOUR_BIT
+        hdr.nib.setInvalid();
+        hdr.uq.setInvalid();
+        hdr.sum.setInvalid();
+#endif
+        sm.egress_spec = sm.ingress_port;
+    }
 
     // The UDP checksum is filled in on the way out (NatComputeChecksum).
     // The UDP length of the packet's headers and payload (docs/PROTOCOL.md "Payload").
@@ -446,6 +477,14 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
             }
         }
 #endif
+        if (hdr.fixed.isValid()) {
+            range.apply(hdr, meta);
+            if (meta.out_of_range) {
+                refuse(DROP_OUT_OF_RANGE);
+                set_lengths();
+                return;
+            }
+        }
         // Sparse (docs/PROTOCOL.md "Sparse jobs"): an EMPTY packet brings padding to hold
         // the sum where BMv2 cannot grow it by the sum's bytes: 4 * ELEMS (FIXED32 results),
         // and in the wide profile ELEMS too (CNAT8 results).
@@ -470,6 +509,12 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         }
         if (meta.early) {
             meta.drop_reason = DROP_EARLY;
+            return;
+        }
+        if (meta.contradicts) {
+            hdr.block.block = meta.held;
+            refuse(DROP_BAD_BLOCK);
+            set_lengths();
             return;
         }
         if (meta.bad_block) {
@@ -528,7 +573,12 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
             }
         }
         if (!meta.prime_use && meta.result_enc == ENC_CNAT8) {
-            recompress.apply(hdr);
+            recompress.apply(hdr, meta);
+            // Dropped, never sent wrong: the raw sums stay, so every answer is dropped too.
+            if (meta.sum_ovf) {
+                meta.drop_reason = DROP_SUM_OVERFLOW;
+                return;
+            }
             keep_rounded();
         }
 #ifdef FOUR_BIT

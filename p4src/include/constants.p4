@@ -10,6 +10,11 @@ const bit<8> MSG_RESULT = 2;
 // Sparse (block) jobs (docs/PROTOCOL.md "Sparse jobs").
 const bit<8> MSG_SPARSE_CONTRIB = 3;
 const bit<8> MSG_SPARSE_RESULT = 4;
+// A contribution the switch will not take, sent back to its port with the drop reason in
+// `count` (docs/PROTOCOL.md "Refusals"): the sender learns why at once. SPARSE_REFUSED
+// keeps the block header, which then holds the switch's view of the use.
+const bit<8> MSG_REFUSED = 5;
+const bit<8> MSG_SPARSE_REFUSED = 6;
 const bit<8> FLAG_PRIME = 0x01;     // the first use of a slot in a call
 const bit<8> FLAG_EMPTY = 0x02;     // no payload: the sender does not hold the use's block
 const bit<32> NO_BLOCK = 0xffffffff;
@@ -67,7 +72,9 @@ const bit<8> DROP_TOO_WIDE = 18;         // the wide profile: a result or partia
 const bit<8> DROP_WRONG_SESSION = 19;    // not the session the control plane set for the job
 const bit<8> DROP_EARLY = 20;            // a use no correct sender can have sent yet
 const bit<8> DROP_BAD_CODE = 21;         // a NAT4 payload holding the nibble 0x8 (never encoded)
-const bit<8> DROP_SUM_OVERFLOW = 22;     // a SUM8 result or partial sum outside 0..255
+const bit<8> DROP_SUM_OVERFLOW = 22;     // a sum its result or partial sum cannot carry:
+                                         // SUM8 outside 0..255, CNAT8 above 2^30 units
+const bit<8> DROP_OUT_OF_RANGE = 23;     // an element above the bound of the child's port
 // Size of the drops counters: the largest drop reason + 1, rounded up.
 #define DROP_REASONS 32
 

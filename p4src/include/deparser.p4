@@ -24,6 +24,15 @@ control NatComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
         // SUM8 results and partial sums (a UQ4 contribution never leaves as it came).
         update_checksum(hdr.agg.isValid() && !hdr.block.isValid() && hdr.sum.isValid(),
             { UDP_PSEUDO, UDP_FIELDS, hdr.agg, hdr.sum }, hdr.udp.checksum, HashAlgorithm.csum16);
+        // Refusals carry no payload (docs/PROTOCOL.md "Refusals").
+        update_checksum(hdr.agg.isValid() && !hdr.block.isValid() && !hdr.fixed.isValid()
+                        && !hdr.cnat.isValid() && !hdr.nib.isValid() && !hdr.uq.isValid()
+                        && !hdr.sum.isValid(),
+            { UDP_PSEUDO, UDP_FIELDS, hdr.agg }, hdr.udp.checksum, HashAlgorithm.csum16);
+#else
+        update_checksum(hdr.agg.isValid() && !hdr.block.isValid() && !hdr.fixed.isValid()
+                        && !hdr.cnat.isValid(),
+            { UDP_PSEUDO, UDP_FIELDS, hdr.agg }, hdr.udp.checksum, HashAlgorithm.csum16);
 #endif
         // Sparse results: a payload, or none (a prime's); they never carry padding.
         update_checksum(hdr.block.isValid() && hdr.fixed.isValid(),

@@ -98,9 +98,18 @@ struct metadata_t {
     bit<8>  max_exp;
     bool    sparse;
     bit<16> session;
+    bit<32> round_key;      // this switch's key for the job's rounding bits
     // from the children table
     bit<32> child_bit;
     bit<8>  weight;
+    bit<32> max_mag;        // the largest magnitude an element from this port may have
+    // refusals: a contribution sent back with its drop reason; out_of_range from
+    // codec.p4's RangeCheck; a sparse PRIME contradicting the use's bound, which `held` is
+    bool    refused;
+    bool    out_of_range;
+    bool    contradicts;
+    bit<32> held;
+    bool    sum_ovf;        // codec.p4: a re-compressed sum above 2^30 units
     // the slot's register indices
     bit<32> region;
     bit<32> ridx;

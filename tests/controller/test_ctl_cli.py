@@ -85,7 +85,7 @@ def test_dry_run_prints_trees_and_entries(capsys, tmp_path):
                   r"root s4", out)
     assert m, out[:300]
     assert ("NatIngress.agg.job_root(base=0, num_slots=64, num_children=2, mcast_grp=4, "
-            f"result_enc=0, max_exp=158, session={m.group(1)})") in out
+            f"result_enc=0, max_exp=158, session={m.group(1)}, round_key=") in out
     assert out.count("NatIngress.fwd.routes[") == 20 * 16
     assert not sessions.exists()        # a dry run writes nothing
 

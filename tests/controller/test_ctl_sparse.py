@@ -34,7 +34,8 @@ def test_sparse_job_gets_the_sparse_root_action_with_job_roots_parameters():
     assert sparse.action == A.JOB_SPARSE_ROOT and dense.action == A.JOB_ROOT
     assert dict(sparse.params) == {"base": 0, "num_slots": 16, "num_children": 3,
                                    "mcast_grp": 3, "result_enc": 1, "max_exp": 158,
-                                   "session": 43}
+                                   "session": 43,
+                                   "round_key": A.round_key(0, 3, topo.switch("s1").device_id)}
     assert [k for k, _ in sparse.params] == [k for k, _ in dense.params]
     # the compiled program has the action with these parameters
     state = canonical_state(desired_state(topo, {3: 1, 4: 2}), P4Info.load(REAL))

@@ -23,7 +23,8 @@ BAD_CHECKSUM, STALE, BAD_UDP_CHECKSUM, BAD_EXP = range(13, 17)
 WRONG_SESSION = 19      # not the session the control plane installed for the job
 EARLY = 20              # a use of the slot no correct sender can have sent yet
 BAD_CODE = 21           # a NAT4 payload holding the nibble 0x8
-SUM_OVERFLOW = 22       # a SUM8 sum outside 0..255
+SUM_OVERFLOW = 22       # a sum its result cannot carry: SUM8 outside 0..255, CNAT8 > 2^30
+OUT_OF_RANGE = 23       # an element above the bound of its port (refused to the sender)
 
 
 def slots_of(topo: Topology, job: int) -> int:
@@ -117,6 +118,24 @@ def received(fabric, host: str) -> Result:
     frame = fabric.recv(host)
     assert frame is not None, f"{fabric.name}: nothing reached {host}"
     return dissect(frame)
+
+
+def refusal(fabric, host: str) -> wire.Agg:
+    """The next packet that reached `host`, which must be a refusal: addressed to the host
+    from the service address, its checksums good, the headers alone (docs/PROTOCOL.md
+    "Refusals"); its AGG layer."""
+    frame = fabric.recv(host)
+    assert frame is not None, f"{fabric.name}: nothing reached {host}"
+    pkt = Ether(frame)
+    agg = pkt[wire.Agg]
+    assert agg.msg_type in wire.REFUSED_TYPES, pkt.summary()
+    topo = fabric.topo
+    assert (pkt.dst, pkt[IP].dst) == (topo.host(host).mac, topo.host(host).ip)
+    assert (pkt.src, pkt[IP].src) == (topo.service_mac, topo.service_ip)
+    sparse = agg.msg_type == wire.MSG_SPARSE_REFUSED
+    assert pkt[UDP].len == 8 + 16 + (8 if sparse else 0), "a refusal carries no payload"
+    assert udp_checksum_ok(pkt), "the refusal's UDP checksum does not add up"
+    return agg
 
 
 def collect(fabric, hosts, per_host: int) -> dict[str, dict[tuple, Result]]:

@@ -10,6 +10,7 @@ from tests.dataplane.packets import ELEMS, check_rounding, contrib, received
 from worker import codec, wire
 
 TRIALS = 64
+BOUND = 1 << 29     # the largest element a worker of a 2-worker job may send
 
 
 def targets(rng):
@@ -30,8 +31,8 @@ def test_recompressed_results_are_bracketing_and_unbiased(fabric):
     - the mean of decoded / exact over all non-zero elements and trials is 1 within
       5 * sqrt(1/8 / samples) (the variance of one decoded / exact is q(1-q)/(1+q)^2 <= 1/8);
     - per fraction q, the rate of rounding up is q within 5 * sqrt(q(1-q) / samples).
-    softswitch draws from a seeded generator (fixed per fabric); BMv2's random extern cannot
-    be seeded."""
+    The rounding bits are a hash of the job's key, the session, the chunk and the element
+    (codec.p4), so each trial, a chunk of its own, draws afresh."""
     topo = fabric.program([JobSpec(51, ("h1", "h2"), slots=8, encoding="cnat8")])
     session = fabric.session()
     rng = np.random.default_rng(51)
@@ -44,7 +45,9 @@ def test_recompressed_results_are_bracketing_and_unbiased(fabric):
     for t in range(TRIALS):
         slot, use = t % 8, t // 8          # chunk number use * 8 + slot = t
         version = use % 2
-        share = rng.integers(-(1 << 20), 1 << 20, ELEMS)
+        # two shares within each worker's bound (2^29 units for 2 workers), the rest random
+        lo, hi = np.maximum(-BOUND, sums - BOUND), np.minimum(BOUND, sums + BOUND)
+        share = np.clip(sums // 2 + rng.integers(-(1 << 20), 1 << 20, ELEMS), lo, hi)
         a, b = (sums - share).astype(np.int32), share.astype(np.int32)
         fabric.send("h1", contrib(topo, "h1", 51, session, slot, a, use=use))
         fabric.send("h2", contrib(topo, "h2", 51, session, slot, b, use=use))

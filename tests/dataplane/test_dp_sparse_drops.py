@@ -1,5 +1,6 @@
 """What a sparse job refuses (docs/PROTOCOL.md "Sparse jobs", "Switch checks"): a block or
-next that does not fit the use, a prime with a payload or the wrong bound, a PRIME in a data
+next that does not fit the use, a prime with a payload or the wrong bound (sent back to its
+sender with the bound the use holds: a refusal), a PRIME in a data
 use or opening the next use of a stream not done, a data use with no complete use before it
 (BAD_BLOCK); a use no correct sender can have sent yet (EARLY); dense packets to a sparse job
 (BAD_TYPE); an EMPTY packet too short to carry a FIXED32 result (BAD_LENGTH). Each is
@@ -23,6 +24,7 @@ from tests.dataplane.packets import (
     RESULT,
     contrib,
     received_sparse,
+    refusal,
     sparse,
     sparse_pkt,
 )
@@ -65,7 +67,6 @@ def test_bad_blocks_are_dropped_and_the_slot_stays_intact(fabric):
     expect_drops(fabric, [
         (BAD_BLOCK, "h2", pkt("h2", B, 2, good, prime=True)),      # with a payload
         (BAD_BLOCK, "h2", pkt("h2", B, 2, prime=True, pad=True)),  # with padding
-        (BAD_BLOCK, "h2", pkt("h2", B + 1, 2, prime=True)),        # another bound
         (BAD_BLOCK, "h2", pkt("h2", B, B, prime=True)),            # next = bound
         (BAD_BLOCK, "h2", pkt("h2", B, B + 7, prime=True)),        # next outside
         (BAD_BLOCK, "h2", pkt("h2", 0, 2, good)),                  # data in a prime
@@ -73,6 +74,15 @@ def test_bad_blocks_are_dropped_and_the_slot_stays_intact(fabric):
         (BAD_RESULT_PORT, "h2", bytes(sparse_pkt(topo, "h2", 401, s, 0, B, 2, prime=True,
                                                  msg_type=wire.MSG_SPARSE_RESULT))),
     ], hosts)
+    # A PRIME naming another bound than the one the use holds: the workers disagree (or
+    # the first was forged). Counted as BAD_BLOCK, sent back with the bound held.
+    at = fabric.counters("s1")
+    fabric.send("h2", pkt("h2", B + 5, 2, prime=True))
+    got = refusal(fabric, "h2")
+    assert (got.msg_type, got.count, got[wire.Block].block) == (
+        wire.MSG_SPARSE_REFUSED, BAD_BLOCK, B)
+    delta = fabric.wait_counters(at, {("s1", "drops_in", BAD_BLOCK): 1}, switches=("s1",))
+    assert delta.of("s1", "events") == {}
     fabric.send("h2", pkt("h2", B, 4, prime=True, exp=131))
     fabric.send("h3", pkt("h3", B, 2, prime=True, exp=135))
     for h in hosts:

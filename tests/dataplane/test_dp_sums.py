@@ -13,8 +13,10 @@ from tests.dataplane.packets import (
     collect,
     contrib,
     random_cnat,
+    OUT_OF_RANGE,
     random_fixed,
     received,
+    refusal,
 )
 from worker import codec, wire
 
@@ -150,11 +152,15 @@ def test_fixed32_and_cnat8_mixed_as_a_parent_sees_them(fabric):
 
 def test_every_cnat8_byte_decodes_as_the_codec_says(fabric):
     """All 256 byte values through the switch's decoder: +-(1 << (m-1)) on 32 bits, m = 0 and
-    m > 32 are zero (codec.switch_decode_cnat8), including the sign with m = 0."""
+    m > 32 are zero (codec.switch_decode_cnat8), including the sign with m = 0. A byte whose
+    value is above a 2-worker job's bound (2^29 units: m = 31 and 32, either sign) is
+    refused back to its sender, one packet each."""
     topo = fabric.program([JobSpec(72, ("h1", "h2"), slots=2)])
     session = fabric.session()
+    every = np.arange(256, dtype=np.uint8)
+    big = np.isin(every & 0x7F, (31, 32))
     codes = np.zeros(2 * ELEMS, np.uint8)
-    codes[:256] = np.arange(256, dtype=np.uint8)
+    codes[:256 - big.sum()] = every[~big]
     for slot in range(2):
         mine = codes[slot * ELEMS:(slot + 1) * ELEMS]
         fabric.send("h1", contrib(topo, "h1", 72, session, slot, mine))
@@ -162,6 +168,12 @@ def test_every_cnat8_byte_decodes_as_the_codec_says(fabric):
         for host in ("h1", "h2"):
             res = received(fabric, host)
             assert np.array_equal(res.payload, codec.switch_decode_cnat8(mine))
+    for byte in every[big]:
+        mine = np.zeros(ELEMS, np.uint8)
+        mine[7] = byte
+        fabric.send("h1", contrib(topo, "h1", 72, session, 0, mine, use=1))
+        got = refusal(fabric, "h1")
+        assert (got.msg_type, got.count, got.slot) == (wire.MSG_REFUSED, OUT_OF_RANGE, 0), byte
     assert not any(fabric.quiet(["h1", "h2"]).values())
 
 

@@ -172,7 +172,7 @@ def test_a_lane_that_reads_the_next_lanes_field_sees_it_unchanged():
 # -- the aggregation program ---------------------------------------------------------------------
 
 def job_entry(enc: int, workers: int, session: int) -> Entry:
-    return Entry((1,), "NatIngress.agg.job_root", [0, 64, workers, 1, enc, 255, session])
+    return Entry((1,), "NatIngress.agg.job_root", [0, 64, workers, 1, enc, 255, session, 0x5EED])
 
 
 def agg_switch(j: dict, native: bool, enc: int, workers: int = 4) -> Switch:
@@ -183,7 +183,7 @@ def agg_switch(j: dict, native: bool, enc: int, workers: int = 4) -> Switch:
     sw.tables["NatIngress.agg.jobs"].insert(job_entry(enc, workers, 1))
     for w in range(workers):
         sw.tables["NatIngress.agg.children"].insert(Entry(
-            (1, w + 1), "NatIngress.agg.set_child", [w, 1]))
+            (1, w + 1), "NatIngress.agg.set_child", [w, 1, 1 << 30]))
     sw.pre.create(1, [(w + 1, 0) for w in range(workers)])
     return sw
 

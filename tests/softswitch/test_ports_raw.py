@@ -230,7 +230,7 @@ NATIVE_SCRIPT = textwrap.dedent("""
 
     def job(session):
         return Entry((1,), "NatIngress.agg.job_root",
-                     [0, 64, N, 1, wire.ENC_FIXED32, 255, session])
+                     [0, 64, N, 1, wire.ENC_FIXED32, 255, session, 0x5EED])
 
     def switch(native):
         sw = Switch(seed=1, native=native)
@@ -238,7 +238,7 @@ NATIVE_SCRIPT = textwrap.dedent("""
         sw.tables["NatIngress.agg.jobs"].insert(job(1))
         for w in range(N):
             sw.tables["NatIngress.agg.children"].insert(Entry(
-                (1, w + 1), "NatIngress.agg.set_child", [w, 1]))
+                (1, w + 1), "NatIngress.agg.set_child", [w, 1, 1 << 30]))
         return sw
 
     def group(sw, extra):

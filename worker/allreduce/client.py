@@ -187,6 +187,41 @@ def bound_text(job) -> str:
             f"2^{job.max_exp - 126}); the switch would drop it, so nothing was sent")
 
 
+BAD_CHECKSUM = "failed the UDP checksum"
+BAD_CODES = "passed the checksum but held codes no switch sends"
+
+
+def refusal_text(job, hdr, where: str, blocks: int | None = None) -> str:
+    """Why the switch sent a contribution back (docs/PROTOCOL.md "Refusals"), as the error
+    states it; `blocks`: the tensor's block count this worker sent (sparse)."""
+    reason = wire.REFUSALS.get(hdr.count, f"drop reason {hdr.count}")
+    if hdr.count == wire.DROP_OUT_OF_RANGE:
+        h = job.headroom if job.headroom is not None else (job.workers - 1).bit_length()
+        return (f"{where}: the switch refused this worker's contribution ({reason}): an "
+                f"element is larger than this port may send. Job {job.job_id}'s workers scale "
+                f"their values to at most 2^{30 - h} units (headroom h={h}, from the "
+                f"topology's tree), so that no sum passes 2^30; a worker scaling with less "
+                f"headroom than the job's, or a corrupt sender, is refused rather than summed "
+                f"wrong: give every worker the job's headroom (Topology.headroom)")
+    if hdr.count == wire.DROP_BAD_BLOCK and blocks is not None:
+        return (f"{where}: workers disagree on the tensor's block count: the switch holds "
+                f"B={hdr.block} (the first PRIME it took), this worker sent B={blocks}; every "
+                f"worker of job {job.job_id} must allreduce tensors of the same size, and a "
+                f"PRIME from another port may have been forged")
+    return f"{where}: the switch refused this worker's contribution ({reason})"
+
+
+def seen_text(rejected: dict[str, int]) -> str:
+    """What a worker saw that failed its checks, for a timeout's message ('' if nothing)."""
+    return "; ".join(f"{n} results that {check}" for check, n in rejected.items() if n)
+
+
+def corrupt_hint(job) -> str:
+    return (f"results for job {job.job_id} reached this worker but failed its checks: frames "
+            f"are corrupted between the switch and this worker (a link, a port or the "
+            f"switch), so its missing results may never arrive intact")
+
+
 def session_answered_hint(job) -> str:
     """Why a call gets no result when earlier calls of its session did: the switch was up,
     programmed and took the session, so a worker is the likely cause (or a switch restart,
@@ -310,6 +345,7 @@ class AllReduceClient(SessionMixin):
         self.done_chunks = 0
         self.received_this_call = 0
         self.other_chunk = 0
+        self.rejected = {BAD_CHECKSUM: 0, BAD_CODES: 0}     # results failing a check
         used = self.used = min(window, n_chunks)
         self.calls += 1
         before = self.stats.copy()
@@ -509,6 +545,7 @@ class AllReduceClient(SessionMixin):
         if got is None:
             if self.framer.bad_checksums != bad:
                 self.stats.corrupt_ignored += 1
+                self.rejected[BAD_CHECKSUM] += 1
             else:
                 self.stats.foreign_ignored += 1
             return False
@@ -516,6 +553,7 @@ class AllReduceClient(SessionMixin):
         if msg is not None and not self.coder.valid(msg[0].encoding, msg[1]):
             # checksum good, payload not one a switch sends: corrupt, as a bad checksum
             self.stats.corrupt_ignored += 1
+            self.rejected[BAD_CODES] += 1
             return False
         self._dispatch(s, event, msg)
         return event == _MORE or event == _LAST
@@ -526,6 +564,9 @@ class AllReduceClient(SessionMixin):
             return None
         hdr, payload = parsed
         job = self.job
+        if hdr.msg_type == wire.MSG_REFUSED:
+            self._refused(hdr, used)
+            return None
         if (hdr.msg_type != wire.MSG_RESULT or hdr.job_id != job.job_id
                 or hdr.session != job.session or hdr.slot >= used):
             return None
@@ -553,6 +594,16 @@ class AllReduceClient(SessionMixin):
                                  f"answer {wire.ENCODINGS[job.encoding]} contributions")
         last = state == _RUNNING and cur + self.job.window >= self.n_chunks
         return s, _LAST if last else _MORE, (hdr, payload)
+
+    def _refused(self, hdr, used: int) -> None:
+        """A refusal of this worker's current use of a slot fails the call at once; one of
+        another job, session or use is ignored (counted as foreign)."""
+        job, s = self.job, hdr.slot
+        if (hdr.job_id == job.job_id and hdr.session == job.session and s < used
+                and int(self.state[s]) in _IN_FLIGHT and hdr.version == int(self.uses[s]) & 1
+                and hdr.chunk == self._chunk_field(s)):
+            what = "the priming round" if self.state[s] == _PRIMING else f"chunk {self.cur[s]}"
+            raise AllReduceError(refusal_text(job, hdr, f"slot {s} {what}"))
 
     def _dispatch(self, s: int, event: int, msg) -> None:
         old = int(self.state[s])
@@ -783,9 +834,15 @@ class AllReduceClient(SessionMixin):
         held = int(np.count_nonzero(self.state[:used] == _AWAIT))
         if held:
             shown += f"; {held} slots wait for the priming result"
+        saw = seen_text(self.rejected)
+        if self.other_chunk:
+            saw = "; ".join(filter(None, (saw, f"{self.other_chunk} results for other uses "
+                                               "of its slots")))
         if self.other_chunk:
             hint = (f"the switch answered {self.other_chunk} times with results for other "
                     f"uses: {used_session_hint(job)}")
+        elif any(self.rejected.values()):
+            hint = corrupt_hint(job)
         elif self.received_this_call == 0 and self.session_results:
             hint = session_answered_hint(job)
         elif self.received_this_call == 0:
@@ -799,4 +856,4 @@ class AllReduceClient(SessionMixin):
         return (f"allreduce of job {job.job_id} (session {job.session}, call "
                 f"{self.calls}) got no result for {idle:.1f} s: "
                 f"{self.n_chunks - self.done_chunks} of {self.n_chunks} chunks never completed "
-                f"[{shown}]; {hint}")
+                f"[{shown}]; {f'this worker saw {saw}; ' if saw else ''}{hint}")

@@ -37,6 +37,8 @@ import numpy as np
 
 from worker import wire
 from worker.allreduce.client import (
+    BAD_CHECKSUM,
+    BAD_CODES,
     INITIAL_WINDOW,
     MAX_CHUNKS,
     RTO_INITIAL,
@@ -47,6 +49,9 @@ from worker.allreduce.client import (
     SessionMixin,
     check_options,
     checked_tensor,
+    corrupt_hint,
+    refusal_text,
+    seen_text,
     session_answered_hint,
     used_session_hint,
 )
@@ -140,6 +145,7 @@ class SparseAllReduceClient(SessionMixin):
         heapq.heapify(self.ready)
         self.got: list[tuple[int, int, int, np.ndarray]] = []   # (block, enc, exp, payload)
         self.received_this_call = 0
+        self.rejected = {BAD_CHECKSUM: 0, BAD_CODES: 0}     # results failing a check
         self.completed = 0                                  # uses of this call completed
         self.calls += 1
         before = self.stats.copy()
@@ -304,11 +310,15 @@ class SparseAllReduceClient(SessionMixin):
         bad = self.framer.bad_checksums
         parsed = self.framer.parse_sparse(frame)
         job = self.job
+        if parsed is not None and parsed[0].msg_type == wire.MSG_SPARSE_REFUSED:
+            self._refused(parsed[0])
+            parsed = None
         if parsed is None or parsed[0].msg_type != wire.MSG_SPARSE_RESULT or \
                 parsed[0].job_id != job.job_id or parsed[0].session != job.session or \
                 parsed[0].slot >= self.S:
             if self.framer.bad_checksums != bad:
                 st.corrupt_ignored += 1
+                self.rejected[BAD_CHECKSUM] += 1
             else:
                 st.foreign_ignored += 1
             return None
@@ -323,6 +333,7 @@ class SparseAllReduceClient(SessionMixin):
         self._check(s, hdr, payload)
         if payload is not None and not self.coder.valid(hdr.encoding, payload):
             st.corrupt_ignored += 1     # checksum good, a code no switch sends: corrupt
+            self.rejected[BAD_CODES] += 1
             return None
         if self.k[s] > 0:
             self.result_encoding = hdr.encoding
@@ -354,6 +365,17 @@ class SparseAllReduceClient(SessionMixin):
             self.state[s] = _READY
             heapq.heappush(self.ready, (self._order(s), s))
         return seq
+
+    def _refused(self, hdr) -> None:
+        """A refusal of this worker's current use of a slot fails the call at once (a PRIME
+        whose block count contradicts the switch's names both); others count as foreign."""
+        job, s = self.job, hdr.slot
+        if (hdr.job_id == job.job_id and hdr.session == job.session and s < self.S
+                and self.state[s] == _RUNNING and hdr.version == self.uses[s] & 1
+                and hdr.chunk == self._chunk(s)):
+            prime = self.k[s] == 0
+            where = f"slot {s} {'prime' if prime else f'block {self.block[s]}'}"
+            raise AllReduceError(refusal_text(job, hdr, where, self.nb if prime else None))
 
     def _check(self, s: int, hdr, payload) -> None:
         """A result that cannot answer this worker's use is a configuration error."""
@@ -407,7 +429,10 @@ class SparseAllReduceClient(SessionMixin):
                    for s in np.flatnonzero(self.state == _RUNNING)]
         shown = "; ".join(waiting[:8]) + (f"; ... {len(waiting) - 8} more slots"
                                           if len(waiting) > 8 else "")
-        if self.received_this_call:
+        saw = seen_text(self.rejected)
+        if any(self.rejected.values()):
+            hint = corrupt_hint(job)
+        elif self.received_this_call:
             hint = (f"other slots completed, so the switch answers: a worker of the "
                     f"{job.workers} is likely missing or stopped")
         elif self.session_results:
@@ -418,4 +443,5 @@ class SparseAllReduceClient(SessionMixin):
                     f"{job.workers} workers running? Or {used_session_hint(job)}")
         return (f"sparse allreduce of job {job.job_id} (session {job.session}, call "
                 f"{self.calls}) got no result for {idle:.1f} s: {self.S - self.done} of "
-                f"{self.S} slots unfinished [{shown}]; {hint}")
+                f"{self.S} slots unfinished [{shown}]; "
+                f"{f'this worker saw {saw}; ' if saw else ''}{hint}")

@@ -44,22 +44,23 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
     counter(16, CounterType.packets) events;
     action unknown_job() { meta.drop_reason = 1; }
     action job_root(bit<16> base, bit<16> num_slots, bit<8> num_children,
-                    bit<16> mcast_grp, bit<8> result_enc, bit<8> max_exp, bit<16> session) {
+                    bit<16> mcast_grp, bit<8> result_enc, bit<8> max_exp, bit<16> session,
+                    bit<32> round_key) {
         meta.grp = mcast_grp + base + num_slots + (bit<16>)num_children + (bit<16>)result_enc
-                   + (bit<16>)max_exp + session;
+                   + (bit<16>)max_exp + session + (bit<16>)round_key;
     }
     action job_child(bit<16> base, bit<16> num_slots, bit<8> num_children,
                      bit<16> mcast_grp, bit<9> parent_port, bit<8> partial_enc,
-                     bit<8> max_exp, bit<16> session) {
+                     bit<8> max_exp, bit<16> session, bit<32> round_key) {
         meta.grp = mcast_grp + base + num_slots + (bit<16>)num_children + (bit<16>)partial_enc
-                   + (bit<16>)max_exp + session;
+                   + (bit<16>)max_exp + session + (bit<16>)round_key;
         meta.parent_port = parent_port;
     }
     action job_sparse_root(bit<16> base, bit<16> num_slots, bit<8> num_children,
                            bit<16> mcast_grp, bit<8> result_enc, bit<8> max_exp,
-                           bit<16> session) {
+                           bit<16> session, bit<32> round_key) {
         meta.grp = mcast_grp + base + num_slots + (bit<16>)num_children + (bit<16>)result_enc
-                   + (bit<16>)max_exp + session + 1;
+                   + (bit<16>)max_exp + session + (bit<16>)round_key + 1;
     }
     table jobs {
         key = { hdr.agg.job_id: exact; }
@@ -67,7 +68,9 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         default_action = unknown_job();
         size = 64;
     }
-    action set_child(bit<5> index, bit<8> weight) { meta.child = index + (bit<5>)weight; }
+    action set_child(bit<5> index, bit<8> weight, bit<32> max_mag) {
+        meta.child = index + (bit<5>)weight + (bit<5>)max_mag;
+    }
     action foreign_port() { meta.drop_reason = 2; }
     table children {
         key = { hdr.agg.job_id: exact; sm.ingress_port: exact; }
