@@ -29,8 +29,8 @@ from common import OUT, markdown, save, say, table
 
 from controller.profiles import PROFILES
 from controller.topology import JobSpec
+from harness.fabric import FabricPort
 from harness.workers import run_workers
-from tests.dataplane.chaos import FabricPort
 from worker import wire
 from worker.allreduce import AllReduceClient, job_params
 from worker.allreduce.job import JOB_ENCODINGS

@@ -31,6 +31,7 @@ from controller.program import canonical_state, desired_state, sync
 from controller.session import ControllerError, Session
 from controller.topology import JobSpec, Topology, leaf_spine
 from harness.network import route
+from worker.transport import Port
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "p4src" / "build"
@@ -249,3 +250,24 @@ class SoftFabric(Fabric):
         super().close()
         for server in self.servers:
             server.stop(0)
+
+
+class FabricPort(Port):
+    """A host of a fabric as a worker's port (softswitch in process, or BMv2): real allreduce
+    clients on the data-plane tests' and benches' switches."""
+
+    def __init__(self, fabric: Fabric, host: str):
+        super().__init__()
+        self.fabric, self.host = fabric, host
+
+    def send(self, frame: bytes) -> None:
+        self.fabric.send(self.host, frame)
+
+    def recv(self, timeout: float | None) -> bytes | None:
+        deadline = time.monotonic() + (60.0 if timeout is None else timeout)
+        while True:
+            left = deadline - time.monotonic()
+            frame = self.fabric.recv(self.host, max(0.0, min(left, 0.02)))
+            if frame is not None or left <= 0:
+                return frame
+            time.sleep(0.001)

@@ -181,23 +181,3 @@ class ChaosPort(Port):
                 self._hold(self.held_in, frame)
                 continue
             return frame
-
-
-class FabricPort(Port):
-    """A host of a data-plane fabric as a worker's port (softswitch in process or BMv2)."""
-
-    def __init__(self, fabric, host: str):
-        super().__init__()
-        self.fabric, self.host = fabric, host
-
-    def send(self, frame: bytes) -> None:
-        self.fabric.send(self.host, frame)
-
-    def recv(self, timeout: float | None) -> bytes | None:
-        deadline = time.monotonic() + (60.0 if timeout is None else timeout)
-        while True:
-            left = deadline - time.monotonic()
-            frame = self.fabric.recv(self.host, max(0.0, min(left, 0.02)))
-            if frame is not None or left <= 0:
-                return frame
-            time.sleep(0.001)

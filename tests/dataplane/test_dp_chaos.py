@@ -21,8 +21,9 @@ import numpy as np
 import pytest
 
 from controller.topology import JobSpec
+from harness.fabric import FabricPort
 from harness.workers import Trace, check_exact, run_workers
-from tests.dataplane.chaos import Chaos, ChaosPort, FabricPort
+from tests.dataplane.chaos import Chaos, ChaosPort
 from tests.dataplane.packets import (
     BAD_ENCODING,
     BAD_LENGTH,
