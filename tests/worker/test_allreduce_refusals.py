@@ -110,8 +110,9 @@ class CorruptingPort(Port):
         return bytes(b)
 
 
-@pytest.mark.parametrize("how,check", [("checksum", "failed the UDP checksum"),
-                                       ("codes", "passed the checksum but held codes no switch sends")])
+@pytest.mark.parametrize("how,check", [
+    ("checksum", "failed the UDP checksum"),
+    ("codes", "passed the checksum but held codes no switch sends")])
 def test_a_timeout_first_names_the_results_that_failed_a_check(how, check):
     topo, net = network("cnat8")
     net.set_session(1, 7 if how == "checksum" else 8)
