@@ -135,7 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"SGD steps (default 100; with --framework torch {TORCH_STEPS}, which "
                         f"reach 80 %% or more, but {TORCH_STEPS_BMV2} on BMv2 with switch "
                         f"aggregation, whose per-packet work makes a step take seconds here)")
-    j.add_argument("--seed", type=int, default=0)
+    j.add_argument("--seed", type=int, default=0,
+                   help="the run's seed: workers' data, models and encoders, and the "
+                        "switches' rounding bits (default 0)")
     j.add_argument("--rto", type=float, default=0.5,
                    help="workers' first retransmission timeout, s (default 0.5)")
     j.add_argument("--timeout", type=float, default=20.0,
@@ -167,6 +169,7 @@ RANGES = (
     ("jobs", lambda v: v >= 1, "at least 1"),
     ("window", lambda v: 1 <= v <= POOL_SIZE, f"within 1..{POOL_SIZE} (a switch's slots)"),
     ("steps", lambda v: v >= 0, "at least 0"),
+    ("seed", lambda v: 0 <= v < 1 << 63, "within 0..2^63-1"),
     ("rto", lambda v: v > 0, "above 0 s"),
     ("timeout", lambda v: v > 0, "above 0 s"),
     ("eval_every", lambda v: v >= 1, "at least 1"),
@@ -284,7 +287,7 @@ def plan_jobs(args, topo) -> tuple[list[JobSpec], str | None]:
     for i in range(args.jobs):
         members = chosen[i * per:(i + 1) * per] if i < args.jobs - 1 else chosen[i * per:]
         jobs.append(JobSpec(i + 1, tuple(members), slots=args.window, encoding=result,
-                            partials=args.partials or partials, mode=mode))
+                            partials=args.partials or partials, mode=mode, seed=args.seed))
     return jobs, ps_host
 
 

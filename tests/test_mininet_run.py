@@ -20,6 +20,12 @@ def plan(*argv: str):
     return run.make_plan(run.build_parser().parse_args([*argv, "--switch", "soft"]))
 
 
+def test_the_runs_seed_reaches_every_jobs_topology_entry():
+    """The switches' rounding keys come from the jobs' seed (controller/aggregation.py)."""
+    assert [j.seed for j in plan("--seed", "41", "--jobs", "2").jobs] == [41, 41]
+    assert [j.seed for j in plan().jobs] == [0]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--compressor", "foo"], "--compressor foo: unknown compressor"),
     (["--topo", "fat-tree", "--hosts", "8"], "--hosts applies to --topo star only"),
@@ -29,6 +35,7 @@ def plan(*argv: str):
     (["--bw", "0"], "--bw 0.0: must be above 0"),
     (["--workers", "9"], "--workers 9: the topology has 4 hosts"),
     (["--jobs", "5"], "--jobs 5: needs 1..4"),
+    (["--seed", "-1"], "--seed -1: must be within 0..2^63-1"),
     (["--window", "100000"], "--window 100000: must be within 1..512"),
     (["--jobs", "3", "--window", "256"], "no room for job 3"),
     (["--steps", "-1"], "--steps -1: must be at least 0"),
