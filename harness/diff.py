@@ -10,14 +10,9 @@ see BMv2's frames and counters; on the way every one is checked against softswit
   fails with the difference if they do not within COUNTER_WAIT);
 - registers (check(), after each test), read from BMv2 over Thrift since its P4Runtime
   server cannot read register arrays.
-The one legitimate difference is the switch's random rounding when it re-compresses sums to
-CNAT8 (each target draws its own): where a programmed job re-compresses its results, a CNAT8
-code may be one step from the other target's (same sign, both non-zero), and so may a stored
-sum (a signed power of two, within a factor 2); the rest of every frame must still be
-equal. Where a job re-compresses its partial sums, the parent adds rounded values, so its
-sums may differ anywhere: there every aggregation payload and stored sum is exempt, and the
-rest (headers, counts, bitmaps, counters) compared. After check() softswitch's registers are
-set to BMv2's, so rounding drawn in one test does not reach the next.
+There is no legitimate difference: the switch's rounding bits when it re-compresses sums to
+CNAT8 are a hash of what it rounds (docs/PROTOCOL.md "Rounding bits"), so both targets give
+the same codes, and every frame and register must be equal.
 With loss (random drops, drawn differently by each target) nothing is compared until the
 next program(); check() then realigns registers and counters.
 """
@@ -31,75 +26,12 @@ from pathlib import Path
 from harness.fabric import BUILD, Counters, Fabric, SoftFabric
 from harness.netns import Bmv2Fabric, inside
 from harness.thrift import Bmv2Thrift
-from worker import wire
-from worker.frames import udp_checksum_ok
 
 PORT_RX = "NatIngress.port_rx"
 
 
 class Mismatch(AssertionError):
     """softswitch and BMv2 disagree."""
-
-
-def near_codes(a: bytes, b: bytes) -> bool:
-    """Codes equal, or one rounding step apart with the same sign (both non-zero)."""
-    for x, y in zip(a, b, strict=True):
-        if x != y and ((x ^ y) & 0x80 or not x & 0x7F or not y & 0x7F
-                       or abs((x & 0x7F) - (y & 0x7F)) != 1):
-            return False
-    return True
-
-
-def _agg_payload(frame: bytes) -> tuple[int, int] | None:
-    """(where an aggregation packet's AGG header starts, where its payload starts: after
-    the BLOCK header in sparse packets), or None."""
-    if len(frame) < 14 + 20 or frame[12:14] != b"\x08\x00" or frame[23] != 17:
-        return None
-    agg = 14 + (frame[14] & 0x0F) * 4 + 8
-    if len(frame) < agg + 16 or int.from_bytes(frame[agg - 6:agg - 4], "big") != wire.AGG_PORT:
-        return None
-    return agg, agg + 16 + (8 if frame[agg] in wire.SPARSE_TYPES else 0)
-
-
-CODES, SUMS = "codes", "sums"       # what a job's re-compression lets differ
-
-
-def same_frame(soft: bytes, bmv2: bytes, rounding: str | None) -> bool:
-    """Equal frames; rounding CODES: CNAT8 codes may differ by one step (near_codes);
-    SUMS: any aggregation payload may differ (sums of rounded partial sums)."""
-    if soft == bmv2:
-        return True
-    if not rounding or len(soft) != len(bmv2):
-        return False
-    where = _agg_payload(soft)
-    if where is None or where != _agg_payload(bmv2):
-        return False
-    agg, off = where
-    # The UDP checksum covers the payload, so it may differ where the payload may; each
-    # target's must still add up over its own frame. The headers (a sparse packet's BLOCK
-    # header included) must be equal.
-    csum = agg - 2
-    if soft[:csum] != bmv2[:csum] or soft[csum + 2:off] != bmv2[csum + 2:off]:
-        return False
-    udp_len = int.from_bytes(soft[agg - 4:agg - 2], "big")
-    if not (udp_checksum_ok(soft, udp_len) and udp_checksum_ok(bmv2, udp_len)):
-        return False
-    if rounding == SUMS:
-        return True
-    return soft[agg + 1] == wire.ENC_CNAT8 and near_codes(soft[off:], bmv2[off:])
-
-
-
-def near_sums(a: int, b: int, bits: int) -> bool:
-    """Two stored re-compressed sums: equal, or signed powers of two a factor 2 apart."""
-    if a == b:
-        return True
-    top = 1 << (bits - 1)
-    sa, sb = (a - (1 << bits) if a & top else a), (b - (1 << bits) if b & top else b)
-    if (sa < 0) != (sb < 0) or not sa or not sb:
-        return False
-    ma, mb = abs(sa), abs(sb)
-    return ma & (ma - 1) == 0 and mb & (mb - 1) == 0 and max(ma, mb) == 2 * min(ma, mb)
 
 
 class DiffFabric(Fabric):
@@ -128,10 +60,8 @@ class DiffFabric(Fabric):
         self.pipeline = self.bmv2.pipeline
         self.p4rt = self.bmv2.p4rt
         self.compared = True
-        self.rounding: str | None = None
         self.skew = Counters()      # BMv2 less softswitch, left by loss tests
         self.frames = 0             # frames compared
-        self.rounded = 0            # of which with codes one step apart
 
     # ---- control plane ----
     def program(self, jobs=(), loss: float = 0.0):
@@ -139,8 +69,6 @@ class DiffFabric(Fabric):
         self.soft.program(jobs, loss)
         self.topo = topo
         self.compared = not loss
-        self.rounding = (SUMS if any(j.partials == "cnat8" for j in jobs) else
-                         CODES if any(j.encoding == "cnat8" for j in jobs) else None)
         return topo
 
     def uncompared(self) -> None:
@@ -207,11 +135,10 @@ class DiffFabric(Fabric):
                            f"softswitch:\nBMv2: {[f.hex() for f in bmv2]}\n"
                            f"softswitch: {[f.hex() for f in soft]}")
         for i, (s, b) in enumerate(zip(soft, bmv2, strict=True)):
-            if not same_frame(s, b, self.rounding):
+            if s != b:
                 raise Mismatch(f"{host}, frame {i}: BMv2 and softswitch differ\n"
                                f"BMv2:       {b.hex()}\nsoftswitch: {s.hex()}")
             self.frames += 1
-            self.rounded += s != b
 
     def recv(self, host: str, timeout: float | None = None) -> bytes | None:
         b = self.bmv2.recv(host, timeout)
@@ -285,20 +212,13 @@ class DiffFabric(Fabric):
             for i, (t, m) in enumerate(zip(theirs, mine, strict=True)):
                 if t == m:
                     continue
-                if self.compared and not self._near(reg_name, t, m, reg.bitwidth):
+                if self.compared:
                     bad.append(f"{switch} {reg_name}[{i}]: BMv2 {t}, softswitch {m}")
                 reg.write(i, t)
         if realign:
             self.skew = self.bmv2.counters() - self.soft.counters()
         if bad:
             raise Mismatch(f"{len(bad)} difference(s): " + "; ".join(bad[:20]))
-
-    def _near(self, reg_name: str, theirs: int, mine: int, bits: int) -> bool:
-        """A register cell's difference that rounding explains (sums only)."""
-        if not reg_name.rsplit(".", 1)[-1].startswith("acc"):
-            return False
-        return self.rounding == SUMS or (self.rounding == CODES
-                                         and near_sums(theirs, mine, bits))
 
     def _drain(self) -> None:
         """Drops what reached the hosts and no test took (after a failure, or a test with

@@ -5,8 +5,8 @@ a valid checksum, duplicates, losses and reorderings; both targets get the same 
 the same order, and harness/diff.py compares every frame out (in order per host port),
 every counter and every register.
 
-Five jobs: FIXED32 results on one switch, CNAT8 results re-compressed on the switch (codes
-may legitimately differ by one rounding step; the rest of each frame must be equal), a
+Five jobs: FIXED32 results on one switch, CNAT8 results re-compressed on the switch (the
+rounding bits are a hash of the packet on both targets: every frame equal), a
 two-level tree (s1 and s2 send partial sums to s3), NAT4 contributions (any nibble, 0x8
 included: BAD_CODE) with CNAT8 results, and UQ4 contributions with SUM8 results."""
 
