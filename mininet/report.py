@@ -24,6 +24,7 @@ def job_summary(job: int, results: list[dict]) -> dict:
         "result_encoding": r0.get("result_encoding"),
         "steps": steps,
         "final_test_accuracy": r0["final_test_accuracy"],
+        "final_test_loss": r0.get("final_test_loss"),
         "steps_per_second": steps / r0["seconds"] if r0["seconds"] > 0 else None,
         "bytes_per_element_up": sum(c["bytes_sent"] for c in comm) / elements,
         # Of those, what retransmissions added (what loss or a full queue cost on top).

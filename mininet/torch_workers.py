@@ -31,8 +31,8 @@ def worker_args(args, encoding: str, topo_path: Path, topo, job) -> list[str]:
               "--rto", str(args.rto), "--mode", args.mode, "--eval-every",
               str(args.eval_every), "--master", master, "--gloo-timeout",
               f"{gloo_timeout(args.bw):.0f}"]
-    if args.model == "embedding":
-        common += ["--workload", "embedding"]
+    if args.model in ("embedding", "charlm"):
+        common += ["--workload", args.model]
     if args.batch is not None:
         common += ["--batch", str(args.batch)]
     if args.bucket_mb is not None:

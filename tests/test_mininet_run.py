@@ -156,6 +156,20 @@ def test_a_sparse_torch_plan_gives_its_ranks_the_sparse_client_and_the_embedding
     assert "--sparse" not in dense and "--workload" not in dense
 
 
+def test_the_language_model_reaches_the_ranks_and_is_not_judged_by_accuracy():
+    import torch_workers
+
+    argv = ["--framework", "torch", "--model", "charlm"]
+    p = plan(*argv)
+    args = run.build_parser().parse_args(argv)
+    ranks = torch_workers.worker_args(args, p.encoding, Path("t.json"), p.topo, p.jobs[0])
+    assert ranks[ranks.index("--workload") + 1] == "charlm"
+    args.steps = 10
+    assert run.short_of_target({"job": 1, "final_test_accuracy": 0.4}, args, "soft") is None
+    with pytest.raises(run.UsageError, match="--model charlm"):
+        plan("--model", "charlm")                   # numpy trains mlp or embedding
+
+
 def test_a_default_torch_run_trains_to_the_target_where_steps_are_cheap(monkeypatch):
     args = run.build_parser().parse_args(["--framework", "torch", "--switch", "soft"])
     run.make_plan(args)

@@ -83,10 +83,12 @@ def build_parser():
                    help="DDP's bucket size in MB (default: worker/ddp/train.py's): smaller "
                    "buckets are ready sooner, so more of their communication overlaps the "
                    "backward pass")
-    g.add_argument("--workload", choices=("mnist1d", "embedding"), default="mnist1d",
+    g.add_argument("--workload", choices=("mnist1d", "embedding", "charlm"), default="mnist1d",
                    help="mnist1d: a 1-D CNN on MNIST-1D (default); embedding: a bag-of-tokens "
                    "classifier with an embedding table on scikit-learn's digits, whose "
-                   "gradient is sparse (--sparse with a sparse job sends its non-zero blocks)")
+                   "gradient is sparse (--sparse with a sparse job sends its non-zero blocks); "
+                   "charlm: a character-level transformer language model on the Python "
+                   "standard library's sources, judged by validation loss")
     g.add_argument("--no-overlap", dest="overlap", action="store_false",
                    help="reduce each bucket on the autograd thread instead of the rank's "
                    "communication thread (the same bits, no overlap)")

@@ -1,7 +1,9 @@
 """The DDP workloads: a 1-D CNN on MNIST-1D, generated locally from the package's templates
-(`mnist1d`, the default), and a bag-of-tokens classifier with an embedding table on
+(`mnist1d`, the default), a bag-of-tokens classifier with an embedding table on
 scikit-learn's digits (`embedding`), whose gradient is non-zero only in the rows a batch
-touched, as a language model's embedding layer's is: what a sparse job sends.
+touched, as a language model's embedding layer's is: what a sparse job sends, and a
+character-level transformer language model on the Python standard library's sources
+(`charlm`, worker/ddp/charlm.py), judged by validation loss.
 
 MNIST-1D (the `mnist1d` package) turns ten hand-made 1-D templates into 40-sample signals
 by padding, scaling, translating, shearing and adding correlated noise. `make_dataset`
@@ -138,9 +140,23 @@ def load_digits_tokens() -> Data:
     return Data(x(d.x_train), y(d.y_train), x(d.x_test), y(d.y_test))
 
 
+def load_charlm() -> Data:
+    """The standard library's text as windows of characters (worker/ddp/charlm.py)."""
+    from worker.ddp import charlm
+
+    return Data(*(torch.from_numpy(a) for a in charlm.split()))
+
+
+def _char_transformer() -> nn.Module:
+    from worker.ddp.charlm import CharTransformer
+
+    return CharTransformer()
+
+
 # name -> (data, model class); the model is built from a seed by make_model
 WORKLOADS = {"mnist1d": (load_mnist1d, ConvNet1D), "embedding": (load_digits_tokens,
-                                                                  DigitsEmbedding)}
+                                                                  DigitsEmbedding),
+             "charlm": (load_charlm, _char_transformer)}
 
 
 def load_data(workload: str) -> Data:
