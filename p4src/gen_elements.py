@@ -29,7 +29,7 @@ GOLDEN = 0x9E3779B9     # element i's offset from the packet's seed: i * GOLDEN 
 # int32 sum -> CNAT8 code: p is the leading one of |s| (smear the bits right,
 # then popcount gives p + 1), rounded up to 2^(p+1) with probability
 # (|s| - 2^p) / 2^p, compared with the low p bits of rc_r. rc_r is a function of the
-# packet's seed rc_k (codec.p4: the job's key, session and chunk) and the element's index,
+# packet's seed rc_k (codec.p4: the job's key and the chunk) and the element's index,
 # never of arrival order (DESIGN contract 10). rc_ovf collects sums above 2^30 units:
 # their code would exceed 31, and 32 reads back as -2^31 (docs/PROTOCOL.md "Payload").
 RECOMPRESS = " ".join(

@@ -30,7 +30,7 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
     VerifyUdp() integrity;
     DecodeCnat() decode;
     Recompress() recompress;
-    RangeCheck() range;
+    RangeCheck() bounds;
 #ifdef FOUR_BIT
     DecodeNat4() decode_nat4;
 #endif
@@ -478,7 +478,7 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         }
 #endif
         if (hdr.fixed.isValid()) {
-            range.apply(hdr, meta);
+            bounds.apply(hdr, meta);
             if (meta.out_of_range) {
                 refuse(DROP_OUT_OF_RANGE);
                 set_lengths();

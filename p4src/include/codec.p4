@@ -34,9 +34,9 @@ control DecodeNat4(inout headers_t hdr, inout metadata_t meta) {
 // FIXED32 payload -> CNAT8 codes, randomized rounding to a power of two.
 // The FIXED32 header stays valid: the caller stores the rounded values.
 // The rounding bits come from a seed per packet, a hash of this switch's key for the job
-// (controller/aggregation.py), the session and the chunk, then of each element's index
-// (gen_elements.py RECOMPRESS): a rerun rounds every sum alike, whatever order packets
-// come in (DESIGN contract 10). meta.sum_ovf: a sum above 2^30 units, whose code no
+// (controller/aggregation.py) and the chunk, then of each element's index (gen_elements.py
+// RECOMPRESS): a rerun rounds every sum alike, whatever order packets come in (DESIGN
+// contract 10). Not the session: the control plane picks it from the clock. meta.sum_ovf: a sum above 2^30 units, whose code no
 // worker can read back (docs/PROTOCOL.md "Payload").
 // Compile with p4c's LocalCopyPropagation excluded (P4C_FLAGS in build_tools.py): it
 // substitutes each `x = x | (x >> k)` into the next, doubling the
@@ -46,9 +46,6 @@ control Recompress(inout headers_t hdr, inout metadata_t meta) {
         bit<32> rc_s; bit<32> rc_a; bit<32> rc_x; bit<32> rc_mag; bit<32> rc_r; bit<32> rc_up;
         bit<32> rc_ovf = 0;
         bit<32> rc_k = meta.round_key ^ hdr.agg.chunk;
-        rc_k = rc_k ^ (rc_k >> 16); rc_k = rc_k * 0x85ebca6b; rc_k = rc_k ^ (rc_k >> 13);
-        rc_k = rc_k * 0xc2b2ae35; rc_k = rc_k ^ (rc_k >> 16);
-        rc_k = rc_k ^ (bit<32>)hdr.agg.session;
         rc_k = rc_k ^ (rc_k >> 16); rc_k = rc_k * 0x85ebca6b; rc_k = rc_k ^ (rc_k >> 13);
         rc_k = rc_k * 0xc2b2ae35; rc_k = rc_k ^ (rc_k >> 16);
         hdr.cnat.setValid();
