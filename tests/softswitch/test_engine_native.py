@@ -3,8 +3,8 @@
 Every program here runs on both tiers from the same JSON and the same frames; outputs,
 registers and counters must be equal, bit for bit (the aggregation program's rounding bits
 are a hash of the packet, not draws). The other engine tests run on both tiers too
-(conftest.py); these add the programs and paths only the native tier has: lane loops, interleaved register banks,
-table buffers, the whole-packet call and its multicast mirror.
+(conftest.py); these add the programs and paths only the native tier has: lane loops,
+interleaved register banks, table buffers, the whole-packet call and its multicast mirror.
 """
 
 import json
