@@ -625,7 +625,8 @@ def run(args, plan: Plan) -> int:
                 "bw_mbit": args.bw, "loss": args.loss, "jobs": len(jobs),
                 "steps": args.steps, "compressor": args.compressor,
                 "framework": args.framework, "mode": args.mode if torch else None,
-                "sparse": bool(args.sparse), "model": args.model}
+                "sparse": bool(args.sparse), "model": args.model, "seed": args.seed,
+                "profile": args.profile or "default"}
     path = report.write(out, run_info, summaries, counters)
     title = report.title(run_info, len(topo.switches))
     if report.plot(summaries, out / "accuracy.png", title):
