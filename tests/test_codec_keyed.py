@@ -129,3 +129,21 @@ def test_keys_for_other_rows_are_refused():
     x, e = chunks(2)
     with pytest.raises(ValueError, match="random keys for 3 rows"):
         codec.encode_cnat8(x, e, 4, bits)
+
+
+@pytest.mark.parametrize("elems", [1, 7, 100, 168, 1456])
+def test_compiled_and_numpy_bits_agree(elems, monkeypatch):
+    if keyed._kernels is None:
+        pytest.skip("numba is not installed")
+    bits = keyed.RowBits(keyed.row_keys(keyed.call_key(1, 2, 3, 4, 5), np.arange(5)), elems)
+    idx = np.arange(0, 5 * elems, 3)
+
+    def draw():
+        return (keyed.row_keys(keyed.call_key(1, 2, 3, 4, 5), np.arange(5)), bits.bytes(),
+                bits.bytes(keyed.BYTES, 1), bits.words(keyed.UNIFORM, elems),
+                bits.at(keyed.SUBUNIT, idx), bits.u16(keyed.TIES, idx),
+                keyed.bernoulli_pow2(bits, idx, (idx % 90) + 1))
+    got = draw()
+    monkeypatch.setattr(keyed, "_kernels", None)
+    for a, b in zip(got, draw(), strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)

@@ -239,7 +239,7 @@ def encode_fixed32(chunks, exps, n: int, rng: np.random.Generator | RowBits) -> 
 
 def _u16(bits: RowBits, idx: np.ndarray) -> np.ndarray:
     """The 16 bits a tied element draws (flat element indices idx)."""
-    return (bits.at(TIES, idx) & np.uint64(0xFFFF)).astype(np.uint16)
+    return bits.u16(TIES, idx)
 
 
 def _below_half(x: np.ndarray, u: np.ndarray, rbits: RowBits, at: np.ndarray) -> np.ndarray:
@@ -304,8 +304,7 @@ def encode_cnat8(chunks, exps, n: int, rng: np.random.Generator | RowBits) -> np
         out = codes[r0 * elems : r1 * elems]
         h16, e_, t_, s_, b_, sg, f_ = (a[:k] for a in (hi, e8, t8, s8, bx, sign, flag))
         b_.reshape(r1 - r0, elems)[...] = np.maximum(blk_b, 0).astype(np.uint8)[:, None]
-        r7 = rbits.sub(r0, r1).bytes()
-        np.right_shift(r7, 1, out=r7)  # 7 bits: the top of the element's byte
+        r7 = rbits.sub(r0, r1).bytes(shift=1)  # 7 bits: the top of the element's byte
         # upper half-words: sign << 15 | e << 7 | top 7 mantissa bits
         np.copyto(h16, blk_bits.view(np.uint16)[1::2])
         # carry into the exponent with probability mantissa / 2^23 (see natural.py)
@@ -368,8 +367,7 @@ def _encode_compiled(c, bits, e, b_all, h, rbits, out):
     flat = out.reshape(-1)
     t = np.empty(k, np.uint8)
     idx = np.empty(k, np.int64)
-    r7 = rbits.bytes()
-    np.right_shift(r7, 1, out=r7)
+    r7 = rbits.bytes(shift=1)
     nties = _kernels.carries(bits, r7, t, idx)
     draws = _u16(rbits, idx[:nties]) if nties else _NO_DRAWS
     d = np.empty(k, np.int64)

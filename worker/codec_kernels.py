@@ -194,3 +194,27 @@ def keyed_rows(key, ids, out):
     """out[i] = the key of row ids[i] of the call keyed `key` (keyed.row_keys)."""
     for i in range(ids.shape[0]):
         out[i] = _mix(key + (np.uint64(ids[i]) + np.uint64(1)) * _GAMMA)
+
+
+@numba.njit(cache=True, nogil=True)
+def keyed_bytes(keys, elems, purpose, shift, out):
+    """out[r * elems + i] = byte i % 8 of word i // 8 of `purpose` of row r, >> shift
+    (keyed.RowBits.bytes): straight into the caller's buffer."""
+    base = purpose << np.uint64(32)
+    for r in range(keys.shape[0]):
+        k = keys[r]
+        o = r * elems
+        for j in range((elems + 7) // 8):
+            w = _mix(k + (base + np.uint64(j) + np.uint64(1)) * _GAMMA)
+            for b in range(min(8, elems - 8 * j)):
+                out[o + 8 * j + b] = np.uint8((w >> np.uint64(8 * b)) & np.uint64(0xFF)) >> shift
+
+
+@numba.njit(cache=True, nogil=True)
+def keyed_u16(keys, elems, purpose, idx, out):
+    """out[i] = the low 16 bits of keyed_at's word (keyed.RowBits.u16)."""
+    base = purpose << np.uint64(32)
+    for i in range(out.shape[0]):
+        r, j = idx[i] // elems, idx[i] % elems
+        out[i] = np.uint16(_mix(keys[r] + (base + np.uint64(j) + np.uint64(1)) * _GAMMA)
+                           & np.uint64(0xFFFF))

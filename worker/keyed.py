@@ -110,14 +110,34 @@ class RowBits:
         out += self.keys[:, None]
         return mix64(out)
 
-    def bytes(self, purpose: int = BYTES) -> np.ndarray:
-        """One uniform byte per element, flat (rows * elems) uint8."""
+    def bytes(self, purpose: int = BYTES, shift: int = 0) -> np.ndarray:
+        """One uniform byte per element, flat (rows * elems) uint8, shifted right by
+        `shift` (7 bits: 1)."""
+        if _kernels is not None and self.elems % 8:
+            out = np.empty(self.rows * self.elems, np.uint8)
+            _kernels.keyed_bytes(self.keys, self.elems, np.uint64(purpose), np.uint8(shift), out)
+            return out
+        b = self._bytes(purpose)    # whole words: the words' loop vectorises, bytes' does not
+        if shift:
+            np.right_shift(b, shift, out=b)
+        return b
+
+    def _bytes(self, purpose: int) -> np.ndarray:
         per = (self.elems + 7) // 8
         w = self.words(purpose, per).astype("<u8", copy=False)
         b = w.view(np.uint8).reshape(self.rows, per * 8)
         if per * 8 == self.elems:
             return b.reshape(-1)
         return np.ascontiguousarray(b[:, :self.elems]).reshape(-1)
+
+    def u16(self, purpose: int, idx) -> np.ndarray:
+        """The low 16 bits of at(purpose, idx), uint16."""
+        if _kernels is not None:
+            idx = np.ascontiguousarray(idx, dtype=np.int64).reshape(-1)
+            out = np.empty(idx.size, np.uint16)
+            _kernels.keyed_u16(self.keys, self.elems, np.uint64(purpose), idx, out)
+            return out
+        return (self.at(purpose, idx) & np.uint64(0xFFFF)).astype(np.uint16)
 
     def at(self, purpose: int, idx) -> np.ndarray:
         """uint64 word of the purpose for flat element indices idx (row idx // elems,
