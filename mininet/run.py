@@ -562,7 +562,8 @@ def run(args, plan: Plan) -> int:
                 with open(out / "logs" / f"{ps_host}-ps.log", "wb") as log:
                     ps_proc = emu.host(ps_host).popen(
                         [sys.executable, str(REPO / "worker" / server[0]), *server[1:],
-                         "--workers", str(len(jobs[0].workers)), "--slots", str(args.window)],
+                         "--workers", str(len(jobs[0].workers)), "--slots", str(args.window),
+                         "--seed", str(args.seed)],
                         stdout=log, stderr=log, cwd=str(REPO),
                         env=host_env())
             sampler = None
