@@ -5,7 +5,9 @@ a generator shared by the chunks: a chunk's codes are then the same whatever was
 before it and in whatever order results released the chunks, so a rerun of a seed repeats
 bit for bit, loss and retransmissions included.
 
-Keys: a call's key is a SeedSequence of (seed, rank, job, session, call) (`call_key`); row r
+Keys: a call's key is a SeedSequence of (seed, rank, job, session, call) (`call_key`; the
+clients pass the session's place in the run, not its number, worker/allreduce/coding.py;
+the host servers key a use by its chunk number and version, worker/baseline.py); row r
 of a call has key K_r = mix(call key + (id_r + 1) * GAMMA), id_r the chunk's (or block's)
 number in the call (`row_keys`). Bits: word j of purpose p of a row is
 mix(K_r + (p * 2^32 + j + 1) * GAMMA): SplitMix64's output at a counter, i.e. a
