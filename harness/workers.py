@@ -76,7 +76,7 @@ def check_exact(traces, tensors, outputs, workers: int, elems: int = wire.ELEMS,
     def prepared(r, k):
         if not rotates:
             return tensors[r][k]
-        return hadamard.rotate(tensors[r][k], hadamard.seed_of(job.job_id, job.session, k + 1))
+        return hadamard.rotate(tensors[r][k], hadamard.seed_of(job.job_id, k + 1))
     exps = {(r, k): codec.chunk_exponents(codec.chunk(prepared(r, k), elems))
             for r in range(workers) for k in range(len(tensors[r]))}
     means: dict[int, dict[int, np.ndarray]] = {}
@@ -124,7 +124,7 @@ def check_exact(traces, tensors, outputs, workers: int, elems: int = wire.ELEMS,
         rotated = np.concatenate([by_chunk[c] for c in sorted(by_chunk)])
         assert sorted(by_chunk) == list(range(len(by_chunk))), f"call {call}: chunks missing"
         want = hadamard.unrotate(rotated[:hadamard.padded_size(size)], size,
-                                 hadamard.seed_of(job.job_id, job.session, call))
+                                 hadamard.seed_of(job.job_id, call))
         for r in range(workers):
             assert np.array_equal(outputs[r][call - 1].reshape(-1), want), \
                 f"rank {r} call {call}: output is not the rotated-back decoded mean"

@@ -32,6 +32,10 @@ def job_summary(job: int, results: list[dict]) -> dict:
         "bytes_per_element_down": sum(c["bytes_received"] for c in comm) / elements,
         "retransmissions": sum(c["retransmissions"] for c in comm),
         "identical_models": len({r["params_sha256"] for r in ok}) == 1,
+        # sha256 of each worker's final float32 parameters, by host in rank order: a rerun
+        # of the seed gives the same (DESIGN.md contract 10)
+        "model_sha256": {r["host"]: r["params_sha256"]
+                         for r in sorted(ok, key=lambda r: r.get("rank", 0))},
         "accuracy_curve": [(s["step"], s["test_accuracy"]) for s in r0["steps"]
                            if s["test_accuracy"] is not None],
     })

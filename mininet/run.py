@@ -568,7 +568,8 @@ def run(args, plan: Plan) -> int:
                 with open(out / "logs" / f"{ps_host}-ps.log", "wb") as log:
                     ps_proc = emu.host(ps_host).popen(
                         [sys.executable, str(REPO / "worker" / server[0]), *server[1:],
-                         "--workers", str(len(jobs[0].workers)), "--slots", str(args.window)],
+                         "--workers", str(len(jobs[0].workers)), "--slots", str(args.window),
+                         "--seed", str(args.seed)],
                         stdout=log, stderr=log, cwd=str(REPO),
                         env=host_env())
             sampler = None
@@ -631,7 +632,8 @@ def run(args, plan: Plan) -> int:
                 "bw_mbit": args.bw, "loss": args.loss, "jobs": len(jobs),
                 "steps": args.steps, "compressor": args.compressor,
                 "framework": args.framework, "mode": args.mode if torch else None,
-                "sparse": bool(args.sparse), "model": args.model}
+                "sparse": bool(args.sparse), "model": args.model, "seed": args.seed,
+                "profile": args.profile or "default"}
     path = report.write(out, run_info, summaries, counters)
     title = report.title(run_info, len(topo.switches))
     if report.plot(summaries, out / "accuracy.png", title):

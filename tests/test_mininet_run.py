@@ -255,3 +255,15 @@ def test_switches_only_tells_how_to_start_a_worker_with_one_blas_thread(tmp_path
     line = next(x for x in text.splitlines() if x.startswith("a worker:"))
     assert "mnexec -a <host pid> env OPENBLAS_NUM_THREADS=1" in line
     assert "worker/main.py --topology" in line and "h1 4242" in text
+
+
+def test_the_report_carries_each_workers_model_digest():
+    def result(host, rank, digest, **kw):
+        return {"host": host, "rank": rank, "params_sha256": digest, "steps": [{"step": 1,
+                "test_accuracy": 0.5}], "final_test_accuracy": 0.5, "seconds": 1.0,
+                "comm": {"elements": 10, "bytes_sent": 10, "bytes_received": 10,
+                         "retransmissions": 0}, **kw}
+    s = report.job_summary(1, [result("h2", 1, "bb"), result("h1", 0, "aa"),
+                               result("h3", 2, "cc", error="lost")])
+    assert s["model_sha256"] == {"h1": "aa", "h2": "bb"}
+    assert list(s["model_sha256"]) == ["h1", "h2"] and not s["identical_models"]

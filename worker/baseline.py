@@ -6,9 +6,12 @@ another UDP port (default 20034, so switches route it like any traffic), with ba
 datagrams: AGG header + payload. A worker's identity is its source address, the first
 `workers` distinct senders of a job session being its members.
 
-Sums: FLOAT32 in float32 (the uncompressed baseline); FIXED32 and CNAT8 as the switch
-adds them, into int32, answered as FIXED32 (or re-compressed to CNAT8 with
---result-encoding cnat8). So the same client runs against the switch or this server.
+Sums: FLOAT32 in float32 (the uncompressed baseline), each element's contributions added
+in increasing order, so the sum does not depend on the order they arrived in; FIXED32 and
+CNAT8 as the switch adds them, into int32, answered as FIXED32 (or re-compressed to CNAT8
+with --result-encoding cnat8, its random bits keyed by the use it answers). So the same
+client runs against the switch or this server, and a rerun of a seed gets the same results
+(DESIGN.md contract 10).
 
     python worker/baseline.py --listen 10.0.0.1:20034 --workers 4
 """
@@ -29,7 +32,7 @@ if __package__ in (None, ""):
 
 import numpy as np  # noqa: E402
 
-from worker import codec, wire  # noqa: E402
+from worker import codec, keyed, wire  # noqa: E402
 from worker.frames import Framer  # noqa: E402
 
 PS_PORT = 20034
@@ -48,7 +51,7 @@ class _Job:
     workers: np.ndarray = None
     kind: np.ndarray = None           # per (slot, version): 0 empty, 1 float, 2 integer
     use: np.ndarray = None            # per (slot, version): the chunk number of its use
-    acc: dict = field(default_factory=dict)                # (slot, version) -> sums
+    acc: dict = field(default_factory=dict)     # (slot, version) -> sums (FLOAT32: the rows)
     results: dict = field(default_factory=dict)            # (slot, version) -> datagram
 
     def __post_init__(self) -> None:
@@ -94,12 +97,22 @@ class HostServer:
         self.n, self.slots, self.elems = workers, slots, elems
         self.result_encoding = result_encoding
         self.framer = Framer(elems=elems)
-        self.rng = np.random.default_rng(seed)
+        self.seed = int(seed)
         self.jobs: dict = {}
         self.stats = PsStats()
 
     def handle(self, data: bytes, sender) -> list[tuple[object, bytes]]:
         raise NotImplementedError
+
+    def recompress(self, sums: np.ndarray, job_id: int, version: int, chunk: int) -> np.ndarray:
+        """The CNAT8 re-compression of one use's sums, its random words keyed by the seed
+        and the use (job, chunk number, version), not drawn in the order uses complete.
+        Not the session's number, which differs between reruns (the workers take it from
+        the clock or the topology file's time)."""
+        key = keyed.call_key(self.seed, 0, job_id, 0, 0)
+        bits = keyed.RowBits(keyed.row_keys(key, [2 * int(chunk) + int(version)]), sums.size)
+        r = (bits.words(keyed.RESULT, sums.size)[0] & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+        return codec.recompress_with(sums, r)
 
     def serve(self, sock: socket.socket, stop: threading.Event | None = None) -> None:
         """Answers datagrams on `sock` until `stop` is set (checked every 0.2 s)."""
@@ -170,11 +183,15 @@ class ParameterServer(HostServer):
                   payload.astype(np.int32))
         if first:
             job.results.pop((s, v), None)
-            job.acc[s, v] = values.copy()
+            # FLOAT32 rows are kept apart and summed in one order at the end
+            job.acc[s, v] = [values] if kind == 1 else values.copy()
             # every member is one worker, whatever count it claims
             job.exp[s, v], job.workers[s, v], job.kind[s, v] = hdr.exp, 1, kind
         else:
-            np.add(job.acc[s, v], values, out=job.acc[s, v])     # int32 wraps, as the switch
+            if kind == 1:
+                job.acc[s, v].append(values)
+            else:
+                np.add(job.acc[s, v], values, out=job.acc[s, v])   # int32 wraps, as the switch
             job.exp[s, v] = max(job.exp[s, v], hdr.exp)
             job.workers[s, v] += 1
         job.count[s, v] = (job.count[s, v] + 1) % self.n
@@ -183,9 +200,15 @@ class ParameterServer(HostServer):
         self.stats.completed += 1
         sums = job.acc.pop((s, v))
         if kind == 1:
+            # float32 addition is not associative: each element's values in increasing
+            # order, whatever order they came in
+            rows = np.sort(np.stack(sums), axis=0)
+            sums = rows[0].copy()
+            for row in rows[1:]:
+                sums += row
             enc, out = wire.ENC_FLOAT32, sums
         elif self.result_encoding == wire.ENC_CNAT8:
-            enc, out = wire.ENC_CNAT8, codec.recompress(sums, self.rng)
+            enc, out = wire.ENC_CNAT8, self.recompress(sums, hdr.job_id, v, hdr.chunk)
         else:
             enc, out = wire.ENC_FIXED32, sums
         result = self.framer.build(wire.MSG_RESULT, enc, hdr.job_id, hdr.session, s, v,

@@ -152,7 +152,7 @@ class BlockAggregator(HostServer):
         if prime:
             out, enc, flags = None, self.result_encoding, wire.FLAG_PRIME
         elif self.result_encoding == wire.ENC_CNAT8:
-            out, enc, flags = codec.recompress(sums, self.rng), wire.ENC_CNAT8, 0
+            out, enc, flags = self.recompress(sums, hdr.job_id, v, hdr.chunk), wire.ENC_CNAT8, 0
         else:
             out, enc, flags = sums, wire.ENC_FIXED32, 0
         result = self.framer.build_sparse(

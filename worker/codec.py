@@ -19,7 +19,12 @@ rounding, is at most 2^(30-h) units, so n of them sum to at most 2^30.
 
 Every encoder is unbiased: E[decode(encode(x))] == x element-wise, exactly:
 each rounding probability is a comparison of integers with uniform random bits
-(drawn lazily: 8 or 7 bits first, more only where those tie). The decoders
+(drawn lazily: 8 or 7 bits first, more only where those tie).
+
+Random bits: `rng` is a keyed.RowBits (one key per row: the worker's client keys each
+chunk by its identity, so a chunk's codes do not depend on what was encoded before it or
+in which order) or a np.random.Generator, which then gives one key per row, in row order.
+An element's bits depend only on its row's key and its position (keyed.py). The decoders
 return float32, so a decoded sum is rounded to 24 bits (and beyond float32's
 range it is infinity). In CNAT8, C_nat rounds a subnormal input to 0 or 2^-126
 (see worker/compression/natural.py), before scaling.
@@ -32,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from worker.compression.natural import random_r7, random_u16, tie_carry
+from worker.keyed import SUBUNIT, TIES, UNIFORM, RowBits, bernoulli_pow2
 
 try:  # compiled loops for calls of a few chunks (the numpy passes stay the reference)
     from worker import codec_kernels as _kernels
@@ -171,7 +176,7 @@ def _within(c: np.ndarray, exps) -> np.ndarray:
     return e
 
 
-def encode_fixed32(chunks, exps, n: int, rng: np.random.Generator) -> np.ndarray:
+def encode_fixed32(chunks, exps, n: int, rng: np.random.Generator | RowBits) -> np.ndarray:
     """int32 fixed-point values at each row's unit, stochastically rounded (unbiased).
 
     Exact probabilities: |x| / 2^u = y is split into floor(y) and a fraction that,
@@ -181,6 +186,7 @@ def encode_fixed32(chunks, exps, n: int, rng: np.random.Generator) -> np.ndarray
     """
     c = np.ascontiguousarray(_rows(chunks), dtype=np.float32)
     rows, elems = c.shape
+    bits = RowBits.of(rng, rows, elems)
     e = _within(c, exps)
     u = unit_exponent(e, n)
     out = np.empty((rows, elems), np.int32)
@@ -215,34 +221,40 @@ def encode_fixed32(chunks, exps, n: int, rng: np.random.Generator) -> np.ndarray
         # bits of f24, 16 more where they are equal (1 in 256)
         np.multiply(y, np.float32(256), out=fl)
         np.copyto(t8, fl, casting="unsafe")
-        r8 = rng.bit_generator.random_raw((k + 7) // 8).view(np.uint8)[:k]
+        r8 = bits.sub(r0, r1).bytes()
         np.less(r8, t8, out=up_)
         ties = np.flatnonzero(r8 == t8)
         if ties.size:
             low = (np.take(y, ties) * np.float32(2**24)).astype(np.uint32) & np.uint32(0xFFFF)
-            up_[ties] = random_u16(rng, ties.size) < low
+            up_[ties] = _u16(bits, r0 * elems + ties) < low
         np.add(q, up_, out=q)
         if np.count_nonzero(lt_) != k - np.count_nonzero(blk):
             idx = np.flatnonzero(lt_ & (blk != 0))  # 0 < y < 1/2: exact draw from the bits
-            q[idx] = _below_half(blk[idx], np.repeat(ub, elems)[idx], rng)
+            q[idx] = _below_half(blk[idx], np.repeat(ub, elems)[idx], bits, r0 * elems + idx)
         neg = blk.view(np.int32) >> 31  # -1 for negative values, else 0
         np.bitwise_xor(q, neg, out=q)
         np.subtract(q, neg, out=q)
     return out
 
 
-def _below_half(x: np.ndarray, u: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """1 with probability |x| / 2^u exactly (each below 1/2), else 0; int32."""
+def _u16(bits: RowBits, idx: np.ndarray) -> np.ndarray:
+    """The 16 bits a tied element draws (flat element indices idx)."""
+    return bits.u16(TIES, idx)
+
+
+def _below_half(x: np.ndarray, u: np.ndarray, rbits: RowBits, at: np.ndarray) -> np.ndarray:
+    """1 with probability |x| / 2^u exactly (each below 1/2), else 0; int32. `at`: the
+    elements' flat indices (their random bits)."""
     bits = x.view(np.uint32).astype(np.int64)
     ex = (bits >> 23) & 0xFF
     m = (bits & 0x7FFFFF) | np.where(ex > 0, 1 << 23, 0)  # |x| = m * 2^(max(ex,1) - 150)
     k = 150 + u - np.maximum(ex, 1)  # |x| / 2^u = m * 2^-k, k >= 1
-    r24 = (rng.bit_generator.random_raw(x.size) >> np.uint64(40)).astype(np.int64)
+    r24 = (rbits.at(SUBUNIT, at) >> np.uint64(40)).astype(np.int64)
     thr = np.where(k <= 24, m << np.clip(24 - k, 0, 24), m)
     up = r24 < thr  # probability m * 2^-min(k, 24)
     far = np.flatnonzero(up & (k > 24))
     if far.size:  # the remaining factor 2^-(k - 24)
-        up[far] = _bernoulli_pow2(rng, k[far] - 24).astype(bool)
+        up[far] = bernoulli_pow2(rbits, at[far], k[far] - 24).astype(bool)
     return up.astype(np.int32)
 
 
@@ -259,7 +271,7 @@ def decode_fixed32(values, exps, n: int, mean: bool = False) -> np.ndarray:
 # ---------------------------------------------------------------- CNAT8
 
 
-def encode_cnat8(chunks, exps, n: int, rng: np.random.Generator) -> np.ndarray:
+def encode_cnat8(chunks, exps, n: int, rng: np.random.Generator | RowBits) -> np.ndarray:
     """CNAT8 codes (uint8, same shape) of C_nat(chunks) at each row's unit.
 
     exps: the negotiated exponent per row; a row holding a value with a larger
@@ -267,13 +279,14 @@ def encode_cnat8(chunks, exps, n: int, rng: np.random.Generator) -> np.ndarray:
     """
     c = np.ascontiguousarray(_rows(chunks), dtype=np.float32)
     rows, elems = c.shape
+    rbits = RowBits.of(rng, rows, elems)
     e = _exps(exps, rows)
     h = headroom(n)
     b_all = e - 30 + h  # a rounded biased exponent e' is code m = e' - B
     bits = c.view(np.uint32).reshape(-1)
     codes = np.empty(rows * elems, np.uint8)
     if _kernels is not None and rows * elems <= _SMALL:
-        _encode_compiled(c, bits, e, b_all, h, rng, codes.reshape(rows, elems))
+        _encode_compiled(c, bits, e, b_all, h, rbits, codes.reshape(rows, elems))
         return codes.reshape(rows, elems)
     step = max(1, _BLOCK // max(elems, 1))
     size = min(rows, step) * elems
@@ -291,7 +304,7 @@ def encode_cnat8(chunks, exps, n: int, rng: np.random.Generator) -> np.ndarray:
         out = codes[r0 * elems : r1 * elems]
         h16, e_, t_, s_, b_, sg, f_ = (a[:k] for a in (hi, e8, t8, s8, bx, sign, flag))
         b_.reshape(r1 - r0, elems)[...] = np.maximum(blk_b, 0).astype(np.uint8)[:, None]
-        r7 = random_r7(rng, k)
+        r7 = rbits.sub(r0, r1).bytes(shift=1)  # 7 bits: the top of the element's byte
         # upper half-words: sign << 15 | e << 7 | top 7 mantissa bits
         np.copyto(h16, blk_bits.view(np.uint16)[1::2])
         # carry into the exponent with probability mantissa / 2^23 (see natural.py)
@@ -301,7 +314,7 @@ def encode_cnat8(chunks, exps, n: int, rng: np.random.Generator) -> np.ndarray:
         np.equal(t_, 127, out=f_)
         ties = np.flatnonzero(f_)
         if ties.size:  # 127 + carry: 127 stays below the 128 that carries
-            np.put(t_, ties, tie_carry(blk_bits, ties, lambda q: random_u16(rng, q)) + 127)
+            np.put(t_, ties, _tie_carry(blk_bits, ties, rbits, r0 * elems) + 127)
         np.right_shift(t_, 7, out=t_)
         # negative and normal (e >= 1): the sign of every code above 0 but the rare ones
         # fixed below (negative subnormals, sub-unit values)
@@ -326,7 +339,7 @@ def encode_cnat8(chunks, exps, n: int, rng: np.random.Generator) -> np.ndarray:
         np.bitwise_or(out, s_, out=out)
         if f_.any():
             idx = np.flatnonzero(f_)
-            up = _bernoulli_pow2(rng, b_[idx].astype(np.int64) - e_[idx])
+            up = bernoulli_pow2(rbits, r0 * elems + idx, b_[idx].astype(np.int64) - e_[idx])
             neg = (np.take(blk_bits, idx) >> 24).astype(np.uint8) & 0x80
             out[idx] = up | (neg & (0 - up))  # the sign only on a nonzero code
         if neg_b.size:  # rows with B < 0 (tiny or zero): every nonzero e' is >= 1 unit
@@ -338,17 +351,25 @@ def encode_cnat8(chunks, exps, n: int, rng: np.random.Generator) -> np.ndarray:
     return codes.reshape(rows, elems)
 
 
-def _encode_compiled(c, bits, e, b_all, h, rng, out):
+def _tie_carry(bits: np.ndarray, ties: np.ndarray, rbits: RowBits, base: int) -> np.ndarray:
+    """Carry (0/1, uint8) of tied elements (indices `ties` of a block starting at flat
+    element `base`): low 16 mantissa bits + 16 random bits >= 2^16."""
+    lo = np.take(bits, ties) & np.uint32(0xFFFF)
+    lo += _u16(rbits, base + ties)
+    return (lo >> 16).astype(np.uint8)
+
+
+def _encode_compiled(c, bits, e, b_all, h, rbits, out):
     """encode_cnat8 of one block by codec_kernels' loops: the same codes for the same
-    generator as the numpy passes (the same draws, in the same order)."""
+    keys as the numpy passes (every element the same random bits)."""
     rows, elems = out.shape
     k = rows * elems
     flat = out.reshape(-1)
     t = np.empty(k, np.uint8)
     idx = np.empty(k, np.int64)
-    r7 = random_r7(rng, k)
+    r7 = rbits.bytes(shift=1)
     nties = _kernels.carries(bits, r7, t, idx)
-    draws = random_u16(rng, nties) if nties else _NO_DRAWS
+    draws = _u16(rbits, idx[:nties]) if nties else _NO_DRAWS
     d = np.empty(k, np.int64)
     nsub, bad = _kernels.codes(bits, t, idx, nties, draws, b_all, elems, 30 - h, flat, idx, d)
     if bad >= 0:
@@ -358,7 +379,7 @@ def _encode_compiled(c, bits, e, b_all, h, rng, out):
         _raise_above(c, e, 0, rows)
     if nsub:
         sub = idx[:nsub]
-        up = _bernoulli_pow2(rng, d[:nsub])
+        up = bernoulli_pow2(rbits, sub, d[:nsub])
         neg = (np.take(bits, sub) >> 24).astype(np.uint8) & 0x80
         flat[sub] = up | (neg & (0 - up))
     if neg_b.size:  # rows with B < 0 (tiny or zero): every nonzero e' is >= 1 unit
@@ -373,21 +394,6 @@ def _raise_above(c, e, r0, r1):
     bad = r0 + int(np.flatnonzero(local > e[r0:r1])[0])
     raise ValueError(f"chunk {bad} has exponent {int(local[bad - r0])} above the "
                      f"negotiated {int(e[bad])}: the sum could overflow")
-
-
-def _bernoulli_pow2(rng: np.random.Generator, d: np.ndarray) -> np.ndarray:
-    """1 with probability exactly 2^-d (d >= 1, integers), else 0; uint8."""
-    ok = np.ones(d.shape, bool)
-    rem = d.astype(np.int64).copy()
-    while True:
-        act = np.flatnonzero(ok & (rem > 0))
-        if act.size == 0:
-            return ok.astype(np.uint8)
-        step = np.minimum(rem[act], 64).astype(np.uint64)
-        r = rng.bit_generator.random_raw(act.size)
-        # the top `step` bits all zero: probability 2^-step
-        ok[act] = (r >> (np.uint64(64) - step)) == 0
-        rem[act] -= step.astype(np.int64)
 
 
 def cnat8_valid(codes) -> bool:
@@ -561,7 +567,7 @@ def unpack4(packed) -> np.ndarray:
     return out
 
 
-def encode_nat4(chunks, exps, rng: np.random.Generator) -> np.ndarray:
+def encode_nat4(chunks, exps, rng: np.random.Generator | RowBits) -> np.ndarray:
     """NAT4 nibbles (uint8 0..15, unpacked, same shape): natural dithering of each row with
     NAT4_LEVELS levels below its scale 2^(E-126), E its negotiated exponent. C_nat at a
     fixed-point unit 2^(E-132) rounds a value between two levels to one of them and a value
@@ -596,14 +602,16 @@ def uq4_scale(exps) -> np.ndarray:
     return np.ldexp(1.0, _exps(exps, np.size(exps)) - 126)
 
 
-def encode_uq4(chunks, exps, rng: np.random.Generator) -> np.ndarray:
+def encode_uq4(chunks, exps, rng: np.random.Generator | RowBits) -> np.ndarray:
     """UQ4 integers (uint8 0..15, unpacked, same shape): x in (-s, s), s = 2^(E-126) the
     row's scale, as t = (x / s + 1) * 15 / 2 rounded down or up at random with mean t
     (stochastic rounding, unbiased; q = 0 is -s, q = 15 is +s, spacing 2s / 15)."""
     c = np.asarray(_rows(chunks), dtype=np.float32)
     e = _within(c, exps)
     t = (c.astype(np.float64) * np.ldexp(1.0, 126 - e)[:, None] + 1.0) * (UQ4_MAX / 2)
-    q = np.floor(t + rng.random(t.shape))
+    rbits = RowBits.of(rng, c.shape[0], c.shape[1])
+    uniform = (rbits.words(UNIFORM, c.shape[1]) >> np.uint64(11)) * 2.0**-53   # [0, 1)
+    q = np.floor(t + uniform)
     return np.clip(q, 0, UQ4_MAX).astype(np.uint8)
 
 

@@ -3,10 +3,11 @@ decode_cnat8 and chunk_exponents for every call.
 
 A worker woken by one result encodes one chunk: numpy's two dozen passes then cost their
 call overhead, not their work (about 0.1 ms a chunk, most of a link-bound worker's CPU).
-These loops do each block's element-wise part in one pass each; the random numbers are
-drawn by the caller exactly as the numpy path draws them (7 bits an element, then 16 for
-each tie, then the Bernoulli draws of values below one unit, in element order), so both
-paths give the same codes for the same generator. The decoder reads each code from a table
+These loops do each block's element-wise part in one pass each; every element gets the
+same random bits as in the numpy path (worker/keyed.py: 7 bits an element, 16 more for a
+tie, then the Bernoulli draws of a value below one unit, each keyed by its row and place),
+so both paths give the same codes for the same keys. The keyed words themselves are
+computed here too (keyed_words, keyed_at, keyed_rows). The decoder reads each code from a table
 of its row's 2 x 33 values, built as the numpy passes compute them, so both give the same
 bits. Cached on disk beside this file (or in NUMBA_CACHE_DIR); without numba, codec.py
 keeps its numpy passes.
@@ -151,3 +152,69 @@ def decode(codes, b_all, u_all, n, mean, out):
         if above:
             return r
     return -1
+
+
+# ---------------------------------------------------------------- keyed random bits
+# worker/keyed.py's words (SplitMix64's output at a counter), the same bits as its numpy
+# passes; every operand uint64 (numba turns int64 with uint64 into float64).
+
+_GAMMA = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _mix(z):
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+@numba.njit(cache=True, nogil=True)
+def keyed_words(keys, purpose, out):
+    """out[r, j] = word j of `purpose` of row r (keyed.RowBits.words)."""
+    base = purpose << np.uint64(32)
+    for r in range(out.shape[0]):
+        k = keys[r]
+        for j in range(out.shape[1]):
+            out[r, j] = _mix(k + (base + np.uint64(j) + np.uint64(1)) * _GAMMA)
+
+
+@numba.njit(cache=True, nogil=True)
+def keyed_at(keys, elems, purpose, idx, out):
+    """out[i] = word idx[i] % elems of `purpose` of row idx[i] // elems (keyed.RowBits.at)."""
+    base = purpose << np.uint64(32)
+    for i in range(idx.shape[0]):
+        r, j = idx[i] // elems, idx[i] % elems
+        out[i] = _mix(keys[r] + (base + np.uint64(j) + np.uint64(1)) * _GAMMA)
+
+
+@numba.njit(cache=True, nogil=True)
+def keyed_rows(key, ids, out):
+    """out[i] = the key of row ids[i] of the call keyed `key` (keyed.row_keys)."""
+    for i in range(ids.shape[0]):
+        out[i] = _mix(key + (np.uint64(ids[i]) + np.uint64(1)) * _GAMMA)
+
+
+@numba.njit(cache=True, nogil=True)
+def keyed_bytes(keys, elems, purpose, shift, out):
+    """out[r * elems + i] = byte i % 8 of word i // 8 of `purpose` of row r, >> shift
+    (keyed.RowBits.bytes): straight into the caller's buffer."""
+    base = purpose << np.uint64(32)
+    for r in range(keys.shape[0]):
+        k = keys[r]
+        o = r * elems
+        for j in range((elems + 7) // 8):
+            w = _mix(k + (base + np.uint64(j) + np.uint64(1)) * _GAMMA)
+            for b in range(min(8, elems - 8 * j)):
+                out[o + 8 * j + b] = np.uint8((w >> np.uint64(8 * b)) & np.uint64(0xFF)) >> shift
+
+
+@numba.njit(cache=True, nogil=True)
+def keyed_u16(keys, elems, purpose, idx, out):
+    """out[i] = the low 16 bits of keyed_at's word (keyed.RowBits.u16)."""
+    base = purpose << np.uint64(32)
+    for i in range(out.shape[0]):
+        r, j = idx[i] // elems, idx[i] % elems
+        out[i] = np.uint16(_mix(keys[r] + (base + np.uint64(j) + np.uint64(1)) * _GAMMA)
+                           & np.uint64(0xFFFF))

@@ -4,7 +4,9 @@ Before quantizing, every worker rotates its tensor with the same random orthogon
 R = H D / sqrt(B) on blocks of B elements (D random signs, H the Walsh-Hadamard matrix):
 the rotated values are spread evenly (near-Gaussian, no outlier dominates a chunk's scale),
 so 16 uniform levels lose less. The signs come from a seed all workers derive from the same
-numbers (the job, the session and the call: `seed_of`), so no extra round trip is needed;
+numbers (the job and the call's number in its session: `seed_of`; not the session's number,
+which the controller draws from the clock, so that a rerun rotates alike), so no extra round
+trip is needed;
 the switch sums rotated vectors, and since R is linear, R^-1 of the mean of the rotated
 tensors is the mean of the tensors.
 """

@@ -319,7 +319,7 @@ def pad_empty(args, r: dict) -> bool:
 
 def make_client(args, r: dict, port, framer, job: JobParams, say=None):
     """The dense or the block-sparse (--sparse) client, with the pacing options given."""
-    common = dict(seed=args.seed * 1000 + r["rank"], rto=args.rto, rto_min=args.rto_min,
+    common = dict(seed=args.seed, rank=r["rank"], rto=args.rto, rto_min=args.rto_min,
                   rto_max=max(args.rto, args.rto_min, RTO_MAX),
                   initial_window=r["window"] if args.fixed_window else args.initial_window,
                   adaptive_window=not args.fixed_window, timeout=args.timeout)

@@ -242,6 +242,7 @@ class SessionMixin:
         self.job = replace(self.job, session=session)
         self.uses[:] = 0
         self.calls = 0
+        self.session_index += 1           # keys the draws (coding.py), not the number
         self.failed = ""
         self.session_results = 0
 
@@ -256,9 +257,9 @@ class AllReduceClient(SessionMixin):
     """One worker's end of a job. Not thread-safe: one client per thread."""
 
     def __init__(self, port: Port, framer: Framer, job: JobParams, *, seed: int = 0,
-                 rto: float = RTO_INITIAL, rto_min: float = RTO_MIN, rto_max: float = RTO_MAX,
-                 initial_window: int = INITIAL_WINDOW, adaptive_window: bool = True,
-                 timeout: float = 10.0, coalesce: float = COALESCE,
+                 rank: int = 0, rto: float = RTO_INITIAL, rto_min: float = RTO_MIN,
+                 rto_max: float = RTO_MAX, initial_window: int = INITIAL_WINDOW,
+                 adaptive_window: bool = True, timeout: float = 10.0, coalesce: float = COALESCE,
                  uplink_share: float = UPLINK_SHARE, burst: int = BURST,
                  progress: Callable[[int, int], None] | None = None,
                  trace: Callable[..., None] | None = None,
@@ -266,8 +267,10 @@ class AllReduceClient(SessionMixin):
                  sleep: Callable[[float], None] = time.sleep):
         check_options(framer, job, rto, rto_min, rto_max, timeout)
         self.port, self.framer, self.job = port, framer, job
-        self.coder = ChunkCoder(job.encoding, job.workers, np.random.default_rng(seed), job.elems,
-                                job.headroom)
+        # seed and rank: the run's seed and this worker's rank, whose draws differ from the
+        # other workers' (coding.py)
+        self.coder = ChunkCoder(job.encoding, job.workers, seed, job.elems, job.headroom,
+                                job=job.job_id, rank=rank)
         self.timer = RetransmitTimer(rto, rto_min, rto_max)
         self.window = Window(initial_window, job.window, adaptive_window)
         if not isinstance(burst, int) or burst < 1:
@@ -293,6 +296,7 @@ class AllReduceClient(SessionMixin):
         self.frames: list[bytes | None] = [None] * w
         self.payloads: list[np.ndarray | None] = [None] * w   # kept for `trace` only
         self.calls = 0
+        self.session_index = 0                    # sessions moved to (start_session)
         self.sends = 0                            # new uses sent (the sequence counter)
         self.first_sample = False                 # the first round trip was just measured
         self.in_flight = 0                        # slots in IN_FLIGHT states
@@ -320,7 +324,9 @@ class AllReduceClient(SessionMixin):
         size = flat.size
         if self.coder.rotates:
             # Every worker rotates with the same signs: the call's numbers are the same on all.
-            seed = hadamard.seed_of(self.job.job_id, self.job.session, self.calls + 1)
+            # Not the session's number: the controller draws it from the clock, and a rerun
+            # must rotate alike (a call after a restart reusing signs is harmless).
+            seed = hadamard.seed_of(self.job.job_id, self.calls + 1)
             flat = hadamard.rotate(flat, seed)
             n_chunks = -(-flat.size // elems)
         if flat.size == n_chunks * elems:
@@ -348,6 +354,7 @@ class AllReduceClient(SessionMixin):
         self.rejected = {BAD_CHECKSUM: 0, BAD_CODES: 0}     # results failing a check
         used = self.used = min(window, n_chunks)
         self.calls += 1
+        self.coder.begin(self.session_index, self.calls)
         before = self.stats.copy()
         start = self.clock()
         self.coalescer.start(start)
@@ -726,7 +733,7 @@ class AllReduceClient(SessionMixin):
             return
         slots, self.to_send = self.to_send, []
         cs = self.cur[slots]
-        payloads = self.coder.encode(self.chunks[cs], self.exp[slots])
+        payloads = self.coder.encode(self.chunks[cs], self.exp[slots], cs)
         window, n_chunks, job = self.job.window, self.n_chunks, self.job
         if len(slots) >= BATCH_FRAMES:
             nxt = cs + window

@@ -5,22 +5,33 @@ exponent of each chunk, hence the priming round; FLOAT32 (the host-based baselin
 the values themselves. 4-bit payload rows are their packed bytes (codec.pack4). UQ4 works on
 the tensor rotated by worker/hadamard.py (`rotates`): the client rotates before chunking and
 rotates the mean back.
+
+Random bits (DESIGN.md contract 10): a chunk's rounding draws from its identity only, the run's
+seed, the worker's rank, the job, the session's place in the run, the call and the chunk's
+number in it (worker/keyed.py), so its codes are the same whatever was encoded before and in
+whatever order results released the chunks: a rerun of a seed repeats, loss and
+retransmissions included. The session enters by its place (0 for the first, then one more per
+session the client moves to), not its number: the controller draws a job's first session from
+the clock, so a rerun gets another number.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from worker import codec, wire
+from worker import codec, keyed, wire
 
 
 class ChunkCoder:
-    def __init__(self, encoding: int, workers: int, rng: np.random.Generator,
-                 elems: int = wire.ELEMS, headroom: int | None = None):
+    def __init__(self, encoding: int, workers: int, seed: int = 0,
+                 elems: int = wire.ELEMS, headroom: int | None = None, *, job: int = 0,
+                 rank: int = 0):
         if encoding not in (wire.ENC_FIXED32, wire.ENC_CNAT8, wire.ENC_FLOAT32, wire.ENC_NAT4,
                             wire.ENC_UQ4):
             raise ValueError(f"unknown encoding {encoding}")
-        self.encoding, self.workers, self.rng = encoding, workers, rng
+        self.encoding, self.workers, self.elems = encoding, workers, elems
+        self.seed, self.job, self.rank = int(seed), int(job), int(rank)
+        self.begin(0, 0)
         # The codec scales for n workers with headroom ceil(log2 n); a job whose tree needs
         # more (re-compressed partial sums, docs/PROTOCOL.md "Scaling") scales as for 2^h
         # workers, whose headroom is h. The mean still divides by the real worker count.
@@ -33,6 +44,15 @@ class ChunkCoder:
                          else {wire.ENC_FIXED32, wire.ENC_SUM8} if encoding == wire.ENC_UQ4
                          else {wire.ENC_FIXED32, wire.ENC_CNAT8})
 
+    def begin(self, session: int, call: int) -> None:
+        """Keys the draws of a call: `session`, the session's place in the run; `call`, the
+        call's number in the session."""
+        self.key = keyed.call_key(self.seed, self.rank, self.job, session, call)
+
+    def bits(self, ids) -> keyed.RowBits:
+        """The random bits of the rows numbered `ids` in the call."""
+        return keyed.RowBits(keyed.row_keys(self.key, ids), self.elems)
+
     def exponents(self, chunks: np.ndarray) -> np.ndarray:
         """Per chunk, the exponent the protocol negotiates (docs/PROTOCOL.md)."""
         return codec.chunk_exponents(chunks)
@@ -40,17 +60,19 @@ class ChunkCoder:
     def accepts(self, result_encoding: int) -> bool:
         return result_encoding in self._results
 
-    def encode(self, chunks: np.ndarray, exps: np.ndarray) -> np.ndarray:
-        """Payload rows for chunk rows at their negotiated exponents (one codec call)."""
+    def encode(self, chunks: np.ndarray, exps: np.ndarray, ids) -> np.ndarray:
+        """Payload rows for chunk rows at their negotiated exponents (one codec call); ids:
+        the rows' chunk (or block) numbers in the call, whose draws they get."""
+        if self.encoding == wire.ENC_FLOAT32:
+            return chunks
+        bits = self.bits(ids)
         if self.encoding == wire.ENC_CNAT8:
-            return codec.encode_cnat8(chunks, exps, self.scale_n, self.rng)
+            return codec.encode_cnat8(chunks, exps, self.scale_n, bits)
         if self.encoding == wire.ENC_NAT4:
-            return codec.pack4(codec.encode_nat4(chunks, exps, self.rng))
+            return codec.pack4(codec.encode_nat4(chunks, exps, bits))
         if self.encoding == wire.ENC_UQ4:
-            return codec.pack4(codec.encode_uq4(chunks, exps, self.rng))
-        if self.encoding == wire.ENC_FIXED32:
-            return codec.encode_fixed32(chunks, exps, self.scale_n, self.rng)
-        return chunks
+            return codec.pack4(codec.encode_uq4(chunks, exps, bits))
+        return codec.encode_fixed32(chunks, exps, self.scale_n, bits)
 
     def valid(self, encoding: int, payload: np.ndarray) -> bool:
         """True if a result's payload can be decoded: every CNAT8 code is one a switch

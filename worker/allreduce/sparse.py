@@ -78,7 +78,8 @@ class SparseAllReduceClient(SessionMixin):
     """One worker's end of a sparse job. Not thread-safe: one client per thread."""
 
     def __init__(self, port: Port, framer: Framer, job: JobParams, *, seed: int = 0,
-                 rto: float = RTO_INITIAL, rto_min: float = RTO_MIN, rto_max: float = RTO_MAX,
+                 rank: int = 0, rto: float = RTO_INITIAL, rto_min: float = RTO_MIN,
+                 rto_max: float = RTO_MAX,
                  initial_window: int = INITIAL_WINDOW, adaptive_window: bool = True,
                  timeout: float = 10.0, pad_empty: bool = False, burst: int = BURST,
                  trace=None, clock=time.monotonic):
@@ -89,8 +90,8 @@ class SparseAllReduceClient(SessionMixin):
             raise ValueError(f"burst must be an integer >= 1, got {burst!r}")
         self.burst = burst
         self.port, self.framer, self.job = port, framer, job
-        self.coder = ChunkCoder(job.encoding, job.workers, np.random.default_rng(seed),
-                                job.elems, job.headroom)
+        self.coder = ChunkCoder(job.encoding, job.workers, seed, job.elems, job.headroom,
+                                job=job.job_id, rank=rank)   # draws keyed (coding.py)
         self.timer = RetransmitTimer(rto, rto_min, rto_max)
         self.window = Window(initial_window, min(job.window, SPARSE_IN_FLIGHT), adaptive_window)
         self.timeout, self.clock, self.trace = timeout, clock, trace
@@ -101,6 +102,7 @@ class SparseAllReduceClient(SessionMixin):
         self.last = Stats()
         self.uses = np.zeros(job.window, np.int64)     # per slot, across calls
         self.calls = 0
+        self.session_index = 0                         # sessions moved to (start_session)
         self.failed = ""
         self.session_results = 0                       # results of this session, all calls
         self.blocks_aggregated = 0     # data uses of the last call (blocks any worker held)
@@ -148,6 +150,7 @@ class SparseAllReduceClient(SessionMixin):
         self.rejected = {BAD_CHECKSUM: 0, BAD_CODES: 0}     # results failing a check
         self.completed = 0                                  # uses of this call completed
         self.calls += 1
+        self.coder.begin(self.session_index, self.calls)
         before = self.stats.copy()
         start = self.clock()
         try:
@@ -257,7 +260,8 @@ class SparseAllReduceClient(SessionMixin):
         hold = [s for s in slots if self.k[s] > 0 and self._pending(s) == self.block[s]]
         payloads = {}
         if hold:
-            enc = self.coder.encode(self.rows[self.block[hold]], self.scale[hold])
+            enc = self.coder.encode(self.rows[self.block[hold]], self.scale[hold],
+                                    self.block[hold])
             payloads = {s: enc[i] for i, s in enumerate(hold)}
         for s in slots:
             b = int(self.block[s])
