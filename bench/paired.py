@@ -67,9 +67,11 @@ class Paired:
             f"{_signed(self.low, digits)}, {_signed(self.high, digits)}"
         return f"{_signed(self.diff, digits)}{unit} [{ci}]"
 
-    def text(self, unit: str = "", digits: int = 2) -> str:
-        """"+0.42 pp [-0.10, +0.94], n=5: cannot tell", for prose and plain tables."""
-        return f"{self.interval(digits, unit)}, n={self.n}: {self.label}"
+    def text(self, unit: str = "", digits: int = 2, verdict: bool = True) -> str:
+        """"+0.42 pp [-0.10, +0.94], n=5: cannot tell", for prose and plain tables;
+        without the verdict where the difference is not method - baseline (a target's gap)."""
+        return f"{self.interval(digits, unit)}, n={self.n}" + (f": {self.label}" if verdict
+                                                                else "")
 
     def cells(self, digits: int = 2) -> list:
         """The columns of CELLS_HEADER: difference [95 % CI], seeds, verdict."""
@@ -80,6 +82,11 @@ class Paired:
 
 
 CELLS_HEADER = ["difference [95 % CI]", "seeds", "verdict"]
+# what a report says once above a table of these columns
+EXPLAINED = ("the mean over seeds of the per-seed difference (method - baseline, same seeds) "
+             "with its 95 % confidence interval (Student's t, seeds - 1 degrees of freedom); "
+             "*verdict*: better or worse where the interval excludes zero, else *cannot tell* "
+             "at this number of seeds (bench/paired.py)")
 
 
 def _signed(x: float, digits: int) -> str:
