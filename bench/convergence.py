@@ -29,7 +29,7 @@ from types import SimpleNamespace
 
 import numpy as np
 from common import OUT, Target, machine, markdown, quick, save, say, table
-from paired import paired
+from paired import paired, plan_line
 
 from worker.experiments import layerwise
 from worker.model import load_digits_split
@@ -146,6 +146,9 @@ def main(argv=None) -> int:
           f"lr {args.lr}, MLP 64-{'-'.join(map(str, args.hidden))}-10; "
           f"{time.monotonic() - t0:.0f} s")
     print(table(header, rows))
+    need = plan_line(versus, "uncompressed")
+    if need:
+        print(need)
     cnat = versus["C_nat INA (switch)"]
     gap = 0.0 - cnat.diff + 0.0      # no -0.0 in the report
     t = Target("C_nat INA (switch): uncompressed accuracy - C_nat accuracy at equal steps",

@@ -77,11 +77,17 @@ class Paired:
         """The columns of CELLS_HEADER: difference [95 % CI], seeds, verdict."""
         return [self.interval(digits), self.n, self.label]
 
+    def seeds_for(self, half_width: float) -> int | None:
+        """Seeds for a 95 % CI of `half_width` at this comparison's spread (None: 1 seed)."""
+        return None if self.sd is None else seeds_needed(self.sd, half_width)
+
     def as_dict(self) -> dict:
         return {**asdict(self), "level": LEVEL}
 
 
 CELLS_HEADER = ["difference [95 % CI]", "seeds", "verdict"]
+# the half-width accuracy comparisons aim at (issue 39), in percentage points
+HALF_WIDTH_PP = 0.3
 # what a report says once above a table of these columns
 EXPLAINED = ("the mean over seeds of the per-seed difference (method - baseline, same seeds) "
              "with its 95 % confidence interval (Student's t, seeds - 1 degrees of freedom); "
@@ -151,3 +157,12 @@ def seeds_needed(sd: float, half_width: float, max_seeds: int = 100_000) -> int:
             return n
     raise ValueError(f"more than {max_seeds} seeds for a half-width of {half_width} "
                      f"at sd {sd}")
+
+
+def plan_line(versus: dict, baseline: str) -> str | None:
+    """How many seeds each comparison would need for a CI of HALF_WIDTH_PP at its spread."""
+    need = {k: d.seeds_for(HALF_WIDTH_PP) for k, d in versus.items() if k != baseline}
+    if not need or None in need.values():
+        return None
+    return (f"seeds for a 95 % CI half-width of {HALF_WIDTH_PP} pp at these spreads: "
+            + ", ".join(f"{k} {n}" for k, n in need.items()))

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 from common import OUT, Target, machine, markdown, quick, save, say, table
-from paired import paired
+from paired import paired, plan_line
 
 WORKERS = 4
 COMPRESSORS = ["cnat", "onebit:ef=0", "onebit", "topk:0.01", "ef:topk:0.01", "terngrad"]
@@ -158,6 +158,9 @@ def main(argv=None) -> int:
           f"lr {args.lr} momentum 0.9, {args.mode}-wise, MNIST-1D CNN; "
           f"{time.monotonic() - t0:.0f} s")
     print(table(header, rows))
+    need = plan_line(versus, "uncompressed (Gloo)")
+    if need:
+        print(need)
     targets = []
     for name in ("C_nat INA (switch)", "C_nat INA wide (switch)"):
         if name in runs:

@@ -131,3 +131,16 @@ def test_seeds_needed_for_a_half_width():
         seeds_needed(1.0, 0.0)
     with pytest.raises(ValueError, match="standard deviation"):
         seeds_needed(float("nan"), 0.3)
+
+
+def test_the_plan_line_names_each_comparisons_seeds():
+    from paired import plan_line
+
+    base = [0.90, 0.92, 0.91]
+    versus = {"base": paired(base, base), "a": paired([0.91, 0.93, 0.92], base, scale=100),
+              "b": paired([0.905, 0.91, 0.92], base, scale=100)}
+    # a: the same +1 pp on every seed, 2 seeds; b: sd 1.041 pp, t sd / sqrt(n) <= 0.3
+    assert versus["b"].seeds_for(0.3) == seeds_needed(versus["b"].sd, 0.3) > 40
+    assert plan_line(versus, "base") == ("seeds for a 95 % CI half-width of 0.3 pp at these "
+                                         f"spreads: a 2, b {versus['b'].seeds_for(0.3)}")
+    assert plan_line({"base": versus["base"], "c": paired([1.0], [0.9])}, "base") is None
