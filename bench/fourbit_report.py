@@ -90,14 +90,17 @@ def section(layer: dict | None, model: dict | None, speed: dict | None,
     c = layer or model
     profiles = "default profile (168 elements per packet)" + (
         " and wide4 (1024; no int32 INA there)" if w4 else "")
+    # the speed rows stand without a convergence run (one that failed, say)
+    accuracy = ("*Accuracy*: not run. " if c is None else
+                f"*Accuracy*: DDP on MNIST-1D (the 1-D CNN, "
+                f"{c['steps']} steps, batch {c['batch']} per worker, lr {c['lr']}), the mean "
+                f"final test accuracy over {c['seeds']} seeds and its difference from "
+                f"uncompressed in percentage points, {EXPLAINED}; "
+                f"compressors applied per layer (layer-wise) or to the whole model; "
+                f"ranks are threads through in-process softswitch. ")
     out += [f"4 workers on one switch. *Bytes per element*: whole frames (Ethernet header on) "
             f"per element of a worker's tensor, priming rounds included, {profiles}. "
-            f"*Accuracy*: DDP on MNIST-1D (the 1-D CNN, "
-            f"{c['steps']} steps, batch {c['batch']} per worker, lr {c['lr']}), the mean "
-            f"final test accuracy over {c['seeds']} seeds and its difference from "
-            f"uncompressed in percentage points, {EXPLAINED}; "
-            f"compressors applied per layer (layer-wise) or to the whole model; "
-            f"ranks are threads through in-process softswitch. *steps/s*: allreduce calls of "
+            f"{accuracy}*steps/s*: allreduce calls of "
             f"the CNN's 134,922 parameters per second (communication only, default profile); "
             f"*elements/s*: per "
             f"worker.", "", *lines, ""]

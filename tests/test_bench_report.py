@@ -95,3 +95,12 @@ def test_the_fourbit_table_compares_through_the_paired_helper():
     # +0.5, -1, +1 pp: sd 1.041, half-width 4.3027 x 1.041 / sqrt(3) = 2.586
     assert "| 0.912 | +0.17 [-2.42, +2.75], n=3 | cannot tell |" in md
     assert "± std err" not in md and "95 % confidence interval" in md
+
+
+def test_the_fourbit_table_stands_without_a_convergence_run():
+    import fourbit_report
+
+    speed = {"soft/cnat8": {"up": 1.35, "down": 1.35, "steps_per_s": 9.0,
+                            "elements_per_s": 1.2e6}}
+    md = "\n".join(fourbit_report.section(None, None, speed, None, None))
+    assert "*Accuracy*: not run." in md and "| 1.35 | 1.35 | - | - | - |" in md
