@@ -74,7 +74,7 @@ class Paired:
                                                                 else "")
 
     def cells(self, digits: int = 2) -> list:
-        """The columns of CELLS_HEADER: difference [95 % CI], seeds, verdict."""
+        """Three table columns: difference [95 % CI], seeds, verdict."""
         return [self.interval(digits), self.n, self.label]
 
     def seeds_for(self, half_width: float) -> int | None:
@@ -85,14 +85,14 @@ class Paired:
         return {**asdict(self), "level": LEVEL}
 
 
-CELLS_HEADER = ["difference [95 % CI]", "seeds", "verdict"]
 # the half-width accuracy comparisons aim at (issue 39), in percentage points
 HALF_WIDTH_PP = 0.3
 # what a report says once above a table of these columns
 EXPLAINED = ("the mean over seeds of the per-seed difference (method - baseline, same seeds) "
              "with its 95 % confidence interval (Student's t, seeds - 1 degrees of freedom); "
-             "*verdict*: better or worse where the interval excludes zero, else *cannot tell* "
-             "at this number of seeds (bench/paired.py)")
+             "*verdict*: better or worse where the interval excludes zero, *equal on every "
+             "seed* where no seed differs, else *cannot tell* at this number of seeds "
+             "(bench/paired.py)")
 
 
 def _signed(x: float, digits: int) -> str:
