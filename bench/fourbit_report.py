@@ -21,6 +21,9 @@ import sys
 from pathlib import Path
 
 from common import REPO, fmt
+from paired import EXPLAINED, paired
+
+VS = "vs uncompressed, pp [95 % CI], seeds"
 
 # row name -> (torch_convergence's method, bench/fourbit.py's encoding or None)
 METHODS = [("uncompressed (Gloo, float32)", "uncompressed (Gloo)", None),
@@ -49,8 +52,7 @@ def section(layer: dict | None, model: dict | None, speed: dict | None,
     speed = speed or {}
     targets = sorted({k.split("/")[0] for k in speed})
     head = ["method", "bytes/element up", "bytes/element down", "accuracy layer-wise",
-            "vs uncompressed (pp, ± std err)", "accuracy entire model",
-            "vs uncompressed (pp, ± std err)"]
+            VS, "verdict", "accuracy entire model", VS, "verdict"]
     for t in targets:
         head += [f"steps/s {t}", f"elements/s {t}"]
     wide4 = wide4 or {}
@@ -59,17 +61,16 @@ def section(layer: dict | None, model: dict | None, speed: dict | None,
         head[3:3] = ["up, wide4", "down, wide4"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     def versus(c: dict | None, method: str) -> list[str]:
-        """Mean final accuracy and the mean paired difference from uncompressed (pp)."""
+        """Mean final accuracy, the paired difference from uncompressed (pp) with its 95 % CI
+        and seeds, and the verdict."""
         finals = c["finals"].get(method) if c else None
         if not finals:
-            return ["-", "-"]
-        base = c["finals"]["uncompressed (Gloo)"]
-        diff = [100 * (a - b) for a, b in zip(finals, base, strict=True)]
-        mean = sum(diff) / len(diff)
-        se = (sum((d - mean) ** 2 for d in diff) / (len(diff) - 1) / len(diff)) ** 0.5 \
-            if len(diff) > 1 else 0.0
-        return [f"{sum(finals) / len(finals):.3f}",
-                f"{mean:+.2f} ± {se:.2f}" if method != base_name else "0"]
+            return ["-", "-", "-"]
+        acc = f"{sum(finals) / len(finals):.3f}"
+        if method == base_name:
+            return [acc, "-", "baseline"]
+        d = paired(finals, c["finals"][base_name], scale=100)
+        return [acc, d.text(verdict=False), d.label]
 
     for row, method, enc in METHODS:
         first = speed.get(f"{targets[0]}/{enc}") if targets and enc else None
@@ -89,13 +90,17 @@ def section(layer: dict | None, model: dict | None, speed: dict | None,
     c = layer or model
     profiles = "default profile (168 elements per packet)" + (
         " and wide4 (1024; no int32 INA there)" if w4 else "")
+    # the speed rows stand without a convergence run (one that failed, say)
+    accuracy = ("*Accuracy*: not run. " if c is None else
+                f"*Accuracy*: DDP on MNIST-1D (the 1-D CNN, "
+                f"{c['steps']} steps, batch {c['batch']} per worker, lr {c['lr']}), the mean "
+                f"final test accuracy over {c['seeds']} seeds and its difference from "
+                f"uncompressed in percentage points, {EXPLAINED}; "
+                f"compressors applied per layer (layer-wise) or to the whole model; "
+                f"ranks are threads through in-process softswitch. ")
     out += [f"4 workers on one switch. *Bytes per element*: whole frames (Ethernet header on) "
             f"per element of a worker's tensor, priming rounds included, {profiles}. "
-            f"*Accuracy*: DDP on MNIST-1D (the 1-D CNN, "
-            f"{c['steps']} steps, batch {c['batch']} per worker, lr {c['lr']}), the mean "
-            f"final test accuracy over {c['seeds']} seeds and its mean paired difference from "
-            f"uncompressed, compressors applied per layer (layer-wise) or to the whole model; "
-            f"ranks are threads through in-process softswitch. *steps/s*: allreduce calls of "
+            f"{accuracy}*steps/s*: allreduce calls of "
             f"the CNN's 134,922 parameters per second (communication only, default profile); "
             f"*elements/s*: per "
             f"worker.", "", *lines, ""]
@@ -106,8 +111,9 @@ def section(layer: dict | None, model: dict | None, speed: dict | None,
     if wide4_rows:
         out += ["The 4-bit encodings through wide4 (one scale per 1024 elements instead of 168), "
                 "the same runs otherwise:", "",
-                "| method | accuracy | vs uncompressed (pp, ± std err) |",
-                "| --- | --- | --- |", *("| " + " | ".join(r) + " |" for r in wide4_rows), ""]
+                f"| method | accuracy | {VS} | verdict |",
+                "| --- | --- | --- | --- |", *("| " + " | ".join(r) + " |" for r in wide4_rows),
+                ""]
     ratios = [ln for ln in (pps or "").splitlines() if " the elements/s of " in ln]
     if ratios:
         out += ["The switch's own rate (`bench/softswitch_pps.py --encodings cnat8 uq4`: the "

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from common import OUT, REPO, Target, fmt, machine
+from paired import EXPLAINED
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
@@ -177,9 +178,9 @@ def torch_sections(tconv: dict | None, tta: dict | None, figs: Path, rel: str) -
                 f"{tconv['mode']}-wise in the DDP hook, {tconv['seeds']} seed(s); every method "
                 "runs the same DDP loop from the same model and batches per seed. The INA "
                 "runs' codec rounds at random with draws taken in the order results arrive, "
-                "so two runs of one seed differ as two seeds do. *vs uncompressed*: the mean "
-                "paired difference of test accuracy, in percentage points, at the last "
-                "evaluation and over the last evaluations (constant-rate SGD ends noisy).", "",
+                "so two runs of one seed differ as two seeds do. *vs uncompressed*: test "
+                "accuracy in percentage points at the last evaluation and over the last "
+                f"evaluations (constant-rate SGD ends noisy), {EXPLAINED}.", "",
                 tconv["table"], ""]
         if plot_torch(tconv, figs / "torch_convergence.png"):
             out += [f"![DDP: test accuracy against step]({rel}/torch_convergence.png)", ""]
@@ -339,8 +340,10 @@ def targets_section(all_targets: list[tuple[str, dict]]) -> list[str]:
         else:
             miss = (t["value"] / t["limit"] if t["kind"] == "max" else t["limit"] / t["value"])
             verdict = f"**missed by {miss:.2f}x**" + (f": {t['why']}" if t["why"] else "")
+        # a gap between methods over seeds carries its paired 95 % CI (bench/paired.py)
+        ci = f" ({t['ci']})" if t.get("ci") else ""
         lines.append(f"| {bench} | {t['name']} {sign} {t['limit']}{t['unit']} | "
-                     f"{fmt(t['value'])}{t['unit']} | {verdict} |")
+                     f"{fmt(t['value'])}{t['unit']}{ci} | {verdict} |")
     return lines
 
 
@@ -520,8 +523,8 @@ def main(argv=None) -> int:
         out += [f"{conv['workers']} workers, {conv['steps']} steps, batch {conv['batch']} per "
                 f"worker, lr {conv['lr']}, MLP 64-{'-'.join(map(str, conv['hidden']))}-10 on "
                 f"digits, {conv['seeds']} seed(s); every method sees the same data split, "
-                "initial model and batches per seed. *vs uncompressed*: the mean paired "
-                "difference of final test accuracy, in percentage points.", "",
+                "initial model and batches per seed. *vs uncompressed*: final test "
+                f"accuracy in percentage points, {EXPLAINED}.", "",
                 conv["table"], ""]
         if plot_convergence(conv, figs / "convergence.png"):
             out += [f"![test accuracy against step]({rel}/convergence.png)", ""]

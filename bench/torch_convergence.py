@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 from common import OUT, Target, machine, markdown, quick, save, say, table
+from paired import paired, plan_line
 
 WORKERS = 4
 COMPRESSORS = ["cnat", "onebit:ef=0", "onebit", "topk:0.01", "ef:topk:0.01", "terngrad"]
@@ -132,44 +133,54 @@ def main(argv=None) -> int:
             say(f"seed {seed}: {name:<22} final accuracy {r['final_test_accuracy']:.4f} "
                 f"({time.monotonic() - t:.0f} s)")
     curves = {name: np.mean(a, axis=0).tolist() for name, a in runs.items()}
-    base = np.array([a[-1] for a in runs["uncompressed (Gloo)"]])
+    base = [a[-1] for a in runs["uncompressed (Gloo)"]]
     # SGD at a constant rate ends noisy: the mean of the last LATE evaluations is steadier
     # than the last one alone.
     late = min(LATE, len(steps))
-    base_late = np.array([np.mean(a[-late:]) for a in runs["uncompressed (Gloo)"]])
-    header = ["method", "final accuracy", "vs uncompressed (pp)", "std err (pp)",
-              f"mean of last {late} evals", "vs uncompressed (pp)",
-              f"accuracy at step {steps[len(steps) // 2]}"]
-    rows = []
+    base_late = [float(np.mean(a[-late:])) for a in runs["uncompressed (Gloo)"]]
+    header = ["method", "final accuracy", "vs uncompressed, pp [95 % CI]", "verdict",
+              f"mean of last {late} evals", "vs uncompressed, pp [95 % CI]", "verdict",
+              "seeds", f"accuracy at step {steps[len(steps) // 2]}"]
+    rows, versus, versus_late = [], {}, {}
     for name, accs in runs.items():
-        final = np.array([a[-1] for a in accs])
-        diff = 100 * (final - base)
-        se = diff.std(ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 else None
-        tail = np.array([np.mean(a[-late:]) for a in accs])
+        final = [a[-1] for a in accs]
+        tail = [float(np.mean(a[-late:])) for a in accs]
+        d = versus[name] = paired(final, base, scale=100)
+        dl = versus_late[name] = paired(tail, base_late, scale=100)
         mid = float(np.mean([a[len(steps) // 2] for a in accs]))
-        rows.append([name, float(final.mean()), float(diff.mean()), se, float(tail.mean()),
-                     float(100 * (tail - base_late).mean()), mid])
+        if name == "uncompressed (Gloo)":
+            rows.append([name, float(np.mean(final)), "-", "baseline",
+                         float(np.mean(tail)), "-", "baseline", d.n, mid])
+        else:
+            rows.append([name, float(np.mean(final)), d.interval(), d.label,
+                         float(np.mean(tail)), dl.interval(), dl.label, d.n, mid])
     print(f"{args.seeds} seed(s), {args.steps} steps, {WORKERS} workers, batch {args.batch}, "
           f"lr {args.lr} momentum 0.9, {args.mode}-wise, MNIST-1D CNN; "
           f"{time.monotonic() - t0:.0f} s")
     print(table(header, rows))
+    need = plan_line(versus, "uncompressed (Gloo)")
+    if need:
+        print(need)
     targets = []
     for name in ("C_nat INA (switch)", "C_nat INA wide (switch)"):
-        cnat = next((r for r in rows if r[0] == name), None)
-        if cnat is not None:
+        if name in runs:
             # Accuracies are float32 counts over 1000 test examples: round off their noise
             # (a mean difference of exactly 0.5 pp over 10 seeds is 0.5000007 pp).
-            targets.append(Target(f"{name}: uncompressed - C_nat accuracy at equal steps",
-                                  round(0.0 - cnat[2], 4) + 0.0, TARGET_PP, "max", " pp"))
+            t = Target(f"{name}: uncompressed - C_nat accuracy at equal steps",
+                       round(0.0 - versus[name].diff, 4) + 0.0, TARGET_PP, "max", " pp")
+            # the gap's own interval: uncompressed - C_nat, per seed
+            gap = paired(base, [a[-1] for a in runs[name]], scale=100)
+            targets.append({**t.as_dict(), "ci": gap.text(" pp", verdict=False)})
     for t in targets:
-        print("target " + t.text())
+        print(f"target {t['text']} (the gap: {t['ci']})")
     save(args.json, {"machine": machine(), "seeds": args.seeds, "steps": args.steps,
                      "eval_steps": steps, "workers": WORKERS, "batch": args.batch,
                      "lr": args.lr, "mode": args.mode, "curves": curves,
                      "finals": {k: [a[-1] for a in v] for k, v in runs.items()},
                      "per_seed": runs,
-                     "rows": rows, "table": markdown(header, rows),
-                     "targets": [t.as_dict() for t in targets]})
+                     "paired": {k: d.as_dict() for k, d in versus.items()},
+                     "paired_late": {k: d.as_dict() for k, d in versus_late.items()},
+                     "rows": rows, "table": markdown(header, rows), "targets": targets})
     return 0
 
 

@@ -65,3 +65,42 @@ def test_the_overlap_section_states_both_parts_of_a_step_and_the_gain(tmp_path):
     assert "0.050 s of computation and 0.060 s of communication" in text
     assert "overlap gained 1.30x (at most 1.83x)" in text and "| t |" in text
     assert "Not run" in "\n".join(_report.overlap_section(None))
+
+
+def test_the_targets_table_gives_a_gap_its_interval():
+    t = {"name": "C_nat INA (switch): uncompressed - C_nat", "value": 0.2, "limit": 0.5,
+         "kind": "max", "unit": " pp", "met": True, "why": "",
+         "ci": "+0.20 pp [-0.40, +0.80], n=5"}
+    (line,) = _report.targets_section([("convergence", t)])[2:]
+    assert "| 0.2 pp (+0.20 pp [-0.40, +0.80], n=5) | met |" in line
+    # a target without seeds keeps its plain figure
+    (line,) = _report.targets_section([("wire", {**t, "ci": None})])[2:]
+    assert "| 0.2 pp | met |" in line
+
+
+def test_the_fourbit_table_compares_through_the_paired_helper():
+    import fourbit_report
+
+    base = [0.90, 0.92, 0.91]
+    conv = {"steps": 600, "batch": 32, "lr": 0.1, "seeds": 3,
+            "finals": {"uncompressed (Gloo)": base,
+                       "C_nat INA (switch)": [0.91, 0.93, 0.92],
+                       "natural dithering INA (switch)": [0.80, 0.83, 0.81],
+                       "uniform (THC) INA (switch)": [0.905, 0.91, 0.92]}}
+    md = "\n".join(fourbit_report.section(conv, conv, None, None, None))
+    # +1 pp on every seed: a zero-width interval, better
+    assert "| 0.920 | +1.00 [+1.00, +1.00], n=3 | better |" in md
+    # -10, -9, -10 pp: sd sqrt(1/3), half-width 4.3027 sqrt(1/3) / sqrt(3) = 1.434
+    assert "| -9.67 [-11.10, -8.23], n=3 | worse |" in md
+    # +0.5, -1, +1 pp: sd 1.041, half-width 4.3027 x 1.041 / sqrt(3) = 2.586
+    assert "| 0.912 | +0.17 [-2.42, +2.75], n=3 | cannot tell |" in md
+    assert "± std err" not in md and "95 % confidence interval" in md
+
+
+def test_the_fourbit_table_stands_without_a_convergence_run():
+    import fourbit_report
+
+    speed = {"soft/cnat8": {"up": 1.35, "down": 1.35, "steps_per_s": 9.0,
+                            "elements_per_s": 1.2e6}}
+    md = "\n".join(fourbit_report.section(None, None, speed, None, None))
+    assert "*Accuracy*: not run." in md and "| 1.35 | 1.35 | - | - | - |" in md

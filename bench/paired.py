@@ -1,0 +1,168 @@
+"""Paired comparisons over seeds: the one way the benches compare a method with its baseline.
+
+A method and its baseline run on the same seeds (same data split, model and batches), so
+the per-seed differences carry the comparison: their mean, a 95 % confidence interval
+from Student's t with n - 1 degrees of freedom, n, and a verdict.
+
+    d = paired(cnat_finals, uncompressed_finals, scale=100)     # accuracies, in pp
+    d.text(" pp")    # "+0.42 pp [-0.10, +0.94], n=5: cannot tell"
+
+No scipy: it is not a dependency of the project, and one quantile is all this needs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+LEVEL = 0.95
+# t_{0.975, df} for df = 1..30, to 4 decimals (scipy.stats.t.ppf agrees: tests check it)
+_T975 = (12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281,
+         2.2010, 2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860,
+         2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423)
+_Z975 = 1.959963984540054
+
+BETTER, WORSE, CANNOT_TELL, EQUAL = "better", "worse", "cannot tell", "equal on every seed"
+
+
+def t975(df: int) -> float:
+    """The 0.975 quantile of Student's t with `df` degrees of freedom."""
+    if df < 1 or int(df) != df:
+        raise ValueError(f"degrees of freedom must be a whole number >= 1, not {df!r}")
+    if df <= len(_T975):
+        return _T975[df - 1]
+    # Cornish-Fisher expansion around the normal quantile: within 3e-8 of the exact
+    # quantile from df = 31 on, where a table would have to stop.
+    z, v = _Z975, float(df)
+    return (z + (z**3 + z) / (4 * v) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
+            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
+            + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * v**4))
+
+
+@dataclass(frozen=True)
+class Paired:
+    """method - baseline over paired seeds, in the unit the values were scaled to."""
+
+    diff: float                 # mean of the per-seed differences
+    low: float | None           # 95 % CI; None under 2 seeds
+    high: float | None
+    n: int
+    sd: float | None            # standard deviation of the differences (n - 1)
+    verdict: str                # BETTER, WORSE, CANNOT_TELL or EQUAL
+    higher_is_better: bool
+
+    @property
+    def half_width(self) -> float | None:
+        return None if self.low is None else (self.high - self.low) / 2
+
+    @property
+    def label(self) -> str:
+        """The verdict as a table shows it."""
+        return f"{CANNOT_TELL} (1 seed)" if self.n < 2 else self.verdict
+
+    def interval(self, digits: int = 2, unit: str = "") -> str:
+        """"+0.42 [-0.10, +0.94]"; from one seed "+0.42 [no CI]"."""
+        ci = "no CI" if self.low is None else \
+            f"{_signed(self.low, digits)}, {_signed(self.high, digits)}"
+        return f"{_signed(self.diff, digits)}{unit} [{ci}]"
+
+    def text(self, unit: str = "", digits: int = 2, verdict: bool = True) -> str:
+        """"+0.42 pp [-0.10, +0.94], n=5: cannot tell", for prose and plain tables;
+        without the verdict where the difference is not method - baseline (a target's gap)."""
+        return f"{self.interval(digits, unit)}, n={self.n}" + (f": {self.label}" if verdict
+                                                                else "")
+
+    def cells(self, digits: int = 2) -> list:
+        """Three table columns: difference [95 % CI], seeds, verdict."""
+        return [self.interval(digits), self.n, self.label]
+
+    def seeds_for(self, half_width: float) -> int | None:
+        """Seeds for a 95 % CI of `half_width` at this comparison's spread (None: 1 seed)."""
+        return None if self.sd is None else seeds_needed(self.sd, half_width)
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "level": LEVEL}
+
+
+# the half-width accuracy comparisons aim at (issue 39), in percentage points
+HALF_WIDTH_PP = 0.3
+# what a report says once above a table of these columns
+EXPLAINED = ("the mean over seeds of the per-seed difference (method - baseline, same seeds) "
+             "with its 95 % confidence interval (Student's t, seeds - 1 degrees of freedom); "
+             "*verdict*: better or worse where the interval excludes zero, *equal on every "
+             "seed* where no seed differs, else *cannot tell* at this number of seeds "
+             "(bench/paired.py)")
+
+
+def _signed(x: float, digits: int) -> str:
+    s = f"{x:+.{digits}f}"
+    return s.replace("-", "+") if float(s) == 0 else s     # no "-0.00"
+
+
+def _values(name: str, xs: Sequence[float]) -> list[float]:
+    try:
+        out = [float(x) for x in xs]
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{name}: not a sequence of numbers ({e})") from None
+    bad = [i for i, x in enumerate(out) if not math.isfinite(x)]
+    if bad:
+        raise ValueError(f"{name}: seed(s) {bad} are not finite numbers "
+                         f"({', '.join(str(out[i]) for i in bad[:5])})")
+    return out
+
+
+def paired(method: Sequence[float], baseline: Sequence[float], *,
+           higher_is_better: bool = True, scale: float = 1.0) -> Paired:
+    """Compare per-seed values of a method with its baseline's on the same seeds.
+
+    method[i] and baseline[i] must come from seed i. `scale` multiplies the differences
+    (100: fractions to percentage points). higher_is_better: accuracy True, loss False.
+    The verdict is BETTER or WORSE when the 95 % CI lies wholly on one side of zero,
+    EQUAL when every seed gave exactly the baseline's value, else CANNOT_TELL.
+    """
+    m, b = _values("method", method), _values("baseline", baseline)
+    if len(m) != len(b):
+        raise ValueError(f"paired values need one per seed on both sides: method has "
+                         f"{len(m)}, baseline {len(b)}")
+    if not m:
+        raise ValueError("no seeds to compare")
+    d = [scale * (x - y) for x, y in zip(m, b, strict=True)]
+    n = len(d)
+    mean = math.fsum(d) / n
+    if n < 2:
+        return Paired(mean, None, None, 1, None, CANNOT_TELL, higher_is_better)
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in d) / (n - 1))
+    h = t975(n - 1) * sd / math.sqrt(n)
+    low, high = mean - h, mean + h
+    if all(x == 0 for x in d):
+        verdict = EQUAL
+    elif low > 0 or high < 0:
+        verdict = BETTER if (low > 0) == higher_is_better else WORSE
+    else:
+        verdict = CANNOT_TELL
+    return Paired(mean, low, high, n, sd, verdict, higher_is_better)
+
+
+def seeds_needed(sd: float, half_width: float, max_seeds: int = 100_000) -> int:
+    """The fewest seeds (>= 2) whose 95 % CI half-width, t_{n-1} sd / sqrt(n), is at most
+    `half_width`, for differences of standard deviation `sd` (a pilot run's Paired.sd).
+    A plan, not a promise: the pilot's sd is itself an estimate."""
+    if not (math.isfinite(sd) and sd >= 0):
+        raise ValueError(f"standard deviation must be a finite number >= 0, not {sd!r}")
+    if not (math.isfinite(half_width) and half_width > 0):
+        raise ValueError(f"half-width must be a finite number > 0, not {half_width!r}")
+    for n in range(2, max_seeds + 1):
+        if t975(n - 1) * sd / math.sqrt(n) <= half_width:
+            return n
+    raise ValueError(f"more than {max_seeds} seeds for a half-width of {half_width} "
+                     f"at sd {sd}")
+
+
+def plan_line(versus: dict, baseline: str) -> str | None:
+    """How many seeds each comparison would need for a CI of HALF_WIDTH_PP at its spread."""
+    need = {k: d.seeds_for(HALF_WIDTH_PP) for k, d in versus.items() if k != baseline}
+    if not need or None in need.values():
+        return None
+    return (f"seeds for a 95 % CI half-width of {HALF_WIDTH_PP} pp at these spreads: "
+            + ", ".join(f"{k} {n}" for k, n in need.items()))

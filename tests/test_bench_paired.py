@@ -1,0 +1,146 @@
+"""bench/paired.py: the paired difference, its 95 % CI from Student's t, the verdict."""
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from paired import (  # noqa: E402  (bench/ is on the path from here)
+    BETTER,
+    CANNOT_TELL,
+    EQUAL,
+    WORSE,
+    paired,
+    seeds_needed,
+    t975,
+)
+
+
+@pytest.mark.parametrize("df, t", [(1, 12.706), (4, 2.7764), (9, 2.2622), (30, 2.0423)])
+def test_t_quantiles_are_the_printed_tables(df, t):
+    assert t975(df) == pytest.approx(t, abs=5e-4)
+
+
+def test_t_quantiles_beyond_the_table_approach_the_normal_one():
+    assert t975(31) < t975(30)
+    assert t975(60) == pytest.approx(2.0003, abs=1e-4)
+    assert t975(120) == pytest.approx(1.9799, abs=1e-4)
+    assert t975(10**7) == pytest.approx(1.95996, abs=1e-5)
+
+
+def test_t_quantiles_agree_with_scipy_where_it_is_installed():
+    stats = pytest.importorskip("scipy.stats")
+    for df in [*range(1, 31), 31, 35, 50, 100, 1000]:
+        assert t975(df) == pytest.approx(stats.t.ppf(0.975, df), abs=6e-5), df
+
+
+def test_known_intervals_by_hand():
+    # differences 1..5: mean 3, sd sqrt(2.5), half-width t_{.975,4} sd / sqrt(5)
+    d = paired([1, 2, 3, 4, 5], [0] * 5)
+    h = 2.7764 * math.sqrt(2.5) / math.sqrt(5)
+    assert (d.n, d.diff, d.sd) == (5, 3.0, pytest.approx(math.sqrt(2.5)))
+    assert d.low == pytest.approx(3 - h) and d.high == pytest.approx(3 + h)
+    assert d.verdict == BETTER
+    # 1..10 against 0.5 each: mean 5, sd of 1..10, t_{.975,9}
+    d = paired(range(1, 11), [0.5] * 10)
+    h = 2.2622 * np.std(np.arange(1, 11), ddof=1) / math.sqrt(10)
+    assert d.diff == pytest.approx(5.0) and d.half_width == pytest.approx(h)
+
+
+def test_scale_and_text_in_percentage_points():
+    d = paired([0.93, 0.91, 0.92, 0.95, 0.90], [0.92, 0.915, 0.91, 0.94, 0.90], scale=100)
+    assert d.diff == pytest.approx(0.5)
+    assert d.text(" pp") == "+0.50 pp [-0.38, +1.38], n=5: cannot tell"
+    assert d.cells() == ["+0.50 [-0.38, +1.38]", 5, CANNOT_TELL]
+
+
+@pytest.mark.parametrize("mean, verdict", [(12.72, BETTER), (12.69, CANNOT_TELL),
+                                           (-12.72, WORSE), (-12.69, CANNOT_TELL)])
+def test_the_verdict_turns_where_the_interval_leaves_zero(mean, verdict):
+    # two seeds at mean -+ 1: sd sqrt(2), half-width t_{.975,1} sqrt(2) / sqrt(2) = 12.706
+    d = paired([mean - 1, mean + 1], [0, 0])
+    assert d.half_width == pytest.approx(12.7062)
+    assert d.verdict == verdict
+
+
+def test_lower_is_better_swaps_the_verdict():
+    loss_up = paired([2.1, 2.2, 2.3], [1.0, 1.1, 1.2], higher_is_better=False)
+    assert loss_up.verdict == WORSE
+    loss_down = paired([1.0, 1.1, 1.2], [2.1, 2.2, 2.3], higher_is_better=False)
+    assert loss_down.verdict == BETTER
+    assert paired([2.1, 2.2, 2.3], [1.0, 1.1, 1.2]).verdict == BETTER
+
+
+def test_identical_runs_are_equal_not_better():
+    d = paired([0.9, 0.8, 0.95], [0.9, 0.8, 0.95])
+    assert (d.diff, d.low, d.high, d.verdict) == (0.0, 0.0, 0.0, EQUAL)
+    assert d.text() == "+0.00 [+0.00, +0.00], n=3: equal on every seed"
+    # a constant non-zero difference is a zero-width interval off zero
+    assert paired([1.0, 2.0], [0.5, 1.5]).verdict == BETTER
+
+
+def test_one_seed_gives_no_interval():
+    d = paired([0.91], [0.90], scale=100)
+    assert (d.n, d.low, d.high, d.sd, d.half_width) == (1, None, None, None, None)
+    assert d.diff == pytest.approx(1.0)
+    assert d.label == "cannot tell (1 seed)"
+    assert d.text(" pp") == "+1.00 pp [no CI], n=1: cannot tell (1 seed)"
+    assert d.as_dict()["low"] is None
+
+
+@pytest.mark.parametrize("n, tol", [(2, 0.015), (5, 0.015), (40, 0.015)])
+def test_the_interval_covers_the_mean_95_percent_of_the_time(n, tol):
+    # 2000 simulated paired experiments: binomial sd of the coverage is 0.0049
+    rng = np.random.default_rng(20261204 + n)
+    covered = 0
+    for _ in range(2000):
+        method = rng.normal(0.3, 1.0, n)
+        base = rng.normal(0.0, 0.5, n)
+        d = paired(method, base)
+        covered += d.low <= 0.3 <= d.high
+    assert abs(covered / 2000 - 0.95) <= tol, covered / 2000
+
+
+def test_bad_input_is_refused_with_the_cause():
+    with pytest.raises(ValueError, match="method has 3, baseline 2"):
+        paired([1, 2, 3], [1, 2])
+    with pytest.raises(ValueError, match=r"method: seed\(s\) \[1\] are not finite"):
+        paired([1, float("nan"), 3], [1, 2, 3])
+    with pytest.raises(ValueError, match=r"baseline: seed\(s\) \[0\]"):
+        paired([1, 2], [float("inf"), 2])
+    with pytest.raises(ValueError, match="no seeds"):
+        paired([], [])
+    with pytest.raises(ValueError, match="not a sequence of numbers"):
+        paired(["a", 1], [1, 2])
+    with pytest.raises(ValueError, match="degrees of freedom"):
+        t975(0)
+
+
+def test_seeds_needed_for_a_half_width():
+    # sd 1, half-width 1: n = 6 gives 2.5706 / sqrt(6) = 1.05, n = 7 2.4469 / sqrt(7) = 0.92
+    assert seeds_needed(1.0, 1.0) == 7
+    assert seeds_needed(0.0, 0.3) == 2
+    for sd, hw in [(0.45 * math.sqrt(10), 0.3), (0.004, 0.005), (2.0, 0.3)]:
+        n = seeds_needed(sd, hw)
+        assert t975(n - 1) * sd / math.sqrt(n) <= hw
+        assert n == 2 or t975(n - 2) * sd / math.sqrt(n - 1) > hw
+    with pytest.raises(ValueError, match="half-width"):
+        seeds_needed(1.0, 0.0)
+    with pytest.raises(ValueError, match="standard deviation"):
+        seeds_needed(float("nan"), 0.3)
+
+
+def test_the_plan_line_names_each_comparisons_seeds():
+    from paired import plan_line
+
+    base = [0.90, 0.92, 0.91]
+    versus = {"base": paired(base, base), "a": paired([0.91, 0.93, 0.92], base, scale=100),
+              "b": paired([0.905, 0.91, 0.92], base, scale=100)}
+    # a: the same +1 pp on every seed, 2 seeds; b: sd 1.041 pp, t sd / sqrt(n) <= 0.3
+    assert versus["b"].seeds_for(0.3) == seeds_needed(versus["b"].sd, 0.3) > 40
+    assert plan_line(versus, "base") == ("seeds for a 95 % CI half-width of 0.3 pp at these "
+                                         f"spreads: a 2, b {versus['b'].seeds_for(0.3)}")
+    assert plan_line({"base": versus["base"], "c": paired([1.0], [0.9])}, "base") is None
