@@ -51,7 +51,8 @@ def run(how: str, what: str | None, seed: int, args, data) -> dict:
     torch.set_num_threads(1)
     cfg = DDPConfig(steps=args.steps, lr=args.lr, batch=args.batch, seed=seed,
                     eval_every=args.eval_every, mode=args.mode,
-                    compressor=what if how == "hook" else "none")
+                    compressor=what if how == "hook" else "none",
+                    workload=getattr(args, "workload", "mnist1d"))
     make_client = None
     if how == "switch":
         import inproc

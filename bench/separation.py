@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""A workload that separates methods: the character-level language model (worker/ddp/charlm.py)
+trained with DDP by 4 ranks, each method on the same seeds, judged by validation loss; the
+paired differences' 95 % confidence intervals, their half-width against the target, and
+the same for MNIST-1D's accuracy at the same seeds for contrast.
+
+    .venv/bin/python bench/separation.py [--seeds 10] [--steps 150]
+
+Ranks are threads with their own Gloo groups (bench/torch_convergence.py's runner): the
+runs of a seed share data, initial model and batches, and differ only in how gradients are
+reduced. Target (issue 39): a paired difference's half-width of at most 0.005 nats of loss
+with at most 10 seeds, in minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from common import OUT, Target, machine, markdown, quick, save, say, table
+from paired import EXPLAINED, paired
+from torch_convergence import run
+
+TARGET_NATS = 0.005
+BASELINE = "uncompressed (Gloo)"
+# name -> (how, what): torch_convergence.run's plan entries
+METHODS = {BASELINE: ("gloo", None),
+           "int32 INA (switch)": ("switch", "fixed32"),
+           "C_nat INA (switch)": ("switch", "cnat8"),
+           "top-k 1% (hook)": ("hook", "topk:0.01")}
+
+
+def main(argv=None) -> int:
+    q = quick()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 2)[2])
+    ap.add_argument("--seeds", type=int, default=2 if q else 10)
+    ap.add_argument("--steps", type=int, default=10 if q else 150)
+    ap.add_argument("--batch", type=int, default=16, help="windows per rank and step")
+    ap.add_argument("--lr", type=float, default=0.3)
+    ap.add_argument("--methods", nargs="*", default=list(METHODS)[1:],
+                    help="methods besides the baseline (default: all of "
+                         f"{', '.join(list(METHODS)[1:])})")
+    ap.add_argument("--json", type=Path, default=OUT / "separation.json")
+    args = ap.parse_args(argv)
+    unknown = [m for m in args.methods if m not in METHODS]
+    if unknown or args.seeds < 2 or args.steps < 1:
+        ap.error(f"unknown methods {unknown}" if unknown else "need --seeds >= 2, --steps >= 1")
+    args.workload, args.mode, args.eval_every = "charlm", "layer", args.steps
+    from worker.ddp import charlm
+    from worker.ddp.workload import load_data
+
+    data = load_data("charlm")
+    names = [BASELINE, *args.methods]
+    losses: dict[str, list[float]] = {n: [] for n in names}
+    seconds: dict[str, list[float]] = {n: [] for n in names}
+    t0 = time.monotonic()
+    for seed in range(args.seeds):
+        for name in names:
+            how, what = METHODS[name]
+            t = time.monotonic()
+            r = run(how, what, seed, args, data)
+            losses[name].append(r["final_test_loss"])
+            seconds[name].append(time.monotonic() - t)
+            say(f"seed {seed}: {name:<20} validation loss {r['final_test_loss']:.4f} nats "
+                f"({seconds[name][-1]:.0f} s)")
+    base = losses[BASELINE]
+    header = ["method", "validation loss (nats/char)", "vs uncompressed [95 % CI]", "seeds",
+              "verdict", "CI half-width", "s per run"]
+    rows, versus = [], {}
+    for name in names:
+        mean, secs = float(np.mean(losses[name])), float(np.mean(seconds[name]))
+        if name == BASELINE:
+            rows.append([name, mean, "-", len(base), "baseline", "-", secs])
+            continue
+        d = versus[name] = paired(losses[name], base, higher_is_better=False)
+        rows.append([name, mean, d.interval(4), d.n, d.label,
+                     f"{d.half_width:.4f}" if d.half_width is not None else "-", secs])
+    wall = time.monotonic() - t0
+    print(f"{args.seeds} seeds, {args.steps} steps, 4 workers x {args.batch} windows of "
+          f"{charlm.CONTEXT} characters, lr {args.lr} momentum 0.9; corpus sha256 "
+          f"{charlm.corpus_sha256()[:16]}; {wall:.0f} s")
+    print(table(header, rows))
+    print(f"columns: {EXPLAINED}")
+    widths = {k: d.half_width for k, d in versus.items() if d.half_width is not None}
+    targets = [Target(f"{k}: 95 % CI half-width of the paired loss difference",
+                      w, TARGET_NATS, "max", " nats").as_dict() for k, w in widths.items()]
+    for t in targets:
+        print(f"target {t['text']}")
+    save(args.json, {"machine": machine(), "seeds": args.seeds, "steps": args.steps,
+                     "batch": args.batch, "lr": args.lr, "corpus_sha256":
+                     charlm.corpus_sha256(), "losses": losses, "seconds": seconds,
+                     "paired": {k: d.as_dict() for k, d in versus.items()},
+                     "rows": rows, "table": markdown(header, rows), "targets": targets,
+                     "wall_seconds": wall})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
