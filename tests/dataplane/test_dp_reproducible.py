@@ -1,9 +1,9 @@
-"""Reproducible from a seed (DESIGN.md contract 10), the workers' half: a training job run
-twice with the same seed ends with the same model on every worker, bit for bit, though each
-run loses other frames, retransmits others and sees results in another order, and runs in
-another session. FIXED32 results: the switch adds exactly and rounds nothing, so only the
-workers' draws could differ (the switch's CNAT8 rounding: tests/worker/test_reproducible.py).
-On both targets, on one switch and on a two-level tree."""
+"""Reproducible from a seed (DESIGN.md contract 10): a training job run twice with the same
+seed ends with the same model on every worker, bit for bit, though each run loses other
+frames, retransmits others and sees results in another order, and runs in another session.
+FIXED32 results (the switch adds exactly: only the workers' draws could differ) and CNAT8
+results (the switch's rounding bits are a hash of the chunk and the job's key, not of the
+order packets come in). On both targets, on one switch and on a two-level tree."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from controller.topology import JobSpec
-from tests.dataplane.chaos import FabricPort
+from harness.fabric import FabricPort
 from tests.dataplane.test_dp_chaos import TREES, topo_framer
 from worker import wire
 from worker.allreduce import AllReduceClient, job_params
@@ -58,12 +58,13 @@ def run_job(fabric, job_id: int, hosts, result: str, impair_seed: int):
     return out, session
 
 
+@pytest.mark.parametrize("result", ["fixed32", "cnat8"])
 @pytest.mark.parametrize("tree", list(TREES))
-def test_a_rerun_of_a_seed_gives_the_same_models_despite_loss(fabric, tree):
+def test_a_rerun_of_a_seed_gives_the_same_models_despite_loss(fabric, tree, result):
     hosts = TREES[tree]
     job_id = 97 + list(TREES).index(tree)
-    first, s1 = run_job(fabric, job_id, hosts, "fixed32", impair_seed=1)
-    second, s2 = run_job(fabric, job_id, hosts, "fixed32", impair_seed=2)
+    first, s1 = run_job(fabric, job_id, hosts, result, impair_seed=1)
+    second, s2 = run_job(fabric, job_id, hosts, result, impair_seed=2)
     assert s1 != s2
     for run in (first, second):
         assert len({digest for digest, _, _ in run}) == 1, "ranks differ within a run"
@@ -71,5 +72,5 @@ def test_a_rerun_of_a_seed_gives_the_same_models_despite_loss(fabric, tree):
     # not the same losses: the runs took other paths to the same models
     assert [lost for _, _, lost in first] != [lost for _, _, lost in second]
     assert [d for d, _, _ in first] == [d for d, _, _ in second], (first, second)
-    print(f"{fabric.name} {tree}: model {first[0][0][:16]} in sessions {s1} and {s2}; "
+    print(f"{fabric.name} {tree} {result}: model {first[0][0][:16]} in sessions {s1} and {s2}; "
           f"retransmissions {[r for _, r, _ in first]} and {[r for _, r, _ in second]}")

@@ -103,7 +103,6 @@ def test_sparse_job_reruns_to_the_same_models():
                        numpy_run(topo, 2, cfg, sparse=True))
 
 
-@pytest.mark.xfail(strict=True, reason="switch rounding bits not yet keyed by identity")
 def test_cnat8_results_rerun_to_the_same_models():
     """The job's results re-compressed to CNAT8 on the switch: its rounding draws too must be
     a function of the packet's identity, not of the order packets reach it."""
