@@ -33,20 +33,16 @@ class Trace:
         return out
 
 
-def run_workers(make_client, tensors, calls: int = 1, join_timeout: float = 120.0):
-    """Runs make_client(rank) in one thread per rank, each doing `calls` allreduce calls of
-    tensors[rank][call]; returns (outputs[rank][call], clients, errors[rank])."""
-    n = len(tensors)
-    outputs = [[None] * calls for _ in range(n)]
-    errors: list[BaseException | None] = [None] * n
-    clients = [make_client(rank) for rank in range(n)]
+def in_threads(n: int, body, join_timeout: float = 300.0) -> list:
+    """body(rank) in one thread per rank; each rank's value or the exception it raised.
+    A thread still running after `join_timeout` fails the caller as a hang."""
+    out: list = [None] * n
 
     def run(rank: int) -> None:
         try:
-            for k in range(calls):
-                outputs[rank][k] = clients[rank].allreduce(tensors[rank][k])
+            out[rank] = body(rank)
         except BaseException as e:     # reported to the test thread
-            errors[rank] = e
+            out[rank] = e
 
     threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in range(n)]
     for t in threads:
@@ -56,6 +52,22 @@ def run_workers(make_client, tensors, calls: int = 1, join_timeout: float = 120.
     hung = [r for r, t in enumerate(threads) if t.is_alive()]
     if hung:
         raise AssertionError(f"workers {hung} still running after {join_timeout} s: a hang")
+    return out
+
+
+def run_workers(make_client, tensors, calls: int = 1, join_timeout: float = 120.0):
+    """Runs make_client(rank) in one thread per rank, each doing `calls` allreduce calls of
+    tensors[rank][call]; returns (outputs[rank][call], clients, errors[rank])."""
+    n = len(tensors)
+    outputs = [[None] * calls for _ in range(n)]
+    clients = [make_client(rank) for rank in range(n)]
+
+    def run(rank: int) -> None:
+        for k in range(calls):
+            outputs[rank][k] = clients[rank].allreduce(tensors[rank][k])
+
+    done = in_threads(n, run, join_timeout)
+    errors = [e if isinstance(e, BaseException) else None for e in done]
     return outputs, clients, errors
 
 

@@ -7,12 +7,11 @@ order packets come in). On both targets, on one switch and on a two-level tree."
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from controller.topology import JobSpec
 from harness.fabric import FabricPort
+from harness.workers import in_threads
 from tests.dataplane.test_dp_chaos import TREES, topo_framer
 from worker import wire
 from worker.allreduce import AllReduceClient, job_params
@@ -32,27 +31,20 @@ def run_job(fabric, job_id: int, hosts, result: str, impair_seed: int):
     session = fabric.session()
     job = job_params(topo, job_id, session, wire.ENC_CNAT8)
     n = len(hosts)
-    out: list = [None] * n
 
-    def run(rank: int) -> None:
+    def run(rank: int):
         port = ImpairedPort(FabricPort(fabric, hosts[rank]), loss=LOSS,
                             seed=impair_seed * 100 + rank)
         client = AllReduceClient(port, topo_framer(topo, hosts[rank]), job, seed=SEED,
                                  rank=rank, timeout=30, rto=0.2, rto_min=0.05, rto_max=0.4)
-        try:
-            res = train(client.allreduce, rank, n, CFG)
-            out[rank] = (res["params_sha256"], client.stats.retransmissions,
-                         port.stats.sent_dropped + port.stats.recv_dropped)
-        except BaseException as e:    # handed to the test thread
-            out[rank] = e
+        res = train(client.allreduce, rank, n, CFG)
+        return (res["params_sha256"], client.stats.retransmissions,
+                port.stats.sent_dropped + port.stats.recv_dropped)
 
-    threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(300)
-    fabric.quiet(hosts)
-    assert not any(t.is_alive() for t in threads), "a worker hung"
+    try:
+        out = in_threads(n, run)
+    finally:
+        fabric.quiet(hosts)
     errors = [o for o in out if not isinstance(o, tuple)]
     assert not errors, errors
     return out, session

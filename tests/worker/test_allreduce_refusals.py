@@ -47,7 +47,7 @@ def test_workers_one_bit_short_of_the_headroom_are_refused_with_the_cause(enc):
 
     def make(rank):
         return AllReduceClient(net.ports[HOSTS[rank]], net.framer(HOSTS[rank]), short,
-                               seed=rank, timeout=20.0)
+                               seed=0, rank=rank, timeout=20.0)
     outputs, _, errors = run_workers(make, [[tensor]] * len(HOSTS))
     assert outputs == [[None]] * len(HOSTS), "a sum came back"
     for e in errors:
@@ -73,7 +73,7 @@ def test_a_forged_first_prime_fails_every_genuine_worker_at_once_naming_both_cou
 
     def make(rank):
         return SparseAllReduceClient(net.ports[HOSTS[rank]], net.framer(HOSTS[rank]), job,
-                                     seed=rank, timeout=4.0, pad_empty=True)
+                                     seed=0, rank=rank, timeout=4.0, pad_empty=True)
     _, _, errors = run_workers(make, [[tensor]] * len(HOSTS))
     for rank, e in enumerate(errors):
         assert isinstance(e, AllReduceError), (rank, e)
@@ -125,7 +125,7 @@ def test_a_timeout_first_names_the_results_that_failed_a_check(how, check):
         port = net.ports[HOSTS[rank]]
         if rank == 0:
             port = wrapped[0] = CorruptingPort(port, how)
-        return AllReduceClient(port, net.framer(HOSTS[rank]), job, seed=rank,
+        return AllReduceClient(port, net.framer(HOSTS[rank]), job, seed=0, rank=rank,
                                timeout=3.0 if rank == 0 else 30.0)
     outputs, _, errors = run_workers(make, tensors)
     assert errors[1:] == [None] * 3, errors

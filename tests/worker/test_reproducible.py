@@ -7,12 +7,11 @@ both targets)."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from controller.topology import JobSpec, star
 from harness.network import SwitchNetwork, softswitch_missing
+from harness.workers import in_threads as run_threads
 from worker import wire
 from worker.allreduce import AllReduceClient
 from worker.allreduce.sparse import SparseAllReduceClient, pads_empty
@@ -48,20 +47,7 @@ def make_clients(topo, impair_seed: int, sparse: bool = False):
 
 
 def in_threads(n: int, body) -> list:
-    out: list = [None] * n
-
-    def run(rank: int) -> None:
-        try:
-            out[rank] = body(rank)
-        except BaseException as e:    # handed to the test thread
-            out[rank] = e
-
-    threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(300)
-    assert not any(t.is_alive() for t in threads), "a worker hung"
+    out = run_threads(n, body)
     errors = [o for o in out if isinstance(o, BaseException)]
     assert not errors, errors
     return out
