@@ -20,10 +20,12 @@ DECODE = (
     " ^ (0 - (bit<32>)(hdr.cnat.c{i} >> 7))) + (bit<32>)(hdr.cnat.c{i} >> 7);"
 )
 
-# murmur3's 32-bit finalizer: every output bit depends on every input bit (the rounding
-# bits below, and codec.p4's per-packet seed).
-FMIX32 = ("{x} = {x} ^ ({x} >> 16); {x} = {x} * 0x85ebca6b; {x} = {x} ^ ({x} >> 13);"
-          " {x} = {x} * 0xc2b2ae35; {x} = {x} ^ ({x} >> 16);")
+# Per element, a one-multiply mixer (xorshift, multiply, xorshift) of the packet's seed
+# plus the element's offset: the seed itself went through murmur3's finalizer (codec.p4),
+# and the last xorshift brings the product's well-mixed high bits into the low ones the
+# rounding compares. Three operations: the wide profile's 1456 copies must stay within
+# what p4c can compile in this machine's memory.
+MIX32 = "{x} = {x} ^ ({x} >> 16); {x} = {x} * 0x7feb352d; {x} = {x} ^ ({x} >> 15);"
 GOLDEN = 0x9E3779B9     # element i's offset from the packet's seed: i * GOLDEN mod 2^32
 
 # int32 sum -> CNAT8 code: p is the leading one of |s| (smear the bits right,
@@ -44,18 +46,16 @@ RECOMPRESS = " ".join(
         "rc_x = (rc_x & 0x33333333) + ((rc_x >> 2) & 0x33333333);",
         "rc_x = ((rc_x + (rc_x >> 4)) & 0x0f0f0f0f) * 0x01010101;",
         "rc_r = rc_k + {g};",
-        FMIX32.format(x="rc_r"),
+        MIX32.format(x="rc_r"),
         "rc_up = (bit<32>)(bit<1>)((rc_r & (rc_mag - 1)) < (rc_a - rc_mag));",
         "hdr.cnat.c{i} = (bit<8>)((rc_s << 7) | ((rc_x >> 24) + rc_up));",
     ]
 )
 
-# |v| above the bound of the port the contribution came from (meta.max_mag, installed with
-# the job): collected in rg_bad, so one check refuses the packet before it touches a slot.
-RANGE = (
-    "rg_s = hdr.fixed.v{i} >> 31; rg_a = (hdr.fixed.v{i} ^ (0 - rg_s)) + rg_s;"
-    " rg_bad = rg_bad | (bit<32>)(bit<1>)(rg_a > meta.max_mag);"
-)
+# |v| above the bound of the port the contribution came from (meta.max_mag = M, installed
+# with the job; M < 2^31): |v| <= M exactly when v + M, unsigned, is at most 2M (rg_2m).
+# Collected in rg_bad, so one check refuses the packet before it touches a slot.
+RANGE = "rg_bad = rg_bad | (bit<32>)(bit<1>)((hdr.fixed.v{i} + meta.max_mag) > rg_2m);"
 
 # NAT4 nibble (bit 3 sign, bits 0-2 level m) -> +-(1 << (m-1)), as CNAT8's code m; the
 # shift is on 8 bits so that m = 0 shifts by 255 and gives 0. nb_bad collects, in bit 7,

@@ -61,7 +61,8 @@ control Recompress(inout headers_t hdr, inout metadata_t meta) {
 // units; anything above is a misconfigured or corrupt sender, refused before its slot.
 control RangeCheck(in headers_t hdr, inout metadata_t meta) {
     action check_range() {
-        bit<32> rg_s; bit<32> rg_a; bit<32> rg_bad = 0;
+        bit<32> rg_bad = 0;
+        bit<32> rg_2m = meta.max_mag << 1;
         RANGE
         meta.out_of_range = rg_bad != 0;
     }
