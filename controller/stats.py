@@ -25,7 +25,7 @@ DROP_NAMES = {1: "UNKNOWN_JOB", 2: "FOREIGN_PORT", 3: "BAD_SLOT", 4: "BAD_LENGTH
               9: "IMPAIRMENT", 10: "NOT_IPV4", 11: "BAD_RESULT_PORT", 12: "BAD_TYPE",
               13: "BAD_CHECKSUM", 14: "STALE", 15: "BAD_UDP_CHECKSUM", 16: "BAD_EXP",
               17: "BAD_BLOCK", 18: "TOO_WIDE", 19: "WRONG_SESSION", 20: "EARLY",
-              21: "BAD_CODE", 22: "SUM_OVERFLOW"}
+              21: "BAD_CODE", 22: "SUM_OVERFLOW", 23: "OUT_OF_RANGE"}
 
 
 @dataclass
