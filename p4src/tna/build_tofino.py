@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Compiles the Tofino profile and keeps a compact summary of what the compiler reported.
+
+`python3 p4src/tna/build_tofino.py compile VARIANT [OUTDIR]` runs p4c-tofino the one way a
+variant is compiled (VARIANTS) into OUTDIR (default build/tofino-out/VARIANT, not committed);
+`summary VARIANT OUTDIR` prints the summary read from OUTDIR/pipe/logs (resources.json,
+metrics.json, table_summary.log, phv_allocation_summary_0.log) as JSON; `build VARIANT`
+does both and writes p4src/build/tofino/VARIANT.json, the committed file a test compares.
+"""
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+P4SRC = HERE.parent
+PROGRAM = "tna/agg_tna.p4"
+OUT = P4SRC / "build" / "tofino-out"
+SUMMARIES = P4SRC / "build" / "tofino"
+P4C = "p4c-tofino"
+
+# name: (target, arch, elements per pass, extra flags, recirculations a result takes)
+# Recirculations: Tofino 1 reads a pair register's first lane in a second pass.
+VARIANTS = {
+    "fixed32-t1": ("tofino", "tna", 64, [], 1),
+    "cnat8-t1": ("tofino", "tna", 32, ["-DWITH_CNAT8"], 1),
+    "fixed32-t2": ("tofino2", "t2na", 64, [], 0),
+    "cnat8-t2": ("tofino2", "t2na", 64, ["-DWITH_CNAT8"], 0),
+}
+
+
+def compile_variant(name: str, outdir: Path) -> float:
+    target, arch, elems, flags, _ = VARIANTS[name]
+    outdir.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    # Run from p4src/ on a relative path, so the logs name files the same in every checkout.
+    subprocess.run([P4C, "--target", target, "--arch", arch, "-g", f"-DELEMS={elems}", *flags,
+                    "-o", str(outdir), PROGRAM], check=True, cwd=P4SRC, timeout=3600,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.monotonic() - start
+
+
+def _stages_line(text: str, what: str) -> int:
+    found = re.findall(rf"Number of stages for {what} table allocation: (\d+)", text)
+    return int(found[-1])
+
+
+def summarize(name: str, outdir: Path) -> dict:
+    """The compiler's figures for one variant; nothing of the machine or the time."""
+    target, arch, elems, flags, recirc = VARIANTS[name]
+    logs = outdir / "pipe" / "logs"
+    res = json.loads((logs / "resources.json").read_text())["resources"]["mau"]
+    metrics = json.loads((logs / "metrics.json").read_text())
+    summary_log = (logs / "table_summary.log").read_text()
+    stages = res["mau_stages"]
+    per_stage = [{
+        "stage": st["stage_number"],
+        "stateful_alus": len(st["meter_alus"]["meters"]),
+        "logical_tables": len(st["logical_tables"]["ids"]),
+        "srams": len(st["rams"]["srams"]),
+        "tcams": len(st["tcams"]["tcams"]),
+    } for st in stages]
+    phv = metrics["phv"]
+
+    def phv_bits(kind: str) -> int:
+        return sum(c["bits_occupied"] for c in phv[kind])
+
+    def phv_containers(kind: str) -> int:
+        return sum(c["containers_occupied"] for c in phv[kind])
+
+    phv_text = (logs / "phv_allocation_summary_0.log").read_text()
+    overall = re.search(r"Overall PHV Usage \|\s*(\d+)[^|]*\|\s*(\d+)", phv_text)
+    return {
+        "variant": name,
+        "target": target,
+        "arch": arch,
+        "flags": flags,
+        "elements_per_pass": elems,
+        "recirculations_per_result": recirc,
+        "stages_available": res["nStages"],
+        "stages_ingress": _stages_line(summary_log, "ingress"),
+        "stages_egress": _stages_line(summary_log, "egress"),
+        "stateful_alus": sum(s["stateful_alus"] for s in per_stage),
+        "stateful_alus_available": sum(st["meter_alus"]["nAlus"] for st in stages),
+        "srams": metrics["mau"]["srams"],
+        "tcams": metrics["mau"]["tcams"],
+        "map_rams": metrics["mau"]["map_rams"],
+        "logical_tables": metrics["mau"]["logical_tables"],
+        "phv_bits_normal": phv_bits("normal"),
+        "phv_containers_normal": phv_containers("normal"),
+        "phv_bits_tagalong": phv_bits("tagalong"),
+        "phv_containers_tagalong": phv_containers("tagalong"),
+        "phv_overall_containers": int(overall.group(1)) if overall else None,
+        "phv_overall_bits": int(overall.group(2)) if overall else None,
+        "per_stage": per_stage,
+    }
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) >= 2 and argv[0] in ("compile", "summary", "build") and argv[1] in VARIANTS:
+        name = argv[1]
+        outdir = Path(argv[2]).resolve() if len(argv) > 2 else OUT / name
+        if argv[0] in ("compile", "build"):
+            secs = compile_variant(name, outdir)
+            print(f"{name}: compiled in {secs:.0f} s into {outdir}", file=sys.stderr)
+        summary = summarize(name, outdir)
+        text = json.dumps(summary, indent=1, sort_keys=True) + "\n"
+        if argv[0] == "build":
+            SUMMARIES.mkdir(parents=True, exist_ok=True)
+            (SUMMARIES / f"{name}.json").write_text(text)
+        else:
+            sys.stdout.write(text)
+        return 0
+    print(f"usage: build_tofino.py compile|summary|build VARIANT [OUTDIR]; variants: "
+          f"{', '.join(VARIANTS)}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
