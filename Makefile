@@ -30,7 +30,8 @@ P4OUT := p4src/build
 TOPO  ?= star
 RUN_ARGS ?=
 
-.PHONY: help setup debs toolchain toolchain-tofino venv test lint p4 p4-default p4-wide p4-wide4 run-mininet bench \
+.PHONY: help setup debs toolchain toolchain-tofino venv test lint p4 p4-default p4-wide p4-wide4 \
+	p4-tofino run-mininet bench \
 	clean
 
 help:
@@ -43,6 +44,9 @@ help:
 	@echo "                  p4src/build/wide/ (1456, ~15 min; make p4-wide forces it)"
 	@echo "                  and p4src/build/wide4/ (1024, ~10 min; make p4-wide4 forces it);"
 	@echo "                  needs p4c-bm2-ss on PATH"
+	@echo "make p4-tofino    compile the Tofino profile (p4src/tna/) for Tofino 1 and 2 and"
+	@echo "                  write the compiler's summaries into p4src/build/tofino/;"
+	@echo "                  needs p4c-tofino on PATH (make setup installs it where it can)"
 	@echo "make bench        run the benchmarks and write docs/results.md"
 
 setup: debs toolchain toolchain-tofino venv
@@ -149,6 +153,16 @@ p4-wide4:
 	python3 p4src/gen_elements.py
 	python3 p4src/build_tools.py compile $(P4OUT)/wide4 1024
 	python3 p4src/build_tools.py hash > $(P4OUT)/wide4/agg.sha256
+
+# The Tofino profile (docs/PROTOCOL.md "Tofino profile"): each variant of p4src/tna/build_tofino.py
+# compiled one after the other (a minute to several each), its full output in
+# p4src/build/tofino-out/ (not committed), the summary of the compiler's report in
+# p4src/build/tofino/VARIANT.json (committed; tests/test_p4_tofino.py recompiles one).
+TOFINO_VARIANTS ?= fixed32-t1 cnat8-in-t1 cnat8-t1 fixed32-t2 cnat8-in-t2 cnat8-t2
+p4-tofino:
+	@command -v $(P4C_TOFINO) >/dev/null || { echo "$(P4C_TOFINO) is not on PATH; p4src/build/tofino/ stays as committed"; exit 1; }
+	python3 p4src/tna/gen_tna.py
+	@for v in $(TOFINO_VARIANTS); do python3 p4src/tna/build_tofino.py build $$v || exit 1; done
 
 # The benchmarks (the Mininet ones need root; about 40 min on 2 cores): docs/results.md
 # and docs/results/*.png. BENCH_QUICK=1 for a smoke run (report in results/bench/results.md).

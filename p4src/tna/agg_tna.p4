@@ -1,8 +1,8 @@
 // natswitch, Tofino profile (docs/PROTOCOL.md "Tofino profile"): the aggregation protocol
 // of p4src/agg.p4 for TNA / T2NA, ELEMS elements per pass. This file only wires the
-// controls kept one per file beside it. -DWITH_CNAT8 adds CNAT8 contributions and CNAT8
-// results (decode and re-compression by tables); without it the program sums FIXED32 only,
-// the SwitchML way.
+// controls kept one per file beside it. -DWITH_CNAT8 adds CNAT8 contributions (decoded by
+// a table), -DCNAT8_RESULTS CNAT8 results and partial sums (re-compressed by tables in the
+// egress); without them the program sums FIXED32 only, the SwitchML way.
 #include <core.p4>
 #if __TARGET_TOFINO__ == 2
 #include <t2na.p4>
@@ -76,16 +76,21 @@ control TnaIngress(inout tna_headers_t hdr, inout ig_meta_t meta,
             slot.apply(hdr, meta, ig_intr_md.ingress_port);
         }
 #ifdef WITH_CNAT8
-        // Independent of the slot's state: placed beside it.
+        // Independent of the slot's state: placed beside it. The codes' values go where a
+        // FIXED32 payload's would, which the packet carries from here on.
         if (hdr.cnat.isValid()) {
-            hdr.fixed.setValid();
             DECODE_APPLY
-            hdr.cnat.setInvalid();
-            hdr.agg.encoding = ENC_FIXED32;
         }
 #endif
         PAIR_APPLY
         next.apply(hdr, meta, ig_intr_md.ingress_port, dprsr, tm);
+#ifdef WITH_CNAT8
+        if (hdr.cnat.isValid()) {
+            hdr.fixed.setValid();
+            hdr.cnat.setInvalid();
+            hdr.agg.encoding = ENC_FIXED32;
+        }
+#endif
         if (meta.drop_reason != DROP_NONE) {
             drops.count(meta.drop_reason);
             dprsr.drop_ctl = 1;
@@ -99,19 +104,25 @@ control TnaEgress(inout tna_headers_t hdr, inout eg_meta_t meta,
                   inout egress_intrinsic_metadata_for_deparser_t dprsr,
                   inout egress_intrinsic_metadata_for_output_port_t oport) {
     ResultAddressing() addr;
-#ifdef WITH_CNAT8
+#ifdef CNAT8_RESULTS
     ROUND_POLYS
     ROUND_DECLS
+    CODE_DECLS
+    DRAW_ACTIONS
+    action add_random() { ROUND_ADD }
 #endif
 
     apply {
         if (hdr.agg.isValid()) {
-#ifdef WITH_CNAT8
+#ifdef CNAT8_RESULTS
             // Every copy of a result rounds alike: the random bits are a function of the
             // use, not of the copy or of its arrival.
             if (hdr.bridge.recompress == 1 && hdr.fixed.isValid()) {
                 hdr.cnat.setValid();
-                ROUND_APPLY
+                DRAW_CALLS
+                ROUND_LEAD
+                add_random();
+                ROUND_CODE
                 hdr.fixed.setInvalid();
                 hdr.agg.encoding = ENC_CNAT8;
                 hdr.udp.length = UDP_LEN_CNAT8;

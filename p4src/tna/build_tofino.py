@@ -22,13 +22,18 @@ OUT = P4SRC / "build" / "tofino-out"
 SUMMARIES = P4SRC / "build" / "tofino"
 P4C = "p4c-tofino"
 
-# name: (target, arch, elements per pass, extra flags, recirculations a result takes)
+# name: (target, arch, elements per pass, extra flags, recirculations a result takes).
+# Elements per pass: the most, in steps of 8, that compile (docs/results.md "On Tofino").
 # Recirculations: Tofino 1 reads a pair register's first lane in a second pass.
+# fixed32: FIXED32 in and out (SwitchML's design); cnat8-in: CNAT8 contributions decoded by
+# table, FIXED32 results; cnat8: CNAT8 both ways, results re-compressed in the egress.
 VARIANTS = {
     "fixed32-t1": ("tofino", "tna", 64, [], 1),
-    "cnat8-t1": ("tofino", "tna", 32, ["-DWITH_CNAT8"], 1),
-    "fixed32-t2": ("tofino2", "t2na", 64, [], 0),
-    "cnat8-t2": ("tofino2", "t2na", 64, ["-DWITH_CNAT8"], 0),
+    "cnat8-in-t1": ("tofino", "tna", 64, ["-DWITH_CNAT8"], 1),
+    "cnat8-t1": ("tofino", "tna", 16, ["-DCNAT8_RESULTS"], 1),
+    "fixed32-t2": ("tofino2", "t2na", 128, [], 0),
+    "cnat8-in-t2": ("tofino2", "t2na", 128, ["-DWITH_CNAT8"], 0),
+    "cnat8-t2": ("tofino2", "t2na", 32, ["-DCNAT8_RESULTS"], 0),
 }
 
 
@@ -63,6 +68,8 @@ def summarize(name: str, outdir: Path) -> dict:
         "srams": len(st["rams"]["srams"]),
         "tcams": len(st["tcams"]["tcams"]),
     } for st in stages]
+    users = [u["used_by"] for st in stages for m in st["meter_alus"]["meters"]
+             for u in m["usages"]]
     phv = metrics["phv"]
 
     def phv_bits(kind: str) -> int:
@@ -84,6 +91,8 @@ def summarize(name: str, outdir: Path) -> dict:
         "stages_ingress": _stages_line(summary_log, "ingress"),
         "stages_egress": _stages_line(summary_log, "egress"),
         "stateful_alus": sum(s["stateful_alus"] for s in per_stage),
+        # The sums' registers the compiler placed (two elements each), the rest the slot's.
+        "pair_registers": sum(1 for u in users if re.search(r"\.pair\d+\.acc$", u)),
         "stateful_alus_available": sum(st["meter_alus"]["nAlus"] for st in stages),
         "srams": metrics["mau"]["srams"],
         "tcams": metrics["mau"]["tcams"],

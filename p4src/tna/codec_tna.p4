@@ -14,28 +14,33 @@ control DecodeCode(in bit<8> code, out bit<32> v) {
     apply { decode.apply(); }
 }
 
-// int32 sum s -> CNAT8 code with randomized rounding. A ternary match finds the leading
-// one p of |s|; s is rounded up to 2^(p+1) when r >= 2^(p+1) - |s|, r uniform on
-// [0, 2^p) (the hash bits h under the mask), i.e. with probability (|s| - 2^p) / 2^p:
-// unbiased. s is overwritten (it becomes 2^(p+1) - |s|, then the borrow).
-control RoundCode(inout bit<32> s, in bit<32> h, out bit<8> c) {
-    bit<32> r;
-    bit<8> k;
-    action pos(bit<32> top, bit<32> mask, bit<8> up) { s = top - s; r = h & mask; k = up; }
-    action neg(bit<32> top, bit<32> mask, bit<8> up) { s = top + s; r = h & mask; k = up; }
-    action zero() { s = 0; r = 0; k = 0; }
+// int32 sum s -> CNAT8 code with randomized rounding, unbiased: |s| in [2^p, 2^(p+1)) is
+// rounded up to 2^(p+1) when |s| + r >= 2^(p+1), r uniform on [0, 2^p), i.e. with
+// probability (|s| - 2^p) / 2^p. RoundCode finds p by a ternary match, masks the random
+// bits r to p bits, makes s its magnitude and c its sign; the egress adds r to s for all
+// elements at once; CodeOf finds the leading one q of the sum: the code is q + 1.
+control RoundCode(inout bit<32> s, inout bit<32> r, out bit<8> c) {
+    action pos(bit<32> mask) { r = r & mask; c = 0; }
+    action neg(bit<32> mask) { s = 0 - s; r = r & mask; c = 0x80; }
+    action zero() { r = 0; c = 0; }
     table lead {
         key = { s: ternary; }
         actions = { pos; neg; zero; }
         const entries = { ROUND_ENTRIES }
         size = 96;
     }
-    apply {
-        lead.apply();
-        s = r - s;          // negative: no rounding up
-        s = s >> 31;
-        c = k - (bit<8>)s;
+    apply { lead.apply(); }
+}
+
+control CodeOf(in bit<32> s, inout bit<8> c) {
+    action code(bit<8> m) { c = c | m; }
+    table lead {
+        key = { s: ternary; }
+        actions = { code; }
+        const entries = { CODE_ENTRIES }
+        size = 33;
     }
+    apply { lead.apply(); }
 }
 
 // The random bits of element i: a hash of the job's seed and the use's identity

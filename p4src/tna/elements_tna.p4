@@ -262,100 +262,135 @@
 
 #define ROUND_ENTRIES \
     32w0 &&& 32w0xffffffff : zero(); \
-    32w0xffffffff &&& 32w0xffffffff : neg(32w0x2, 32w0x0, 8w0x82); \
-    32w0xfffffffe &&& 32w0xffffffff : neg(32w0x4, 32w0x1, 8w0x83); \
-    32w0xfffffffc &&& 32w0xffffffff : neg(32w0x8, 32w0x3, 8w0x84); \
-    32w0xfffffff8 &&& 32w0xffffffff : neg(32w0x10, 32w0x7, 8w0x85); \
-    32w0xfffffff0 &&& 32w0xffffffff : neg(32w0x20, 32w0xf, 8w0x86); \
-    32w0xffffffe0 &&& 32w0xffffffff : neg(32w0x40, 32w0x1f, 8w0x87); \
-    32w0xffffffc0 &&& 32w0xffffffff : neg(32w0x80, 32w0x3f, 8w0x88); \
-    32w0xffffff80 &&& 32w0xffffffff : neg(32w0x100, 32w0x7f, 8w0x89); \
-    32w0xffffff00 &&& 32w0xffffffff : neg(32w0x200, 32w0xff, 8w0x8a); \
-    32w0xfffffe00 &&& 32w0xffffffff : neg(32w0x400, 32w0x1ff, 8w0x8b); \
-    32w0xfffffc00 &&& 32w0xffffffff : neg(32w0x800, 32w0x3ff, 8w0x8c); \
-    32w0xfffff800 &&& 32w0xffffffff : neg(32w0x1000, 32w0x7ff, 8w0x8d); \
-    32w0xfffff000 &&& 32w0xffffffff : neg(32w0x2000, 32w0xfff, 8w0x8e); \
-    32w0xffffe000 &&& 32w0xffffffff : neg(32w0x4000, 32w0x1fff, 8w0x8f); \
-    32w0xffffc000 &&& 32w0xffffffff : neg(32w0x8000, 32w0x3fff, 8w0x90); \
-    32w0xffff8000 &&& 32w0xffffffff : neg(32w0x10000, 32w0x7fff, 8w0x91); \
-    32w0xffff0000 &&& 32w0xffffffff : neg(32w0x20000, 32w0xffff, 8w0x92); \
-    32w0xfffe0000 &&& 32w0xffffffff : neg(32w0x40000, 32w0x1ffff, 8w0x93); \
-    32w0xfffc0000 &&& 32w0xffffffff : neg(32w0x80000, 32w0x3ffff, 8w0x94); \
-    32w0xfff80000 &&& 32w0xffffffff : neg(32w0x100000, 32w0x7ffff, 8w0x95); \
-    32w0xfff00000 &&& 32w0xffffffff : neg(32w0x200000, 32w0xfffff, 8w0x96); \
-    32w0xffe00000 &&& 32w0xffffffff : neg(32w0x400000, 32w0x1fffff, 8w0x97); \
-    32w0xffc00000 &&& 32w0xffffffff : neg(32w0x800000, 32w0x3fffff, 8w0x98); \
-    32w0xff800000 &&& 32w0xffffffff : neg(32w0x1000000, 32w0x7fffff, 8w0x99); \
-    32w0xff000000 &&& 32w0xffffffff : neg(32w0x2000000, 32w0xffffff, 8w0x9a); \
-    32w0xfe000000 &&& 32w0xffffffff : neg(32w0x4000000, 32w0x1ffffff, 8w0x9b); \
-    32w0xfc000000 &&& 32w0xffffffff : neg(32w0x8000000, 32w0x3ffffff, 8w0x9c); \
-    32w0xf8000000 &&& 32w0xffffffff : neg(32w0x10000000, 32w0x7ffffff, 8w0x9d); \
-    32w0xf0000000 &&& 32w0xffffffff : neg(32w0x20000000, 32w0xfffffff, 8w0x9e); \
-    32w0xe0000000 &&& 32w0xffffffff : neg(32w0x40000000, 32w0x1fffffff, 8w0x9f); \
-    32w0xc0000000 &&& 32w0xffffffff : neg(32w0x80000000, 32w0x3fffffff, 8w0xa0); \
-    32w0x80000000 &&& 32w0xffffffff : neg(32w0x0, 32w0x7fffffff, 8w0xa1); \
-    32w0x1 &&& 32w0xffffffff : pos(32w0x2, 32w0x0, 8w0x2); \
-    32w0xfffffffe &&& 32w0xffffffff : neg(32w0x2, 32w0x0, 8w0x82); \
-    32w0x2 &&& 32w0xfffffffe : pos(32w0x4, 32w0x1, 8w0x3); \
-    32w0xfffffffc &&& 32w0xfffffffe : neg(32w0x4, 32w0x1, 8w0x83); \
-    32w0x4 &&& 32w0xfffffffc : pos(32w0x8, 32w0x3, 8w0x4); \
-    32w0xfffffff8 &&& 32w0xfffffffc : neg(32w0x8, 32w0x3, 8w0x84); \
-    32w0x8 &&& 32w0xfffffff8 : pos(32w0x10, 32w0x7, 8w0x5); \
-    32w0xfffffff0 &&& 32w0xfffffff8 : neg(32w0x10, 32w0x7, 8w0x85); \
-    32w0x10 &&& 32w0xfffffff0 : pos(32w0x20, 32w0xf, 8w0x6); \
-    32w0xffffffe0 &&& 32w0xfffffff0 : neg(32w0x20, 32w0xf, 8w0x86); \
-    32w0x20 &&& 32w0xffffffe0 : pos(32w0x40, 32w0x1f, 8w0x7); \
-    32w0xffffffc0 &&& 32w0xffffffe0 : neg(32w0x40, 32w0x1f, 8w0x87); \
-    32w0x40 &&& 32w0xffffffc0 : pos(32w0x80, 32w0x3f, 8w0x8); \
-    32w0xffffff80 &&& 32w0xffffffc0 : neg(32w0x80, 32w0x3f, 8w0x88); \
-    32w0x80 &&& 32w0xffffff80 : pos(32w0x100, 32w0x7f, 8w0x9); \
-    32w0xffffff00 &&& 32w0xffffff80 : neg(32w0x100, 32w0x7f, 8w0x89); \
-    32w0x100 &&& 32w0xffffff00 : pos(32w0x200, 32w0xff, 8w0xa); \
-    32w0xfffffe00 &&& 32w0xffffff00 : neg(32w0x200, 32w0xff, 8w0x8a); \
-    32w0x200 &&& 32w0xfffffe00 : pos(32w0x400, 32w0x1ff, 8w0xb); \
-    32w0xfffffc00 &&& 32w0xfffffe00 : neg(32w0x400, 32w0x1ff, 8w0x8b); \
-    32w0x400 &&& 32w0xfffffc00 : pos(32w0x800, 32w0x3ff, 8w0xc); \
-    32w0xfffff800 &&& 32w0xfffffc00 : neg(32w0x800, 32w0x3ff, 8w0x8c); \
-    32w0x800 &&& 32w0xfffff800 : pos(32w0x1000, 32w0x7ff, 8w0xd); \
-    32w0xfffff000 &&& 32w0xfffff800 : neg(32w0x1000, 32w0x7ff, 8w0x8d); \
-    32w0x1000 &&& 32w0xfffff000 : pos(32w0x2000, 32w0xfff, 8w0xe); \
-    32w0xffffe000 &&& 32w0xfffff000 : neg(32w0x2000, 32w0xfff, 8w0x8e); \
-    32w0x2000 &&& 32w0xffffe000 : pos(32w0x4000, 32w0x1fff, 8w0xf); \
-    32w0xffffc000 &&& 32w0xffffe000 : neg(32w0x4000, 32w0x1fff, 8w0x8f); \
-    32w0x4000 &&& 32w0xffffc000 : pos(32w0x8000, 32w0x3fff, 8w0x10); \
-    32w0xffff8000 &&& 32w0xffffc000 : neg(32w0x8000, 32w0x3fff, 8w0x90); \
-    32w0x8000 &&& 32w0xffff8000 : pos(32w0x10000, 32w0x7fff, 8w0x11); \
-    32w0xffff0000 &&& 32w0xffff8000 : neg(32w0x10000, 32w0x7fff, 8w0x91); \
-    32w0x10000 &&& 32w0xffff0000 : pos(32w0x20000, 32w0xffff, 8w0x12); \
-    32w0xfffe0000 &&& 32w0xffff0000 : neg(32w0x20000, 32w0xffff, 8w0x92); \
-    32w0x20000 &&& 32w0xfffe0000 : pos(32w0x40000, 32w0x1ffff, 8w0x13); \
-    32w0xfffc0000 &&& 32w0xfffe0000 : neg(32w0x40000, 32w0x1ffff, 8w0x93); \
-    32w0x40000 &&& 32w0xfffc0000 : pos(32w0x80000, 32w0x3ffff, 8w0x14); \
-    32w0xfff80000 &&& 32w0xfffc0000 : neg(32w0x80000, 32w0x3ffff, 8w0x94); \
-    32w0x80000 &&& 32w0xfff80000 : pos(32w0x100000, 32w0x7ffff, 8w0x15); \
-    32w0xfff00000 &&& 32w0xfff80000 : neg(32w0x100000, 32w0x7ffff, 8w0x95); \
-    32w0x100000 &&& 32w0xfff00000 : pos(32w0x200000, 32w0xfffff, 8w0x16); \
-    32w0xffe00000 &&& 32w0xfff00000 : neg(32w0x200000, 32w0xfffff, 8w0x96); \
-    32w0x200000 &&& 32w0xffe00000 : pos(32w0x400000, 32w0x1fffff, 8w0x17); \
-    32w0xffc00000 &&& 32w0xffe00000 : neg(32w0x400000, 32w0x1fffff, 8w0x97); \
-    32w0x400000 &&& 32w0xffc00000 : pos(32w0x800000, 32w0x3fffff, 8w0x18); \
-    32w0xff800000 &&& 32w0xffc00000 : neg(32w0x800000, 32w0x3fffff, 8w0x98); \
-    32w0x800000 &&& 32w0xff800000 : pos(32w0x1000000, 32w0x7fffff, 8w0x19); \
-    32w0xff000000 &&& 32w0xff800000 : neg(32w0x1000000, 32w0x7fffff, 8w0x99); \
-    32w0x1000000 &&& 32w0xff000000 : pos(32w0x2000000, 32w0xffffff, 8w0x1a); \
-    32w0xfe000000 &&& 32w0xff000000 : neg(32w0x2000000, 32w0xffffff, 8w0x9a); \
-    32w0x2000000 &&& 32w0xfe000000 : pos(32w0x4000000, 32w0x1ffffff, 8w0x1b); \
-    32w0xfc000000 &&& 32w0xfe000000 : neg(32w0x4000000, 32w0x1ffffff, 8w0x9b); \
-    32w0x4000000 &&& 32w0xfc000000 : pos(32w0x8000000, 32w0x3ffffff, 8w0x1c); \
-    32w0xf8000000 &&& 32w0xfc000000 : neg(32w0x8000000, 32w0x3ffffff, 8w0x9c); \
-    32w0x8000000 &&& 32w0xf8000000 : pos(32w0x10000000, 32w0x7ffffff, 8w0x1d); \
-    32w0xf0000000 &&& 32w0xf8000000 : neg(32w0x10000000, 32w0x7ffffff, 8w0x9d); \
-    32w0x10000000 &&& 32w0xf0000000 : pos(32w0x20000000, 32w0xfffffff, 8w0x1e); \
-    32w0xe0000000 &&& 32w0xf0000000 : neg(32w0x20000000, 32w0xfffffff, 8w0x9e); \
-    32w0x20000000 &&& 32w0xe0000000 : pos(32w0x40000000, 32w0x1fffffff, 8w0x1f); \
-    32w0xc0000000 &&& 32w0xe0000000 : neg(32w0x40000000, 32w0x1fffffff, 8w0x9f); \
-    32w0x40000000 &&& 32w0xc0000000 : pos(32w0x80000000, 32w0x3fffffff, 8w0x20); \
-    32w0x80000000 &&& 32w0xc0000000 : neg(32w0x80000000, 32w0x3fffffff, 8w0xa0);
+    32w0xffffffff &&& 32w0xffffffff : neg(32w0x0); \
+    32w0xfffffffe &&& 32w0xffffffff : neg(32w0x1); \
+    32w0xfffffffc &&& 32w0xffffffff : neg(32w0x3); \
+    32w0xfffffff8 &&& 32w0xffffffff : neg(32w0x7); \
+    32w0xfffffff0 &&& 32w0xffffffff : neg(32w0xf); \
+    32w0xffffffe0 &&& 32w0xffffffff : neg(32w0x1f); \
+    32w0xffffffc0 &&& 32w0xffffffff : neg(32w0x3f); \
+    32w0xffffff80 &&& 32w0xffffffff : neg(32w0x7f); \
+    32w0xffffff00 &&& 32w0xffffffff : neg(32w0xff); \
+    32w0xfffffe00 &&& 32w0xffffffff : neg(32w0x1ff); \
+    32w0xfffffc00 &&& 32w0xffffffff : neg(32w0x3ff); \
+    32w0xfffff800 &&& 32w0xffffffff : neg(32w0x7ff); \
+    32w0xfffff000 &&& 32w0xffffffff : neg(32w0xfff); \
+    32w0xffffe000 &&& 32w0xffffffff : neg(32w0x1fff); \
+    32w0xffffc000 &&& 32w0xffffffff : neg(32w0x3fff); \
+    32w0xffff8000 &&& 32w0xffffffff : neg(32w0x7fff); \
+    32w0xffff0000 &&& 32w0xffffffff : neg(32w0xffff); \
+    32w0xfffe0000 &&& 32w0xffffffff : neg(32w0x1ffff); \
+    32w0xfffc0000 &&& 32w0xffffffff : neg(32w0x3ffff); \
+    32w0xfff80000 &&& 32w0xffffffff : neg(32w0x7ffff); \
+    32w0xfff00000 &&& 32w0xffffffff : neg(32w0xfffff); \
+    32w0xffe00000 &&& 32w0xffffffff : neg(32w0x1fffff); \
+    32w0xffc00000 &&& 32w0xffffffff : neg(32w0x3fffff); \
+    32w0xff800000 &&& 32w0xffffffff : neg(32w0x7fffff); \
+    32w0xff000000 &&& 32w0xffffffff : neg(32w0xffffff); \
+    32w0xfe000000 &&& 32w0xffffffff : neg(32w0x1ffffff); \
+    32w0xfc000000 &&& 32w0xffffffff : neg(32w0x3ffffff); \
+    32w0xf8000000 &&& 32w0xffffffff : neg(32w0x7ffffff); \
+    32w0xf0000000 &&& 32w0xffffffff : neg(32w0xfffffff); \
+    32w0xe0000000 &&& 32w0xffffffff : neg(32w0x1fffffff); \
+    32w0xc0000000 &&& 32w0xffffffff : neg(32w0x3fffffff); \
+    32w0x80000000 &&& 32w0xffffffff : neg(32w0x7fffffff); \
+    32w0x1 &&& 32w0xffffffff : pos(32w0x0); \
+    32w0xfffffffe &&& 32w0xffffffff : neg(32w0x0); \
+    32w0x2 &&& 32w0xfffffffe : pos(32w0x1); \
+    32w0xfffffffc &&& 32w0xfffffffe : neg(32w0x1); \
+    32w0x4 &&& 32w0xfffffffc : pos(32w0x3); \
+    32w0xfffffff8 &&& 32w0xfffffffc : neg(32w0x3); \
+    32w0x8 &&& 32w0xfffffff8 : pos(32w0x7); \
+    32w0xfffffff0 &&& 32w0xfffffff8 : neg(32w0x7); \
+    32w0x10 &&& 32w0xfffffff0 : pos(32w0xf); \
+    32w0xffffffe0 &&& 32w0xfffffff0 : neg(32w0xf); \
+    32w0x20 &&& 32w0xffffffe0 : pos(32w0x1f); \
+    32w0xffffffc0 &&& 32w0xffffffe0 : neg(32w0x1f); \
+    32w0x40 &&& 32w0xffffffc0 : pos(32w0x3f); \
+    32w0xffffff80 &&& 32w0xffffffc0 : neg(32w0x3f); \
+    32w0x80 &&& 32w0xffffff80 : pos(32w0x7f); \
+    32w0xffffff00 &&& 32w0xffffff80 : neg(32w0x7f); \
+    32w0x100 &&& 32w0xffffff00 : pos(32w0xff); \
+    32w0xfffffe00 &&& 32w0xffffff00 : neg(32w0xff); \
+    32w0x200 &&& 32w0xfffffe00 : pos(32w0x1ff); \
+    32w0xfffffc00 &&& 32w0xfffffe00 : neg(32w0x1ff); \
+    32w0x400 &&& 32w0xfffffc00 : pos(32w0x3ff); \
+    32w0xfffff800 &&& 32w0xfffffc00 : neg(32w0x3ff); \
+    32w0x800 &&& 32w0xfffff800 : pos(32w0x7ff); \
+    32w0xfffff000 &&& 32w0xfffff800 : neg(32w0x7ff); \
+    32w0x1000 &&& 32w0xfffff000 : pos(32w0xfff); \
+    32w0xffffe000 &&& 32w0xfffff000 : neg(32w0xfff); \
+    32w0x2000 &&& 32w0xffffe000 : pos(32w0x1fff); \
+    32w0xffffc000 &&& 32w0xffffe000 : neg(32w0x1fff); \
+    32w0x4000 &&& 32w0xffffc000 : pos(32w0x3fff); \
+    32w0xffff8000 &&& 32w0xffffc000 : neg(32w0x3fff); \
+    32w0x8000 &&& 32w0xffff8000 : pos(32w0x7fff); \
+    32w0xffff0000 &&& 32w0xffff8000 : neg(32w0x7fff); \
+    32w0x10000 &&& 32w0xffff0000 : pos(32w0xffff); \
+    32w0xfffe0000 &&& 32w0xffff0000 : neg(32w0xffff); \
+    32w0x20000 &&& 32w0xfffe0000 : pos(32w0x1ffff); \
+    32w0xfffc0000 &&& 32w0xfffe0000 : neg(32w0x1ffff); \
+    32w0x40000 &&& 32w0xfffc0000 : pos(32w0x3ffff); \
+    32w0xfff80000 &&& 32w0xfffc0000 : neg(32w0x3ffff); \
+    32w0x80000 &&& 32w0xfff80000 : pos(32w0x7ffff); \
+    32w0xfff00000 &&& 32w0xfff80000 : neg(32w0x7ffff); \
+    32w0x100000 &&& 32w0xfff00000 : pos(32w0xfffff); \
+    32w0xffe00000 &&& 32w0xfff00000 : neg(32w0xfffff); \
+    32w0x200000 &&& 32w0xffe00000 : pos(32w0x1fffff); \
+    32w0xffc00000 &&& 32w0xffe00000 : neg(32w0x1fffff); \
+    32w0x400000 &&& 32w0xffc00000 : pos(32w0x3fffff); \
+    32w0xff800000 &&& 32w0xffc00000 : neg(32w0x3fffff); \
+    32w0x800000 &&& 32w0xff800000 : pos(32w0x7fffff); \
+    32w0xff000000 &&& 32w0xff800000 : neg(32w0x7fffff); \
+    32w0x1000000 &&& 32w0xff000000 : pos(32w0xffffff); \
+    32w0xfe000000 &&& 32w0xff000000 : neg(32w0xffffff); \
+    32w0x2000000 &&& 32w0xfe000000 : pos(32w0x1ffffff); \
+    32w0xfc000000 &&& 32w0xfe000000 : neg(32w0x1ffffff); \
+    32w0x4000000 &&& 32w0xfc000000 : pos(32w0x3ffffff); \
+    32w0xf8000000 &&& 32w0xfc000000 : neg(32w0x3ffffff); \
+    32w0x8000000 &&& 32w0xf8000000 : pos(32w0x7ffffff); \
+    32w0xf0000000 &&& 32w0xf8000000 : neg(32w0x7ffffff); \
+    32w0x10000000 &&& 32w0xf0000000 : pos(32w0xfffffff); \
+    32w0xe0000000 &&& 32w0xf0000000 : neg(32w0xfffffff); \
+    32w0x20000000 &&& 32w0xe0000000 : pos(32w0x1fffffff); \
+    32w0xc0000000 &&& 32w0xe0000000 : neg(32w0x1fffffff); \
+    32w0x40000000 &&& 32w0xc0000000 : pos(32w0x3fffffff); \
+    32w0x80000000 &&& 32w0xc0000000 : neg(32w0x3fffffff);
+
+#define CODE_ENTRIES \
+    32w0 &&& 32w0xffffffff : code(8w0); \
+    32w0x1 &&& 32w0xffffffff : code(8w1); \
+    32w0x2 &&& 32w0xfffffffe : code(8w2); \
+    32w0x4 &&& 32w0xfffffffc : code(8w3); \
+    32w0x8 &&& 32w0xfffffff8 : code(8w4); \
+    32w0x10 &&& 32w0xfffffff0 : code(8w5); \
+    32w0x20 &&& 32w0xffffffe0 : code(8w6); \
+    32w0x40 &&& 32w0xffffffc0 : code(8w7); \
+    32w0x80 &&& 32w0xffffff80 : code(8w8); \
+    32w0x100 &&& 32w0xffffff00 : code(8w9); \
+    32w0x200 &&& 32w0xfffffe00 : code(8w10); \
+    32w0x400 &&& 32w0xfffffc00 : code(8w11); \
+    32w0x800 &&& 32w0xfffff800 : code(8w12); \
+    32w0x1000 &&& 32w0xfffff000 : code(8w13); \
+    32w0x2000 &&& 32w0xffffe000 : code(8w14); \
+    32w0x4000 &&& 32w0xffffc000 : code(8w15); \
+    32w0x8000 &&& 32w0xffff8000 : code(8w16); \
+    32w0x10000 &&& 32w0xffff0000 : code(8w17); \
+    32w0x20000 &&& 32w0xfffe0000 : code(8w18); \
+    32w0x40000 &&& 32w0xfffc0000 : code(8w19); \
+    32w0x80000 &&& 32w0xfff80000 : code(8w20); \
+    32w0x100000 &&& 32w0xfff00000 : code(8w21); \
+    32w0x200000 &&& 32w0xffe00000 : code(8w22); \
+    32w0x400000 &&& 32w0xffc00000 : code(8w23); \
+    32w0x800000 &&& 32w0xff800000 : code(8w24); \
+    32w0x1000000 &&& 32w0xff000000 : code(8w25); \
+    32w0x2000000 &&& 32w0xfe000000 : code(8w26); \
+    32w0x4000000 &&& 32w0xfc000000 : code(8w27); \
+    32w0x8000000 &&& 32w0xf8000000 : code(8w28); \
+    32w0x10000000 &&& 32w0xf0000000 : code(8w29); \
+    32w0x20000000 &&& 32w0xe0000000 : code(8w30); \
+    32w0x40000000 &&& 32w0xc0000000 : code(8w31); \
+    32w0x80000000 &&& 32w0x80000000 : code(8w32);
 
 #define FIXED_FIELDS_0 \
     bit<32> v0; \
@@ -1317,165 +1352,1125 @@
     CRCPolynomial<bit<32>>(32w0xb54c4839, true, false, false, 32w0xffffffff, 32w0xffffffff) poly126; \
     CRCPolynomial<bit<32>>(32w0x82cc0011, true, false, false, 32w0xffffffff, 32w0xffffffff) poly127;
 
-#define ROUND_APPLY_0 \
-    rnd0.apply(hdr.fixed.v0, hsh0.get({ ROUND_KEY }), hdr.cnat.c0); \
-    rnd1.apply(hdr.fixed.v1, hsh1.get({ ROUND_KEY }), hdr.cnat.c1); \
-    rnd2.apply(hdr.fixed.v2, hsh2.get({ ROUND_KEY }), hdr.cnat.c2); \
-    rnd3.apply(hdr.fixed.v3, hsh3.get({ ROUND_KEY }), hdr.cnat.c3); \
-    rnd4.apply(hdr.fixed.v4, hsh4.get({ ROUND_KEY }), hdr.cnat.c4); \
-    rnd5.apply(hdr.fixed.v5, hsh5.get({ ROUND_KEY }), hdr.cnat.c5); \
-    rnd6.apply(hdr.fixed.v6, hsh6.get({ ROUND_KEY }), hdr.cnat.c6); \
-    rnd7.apply(hdr.fixed.v7, hsh7.get({ ROUND_KEY }), hdr.cnat.c7);
+#define ROUND_FIELDS_0 \
+    bit<32> r0; \
+    bit<32> r1; \
+    bit<32> r2; \
+    bit<32> r3; \
+    bit<32> r4; \
+    bit<32> r5; \
+    bit<32> r6; \
+    bit<32> r7;
 
-#define ROUND_APPLY_1 \
-    rnd8.apply(hdr.fixed.v8, hsh8.get({ ROUND_KEY }), hdr.cnat.c8); \
-    rnd9.apply(hdr.fixed.v9, hsh9.get({ ROUND_KEY }), hdr.cnat.c9); \
-    rnd10.apply(hdr.fixed.v10, hsh10.get({ ROUND_KEY }), hdr.cnat.c10); \
-    rnd11.apply(hdr.fixed.v11, hsh11.get({ ROUND_KEY }), hdr.cnat.c11); \
-    rnd12.apply(hdr.fixed.v12, hsh12.get({ ROUND_KEY }), hdr.cnat.c12); \
-    rnd13.apply(hdr.fixed.v13, hsh13.get({ ROUND_KEY }), hdr.cnat.c13); \
-    rnd14.apply(hdr.fixed.v14, hsh14.get({ ROUND_KEY }), hdr.cnat.c14); \
-    rnd15.apply(hdr.fixed.v15, hsh15.get({ ROUND_KEY }), hdr.cnat.c15);
+#define ROUND_FIELDS_1 \
+    bit<32> r8; \
+    bit<32> r9; \
+    bit<32> r10; \
+    bit<32> r11; \
+    bit<32> r12; \
+    bit<32> r13; \
+    bit<32> r14; \
+    bit<32> r15;
 
-#define ROUND_APPLY_2 \
-    rnd16.apply(hdr.fixed.v16, hsh16.get({ ROUND_KEY }), hdr.cnat.c16); \
-    rnd17.apply(hdr.fixed.v17, hsh17.get({ ROUND_KEY }), hdr.cnat.c17); \
-    rnd18.apply(hdr.fixed.v18, hsh18.get({ ROUND_KEY }), hdr.cnat.c18); \
-    rnd19.apply(hdr.fixed.v19, hsh19.get({ ROUND_KEY }), hdr.cnat.c19); \
-    rnd20.apply(hdr.fixed.v20, hsh20.get({ ROUND_KEY }), hdr.cnat.c20); \
-    rnd21.apply(hdr.fixed.v21, hsh21.get({ ROUND_KEY }), hdr.cnat.c21); \
-    rnd22.apply(hdr.fixed.v22, hsh22.get({ ROUND_KEY }), hdr.cnat.c22); \
-    rnd23.apply(hdr.fixed.v23, hsh23.get({ ROUND_KEY }), hdr.cnat.c23);
+#define ROUND_FIELDS_2 \
+    bit<32> r16; \
+    bit<32> r17; \
+    bit<32> r18; \
+    bit<32> r19; \
+    bit<32> r20; \
+    bit<32> r21; \
+    bit<32> r22; \
+    bit<32> r23;
 
-#define ROUND_APPLY_3 \
-    rnd24.apply(hdr.fixed.v24, hsh24.get({ ROUND_KEY }), hdr.cnat.c24); \
-    rnd25.apply(hdr.fixed.v25, hsh25.get({ ROUND_KEY }), hdr.cnat.c25); \
-    rnd26.apply(hdr.fixed.v26, hsh26.get({ ROUND_KEY }), hdr.cnat.c26); \
-    rnd27.apply(hdr.fixed.v27, hsh27.get({ ROUND_KEY }), hdr.cnat.c27); \
-    rnd28.apply(hdr.fixed.v28, hsh28.get({ ROUND_KEY }), hdr.cnat.c28); \
-    rnd29.apply(hdr.fixed.v29, hsh29.get({ ROUND_KEY }), hdr.cnat.c29); \
-    rnd30.apply(hdr.fixed.v30, hsh30.get({ ROUND_KEY }), hdr.cnat.c30); \
-    rnd31.apply(hdr.fixed.v31, hsh31.get({ ROUND_KEY }), hdr.cnat.c31);
+#define ROUND_FIELDS_3 \
+    bit<32> r24; \
+    bit<32> r25; \
+    bit<32> r26; \
+    bit<32> r27; \
+    bit<32> r28; \
+    bit<32> r29; \
+    bit<32> r30; \
+    bit<32> r31;
 
-#define ROUND_APPLY_4 \
-    rnd32.apply(hdr.fixed.v32, hsh32.get({ ROUND_KEY }), hdr.cnat.c32); \
-    rnd33.apply(hdr.fixed.v33, hsh33.get({ ROUND_KEY }), hdr.cnat.c33); \
-    rnd34.apply(hdr.fixed.v34, hsh34.get({ ROUND_KEY }), hdr.cnat.c34); \
-    rnd35.apply(hdr.fixed.v35, hsh35.get({ ROUND_KEY }), hdr.cnat.c35); \
-    rnd36.apply(hdr.fixed.v36, hsh36.get({ ROUND_KEY }), hdr.cnat.c36); \
-    rnd37.apply(hdr.fixed.v37, hsh37.get({ ROUND_KEY }), hdr.cnat.c37); \
-    rnd38.apply(hdr.fixed.v38, hsh38.get({ ROUND_KEY }), hdr.cnat.c38); \
-    rnd39.apply(hdr.fixed.v39, hsh39.get({ ROUND_KEY }), hdr.cnat.c39);
+#define ROUND_FIELDS_4 \
+    bit<32> r32; \
+    bit<32> r33; \
+    bit<32> r34; \
+    bit<32> r35; \
+    bit<32> r36; \
+    bit<32> r37; \
+    bit<32> r38; \
+    bit<32> r39;
 
-#define ROUND_APPLY_5 \
-    rnd40.apply(hdr.fixed.v40, hsh40.get({ ROUND_KEY }), hdr.cnat.c40); \
-    rnd41.apply(hdr.fixed.v41, hsh41.get({ ROUND_KEY }), hdr.cnat.c41); \
-    rnd42.apply(hdr.fixed.v42, hsh42.get({ ROUND_KEY }), hdr.cnat.c42); \
-    rnd43.apply(hdr.fixed.v43, hsh43.get({ ROUND_KEY }), hdr.cnat.c43); \
-    rnd44.apply(hdr.fixed.v44, hsh44.get({ ROUND_KEY }), hdr.cnat.c44); \
-    rnd45.apply(hdr.fixed.v45, hsh45.get({ ROUND_KEY }), hdr.cnat.c45); \
-    rnd46.apply(hdr.fixed.v46, hsh46.get({ ROUND_KEY }), hdr.cnat.c46); \
-    rnd47.apply(hdr.fixed.v47, hsh47.get({ ROUND_KEY }), hdr.cnat.c47);
+#define ROUND_FIELDS_5 \
+    bit<32> r40; \
+    bit<32> r41; \
+    bit<32> r42; \
+    bit<32> r43; \
+    bit<32> r44; \
+    bit<32> r45; \
+    bit<32> r46; \
+    bit<32> r47;
 
-#define ROUND_APPLY_6 \
-    rnd48.apply(hdr.fixed.v48, hsh48.get({ ROUND_KEY }), hdr.cnat.c48); \
-    rnd49.apply(hdr.fixed.v49, hsh49.get({ ROUND_KEY }), hdr.cnat.c49); \
-    rnd50.apply(hdr.fixed.v50, hsh50.get({ ROUND_KEY }), hdr.cnat.c50); \
-    rnd51.apply(hdr.fixed.v51, hsh51.get({ ROUND_KEY }), hdr.cnat.c51); \
-    rnd52.apply(hdr.fixed.v52, hsh52.get({ ROUND_KEY }), hdr.cnat.c52); \
-    rnd53.apply(hdr.fixed.v53, hsh53.get({ ROUND_KEY }), hdr.cnat.c53); \
-    rnd54.apply(hdr.fixed.v54, hsh54.get({ ROUND_KEY }), hdr.cnat.c54); \
-    rnd55.apply(hdr.fixed.v55, hsh55.get({ ROUND_KEY }), hdr.cnat.c55);
+#define ROUND_FIELDS_6 \
+    bit<32> r48; \
+    bit<32> r49; \
+    bit<32> r50; \
+    bit<32> r51; \
+    bit<32> r52; \
+    bit<32> r53; \
+    bit<32> r54; \
+    bit<32> r55;
 
-#define ROUND_APPLY_7 \
-    rnd56.apply(hdr.fixed.v56, hsh56.get({ ROUND_KEY }), hdr.cnat.c56); \
-    rnd57.apply(hdr.fixed.v57, hsh57.get({ ROUND_KEY }), hdr.cnat.c57); \
-    rnd58.apply(hdr.fixed.v58, hsh58.get({ ROUND_KEY }), hdr.cnat.c58); \
-    rnd59.apply(hdr.fixed.v59, hsh59.get({ ROUND_KEY }), hdr.cnat.c59); \
-    rnd60.apply(hdr.fixed.v60, hsh60.get({ ROUND_KEY }), hdr.cnat.c60); \
-    rnd61.apply(hdr.fixed.v61, hsh61.get({ ROUND_KEY }), hdr.cnat.c61); \
-    rnd62.apply(hdr.fixed.v62, hsh62.get({ ROUND_KEY }), hdr.cnat.c62); \
-    rnd63.apply(hdr.fixed.v63, hsh63.get({ ROUND_KEY }), hdr.cnat.c63);
+#define ROUND_FIELDS_7 \
+    bit<32> r56; \
+    bit<32> r57; \
+    bit<32> r58; \
+    bit<32> r59; \
+    bit<32> r60; \
+    bit<32> r61; \
+    bit<32> r62; \
+    bit<32> r63;
 
-#define ROUND_APPLY_8 \
-    rnd64.apply(hdr.fixed.v64, hsh64.get({ ROUND_KEY }), hdr.cnat.c64); \
-    rnd65.apply(hdr.fixed.v65, hsh65.get({ ROUND_KEY }), hdr.cnat.c65); \
-    rnd66.apply(hdr.fixed.v66, hsh66.get({ ROUND_KEY }), hdr.cnat.c66); \
-    rnd67.apply(hdr.fixed.v67, hsh67.get({ ROUND_KEY }), hdr.cnat.c67); \
-    rnd68.apply(hdr.fixed.v68, hsh68.get({ ROUND_KEY }), hdr.cnat.c68); \
-    rnd69.apply(hdr.fixed.v69, hsh69.get({ ROUND_KEY }), hdr.cnat.c69); \
-    rnd70.apply(hdr.fixed.v70, hsh70.get({ ROUND_KEY }), hdr.cnat.c70); \
-    rnd71.apply(hdr.fixed.v71, hsh71.get({ ROUND_KEY }), hdr.cnat.c71);
+#define ROUND_FIELDS_8 \
+    bit<32> r64; \
+    bit<32> r65; \
+    bit<32> r66; \
+    bit<32> r67; \
+    bit<32> r68; \
+    bit<32> r69; \
+    bit<32> r70; \
+    bit<32> r71;
 
-#define ROUND_APPLY_9 \
-    rnd72.apply(hdr.fixed.v72, hsh72.get({ ROUND_KEY }), hdr.cnat.c72); \
-    rnd73.apply(hdr.fixed.v73, hsh73.get({ ROUND_KEY }), hdr.cnat.c73); \
-    rnd74.apply(hdr.fixed.v74, hsh74.get({ ROUND_KEY }), hdr.cnat.c74); \
-    rnd75.apply(hdr.fixed.v75, hsh75.get({ ROUND_KEY }), hdr.cnat.c75); \
-    rnd76.apply(hdr.fixed.v76, hsh76.get({ ROUND_KEY }), hdr.cnat.c76); \
-    rnd77.apply(hdr.fixed.v77, hsh77.get({ ROUND_KEY }), hdr.cnat.c77); \
-    rnd78.apply(hdr.fixed.v78, hsh78.get({ ROUND_KEY }), hdr.cnat.c78); \
-    rnd79.apply(hdr.fixed.v79, hsh79.get({ ROUND_KEY }), hdr.cnat.c79);
+#define ROUND_FIELDS_9 \
+    bit<32> r72; \
+    bit<32> r73; \
+    bit<32> r74; \
+    bit<32> r75; \
+    bit<32> r76; \
+    bit<32> r77; \
+    bit<32> r78; \
+    bit<32> r79;
 
-#define ROUND_APPLY_10 \
-    rnd80.apply(hdr.fixed.v80, hsh80.get({ ROUND_KEY }), hdr.cnat.c80); \
-    rnd81.apply(hdr.fixed.v81, hsh81.get({ ROUND_KEY }), hdr.cnat.c81); \
-    rnd82.apply(hdr.fixed.v82, hsh82.get({ ROUND_KEY }), hdr.cnat.c82); \
-    rnd83.apply(hdr.fixed.v83, hsh83.get({ ROUND_KEY }), hdr.cnat.c83); \
-    rnd84.apply(hdr.fixed.v84, hsh84.get({ ROUND_KEY }), hdr.cnat.c84); \
-    rnd85.apply(hdr.fixed.v85, hsh85.get({ ROUND_KEY }), hdr.cnat.c85); \
-    rnd86.apply(hdr.fixed.v86, hsh86.get({ ROUND_KEY }), hdr.cnat.c86); \
-    rnd87.apply(hdr.fixed.v87, hsh87.get({ ROUND_KEY }), hdr.cnat.c87);
+#define ROUND_FIELDS_10 \
+    bit<32> r80; \
+    bit<32> r81; \
+    bit<32> r82; \
+    bit<32> r83; \
+    bit<32> r84; \
+    bit<32> r85; \
+    bit<32> r86; \
+    bit<32> r87;
 
-#define ROUND_APPLY_11 \
-    rnd88.apply(hdr.fixed.v88, hsh88.get({ ROUND_KEY }), hdr.cnat.c88); \
-    rnd89.apply(hdr.fixed.v89, hsh89.get({ ROUND_KEY }), hdr.cnat.c89); \
-    rnd90.apply(hdr.fixed.v90, hsh90.get({ ROUND_KEY }), hdr.cnat.c90); \
-    rnd91.apply(hdr.fixed.v91, hsh91.get({ ROUND_KEY }), hdr.cnat.c91); \
-    rnd92.apply(hdr.fixed.v92, hsh92.get({ ROUND_KEY }), hdr.cnat.c92); \
-    rnd93.apply(hdr.fixed.v93, hsh93.get({ ROUND_KEY }), hdr.cnat.c93); \
-    rnd94.apply(hdr.fixed.v94, hsh94.get({ ROUND_KEY }), hdr.cnat.c94); \
-    rnd95.apply(hdr.fixed.v95, hsh95.get({ ROUND_KEY }), hdr.cnat.c95);
+#define ROUND_FIELDS_11 \
+    bit<32> r88; \
+    bit<32> r89; \
+    bit<32> r90; \
+    bit<32> r91; \
+    bit<32> r92; \
+    bit<32> r93; \
+    bit<32> r94; \
+    bit<32> r95;
 
-#define ROUND_APPLY_12 \
-    rnd96.apply(hdr.fixed.v96, hsh96.get({ ROUND_KEY }), hdr.cnat.c96); \
-    rnd97.apply(hdr.fixed.v97, hsh97.get({ ROUND_KEY }), hdr.cnat.c97); \
-    rnd98.apply(hdr.fixed.v98, hsh98.get({ ROUND_KEY }), hdr.cnat.c98); \
-    rnd99.apply(hdr.fixed.v99, hsh99.get({ ROUND_KEY }), hdr.cnat.c99); \
-    rnd100.apply(hdr.fixed.v100, hsh100.get({ ROUND_KEY }), hdr.cnat.c100); \
-    rnd101.apply(hdr.fixed.v101, hsh101.get({ ROUND_KEY }), hdr.cnat.c101); \
-    rnd102.apply(hdr.fixed.v102, hsh102.get({ ROUND_KEY }), hdr.cnat.c102); \
-    rnd103.apply(hdr.fixed.v103, hsh103.get({ ROUND_KEY }), hdr.cnat.c103);
+#define ROUND_FIELDS_12 \
+    bit<32> r96; \
+    bit<32> r97; \
+    bit<32> r98; \
+    bit<32> r99; \
+    bit<32> r100; \
+    bit<32> r101; \
+    bit<32> r102; \
+    bit<32> r103;
 
-#define ROUND_APPLY_13 \
-    rnd104.apply(hdr.fixed.v104, hsh104.get({ ROUND_KEY }), hdr.cnat.c104); \
-    rnd105.apply(hdr.fixed.v105, hsh105.get({ ROUND_KEY }), hdr.cnat.c105); \
-    rnd106.apply(hdr.fixed.v106, hsh106.get({ ROUND_KEY }), hdr.cnat.c106); \
-    rnd107.apply(hdr.fixed.v107, hsh107.get({ ROUND_KEY }), hdr.cnat.c107); \
-    rnd108.apply(hdr.fixed.v108, hsh108.get({ ROUND_KEY }), hdr.cnat.c108); \
-    rnd109.apply(hdr.fixed.v109, hsh109.get({ ROUND_KEY }), hdr.cnat.c109); \
-    rnd110.apply(hdr.fixed.v110, hsh110.get({ ROUND_KEY }), hdr.cnat.c110); \
-    rnd111.apply(hdr.fixed.v111, hsh111.get({ ROUND_KEY }), hdr.cnat.c111);
+#define ROUND_FIELDS_13 \
+    bit<32> r104; \
+    bit<32> r105; \
+    bit<32> r106; \
+    bit<32> r107; \
+    bit<32> r108; \
+    bit<32> r109; \
+    bit<32> r110; \
+    bit<32> r111;
 
-#define ROUND_APPLY_14 \
-    rnd112.apply(hdr.fixed.v112, hsh112.get({ ROUND_KEY }), hdr.cnat.c112); \
-    rnd113.apply(hdr.fixed.v113, hsh113.get({ ROUND_KEY }), hdr.cnat.c113); \
-    rnd114.apply(hdr.fixed.v114, hsh114.get({ ROUND_KEY }), hdr.cnat.c114); \
-    rnd115.apply(hdr.fixed.v115, hsh115.get({ ROUND_KEY }), hdr.cnat.c115); \
-    rnd116.apply(hdr.fixed.v116, hsh116.get({ ROUND_KEY }), hdr.cnat.c116); \
-    rnd117.apply(hdr.fixed.v117, hsh117.get({ ROUND_KEY }), hdr.cnat.c117); \
-    rnd118.apply(hdr.fixed.v118, hsh118.get({ ROUND_KEY }), hdr.cnat.c118); \
-    rnd119.apply(hdr.fixed.v119, hsh119.get({ ROUND_KEY }), hdr.cnat.c119);
+#define ROUND_FIELDS_14 \
+    bit<32> r112; \
+    bit<32> r113; \
+    bit<32> r114; \
+    bit<32> r115; \
+    bit<32> r116; \
+    bit<32> r117; \
+    bit<32> r118; \
+    bit<32> r119;
 
-#define ROUND_APPLY_15 \
-    rnd120.apply(hdr.fixed.v120, hsh120.get({ ROUND_KEY }), hdr.cnat.c120); \
-    rnd121.apply(hdr.fixed.v121, hsh121.get({ ROUND_KEY }), hdr.cnat.c121); \
-    rnd122.apply(hdr.fixed.v122, hsh122.get({ ROUND_KEY }), hdr.cnat.c122); \
-    rnd123.apply(hdr.fixed.v123, hsh123.get({ ROUND_KEY }), hdr.cnat.c123); \
-    rnd124.apply(hdr.fixed.v124, hsh124.get({ ROUND_KEY }), hdr.cnat.c124); \
-    rnd125.apply(hdr.fixed.v125, hsh125.get({ ROUND_KEY }), hdr.cnat.c125); \
-    rnd126.apply(hdr.fixed.v126, hsh126.get({ ROUND_KEY }), hdr.cnat.c126); \
-    rnd127.apply(hdr.fixed.v127, hsh127.get({ ROUND_KEY }), hdr.cnat.c127);
+#define ROUND_FIELDS_15 \
+    bit<32> r120; \
+    bit<32> r121; \
+    bit<32> r122; \
+    bit<32> r123; \
+    bit<32> r124; \
+    bit<32> r125; \
+    bit<32> r126; \
+    bit<32> r127;
+
+#define DRAW_ACTIONS_0 \
+    action draw0() { meta.r0 = hsh0.get({ ROUND_KEY }); } \
+    action draw1() { meta.r1 = hsh1.get({ ROUND_KEY }); } \
+    action draw2() { meta.r2 = hsh2.get({ ROUND_KEY }); } \
+    action draw3() { meta.r3 = hsh3.get({ ROUND_KEY }); } \
+    action draw4() { meta.r4 = hsh4.get({ ROUND_KEY }); } \
+    action draw5() { meta.r5 = hsh5.get({ ROUND_KEY }); } \
+    action draw6() { meta.r6 = hsh6.get({ ROUND_KEY }); } \
+    action draw7() { meta.r7 = hsh7.get({ ROUND_KEY }); }
+
+#define DRAW_ACTIONS_1 \
+    action draw8() { meta.r8 = hsh8.get({ ROUND_KEY }); } \
+    action draw9() { meta.r9 = hsh9.get({ ROUND_KEY }); } \
+    action draw10() { meta.r10 = hsh10.get({ ROUND_KEY }); } \
+    action draw11() { meta.r11 = hsh11.get({ ROUND_KEY }); } \
+    action draw12() { meta.r12 = hsh12.get({ ROUND_KEY }); } \
+    action draw13() { meta.r13 = hsh13.get({ ROUND_KEY }); } \
+    action draw14() { meta.r14 = hsh14.get({ ROUND_KEY }); } \
+    action draw15() { meta.r15 = hsh15.get({ ROUND_KEY }); }
+
+#define DRAW_ACTIONS_2 \
+    action draw16() { meta.r16 = hsh16.get({ ROUND_KEY }); } \
+    action draw17() { meta.r17 = hsh17.get({ ROUND_KEY }); } \
+    action draw18() { meta.r18 = hsh18.get({ ROUND_KEY }); } \
+    action draw19() { meta.r19 = hsh19.get({ ROUND_KEY }); } \
+    action draw20() { meta.r20 = hsh20.get({ ROUND_KEY }); } \
+    action draw21() { meta.r21 = hsh21.get({ ROUND_KEY }); } \
+    action draw22() { meta.r22 = hsh22.get({ ROUND_KEY }); } \
+    action draw23() { meta.r23 = hsh23.get({ ROUND_KEY }); }
+
+#define DRAW_ACTIONS_3 \
+    action draw24() { meta.r24 = hsh24.get({ ROUND_KEY }); } \
+    action draw25() { meta.r25 = hsh25.get({ ROUND_KEY }); } \
+    action draw26() { meta.r26 = hsh26.get({ ROUND_KEY }); } \
+    action draw27() { meta.r27 = hsh27.get({ ROUND_KEY }); } \
+    action draw28() { meta.r28 = hsh28.get({ ROUND_KEY }); } \
+    action draw29() { meta.r29 = hsh29.get({ ROUND_KEY }); } \
+    action draw30() { meta.r30 = hsh30.get({ ROUND_KEY }); } \
+    action draw31() { meta.r31 = hsh31.get({ ROUND_KEY }); }
+
+#define DRAW_ACTIONS_4 \
+    action draw32() { meta.r32 = hsh32.get({ ROUND_KEY }); } \
+    action draw33() { meta.r33 = hsh33.get({ ROUND_KEY }); } \
+    action draw34() { meta.r34 = hsh34.get({ ROUND_KEY }); } \
+    action draw35() { meta.r35 = hsh35.get({ ROUND_KEY }); } \
+    action draw36() { meta.r36 = hsh36.get({ ROUND_KEY }); } \
+    action draw37() { meta.r37 = hsh37.get({ ROUND_KEY }); } \
+    action draw38() { meta.r38 = hsh38.get({ ROUND_KEY }); } \
+    action draw39() { meta.r39 = hsh39.get({ ROUND_KEY }); }
+
+#define DRAW_ACTIONS_5 \
+    action draw40() { meta.r40 = hsh40.get({ ROUND_KEY }); } \
+    action draw41() { meta.r41 = hsh41.get({ ROUND_KEY }); } \
+    action draw42() { meta.r42 = hsh42.get({ ROUND_KEY }); } \
+    action draw43() { meta.r43 = hsh43.get({ ROUND_KEY }); } \
+    action draw44() { meta.r44 = hsh44.get({ ROUND_KEY }); } \
+    action draw45() { meta.r45 = hsh45.get({ ROUND_KEY }); } \
+    action draw46() { meta.r46 = hsh46.get({ ROUND_KEY }); } \
+    action draw47() { meta.r47 = hsh47.get({ ROUND_KEY }); }
+
+#define DRAW_ACTIONS_6 \
+    action draw48() { meta.r48 = hsh48.get({ ROUND_KEY }); } \
+    action draw49() { meta.r49 = hsh49.get({ ROUND_KEY }); } \
+    action draw50() { meta.r50 = hsh50.get({ ROUND_KEY }); } \
+    action draw51() { meta.r51 = hsh51.get({ ROUND_KEY }); } \
+    action draw52() { meta.r52 = hsh52.get({ ROUND_KEY }); } \
+    action draw53() { meta.r53 = hsh53.get({ ROUND_KEY }); } \
+    action draw54() { meta.r54 = hsh54.get({ ROUND_KEY }); } \
+    action draw55() { meta.r55 = hsh55.get({ ROUND_KEY }); }
+
+#define DRAW_ACTIONS_7 \
+    action draw56() { meta.r56 = hsh56.get({ ROUND_KEY }); } \
+    action draw57() { meta.r57 = hsh57.get({ ROUND_KEY }); } \
+    action draw58() { meta.r58 = hsh58.get({ ROUND_KEY }); } \
+    action draw59() { meta.r59 = hsh59.get({ ROUND_KEY }); } \
+    action draw60() { meta.r60 = hsh60.get({ ROUND_KEY }); } \
+    action draw61() { meta.r61 = hsh61.get({ ROUND_KEY }); } \
+    action draw62() { meta.r62 = hsh62.get({ ROUND_KEY }); } \
+    action draw63() { meta.r63 = hsh63.get({ ROUND_KEY }); }
+
+#define DRAW_ACTIONS_8 \
+    action draw64() { meta.r64 = hsh64.get({ ROUND_KEY }); } \
+    action draw65() { meta.r65 = hsh65.get({ ROUND_KEY }); } \
+    action draw66() { meta.r66 = hsh66.get({ ROUND_KEY }); } \
+    action draw67() { meta.r67 = hsh67.get({ ROUND_KEY }); } \
+    action draw68() { meta.r68 = hsh68.get({ ROUND_KEY }); } \
+    action draw69() { meta.r69 = hsh69.get({ ROUND_KEY }); } \
+    action draw70() { meta.r70 = hsh70.get({ ROUND_KEY }); } \
+    action draw71() { meta.r71 = hsh71.get({ ROUND_KEY }); }
+
+#define DRAW_ACTIONS_9 \
+    action draw72() { meta.r72 = hsh72.get({ ROUND_KEY }); } \
+    action draw73() { meta.r73 = hsh73.get({ ROUND_KEY }); } \
+    action draw74() { meta.r74 = hsh74.get({ ROUND_KEY }); } \
+    action draw75() { meta.r75 = hsh75.get({ ROUND_KEY }); } \
+    action draw76() { meta.r76 = hsh76.get({ ROUND_KEY }); } \
+    action draw77() { meta.r77 = hsh77.get({ ROUND_KEY }); } \
+    action draw78() { meta.r78 = hsh78.get({ ROUND_KEY }); } \
+    action draw79() { meta.r79 = hsh79.get({ ROUND_KEY }); }
+
+#define DRAW_ACTIONS_10 \
+    action draw80() { meta.r80 = hsh80.get({ ROUND_KEY }); } \
+    action draw81() { meta.r81 = hsh81.get({ ROUND_KEY }); } \
+    action draw82() { meta.r82 = hsh82.get({ ROUND_KEY }); } \
+    action draw83() { meta.r83 = hsh83.get({ ROUND_KEY }); } \
+    action draw84() { meta.r84 = hsh84.get({ ROUND_KEY }); } \
+    action draw85() { meta.r85 = hsh85.get({ ROUND_KEY }); } \
+    action draw86() { meta.r86 = hsh86.get({ ROUND_KEY }); } \
+    action draw87() { meta.r87 = hsh87.get({ ROUND_KEY }); }
+
+#define DRAW_ACTIONS_11 \
+    action draw88() { meta.r88 = hsh88.get({ ROUND_KEY }); } \
+    action draw89() { meta.r89 = hsh89.get({ ROUND_KEY }); } \
+    action draw90() { meta.r90 = hsh90.get({ ROUND_KEY }); } \
+    action draw91() { meta.r91 = hsh91.get({ ROUND_KEY }); } \
+    action draw92() { meta.r92 = hsh92.get({ ROUND_KEY }); } \
+    action draw93() { meta.r93 = hsh93.get({ ROUND_KEY }); } \
+    action draw94() { meta.r94 = hsh94.get({ ROUND_KEY }); } \
+    action draw95() { meta.r95 = hsh95.get({ ROUND_KEY }); }
+
+#define DRAW_ACTIONS_12 \
+    action draw96() { meta.r96 = hsh96.get({ ROUND_KEY }); } \
+    action draw97() { meta.r97 = hsh97.get({ ROUND_KEY }); } \
+    action draw98() { meta.r98 = hsh98.get({ ROUND_KEY }); } \
+    action draw99() { meta.r99 = hsh99.get({ ROUND_KEY }); } \
+    action draw100() { meta.r100 = hsh100.get({ ROUND_KEY }); } \
+    action draw101() { meta.r101 = hsh101.get({ ROUND_KEY }); } \
+    action draw102() { meta.r102 = hsh102.get({ ROUND_KEY }); } \
+    action draw103() { meta.r103 = hsh103.get({ ROUND_KEY }); }
+
+#define DRAW_ACTIONS_13 \
+    action draw104() { meta.r104 = hsh104.get({ ROUND_KEY }); } \
+    action draw105() { meta.r105 = hsh105.get({ ROUND_KEY }); } \
+    action draw106() { meta.r106 = hsh106.get({ ROUND_KEY }); } \
+    action draw107() { meta.r107 = hsh107.get({ ROUND_KEY }); } \
+    action draw108() { meta.r108 = hsh108.get({ ROUND_KEY }); } \
+    action draw109() { meta.r109 = hsh109.get({ ROUND_KEY }); } \
+    action draw110() { meta.r110 = hsh110.get({ ROUND_KEY }); } \
+    action draw111() { meta.r111 = hsh111.get({ ROUND_KEY }); }
+
+#define DRAW_ACTIONS_14 \
+    action draw112() { meta.r112 = hsh112.get({ ROUND_KEY }); } \
+    action draw113() { meta.r113 = hsh113.get({ ROUND_KEY }); } \
+    action draw114() { meta.r114 = hsh114.get({ ROUND_KEY }); } \
+    action draw115() { meta.r115 = hsh115.get({ ROUND_KEY }); } \
+    action draw116() { meta.r116 = hsh116.get({ ROUND_KEY }); } \
+    action draw117() { meta.r117 = hsh117.get({ ROUND_KEY }); } \
+    action draw118() { meta.r118 = hsh118.get({ ROUND_KEY }); } \
+    action draw119() { meta.r119 = hsh119.get({ ROUND_KEY }); }
+
+#define DRAW_ACTIONS_15 \
+    action draw120() { meta.r120 = hsh120.get({ ROUND_KEY }); } \
+    action draw121() { meta.r121 = hsh121.get({ ROUND_KEY }); } \
+    action draw122() { meta.r122 = hsh122.get({ ROUND_KEY }); } \
+    action draw123() { meta.r123 = hsh123.get({ ROUND_KEY }); } \
+    action draw124() { meta.r124 = hsh124.get({ ROUND_KEY }); } \
+    action draw125() { meta.r125 = hsh125.get({ ROUND_KEY }); } \
+    action draw126() { meta.r126 = hsh126.get({ ROUND_KEY }); } \
+    action draw127() { meta.r127 = hsh127.get({ ROUND_KEY }); }
+
+#define DRAW_CALLS_0 \
+    draw0(); \
+    draw1(); \
+    draw2(); \
+    draw3(); \
+    draw4(); \
+    draw5(); \
+    draw6(); \
+    draw7();
+
+#define DRAW_CALLS_1 \
+    draw8(); \
+    draw9(); \
+    draw10(); \
+    draw11(); \
+    draw12(); \
+    draw13(); \
+    draw14(); \
+    draw15();
+
+#define DRAW_CALLS_2 \
+    draw16(); \
+    draw17(); \
+    draw18(); \
+    draw19(); \
+    draw20(); \
+    draw21(); \
+    draw22(); \
+    draw23();
+
+#define DRAW_CALLS_3 \
+    draw24(); \
+    draw25(); \
+    draw26(); \
+    draw27(); \
+    draw28(); \
+    draw29(); \
+    draw30(); \
+    draw31();
+
+#define DRAW_CALLS_4 \
+    draw32(); \
+    draw33(); \
+    draw34(); \
+    draw35(); \
+    draw36(); \
+    draw37(); \
+    draw38(); \
+    draw39();
+
+#define DRAW_CALLS_5 \
+    draw40(); \
+    draw41(); \
+    draw42(); \
+    draw43(); \
+    draw44(); \
+    draw45(); \
+    draw46(); \
+    draw47();
+
+#define DRAW_CALLS_6 \
+    draw48(); \
+    draw49(); \
+    draw50(); \
+    draw51(); \
+    draw52(); \
+    draw53(); \
+    draw54(); \
+    draw55();
+
+#define DRAW_CALLS_7 \
+    draw56(); \
+    draw57(); \
+    draw58(); \
+    draw59(); \
+    draw60(); \
+    draw61(); \
+    draw62(); \
+    draw63();
+
+#define DRAW_CALLS_8 \
+    draw64(); \
+    draw65(); \
+    draw66(); \
+    draw67(); \
+    draw68(); \
+    draw69(); \
+    draw70(); \
+    draw71();
+
+#define DRAW_CALLS_9 \
+    draw72(); \
+    draw73(); \
+    draw74(); \
+    draw75(); \
+    draw76(); \
+    draw77(); \
+    draw78(); \
+    draw79();
+
+#define DRAW_CALLS_10 \
+    draw80(); \
+    draw81(); \
+    draw82(); \
+    draw83(); \
+    draw84(); \
+    draw85(); \
+    draw86(); \
+    draw87();
+
+#define DRAW_CALLS_11 \
+    draw88(); \
+    draw89(); \
+    draw90(); \
+    draw91(); \
+    draw92(); \
+    draw93(); \
+    draw94(); \
+    draw95();
+
+#define DRAW_CALLS_12 \
+    draw96(); \
+    draw97(); \
+    draw98(); \
+    draw99(); \
+    draw100(); \
+    draw101(); \
+    draw102(); \
+    draw103();
+
+#define DRAW_CALLS_13 \
+    draw104(); \
+    draw105(); \
+    draw106(); \
+    draw107(); \
+    draw108(); \
+    draw109(); \
+    draw110(); \
+    draw111();
+
+#define DRAW_CALLS_14 \
+    draw112(); \
+    draw113(); \
+    draw114(); \
+    draw115(); \
+    draw116(); \
+    draw117(); \
+    draw118(); \
+    draw119();
+
+#define DRAW_CALLS_15 \
+    draw120(); \
+    draw121(); \
+    draw122(); \
+    draw123(); \
+    draw124(); \
+    draw125(); \
+    draw126(); \
+    draw127();
+
+#define ROUND_LEAD_0 \
+    rnd0.apply(hdr.fixed.v0, meta.r0, hdr.cnat.c0); \
+    rnd1.apply(hdr.fixed.v1, meta.r1, hdr.cnat.c1); \
+    rnd2.apply(hdr.fixed.v2, meta.r2, hdr.cnat.c2); \
+    rnd3.apply(hdr.fixed.v3, meta.r3, hdr.cnat.c3); \
+    rnd4.apply(hdr.fixed.v4, meta.r4, hdr.cnat.c4); \
+    rnd5.apply(hdr.fixed.v5, meta.r5, hdr.cnat.c5); \
+    rnd6.apply(hdr.fixed.v6, meta.r6, hdr.cnat.c6); \
+    rnd7.apply(hdr.fixed.v7, meta.r7, hdr.cnat.c7);
+
+#define ROUND_LEAD_1 \
+    rnd8.apply(hdr.fixed.v8, meta.r8, hdr.cnat.c8); \
+    rnd9.apply(hdr.fixed.v9, meta.r9, hdr.cnat.c9); \
+    rnd10.apply(hdr.fixed.v10, meta.r10, hdr.cnat.c10); \
+    rnd11.apply(hdr.fixed.v11, meta.r11, hdr.cnat.c11); \
+    rnd12.apply(hdr.fixed.v12, meta.r12, hdr.cnat.c12); \
+    rnd13.apply(hdr.fixed.v13, meta.r13, hdr.cnat.c13); \
+    rnd14.apply(hdr.fixed.v14, meta.r14, hdr.cnat.c14); \
+    rnd15.apply(hdr.fixed.v15, meta.r15, hdr.cnat.c15);
+
+#define ROUND_LEAD_2 \
+    rnd16.apply(hdr.fixed.v16, meta.r16, hdr.cnat.c16); \
+    rnd17.apply(hdr.fixed.v17, meta.r17, hdr.cnat.c17); \
+    rnd18.apply(hdr.fixed.v18, meta.r18, hdr.cnat.c18); \
+    rnd19.apply(hdr.fixed.v19, meta.r19, hdr.cnat.c19); \
+    rnd20.apply(hdr.fixed.v20, meta.r20, hdr.cnat.c20); \
+    rnd21.apply(hdr.fixed.v21, meta.r21, hdr.cnat.c21); \
+    rnd22.apply(hdr.fixed.v22, meta.r22, hdr.cnat.c22); \
+    rnd23.apply(hdr.fixed.v23, meta.r23, hdr.cnat.c23);
+
+#define ROUND_LEAD_3 \
+    rnd24.apply(hdr.fixed.v24, meta.r24, hdr.cnat.c24); \
+    rnd25.apply(hdr.fixed.v25, meta.r25, hdr.cnat.c25); \
+    rnd26.apply(hdr.fixed.v26, meta.r26, hdr.cnat.c26); \
+    rnd27.apply(hdr.fixed.v27, meta.r27, hdr.cnat.c27); \
+    rnd28.apply(hdr.fixed.v28, meta.r28, hdr.cnat.c28); \
+    rnd29.apply(hdr.fixed.v29, meta.r29, hdr.cnat.c29); \
+    rnd30.apply(hdr.fixed.v30, meta.r30, hdr.cnat.c30); \
+    rnd31.apply(hdr.fixed.v31, meta.r31, hdr.cnat.c31);
+
+#define ROUND_LEAD_4 \
+    rnd32.apply(hdr.fixed.v32, meta.r32, hdr.cnat.c32); \
+    rnd33.apply(hdr.fixed.v33, meta.r33, hdr.cnat.c33); \
+    rnd34.apply(hdr.fixed.v34, meta.r34, hdr.cnat.c34); \
+    rnd35.apply(hdr.fixed.v35, meta.r35, hdr.cnat.c35); \
+    rnd36.apply(hdr.fixed.v36, meta.r36, hdr.cnat.c36); \
+    rnd37.apply(hdr.fixed.v37, meta.r37, hdr.cnat.c37); \
+    rnd38.apply(hdr.fixed.v38, meta.r38, hdr.cnat.c38); \
+    rnd39.apply(hdr.fixed.v39, meta.r39, hdr.cnat.c39);
+
+#define ROUND_LEAD_5 \
+    rnd40.apply(hdr.fixed.v40, meta.r40, hdr.cnat.c40); \
+    rnd41.apply(hdr.fixed.v41, meta.r41, hdr.cnat.c41); \
+    rnd42.apply(hdr.fixed.v42, meta.r42, hdr.cnat.c42); \
+    rnd43.apply(hdr.fixed.v43, meta.r43, hdr.cnat.c43); \
+    rnd44.apply(hdr.fixed.v44, meta.r44, hdr.cnat.c44); \
+    rnd45.apply(hdr.fixed.v45, meta.r45, hdr.cnat.c45); \
+    rnd46.apply(hdr.fixed.v46, meta.r46, hdr.cnat.c46); \
+    rnd47.apply(hdr.fixed.v47, meta.r47, hdr.cnat.c47);
+
+#define ROUND_LEAD_6 \
+    rnd48.apply(hdr.fixed.v48, meta.r48, hdr.cnat.c48); \
+    rnd49.apply(hdr.fixed.v49, meta.r49, hdr.cnat.c49); \
+    rnd50.apply(hdr.fixed.v50, meta.r50, hdr.cnat.c50); \
+    rnd51.apply(hdr.fixed.v51, meta.r51, hdr.cnat.c51); \
+    rnd52.apply(hdr.fixed.v52, meta.r52, hdr.cnat.c52); \
+    rnd53.apply(hdr.fixed.v53, meta.r53, hdr.cnat.c53); \
+    rnd54.apply(hdr.fixed.v54, meta.r54, hdr.cnat.c54); \
+    rnd55.apply(hdr.fixed.v55, meta.r55, hdr.cnat.c55);
+
+#define ROUND_LEAD_7 \
+    rnd56.apply(hdr.fixed.v56, meta.r56, hdr.cnat.c56); \
+    rnd57.apply(hdr.fixed.v57, meta.r57, hdr.cnat.c57); \
+    rnd58.apply(hdr.fixed.v58, meta.r58, hdr.cnat.c58); \
+    rnd59.apply(hdr.fixed.v59, meta.r59, hdr.cnat.c59); \
+    rnd60.apply(hdr.fixed.v60, meta.r60, hdr.cnat.c60); \
+    rnd61.apply(hdr.fixed.v61, meta.r61, hdr.cnat.c61); \
+    rnd62.apply(hdr.fixed.v62, meta.r62, hdr.cnat.c62); \
+    rnd63.apply(hdr.fixed.v63, meta.r63, hdr.cnat.c63);
+
+#define ROUND_LEAD_8 \
+    rnd64.apply(hdr.fixed.v64, meta.r64, hdr.cnat.c64); \
+    rnd65.apply(hdr.fixed.v65, meta.r65, hdr.cnat.c65); \
+    rnd66.apply(hdr.fixed.v66, meta.r66, hdr.cnat.c66); \
+    rnd67.apply(hdr.fixed.v67, meta.r67, hdr.cnat.c67); \
+    rnd68.apply(hdr.fixed.v68, meta.r68, hdr.cnat.c68); \
+    rnd69.apply(hdr.fixed.v69, meta.r69, hdr.cnat.c69); \
+    rnd70.apply(hdr.fixed.v70, meta.r70, hdr.cnat.c70); \
+    rnd71.apply(hdr.fixed.v71, meta.r71, hdr.cnat.c71);
+
+#define ROUND_LEAD_9 \
+    rnd72.apply(hdr.fixed.v72, meta.r72, hdr.cnat.c72); \
+    rnd73.apply(hdr.fixed.v73, meta.r73, hdr.cnat.c73); \
+    rnd74.apply(hdr.fixed.v74, meta.r74, hdr.cnat.c74); \
+    rnd75.apply(hdr.fixed.v75, meta.r75, hdr.cnat.c75); \
+    rnd76.apply(hdr.fixed.v76, meta.r76, hdr.cnat.c76); \
+    rnd77.apply(hdr.fixed.v77, meta.r77, hdr.cnat.c77); \
+    rnd78.apply(hdr.fixed.v78, meta.r78, hdr.cnat.c78); \
+    rnd79.apply(hdr.fixed.v79, meta.r79, hdr.cnat.c79);
+
+#define ROUND_LEAD_10 \
+    rnd80.apply(hdr.fixed.v80, meta.r80, hdr.cnat.c80); \
+    rnd81.apply(hdr.fixed.v81, meta.r81, hdr.cnat.c81); \
+    rnd82.apply(hdr.fixed.v82, meta.r82, hdr.cnat.c82); \
+    rnd83.apply(hdr.fixed.v83, meta.r83, hdr.cnat.c83); \
+    rnd84.apply(hdr.fixed.v84, meta.r84, hdr.cnat.c84); \
+    rnd85.apply(hdr.fixed.v85, meta.r85, hdr.cnat.c85); \
+    rnd86.apply(hdr.fixed.v86, meta.r86, hdr.cnat.c86); \
+    rnd87.apply(hdr.fixed.v87, meta.r87, hdr.cnat.c87);
+
+#define ROUND_LEAD_11 \
+    rnd88.apply(hdr.fixed.v88, meta.r88, hdr.cnat.c88); \
+    rnd89.apply(hdr.fixed.v89, meta.r89, hdr.cnat.c89); \
+    rnd90.apply(hdr.fixed.v90, meta.r90, hdr.cnat.c90); \
+    rnd91.apply(hdr.fixed.v91, meta.r91, hdr.cnat.c91); \
+    rnd92.apply(hdr.fixed.v92, meta.r92, hdr.cnat.c92); \
+    rnd93.apply(hdr.fixed.v93, meta.r93, hdr.cnat.c93); \
+    rnd94.apply(hdr.fixed.v94, meta.r94, hdr.cnat.c94); \
+    rnd95.apply(hdr.fixed.v95, meta.r95, hdr.cnat.c95);
+
+#define ROUND_LEAD_12 \
+    rnd96.apply(hdr.fixed.v96, meta.r96, hdr.cnat.c96); \
+    rnd97.apply(hdr.fixed.v97, meta.r97, hdr.cnat.c97); \
+    rnd98.apply(hdr.fixed.v98, meta.r98, hdr.cnat.c98); \
+    rnd99.apply(hdr.fixed.v99, meta.r99, hdr.cnat.c99); \
+    rnd100.apply(hdr.fixed.v100, meta.r100, hdr.cnat.c100); \
+    rnd101.apply(hdr.fixed.v101, meta.r101, hdr.cnat.c101); \
+    rnd102.apply(hdr.fixed.v102, meta.r102, hdr.cnat.c102); \
+    rnd103.apply(hdr.fixed.v103, meta.r103, hdr.cnat.c103);
+
+#define ROUND_LEAD_13 \
+    rnd104.apply(hdr.fixed.v104, meta.r104, hdr.cnat.c104); \
+    rnd105.apply(hdr.fixed.v105, meta.r105, hdr.cnat.c105); \
+    rnd106.apply(hdr.fixed.v106, meta.r106, hdr.cnat.c106); \
+    rnd107.apply(hdr.fixed.v107, meta.r107, hdr.cnat.c107); \
+    rnd108.apply(hdr.fixed.v108, meta.r108, hdr.cnat.c108); \
+    rnd109.apply(hdr.fixed.v109, meta.r109, hdr.cnat.c109); \
+    rnd110.apply(hdr.fixed.v110, meta.r110, hdr.cnat.c110); \
+    rnd111.apply(hdr.fixed.v111, meta.r111, hdr.cnat.c111);
+
+#define ROUND_LEAD_14 \
+    rnd112.apply(hdr.fixed.v112, meta.r112, hdr.cnat.c112); \
+    rnd113.apply(hdr.fixed.v113, meta.r113, hdr.cnat.c113); \
+    rnd114.apply(hdr.fixed.v114, meta.r114, hdr.cnat.c114); \
+    rnd115.apply(hdr.fixed.v115, meta.r115, hdr.cnat.c115); \
+    rnd116.apply(hdr.fixed.v116, meta.r116, hdr.cnat.c116); \
+    rnd117.apply(hdr.fixed.v117, meta.r117, hdr.cnat.c117); \
+    rnd118.apply(hdr.fixed.v118, meta.r118, hdr.cnat.c118); \
+    rnd119.apply(hdr.fixed.v119, meta.r119, hdr.cnat.c119);
+
+#define ROUND_LEAD_15 \
+    rnd120.apply(hdr.fixed.v120, meta.r120, hdr.cnat.c120); \
+    rnd121.apply(hdr.fixed.v121, meta.r121, hdr.cnat.c121); \
+    rnd122.apply(hdr.fixed.v122, meta.r122, hdr.cnat.c122); \
+    rnd123.apply(hdr.fixed.v123, meta.r123, hdr.cnat.c123); \
+    rnd124.apply(hdr.fixed.v124, meta.r124, hdr.cnat.c124); \
+    rnd125.apply(hdr.fixed.v125, meta.r125, hdr.cnat.c125); \
+    rnd126.apply(hdr.fixed.v126, meta.r126, hdr.cnat.c126); \
+    rnd127.apply(hdr.fixed.v127, meta.r127, hdr.cnat.c127);
+
+#define ROUND_ADD_0 \
+    hdr.fixed.v0 = hdr.fixed.v0 + meta.r0; \
+    hdr.fixed.v1 = hdr.fixed.v1 + meta.r1; \
+    hdr.fixed.v2 = hdr.fixed.v2 + meta.r2; \
+    hdr.fixed.v3 = hdr.fixed.v3 + meta.r3; \
+    hdr.fixed.v4 = hdr.fixed.v4 + meta.r4; \
+    hdr.fixed.v5 = hdr.fixed.v5 + meta.r5; \
+    hdr.fixed.v6 = hdr.fixed.v6 + meta.r6; \
+    hdr.fixed.v7 = hdr.fixed.v7 + meta.r7;
+
+#define ROUND_ADD_1 \
+    hdr.fixed.v8 = hdr.fixed.v8 + meta.r8; \
+    hdr.fixed.v9 = hdr.fixed.v9 + meta.r9; \
+    hdr.fixed.v10 = hdr.fixed.v10 + meta.r10; \
+    hdr.fixed.v11 = hdr.fixed.v11 + meta.r11; \
+    hdr.fixed.v12 = hdr.fixed.v12 + meta.r12; \
+    hdr.fixed.v13 = hdr.fixed.v13 + meta.r13; \
+    hdr.fixed.v14 = hdr.fixed.v14 + meta.r14; \
+    hdr.fixed.v15 = hdr.fixed.v15 + meta.r15;
+
+#define ROUND_ADD_2 \
+    hdr.fixed.v16 = hdr.fixed.v16 + meta.r16; \
+    hdr.fixed.v17 = hdr.fixed.v17 + meta.r17; \
+    hdr.fixed.v18 = hdr.fixed.v18 + meta.r18; \
+    hdr.fixed.v19 = hdr.fixed.v19 + meta.r19; \
+    hdr.fixed.v20 = hdr.fixed.v20 + meta.r20; \
+    hdr.fixed.v21 = hdr.fixed.v21 + meta.r21; \
+    hdr.fixed.v22 = hdr.fixed.v22 + meta.r22; \
+    hdr.fixed.v23 = hdr.fixed.v23 + meta.r23;
+
+#define ROUND_ADD_3 \
+    hdr.fixed.v24 = hdr.fixed.v24 + meta.r24; \
+    hdr.fixed.v25 = hdr.fixed.v25 + meta.r25; \
+    hdr.fixed.v26 = hdr.fixed.v26 + meta.r26; \
+    hdr.fixed.v27 = hdr.fixed.v27 + meta.r27; \
+    hdr.fixed.v28 = hdr.fixed.v28 + meta.r28; \
+    hdr.fixed.v29 = hdr.fixed.v29 + meta.r29; \
+    hdr.fixed.v30 = hdr.fixed.v30 + meta.r30; \
+    hdr.fixed.v31 = hdr.fixed.v31 + meta.r31;
+
+#define ROUND_ADD_4 \
+    hdr.fixed.v32 = hdr.fixed.v32 + meta.r32; \
+    hdr.fixed.v33 = hdr.fixed.v33 + meta.r33; \
+    hdr.fixed.v34 = hdr.fixed.v34 + meta.r34; \
+    hdr.fixed.v35 = hdr.fixed.v35 + meta.r35; \
+    hdr.fixed.v36 = hdr.fixed.v36 + meta.r36; \
+    hdr.fixed.v37 = hdr.fixed.v37 + meta.r37; \
+    hdr.fixed.v38 = hdr.fixed.v38 + meta.r38; \
+    hdr.fixed.v39 = hdr.fixed.v39 + meta.r39;
+
+#define ROUND_ADD_5 \
+    hdr.fixed.v40 = hdr.fixed.v40 + meta.r40; \
+    hdr.fixed.v41 = hdr.fixed.v41 + meta.r41; \
+    hdr.fixed.v42 = hdr.fixed.v42 + meta.r42; \
+    hdr.fixed.v43 = hdr.fixed.v43 + meta.r43; \
+    hdr.fixed.v44 = hdr.fixed.v44 + meta.r44; \
+    hdr.fixed.v45 = hdr.fixed.v45 + meta.r45; \
+    hdr.fixed.v46 = hdr.fixed.v46 + meta.r46; \
+    hdr.fixed.v47 = hdr.fixed.v47 + meta.r47;
+
+#define ROUND_ADD_6 \
+    hdr.fixed.v48 = hdr.fixed.v48 + meta.r48; \
+    hdr.fixed.v49 = hdr.fixed.v49 + meta.r49; \
+    hdr.fixed.v50 = hdr.fixed.v50 + meta.r50; \
+    hdr.fixed.v51 = hdr.fixed.v51 + meta.r51; \
+    hdr.fixed.v52 = hdr.fixed.v52 + meta.r52; \
+    hdr.fixed.v53 = hdr.fixed.v53 + meta.r53; \
+    hdr.fixed.v54 = hdr.fixed.v54 + meta.r54; \
+    hdr.fixed.v55 = hdr.fixed.v55 + meta.r55;
+
+#define ROUND_ADD_7 \
+    hdr.fixed.v56 = hdr.fixed.v56 + meta.r56; \
+    hdr.fixed.v57 = hdr.fixed.v57 + meta.r57; \
+    hdr.fixed.v58 = hdr.fixed.v58 + meta.r58; \
+    hdr.fixed.v59 = hdr.fixed.v59 + meta.r59; \
+    hdr.fixed.v60 = hdr.fixed.v60 + meta.r60; \
+    hdr.fixed.v61 = hdr.fixed.v61 + meta.r61; \
+    hdr.fixed.v62 = hdr.fixed.v62 + meta.r62; \
+    hdr.fixed.v63 = hdr.fixed.v63 + meta.r63;
+
+#define ROUND_ADD_8 \
+    hdr.fixed.v64 = hdr.fixed.v64 + meta.r64; \
+    hdr.fixed.v65 = hdr.fixed.v65 + meta.r65; \
+    hdr.fixed.v66 = hdr.fixed.v66 + meta.r66; \
+    hdr.fixed.v67 = hdr.fixed.v67 + meta.r67; \
+    hdr.fixed.v68 = hdr.fixed.v68 + meta.r68; \
+    hdr.fixed.v69 = hdr.fixed.v69 + meta.r69; \
+    hdr.fixed.v70 = hdr.fixed.v70 + meta.r70; \
+    hdr.fixed.v71 = hdr.fixed.v71 + meta.r71;
+
+#define ROUND_ADD_9 \
+    hdr.fixed.v72 = hdr.fixed.v72 + meta.r72; \
+    hdr.fixed.v73 = hdr.fixed.v73 + meta.r73; \
+    hdr.fixed.v74 = hdr.fixed.v74 + meta.r74; \
+    hdr.fixed.v75 = hdr.fixed.v75 + meta.r75; \
+    hdr.fixed.v76 = hdr.fixed.v76 + meta.r76; \
+    hdr.fixed.v77 = hdr.fixed.v77 + meta.r77; \
+    hdr.fixed.v78 = hdr.fixed.v78 + meta.r78; \
+    hdr.fixed.v79 = hdr.fixed.v79 + meta.r79;
+
+#define ROUND_ADD_10 \
+    hdr.fixed.v80 = hdr.fixed.v80 + meta.r80; \
+    hdr.fixed.v81 = hdr.fixed.v81 + meta.r81; \
+    hdr.fixed.v82 = hdr.fixed.v82 + meta.r82; \
+    hdr.fixed.v83 = hdr.fixed.v83 + meta.r83; \
+    hdr.fixed.v84 = hdr.fixed.v84 + meta.r84; \
+    hdr.fixed.v85 = hdr.fixed.v85 + meta.r85; \
+    hdr.fixed.v86 = hdr.fixed.v86 + meta.r86; \
+    hdr.fixed.v87 = hdr.fixed.v87 + meta.r87;
+
+#define ROUND_ADD_11 \
+    hdr.fixed.v88 = hdr.fixed.v88 + meta.r88; \
+    hdr.fixed.v89 = hdr.fixed.v89 + meta.r89; \
+    hdr.fixed.v90 = hdr.fixed.v90 + meta.r90; \
+    hdr.fixed.v91 = hdr.fixed.v91 + meta.r91; \
+    hdr.fixed.v92 = hdr.fixed.v92 + meta.r92; \
+    hdr.fixed.v93 = hdr.fixed.v93 + meta.r93; \
+    hdr.fixed.v94 = hdr.fixed.v94 + meta.r94; \
+    hdr.fixed.v95 = hdr.fixed.v95 + meta.r95;
+
+#define ROUND_ADD_12 \
+    hdr.fixed.v96 = hdr.fixed.v96 + meta.r96; \
+    hdr.fixed.v97 = hdr.fixed.v97 + meta.r97; \
+    hdr.fixed.v98 = hdr.fixed.v98 + meta.r98; \
+    hdr.fixed.v99 = hdr.fixed.v99 + meta.r99; \
+    hdr.fixed.v100 = hdr.fixed.v100 + meta.r100; \
+    hdr.fixed.v101 = hdr.fixed.v101 + meta.r101; \
+    hdr.fixed.v102 = hdr.fixed.v102 + meta.r102; \
+    hdr.fixed.v103 = hdr.fixed.v103 + meta.r103;
+
+#define ROUND_ADD_13 \
+    hdr.fixed.v104 = hdr.fixed.v104 + meta.r104; \
+    hdr.fixed.v105 = hdr.fixed.v105 + meta.r105; \
+    hdr.fixed.v106 = hdr.fixed.v106 + meta.r106; \
+    hdr.fixed.v107 = hdr.fixed.v107 + meta.r107; \
+    hdr.fixed.v108 = hdr.fixed.v108 + meta.r108; \
+    hdr.fixed.v109 = hdr.fixed.v109 + meta.r109; \
+    hdr.fixed.v110 = hdr.fixed.v110 + meta.r110; \
+    hdr.fixed.v111 = hdr.fixed.v111 + meta.r111;
+
+#define ROUND_ADD_14 \
+    hdr.fixed.v112 = hdr.fixed.v112 + meta.r112; \
+    hdr.fixed.v113 = hdr.fixed.v113 + meta.r113; \
+    hdr.fixed.v114 = hdr.fixed.v114 + meta.r114; \
+    hdr.fixed.v115 = hdr.fixed.v115 + meta.r115; \
+    hdr.fixed.v116 = hdr.fixed.v116 + meta.r116; \
+    hdr.fixed.v117 = hdr.fixed.v117 + meta.r117; \
+    hdr.fixed.v118 = hdr.fixed.v118 + meta.r118; \
+    hdr.fixed.v119 = hdr.fixed.v119 + meta.r119;
+
+#define ROUND_ADD_15 \
+    hdr.fixed.v120 = hdr.fixed.v120 + meta.r120; \
+    hdr.fixed.v121 = hdr.fixed.v121 + meta.r121; \
+    hdr.fixed.v122 = hdr.fixed.v122 + meta.r122; \
+    hdr.fixed.v123 = hdr.fixed.v123 + meta.r123; \
+    hdr.fixed.v124 = hdr.fixed.v124 + meta.r124; \
+    hdr.fixed.v125 = hdr.fixed.v125 + meta.r125; \
+    hdr.fixed.v126 = hdr.fixed.v126 + meta.r126; \
+    hdr.fixed.v127 = hdr.fixed.v127 + meta.r127;
+
+#define ROUND_CODE_0 \
+    cod0.apply(hdr.fixed.v0, hdr.cnat.c0); \
+    cod1.apply(hdr.fixed.v1, hdr.cnat.c1); \
+    cod2.apply(hdr.fixed.v2, hdr.cnat.c2); \
+    cod3.apply(hdr.fixed.v3, hdr.cnat.c3); \
+    cod4.apply(hdr.fixed.v4, hdr.cnat.c4); \
+    cod5.apply(hdr.fixed.v5, hdr.cnat.c5); \
+    cod6.apply(hdr.fixed.v6, hdr.cnat.c6); \
+    cod7.apply(hdr.fixed.v7, hdr.cnat.c7);
+
+#define ROUND_CODE_1 \
+    cod8.apply(hdr.fixed.v8, hdr.cnat.c8); \
+    cod9.apply(hdr.fixed.v9, hdr.cnat.c9); \
+    cod10.apply(hdr.fixed.v10, hdr.cnat.c10); \
+    cod11.apply(hdr.fixed.v11, hdr.cnat.c11); \
+    cod12.apply(hdr.fixed.v12, hdr.cnat.c12); \
+    cod13.apply(hdr.fixed.v13, hdr.cnat.c13); \
+    cod14.apply(hdr.fixed.v14, hdr.cnat.c14); \
+    cod15.apply(hdr.fixed.v15, hdr.cnat.c15);
+
+#define ROUND_CODE_2 \
+    cod16.apply(hdr.fixed.v16, hdr.cnat.c16); \
+    cod17.apply(hdr.fixed.v17, hdr.cnat.c17); \
+    cod18.apply(hdr.fixed.v18, hdr.cnat.c18); \
+    cod19.apply(hdr.fixed.v19, hdr.cnat.c19); \
+    cod20.apply(hdr.fixed.v20, hdr.cnat.c20); \
+    cod21.apply(hdr.fixed.v21, hdr.cnat.c21); \
+    cod22.apply(hdr.fixed.v22, hdr.cnat.c22); \
+    cod23.apply(hdr.fixed.v23, hdr.cnat.c23);
+
+#define ROUND_CODE_3 \
+    cod24.apply(hdr.fixed.v24, hdr.cnat.c24); \
+    cod25.apply(hdr.fixed.v25, hdr.cnat.c25); \
+    cod26.apply(hdr.fixed.v26, hdr.cnat.c26); \
+    cod27.apply(hdr.fixed.v27, hdr.cnat.c27); \
+    cod28.apply(hdr.fixed.v28, hdr.cnat.c28); \
+    cod29.apply(hdr.fixed.v29, hdr.cnat.c29); \
+    cod30.apply(hdr.fixed.v30, hdr.cnat.c30); \
+    cod31.apply(hdr.fixed.v31, hdr.cnat.c31);
+
+#define ROUND_CODE_4 \
+    cod32.apply(hdr.fixed.v32, hdr.cnat.c32); \
+    cod33.apply(hdr.fixed.v33, hdr.cnat.c33); \
+    cod34.apply(hdr.fixed.v34, hdr.cnat.c34); \
+    cod35.apply(hdr.fixed.v35, hdr.cnat.c35); \
+    cod36.apply(hdr.fixed.v36, hdr.cnat.c36); \
+    cod37.apply(hdr.fixed.v37, hdr.cnat.c37); \
+    cod38.apply(hdr.fixed.v38, hdr.cnat.c38); \
+    cod39.apply(hdr.fixed.v39, hdr.cnat.c39);
+
+#define ROUND_CODE_5 \
+    cod40.apply(hdr.fixed.v40, hdr.cnat.c40); \
+    cod41.apply(hdr.fixed.v41, hdr.cnat.c41); \
+    cod42.apply(hdr.fixed.v42, hdr.cnat.c42); \
+    cod43.apply(hdr.fixed.v43, hdr.cnat.c43); \
+    cod44.apply(hdr.fixed.v44, hdr.cnat.c44); \
+    cod45.apply(hdr.fixed.v45, hdr.cnat.c45); \
+    cod46.apply(hdr.fixed.v46, hdr.cnat.c46); \
+    cod47.apply(hdr.fixed.v47, hdr.cnat.c47);
+
+#define ROUND_CODE_6 \
+    cod48.apply(hdr.fixed.v48, hdr.cnat.c48); \
+    cod49.apply(hdr.fixed.v49, hdr.cnat.c49); \
+    cod50.apply(hdr.fixed.v50, hdr.cnat.c50); \
+    cod51.apply(hdr.fixed.v51, hdr.cnat.c51); \
+    cod52.apply(hdr.fixed.v52, hdr.cnat.c52); \
+    cod53.apply(hdr.fixed.v53, hdr.cnat.c53); \
+    cod54.apply(hdr.fixed.v54, hdr.cnat.c54); \
+    cod55.apply(hdr.fixed.v55, hdr.cnat.c55);
+
+#define ROUND_CODE_7 \
+    cod56.apply(hdr.fixed.v56, hdr.cnat.c56); \
+    cod57.apply(hdr.fixed.v57, hdr.cnat.c57); \
+    cod58.apply(hdr.fixed.v58, hdr.cnat.c58); \
+    cod59.apply(hdr.fixed.v59, hdr.cnat.c59); \
+    cod60.apply(hdr.fixed.v60, hdr.cnat.c60); \
+    cod61.apply(hdr.fixed.v61, hdr.cnat.c61); \
+    cod62.apply(hdr.fixed.v62, hdr.cnat.c62); \
+    cod63.apply(hdr.fixed.v63, hdr.cnat.c63);
+
+#define ROUND_CODE_8 \
+    cod64.apply(hdr.fixed.v64, hdr.cnat.c64); \
+    cod65.apply(hdr.fixed.v65, hdr.cnat.c65); \
+    cod66.apply(hdr.fixed.v66, hdr.cnat.c66); \
+    cod67.apply(hdr.fixed.v67, hdr.cnat.c67); \
+    cod68.apply(hdr.fixed.v68, hdr.cnat.c68); \
+    cod69.apply(hdr.fixed.v69, hdr.cnat.c69); \
+    cod70.apply(hdr.fixed.v70, hdr.cnat.c70); \
+    cod71.apply(hdr.fixed.v71, hdr.cnat.c71);
+
+#define ROUND_CODE_9 \
+    cod72.apply(hdr.fixed.v72, hdr.cnat.c72); \
+    cod73.apply(hdr.fixed.v73, hdr.cnat.c73); \
+    cod74.apply(hdr.fixed.v74, hdr.cnat.c74); \
+    cod75.apply(hdr.fixed.v75, hdr.cnat.c75); \
+    cod76.apply(hdr.fixed.v76, hdr.cnat.c76); \
+    cod77.apply(hdr.fixed.v77, hdr.cnat.c77); \
+    cod78.apply(hdr.fixed.v78, hdr.cnat.c78); \
+    cod79.apply(hdr.fixed.v79, hdr.cnat.c79);
+
+#define ROUND_CODE_10 \
+    cod80.apply(hdr.fixed.v80, hdr.cnat.c80); \
+    cod81.apply(hdr.fixed.v81, hdr.cnat.c81); \
+    cod82.apply(hdr.fixed.v82, hdr.cnat.c82); \
+    cod83.apply(hdr.fixed.v83, hdr.cnat.c83); \
+    cod84.apply(hdr.fixed.v84, hdr.cnat.c84); \
+    cod85.apply(hdr.fixed.v85, hdr.cnat.c85); \
+    cod86.apply(hdr.fixed.v86, hdr.cnat.c86); \
+    cod87.apply(hdr.fixed.v87, hdr.cnat.c87);
+
+#define ROUND_CODE_11 \
+    cod88.apply(hdr.fixed.v88, hdr.cnat.c88); \
+    cod89.apply(hdr.fixed.v89, hdr.cnat.c89); \
+    cod90.apply(hdr.fixed.v90, hdr.cnat.c90); \
+    cod91.apply(hdr.fixed.v91, hdr.cnat.c91); \
+    cod92.apply(hdr.fixed.v92, hdr.cnat.c92); \
+    cod93.apply(hdr.fixed.v93, hdr.cnat.c93); \
+    cod94.apply(hdr.fixed.v94, hdr.cnat.c94); \
+    cod95.apply(hdr.fixed.v95, hdr.cnat.c95);
+
+#define ROUND_CODE_12 \
+    cod96.apply(hdr.fixed.v96, hdr.cnat.c96); \
+    cod97.apply(hdr.fixed.v97, hdr.cnat.c97); \
+    cod98.apply(hdr.fixed.v98, hdr.cnat.c98); \
+    cod99.apply(hdr.fixed.v99, hdr.cnat.c99); \
+    cod100.apply(hdr.fixed.v100, hdr.cnat.c100); \
+    cod101.apply(hdr.fixed.v101, hdr.cnat.c101); \
+    cod102.apply(hdr.fixed.v102, hdr.cnat.c102); \
+    cod103.apply(hdr.fixed.v103, hdr.cnat.c103);
+
+#define ROUND_CODE_13 \
+    cod104.apply(hdr.fixed.v104, hdr.cnat.c104); \
+    cod105.apply(hdr.fixed.v105, hdr.cnat.c105); \
+    cod106.apply(hdr.fixed.v106, hdr.cnat.c106); \
+    cod107.apply(hdr.fixed.v107, hdr.cnat.c107); \
+    cod108.apply(hdr.fixed.v108, hdr.cnat.c108); \
+    cod109.apply(hdr.fixed.v109, hdr.cnat.c109); \
+    cod110.apply(hdr.fixed.v110, hdr.cnat.c110); \
+    cod111.apply(hdr.fixed.v111, hdr.cnat.c111);
+
+#define ROUND_CODE_14 \
+    cod112.apply(hdr.fixed.v112, hdr.cnat.c112); \
+    cod113.apply(hdr.fixed.v113, hdr.cnat.c113); \
+    cod114.apply(hdr.fixed.v114, hdr.cnat.c114); \
+    cod115.apply(hdr.fixed.v115, hdr.cnat.c115); \
+    cod116.apply(hdr.fixed.v116, hdr.cnat.c116); \
+    cod117.apply(hdr.fixed.v117, hdr.cnat.c117); \
+    cod118.apply(hdr.fixed.v118, hdr.cnat.c118); \
+    cod119.apply(hdr.fixed.v119, hdr.cnat.c119);
+
+#define ROUND_CODE_15 \
+    cod120.apply(hdr.fixed.v120, hdr.cnat.c120); \
+    cod121.apply(hdr.fixed.v121, hdr.cnat.c121); \
+    cod122.apply(hdr.fixed.v122, hdr.cnat.c122); \
+    cod123.apply(hdr.fixed.v123, hdr.cnat.c123); \
+    cod124.apply(hdr.fixed.v124, hdr.cnat.c124); \
+    cod125.apply(hdr.fixed.v125, hdr.cnat.c125); \
+    cod126.apply(hdr.fixed.v126, hdr.cnat.c126); \
+    cod127.apply(hdr.fixed.v127, hdr.cnat.c127);
+
+#define CODE_DECLS_0 \
+    CodeOf() cod0; \
+    CodeOf() cod1; \
+    CodeOf() cod2; \
+    CodeOf() cod3; \
+    CodeOf() cod4; \
+    CodeOf() cod5; \
+    CodeOf() cod6; \
+    CodeOf() cod7;
+
+#define CODE_DECLS_1 \
+    CodeOf() cod8; \
+    CodeOf() cod9; \
+    CodeOf() cod10; \
+    CodeOf() cod11; \
+    CodeOf() cod12; \
+    CodeOf() cod13; \
+    CodeOf() cod14; \
+    CodeOf() cod15;
+
+#define CODE_DECLS_2 \
+    CodeOf() cod16; \
+    CodeOf() cod17; \
+    CodeOf() cod18; \
+    CodeOf() cod19; \
+    CodeOf() cod20; \
+    CodeOf() cod21; \
+    CodeOf() cod22; \
+    CodeOf() cod23;
+
+#define CODE_DECLS_3 \
+    CodeOf() cod24; \
+    CodeOf() cod25; \
+    CodeOf() cod26; \
+    CodeOf() cod27; \
+    CodeOf() cod28; \
+    CodeOf() cod29; \
+    CodeOf() cod30; \
+    CodeOf() cod31;
+
+#define CODE_DECLS_4 \
+    CodeOf() cod32; \
+    CodeOf() cod33; \
+    CodeOf() cod34; \
+    CodeOf() cod35; \
+    CodeOf() cod36; \
+    CodeOf() cod37; \
+    CodeOf() cod38; \
+    CodeOf() cod39;
+
+#define CODE_DECLS_5 \
+    CodeOf() cod40; \
+    CodeOf() cod41; \
+    CodeOf() cod42; \
+    CodeOf() cod43; \
+    CodeOf() cod44; \
+    CodeOf() cod45; \
+    CodeOf() cod46; \
+    CodeOf() cod47;
+
+#define CODE_DECLS_6 \
+    CodeOf() cod48; \
+    CodeOf() cod49; \
+    CodeOf() cod50; \
+    CodeOf() cod51; \
+    CodeOf() cod52; \
+    CodeOf() cod53; \
+    CodeOf() cod54; \
+    CodeOf() cod55;
+
+#define CODE_DECLS_7 \
+    CodeOf() cod56; \
+    CodeOf() cod57; \
+    CodeOf() cod58; \
+    CodeOf() cod59; \
+    CodeOf() cod60; \
+    CodeOf() cod61; \
+    CodeOf() cod62; \
+    CodeOf() cod63;
+
+#define CODE_DECLS_8 \
+    CodeOf() cod64; \
+    CodeOf() cod65; \
+    CodeOf() cod66; \
+    CodeOf() cod67; \
+    CodeOf() cod68; \
+    CodeOf() cod69; \
+    CodeOf() cod70; \
+    CodeOf() cod71;
+
+#define CODE_DECLS_9 \
+    CodeOf() cod72; \
+    CodeOf() cod73; \
+    CodeOf() cod74; \
+    CodeOf() cod75; \
+    CodeOf() cod76; \
+    CodeOf() cod77; \
+    CodeOf() cod78; \
+    CodeOf() cod79;
+
+#define CODE_DECLS_10 \
+    CodeOf() cod80; \
+    CodeOf() cod81; \
+    CodeOf() cod82; \
+    CodeOf() cod83; \
+    CodeOf() cod84; \
+    CodeOf() cod85; \
+    CodeOf() cod86; \
+    CodeOf() cod87;
+
+#define CODE_DECLS_11 \
+    CodeOf() cod88; \
+    CodeOf() cod89; \
+    CodeOf() cod90; \
+    CodeOf() cod91; \
+    CodeOf() cod92; \
+    CodeOf() cod93; \
+    CodeOf() cod94; \
+    CodeOf() cod95;
+
+#define CODE_DECLS_12 \
+    CodeOf() cod96; \
+    CodeOf() cod97; \
+    CodeOf() cod98; \
+    CodeOf() cod99; \
+    CodeOf() cod100; \
+    CodeOf() cod101; \
+    CodeOf() cod102; \
+    CodeOf() cod103;
+
+#define CODE_DECLS_13 \
+    CodeOf() cod104; \
+    CodeOf() cod105; \
+    CodeOf() cod106; \
+    CodeOf() cod107; \
+    CodeOf() cod108; \
+    CodeOf() cod109; \
+    CodeOf() cod110; \
+    CodeOf() cod111;
+
+#define CODE_DECLS_14 \
+    CodeOf() cod112; \
+    CodeOf() cod113; \
+    CodeOf() cod114; \
+    CodeOf() cod115; \
+    CodeOf() cod116; \
+    CodeOf() cod117; \
+    CodeOf() cod118; \
+    CodeOf() cod119;
+
+#define CODE_DECLS_15 \
+    CodeOf() cod120; \
+    CodeOf() cod121; \
+    CodeOf() cod122; \
+    CodeOf() cod123; \
+    CodeOf() cod124; \
+    CodeOf() cod125; \
+    CodeOf() cod126; \
+    CodeOf() cod127;
 
 #define PAIR_DECLS_0 \
     PairSumS3() pair0; \
@@ -1695,7 +2690,13 @@
 #define DECODE_APPLY DECODE_APPLY_0
 #define ROUND_DECLS ROUND_DECLS_0
 #define ROUND_POLYS ROUND_POLYS_0
-#define ROUND_APPLY ROUND_APPLY_0
+#define ROUND_FIELDS ROUND_FIELDS_0
+#define DRAW_ACTIONS DRAW_ACTIONS_0
+#define DRAW_CALLS DRAW_CALLS_0
+#define ROUND_LEAD ROUND_LEAD_0
+#define ROUND_ADD ROUND_ADD_0
+#define ROUND_CODE ROUND_CODE_0
+#define CODE_DECLS CODE_DECLS_0
 #define PAIR_DECLS PAIR_DECLS_0
 #define PAIR_APPLY PAIR_APPLY_0
 #elif ELEMS == 16
@@ -1705,7 +2706,13 @@
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1
 #define ROUND_POLYS ROUND_POLYS_0 ROUND_POLYS_1
-#define ROUND_APPLY ROUND_APPLY_0 ROUND_APPLY_1
+#define ROUND_FIELDS ROUND_FIELDS_0 ROUND_FIELDS_1
+#define DRAW_ACTIONS DRAW_ACTIONS_0 DRAW_ACTIONS_1
+#define DRAW_CALLS DRAW_CALLS_0 DRAW_CALLS_1
+#define ROUND_LEAD ROUND_LEAD_0 ROUND_LEAD_1
+#define ROUND_ADD ROUND_ADD_0 ROUND_ADD_1
+#define ROUND_CODE ROUND_CODE_0 ROUND_CODE_1
+#define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1
 #elif ELEMS == 24
@@ -1715,7 +2722,13 @@
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2
 #define ROUND_POLYS ROUND_POLYS_0 ROUND_POLYS_1 ROUND_POLYS_2
-#define ROUND_APPLY ROUND_APPLY_0 ROUND_APPLY_1 ROUND_APPLY_2
+#define ROUND_FIELDS ROUND_FIELDS_0 ROUND_FIELDS_1 ROUND_FIELDS_2
+#define DRAW_ACTIONS DRAW_ACTIONS_0 DRAW_ACTIONS_1 DRAW_ACTIONS_2
+#define DRAW_CALLS DRAW_CALLS_0 DRAW_CALLS_1 DRAW_CALLS_2
+#define ROUND_LEAD ROUND_LEAD_0 ROUND_LEAD_1 ROUND_LEAD_2
+#define ROUND_ADD ROUND_ADD_0 ROUND_ADD_1 ROUND_ADD_2
+#define ROUND_CODE ROUND_CODE_0 ROUND_CODE_1 ROUND_CODE_2
+#define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2
 #elif ELEMS == 32
@@ -1725,7 +2738,13 @@
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3
 #define ROUND_POLYS ROUND_POLYS_0 ROUND_POLYS_1 ROUND_POLYS_2 ROUND_POLYS_3
-#define ROUND_APPLY ROUND_APPLY_0 ROUND_APPLY_1 ROUND_APPLY_2 ROUND_APPLY_3
+#define ROUND_FIELDS ROUND_FIELDS_0 ROUND_FIELDS_1 ROUND_FIELDS_2 ROUND_FIELDS_3
+#define DRAW_ACTIONS DRAW_ACTIONS_0 DRAW_ACTIONS_1 DRAW_ACTIONS_2 DRAW_ACTIONS_3
+#define DRAW_CALLS DRAW_CALLS_0 DRAW_CALLS_1 DRAW_CALLS_2 DRAW_CALLS_3
+#define ROUND_LEAD ROUND_LEAD_0 ROUND_LEAD_1 ROUND_LEAD_2 ROUND_LEAD_3
+#define ROUND_ADD ROUND_ADD_0 ROUND_ADD_1 ROUND_ADD_2 ROUND_ADD_3
+#define ROUND_CODE ROUND_CODE_0 ROUND_CODE_1 ROUND_CODE_2 ROUND_CODE_3
+#define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3
 #elif ELEMS == 40
@@ -1735,7 +2754,13 @@
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3 DECODE_APPLY_4
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3 ROUND_DECLS_4
 #define ROUND_POLYS ROUND_POLYS_0 ROUND_POLYS_1 ROUND_POLYS_2 ROUND_POLYS_3 ROUND_POLYS_4
-#define ROUND_APPLY ROUND_APPLY_0 ROUND_APPLY_1 ROUND_APPLY_2 ROUND_APPLY_3 ROUND_APPLY_4
+#define ROUND_FIELDS ROUND_FIELDS_0 ROUND_FIELDS_1 ROUND_FIELDS_2 ROUND_FIELDS_3 ROUND_FIELDS_4
+#define DRAW_ACTIONS DRAW_ACTIONS_0 DRAW_ACTIONS_1 DRAW_ACTIONS_2 DRAW_ACTIONS_3 DRAW_ACTIONS_4
+#define DRAW_CALLS DRAW_CALLS_0 DRAW_CALLS_1 DRAW_CALLS_2 DRAW_CALLS_3 DRAW_CALLS_4
+#define ROUND_LEAD ROUND_LEAD_0 ROUND_LEAD_1 ROUND_LEAD_2 ROUND_LEAD_3 ROUND_LEAD_4
+#define ROUND_ADD ROUND_ADD_0 ROUND_ADD_1 ROUND_ADD_2 ROUND_ADD_3 ROUND_ADD_4
+#define ROUND_CODE ROUND_CODE_0 ROUND_CODE_1 ROUND_CODE_2 ROUND_CODE_3 ROUND_CODE_4
+#define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4
 #elif ELEMS == 48
@@ -1745,7 +2770,13 @@
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3 DECODE_APPLY_4 DECODE_APPLY_5
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3 ROUND_DECLS_4 ROUND_DECLS_5
 #define ROUND_POLYS ROUND_POLYS_0 ROUND_POLYS_1 ROUND_POLYS_2 ROUND_POLYS_3 ROUND_POLYS_4 ROUND_POLYS_5
-#define ROUND_APPLY ROUND_APPLY_0 ROUND_APPLY_1 ROUND_APPLY_2 ROUND_APPLY_3 ROUND_APPLY_4 ROUND_APPLY_5
+#define ROUND_FIELDS ROUND_FIELDS_0 ROUND_FIELDS_1 ROUND_FIELDS_2 ROUND_FIELDS_3 ROUND_FIELDS_4 ROUND_FIELDS_5
+#define DRAW_ACTIONS DRAW_ACTIONS_0 DRAW_ACTIONS_1 DRAW_ACTIONS_2 DRAW_ACTIONS_3 DRAW_ACTIONS_4 DRAW_ACTIONS_5
+#define DRAW_CALLS DRAW_CALLS_0 DRAW_CALLS_1 DRAW_CALLS_2 DRAW_CALLS_3 DRAW_CALLS_4 DRAW_CALLS_5
+#define ROUND_LEAD ROUND_LEAD_0 ROUND_LEAD_1 ROUND_LEAD_2 ROUND_LEAD_3 ROUND_LEAD_4 ROUND_LEAD_5
+#define ROUND_ADD ROUND_ADD_0 ROUND_ADD_1 ROUND_ADD_2 ROUND_ADD_3 ROUND_ADD_4 ROUND_ADD_5
+#define ROUND_CODE ROUND_CODE_0 ROUND_CODE_1 ROUND_CODE_2 ROUND_CODE_3 ROUND_CODE_4 ROUND_CODE_5
+#define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5
 #elif ELEMS == 56
@@ -1755,7 +2786,13 @@
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3 DECODE_APPLY_4 DECODE_APPLY_5 DECODE_APPLY_6
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3 ROUND_DECLS_4 ROUND_DECLS_5 ROUND_DECLS_6
 #define ROUND_POLYS ROUND_POLYS_0 ROUND_POLYS_1 ROUND_POLYS_2 ROUND_POLYS_3 ROUND_POLYS_4 ROUND_POLYS_5 ROUND_POLYS_6
-#define ROUND_APPLY ROUND_APPLY_0 ROUND_APPLY_1 ROUND_APPLY_2 ROUND_APPLY_3 ROUND_APPLY_4 ROUND_APPLY_5 ROUND_APPLY_6
+#define ROUND_FIELDS ROUND_FIELDS_0 ROUND_FIELDS_1 ROUND_FIELDS_2 ROUND_FIELDS_3 ROUND_FIELDS_4 ROUND_FIELDS_5 ROUND_FIELDS_6
+#define DRAW_ACTIONS DRAW_ACTIONS_0 DRAW_ACTIONS_1 DRAW_ACTIONS_2 DRAW_ACTIONS_3 DRAW_ACTIONS_4 DRAW_ACTIONS_5 DRAW_ACTIONS_6
+#define DRAW_CALLS DRAW_CALLS_0 DRAW_CALLS_1 DRAW_CALLS_2 DRAW_CALLS_3 DRAW_CALLS_4 DRAW_CALLS_5 DRAW_CALLS_6
+#define ROUND_LEAD ROUND_LEAD_0 ROUND_LEAD_1 ROUND_LEAD_2 ROUND_LEAD_3 ROUND_LEAD_4 ROUND_LEAD_5 ROUND_LEAD_6
+#define ROUND_ADD ROUND_ADD_0 ROUND_ADD_1 ROUND_ADD_2 ROUND_ADD_3 ROUND_ADD_4 ROUND_ADD_5 ROUND_ADD_6
+#define ROUND_CODE ROUND_CODE_0 ROUND_CODE_1 ROUND_CODE_2 ROUND_CODE_3 ROUND_CODE_4 ROUND_CODE_5 ROUND_CODE_6
+#define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6
 #elif ELEMS == 64
@@ -1765,7 +2802,13 @@
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3 DECODE_APPLY_4 DECODE_APPLY_5 DECODE_APPLY_6 DECODE_APPLY_7
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3 ROUND_DECLS_4 ROUND_DECLS_5 ROUND_DECLS_6 ROUND_DECLS_7
 #define ROUND_POLYS ROUND_POLYS_0 ROUND_POLYS_1 ROUND_POLYS_2 ROUND_POLYS_3 ROUND_POLYS_4 ROUND_POLYS_5 ROUND_POLYS_6 ROUND_POLYS_7
-#define ROUND_APPLY ROUND_APPLY_0 ROUND_APPLY_1 ROUND_APPLY_2 ROUND_APPLY_3 ROUND_APPLY_4 ROUND_APPLY_5 ROUND_APPLY_6 ROUND_APPLY_7
+#define ROUND_FIELDS ROUND_FIELDS_0 ROUND_FIELDS_1 ROUND_FIELDS_2 ROUND_FIELDS_3 ROUND_FIELDS_4 ROUND_FIELDS_5 ROUND_FIELDS_6 ROUND_FIELDS_7
+#define DRAW_ACTIONS DRAW_ACTIONS_0 DRAW_ACTIONS_1 DRAW_ACTIONS_2 DRAW_ACTIONS_3 DRAW_ACTIONS_4 DRAW_ACTIONS_5 DRAW_ACTIONS_6 DRAW_ACTIONS_7
+#define DRAW_CALLS DRAW_CALLS_0 DRAW_CALLS_1 DRAW_CALLS_2 DRAW_CALLS_3 DRAW_CALLS_4 DRAW_CALLS_5 DRAW_CALLS_6 DRAW_CALLS_7
+#define ROUND_LEAD ROUND_LEAD_0 ROUND_LEAD_1 ROUND_LEAD_2 ROUND_LEAD_3 ROUND_LEAD_4 ROUND_LEAD_5 ROUND_LEAD_6 ROUND_LEAD_7
+#define ROUND_ADD ROUND_ADD_0 ROUND_ADD_1 ROUND_ADD_2 ROUND_ADD_3 ROUND_ADD_4 ROUND_ADD_5 ROUND_ADD_6 ROUND_ADD_7
+#define ROUND_CODE ROUND_CODE_0 ROUND_CODE_1 ROUND_CODE_2 ROUND_CODE_3 ROUND_CODE_4 ROUND_CODE_5 ROUND_CODE_6 ROUND_CODE_7
+#define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7
 #elif ELEMS == 72
@@ -1775,7 +2818,13 @@
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3 DECODE_APPLY_4 DECODE_APPLY_5 DECODE_APPLY_6 DECODE_APPLY_7 DECODE_APPLY_8
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3 ROUND_DECLS_4 ROUND_DECLS_5 ROUND_DECLS_6 ROUND_DECLS_7 ROUND_DECLS_8
 #define ROUND_POLYS ROUND_POLYS_0 ROUND_POLYS_1 ROUND_POLYS_2 ROUND_POLYS_3 ROUND_POLYS_4 ROUND_POLYS_5 ROUND_POLYS_6 ROUND_POLYS_7 ROUND_POLYS_8
-#define ROUND_APPLY ROUND_APPLY_0 ROUND_APPLY_1 ROUND_APPLY_2 ROUND_APPLY_3 ROUND_APPLY_4 ROUND_APPLY_5 ROUND_APPLY_6 ROUND_APPLY_7 ROUND_APPLY_8
+#define ROUND_FIELDS ROUND_FIELDS_0 ROUND_FIELDS_1 ROUND_FIELDS_2 ROUND_FIELDS_3 ROUND_FIELDS_4 ROUND_FIELDS_5 ROUND_FIELDS_6 ROUND_FIELDS_7 ROUND_FIELDS_8
+#define DRAW_ACTIONS DRAW_ACTIONS_0 DRAW_ACTIONS_1 DRAW_ACTIONS_2 DRAW_ACTIONS_3 DRAW_ACTIONS_4 DRAW_ACTIONS_5 DRAW_ACTIONS_6 DRAW_ACTIONS_7 DRAW_ACTIONS_8
+#define DRAW_CALLS DRAW_CALLS_0 DRAW_CALLS_1 DRAW_CALLS_2 DRAW_CALLS_3 DRAW_CALLS_4 DRAW_CALLS_5 DRAW_CALLS_6 DRAW_CALLS_7 DRAW_CALLS_8
+#define ROUND_LEAD ROUND_LEAD_0 ROUND_LEAD_1 ROUND_LEAD_2 ROUND_LEAD_3 ROUND_LEAD_4 ROUND_LEAD_5 ROUND_LEAD_6 ROUND_LEAD_7 ROUND_LEAD_8
+#define ROUND_ADD ROUND_ADD_0 ROUND_ADD_1 ROUND_ADD_2 ROUND_ADD_3 ROUND_ADD_4 ROUND_ADD_5 ROUND_ADD_6 ROUND_ADD_7 ROUND_ADD_8
+#define ROUND_CODE ROUND_CODE_0 ROUND_CODE_1 ROUND_CODE_2 ROUND_CODE_3 ROUND_CODE_4 ROUND_CODE_5 ROUND_CODE_6 ROUND_CODE_7 ROUND_CODE_8
+#define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7 CODE_DECLS_8
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7 PAIR_DECLS_8
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7 PAIR_APPLY_8
 #elif ELEMS == 80
@@ -1785,7 +2834,13 @@
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3 DECODE_APPLY_4 DECODE_APPLY_5 DECODE_APPLY_6 DECODE_APPLY_7 DECODE_APPLY_8 DECODE_APPLY_9
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3 ROUND_DECLS_4 ROUND_DECLS_5 ROUND_DECLS_6 ROUND_DECLS_7 ROUND_DECLS_8 ROUND_DECLS_9
 #define ROUND_POLYS ROUND_POLYS_0 ROUND_POLYS_1 ROUND_POLYS_2 ROUND_POLYS_3 ROUND_POLYS_4 ROUND_POLYS_5 ROUND_POLYS_6 ROUND_POLYS_7 ROUND_POLYS_8 ROUND_POLYS_9
-#define ROUND_APPLY ROUND_APPLY_0 ROUND_APPLY_1 ROUND_APPLY_2 ROUND_APPLY_3 ROUND_APPLY_4 ROUND_APPLY_5 ROUND_APPLY_6 ROUND_APPLY_7 ROUND_APPLY_8 ROUND_APPLY_9
+#define ROUND_FIELDS ROUND_FIELDS_0 ROUND_FIELDS_1 ROUND_FIELDS_2 ROUND_FIELDS_3 ROUND_FIELDS_4 ROUND_FIELDS_5 ROUND_FIELDS_6 ROUND_FIELDS_7 ROUND_FIELDS_8 ROUND_FIELDS_9
+#define DRAW_ACTIONS DRAW_ACTIONS_0 DRAW_ACTIONS_1 DRAW_ACTIONS_2 DRAW_ACTIONS_3 DRAW_ACTIONS_4 DRAW_ACTIONS_5 DRAW_ACTIONS_6 DRAW_ACTIONS_7 DRAW_ACTIONS_8 DRAW_ACTIONS_9
+#define DRAW_CALLS DRAW_CALLS_0 DRAW_CALLS_1 DRAW_CALLS_2 DRAW_CALLS_3 DRAW_CALLS_4 DRAW_CALLS_5 DRAW_CALLS_6 DRAW_CALLS_7 DRAW_CALLS_8 DRAW_CALLS_9
+#define ROUND_LEAD ROUND_LEAD_0 ROUND_LEAD_1 ROUND_LEAD_2 ROUND_LEAD_3 ROUND_LEAD_4 ROUND_LEAD_5 ROUND_LEAD_6 ROUND_LEAD_7 ROUND_LEAD_8 ROUND_LEAD_9
+#define ROUND_ADD ROUND_ADD_0 ROUND_ADD_1 ROUND_ADD_2 ROUND_ADD_3 ROUND_ADD_4 ROUND_ADD_5 ROUND_ADD_6 ROUND_ADD_7 ROUND_ADD_8 ROUND_ADD_9
+#define ROUND_CODE ROUND_CODE_0 ROUND_CODE_1 ROUND_CODE_2 ROUND_CODE_3 ROUND_CODE_4 ROUND_CODE_5 ROUND_CODE_6 ROUND_CODE_7 ROUND_CODE_8 ROUND_CODE_9
+#define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7 CODE_DECLS_8 CODE_DECLS_9
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7 PAIR_DECLS_8 PAIR_DECLS_9
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7 PAIR_APPLY_8 PAIR_APPLY_9
 #elif ELEMS == 88
@@ -1795,7 +2850,13 @@
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3 DECODE_APPLY_4 DECODE_APPLY_5 DECODE_APPLY_6 DECODE_APPLY_7 DECODE_APPLY_8 DECODE_APPLY_9 DECODE_APPLY_10
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3 ROUND_DECLS_4 ROUND_DECLS_5 ROUND_DECLS_6 ROUND_DECLS_7 ROUND_DECLS_8 ROUND_DECLS_9 ROUND_DECLS_10
 #define ROUND_POLYS ROUND_POLYS_0 ROUND_POLYS_1 ROUND_POLYS_2 ROUND_POLYS_3 ROUND_POLYS_4 ROUND_POLYS_5 ROUND_POLYS_6 ROUND_POLYS_7 ROUND_POLYS_8 ROUND_POLYS_9 ROUND_POLYS_10
-#define ROUND_APPLY ROUND_APPLY_0 ROUND_APPLY_1 ROUND_APPLY_2 ROUND_APPLY_3 ROUND_APPLY_4 ROUND_APPLY_5 ROUND_APPLY_6 ROUND_APPLY_7 ROUND_APPLY_8 ROUND_APPLY_9 ROUND_APPLY_10
+#define ROUND_FIELDS ROUND_FIELDS_0 ROUND_FIELDS_1 ROUND_FIELDS_2 ROUND_FIELDS_3 ROUND_FIELDS_4 ROUND_FIELDS_5 ROUND_FIELDS_6 ROUND_FIELDS_7 ROUND_FIELDS_8 ROUND_FIELDS_9 ROUND_FIELDS_10
+#define DRAW_ACTIONS DRAW_ACTIONS_0 DRAW_ACTIONS_1 DRAW_ACTIONS_2 DRAW_ACTIONS_3 DRAW_ACTIONS_4 DRAW_ACTIONS_5 DRAW_ACTIONS_6 DRAW_ACTIONS_7 DRAW_ACTIONS_8 DRAW_ACTIONS_9 DRAW_ACTIONS_10
+#define DRAW_CALLS DRAW_CALLS_0 DRAW_CALLS_1 DRAW_CALLS_2 DRAW_CALLS_3 DRAW_CALLS_4 DRAW_CALLS_5 DRAW_CALLS_6 DRAW_CALLS_7 DRAW_CALLS_8 DRAW_CALLS_9 DRAW_CALLS_10
+#define ROUND_LEAD ROUND_LEAD_0 ROUND_LEAD_1 ROUND_LEAD_2 ROUND_LEAD_3 ROUND_LEAD_4 ROUND_LEAD_5 ROUND_LEAD_6 ROUND_LEAD_7 ROUND_LEAD_8 ROUND_LEAD_9 ROUND_LEAD_10
+#define ROUND_ADD ROUND_ADD_0 ROUND_ADD_1 ROUND_ADD_2 ROUND_ADD_3 ROUND_ADD_4 ROUND_ADD_5 ROUND_ADD_6 ROUND_ADD_7 ROUND_ADD_8 ROUND_ADD_9 ROUND_ADD_10
+#define ROUND_CODE ROUND_CODE_0 ROUND_CODE_1 ROUND_CODE_2 ROUND_CODE_3 ROUND_CODE_4 ROUND_CODE_5 ROUND_CODE_6 ROUND_CODE_7 ROUND_CODE_8 ROUND_CODE_9 ROUND_CODE_10
+#define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7 CODE_DECLS_8 CODE_DECLS_9 CODE_DECLS_10
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7 PAIR_DECLS_8 PAIR_DECLS_9 PAIR_DECLS_10
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7 PAIR_APPLY_8 PAIR_APPLY_9 PAIR_APPLY_10
 #elif ELEMS == 96
@@ -1805,7 +2866,13 @@
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3 DECODE_APPLY_4 DECODE_APPLY_5 DECODE_APPLY_6 DECODE_APPLY_7 DECODE_APPLY_8 DECODE_APPLY_9 DECODE_APPLY_10 DECODE_APPLY_11
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3 ROUND_DECLS_4 ROUND_DECLS_5 ROUND_DECLS_6 ROUND_DECLS_7 ROUND_DECLS_8 ROUND_DECLS_9 ROUND_DECLS_10 ROUND_DECLS_11
 #define ROUND_POLYS ROUND_POLYS_0 ROUND_POLYS_1 ROUND_POLYS_2 ROUND_POLYS_3 ROUND_POLYS_4 ROUND_POLYS_5 ROUND_POLYS_6 ROUND_POLYS_7 ROUND_POLYS_8 ROUND_POLYS_9 ROUND_POLYS_10 ROUND_POLYS_11
-#define ROUND_APPLY ROUND_APPLY_0 ROUND_APPLY_1 ROUND_APPLY_2 ROUND_APPLY_3 ROUND_APPLY_4 ROUND_APPLY_5 ROUND_APPLY_6 ROUND_APPLY_7 ROUND_APPLY_8 ROUND_APPLY_9 ROUND_APPLY_10 ROUND_APPLY_11
+#define ROUND_FIELDS ROUND_FIELDS_0 ROUND_FIELDS_1 ROUND_FIELDS_2 ROUND_FIELDS_3 ROUND_FIELDS_4 ROUND_FIELDS_5 ROUND_FIELDS_6 ROUND_FIELDS_7 ROUND_FIELDS_8 ROUND_FIELDS_9 ROUND_FIELDS_10 ROUND_FIELDS_11
+#define DRAW_ACTIONS DRAW_ACTIONS_0 DRAW_ACTIONS_1 DRAW_ACTIONS_2 DRAW_ACTIONS_3 DRAW_ACTIONS_4 DRAW_ACTIONS_5 DRAW_ACTIONS_6 DRAW_ACTIONS_7 DRAW_ACTIONS_8 DRAW_ACTIONS_9 DRAW_ACTIONS_10 DRAW_ACTIONS_11
+#define DRAW_CALLS DRAW_CALLS_0 DRAW_CALLS_1 DRAW_CALLS_2 DRAW_CALLS_3 DRAW_CALLS_4 DRAW_CALLS_5 DRAW_CALLS_6 DRAW_CALLS_7 DRAW_CALLS_8 DRAW_CALLS_9 DRAW_CALLS_10 DRAW_CALLS_11
+#define ROUND_LEAD ROUND_LEAD_0 ROUND_LEAD_1 ROUND_LEAD_2 ROUND_LEAD_3 ROUND_LEAD_4 ROUND_LEAD_5 ROUND_LEAD_6 ROUND_LEAD_7 ROUND_LEAD_8 ROUND_LEAD_9 ROUND_LEAD_10 ROUND_LEAD_11
+#define ROUND_ADD ROUND_ADD_0 ROUND_ADD_1 ROUND_ADD_2 ROUND_ADD_3 ROUND_ADD_4 ROUND_ADD_5 ROUND_ADD_6 ROUND_ADD_7 ROUND_ADD_8 ROUND_ADD_9 ROUND_ADD_10 ROUND_ADD_11
+#define ROUND_CODE ROUND_CODE_0 ROUND_CODE_1 ROUND_CODE_2 ROUND_CODE_3 ROUND_CODE_4 ROUND_CODE_5 ROUND_CODE_6 ROUND_CODE_7 ROUND_CODE_8 ROUND_CODE_9 ROUND_CODE_10 ROUND_CODE_11
+#define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7 CODE_DECLS_8 CODE_DECLS_9 CODE_DECLS_10 CODE_DECLS_11
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7 PAIR_DECLS_8 PAIR_DECLS_9 PAIR_DECLS_10 PAIR_DECLS_11
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7 PAIR_APPLY_8 PAIR_APPLY_9 PAIR_APPLY_10 PAIR_APPLY_11
 #elif ELEMS == 104
@@ -1815,7 +2882,13 @@
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3 DECODE_APPLY_4 DECODE_APPLY_5 DECODE_APPLY_6 DECODE_APPLY_7 DECODE_APPLY_8 DECODE_APPLY_9 DECODE_APPLY_10 DECODE_APPLY_11 DECODE_APPLY_12
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3 ROUND_DECLS_4 ROUND_DECLS_5 ROUND_DECLS_6 ROUND_DECLS_7 ROUND_DECLS_8 ROUND_DECLS_9 ROUND_DECLS_10 ROUND_DECLS_11 ROUND_DECLS_12
 #define ROUND_POLYS ROUND_POLYS_0 ROUND_POLYS_1 ROUND_POLYS_2 ROUND_POLYS_3 ROUND_POLYS_4 ROUND_POLYS_5 ROUND_POLYS_6 ROUND_POLYS_7 ROUND_POLYS_8 ROUND_POLYS_9 ROUND_POLYS_10 ROUND_POLYS_11 ROUND_POLYS_12
-#define ROUND_APPLY ROUND_APPLY_0 ROUND_APPLY_1 ROUND_APPLY_2 ROUND_APPLY_3 ROUND_APPLY_4 ROUND_APPLY_5 ROUND_APPLY_6 ROUND_APPLY_7 ROUND_APPLY_8 ROUND_APPLY_9 ROUND_APPLY_10 ROUND_APPLY_11 ROUND_APPLY_12
+#define ROUND_FIELDS ROUND_FIELDS_0 ROUND_FIELDS_1 ROUND_FIELDS_2 ROUND_FIELDS_3 ROUND_FIELDS_4 ROUND_FIELDS_5 ROUND_FIELDS_6 ROUND_FIELDS_7 ROUND_FIELDS_8 ROUND_FIELDS_9 ROUND_FIELDS_10 ROUND_FIELDS_11 ROUND_FIELDS_12
+#define DRAW_ACTIONS DRAW_ACTIONS_0 DRAW_ACTIONS_1 DRAW_ACTIONS_2 DRAW_ACTIONS_3 DRAW_ACTIONS_4 DRAW_ACTIONS_5 DRAW_ACTIONS_6 DRAW_ACTIONS_7 DRAW_ACTIONS_8 DRAW_ACTIONS_9 DRAW_ACTIONS_10 DRAW_ACTIONS_11 DRAW_ACTIONS_12
+#define DRAW_CALLS DRAW_CALLS_0 DRAW_CALLS_1 DRAW_CALLS_2 DRAW_CALLS_3 DRAW_CALLS_4 DRAW_CALLS_5 DRAW_CALLS_6 DRAW_CALLS_7 DRAW_CALLS_8 DRAW_CALLS_9 DRAW_CALLS_10 DRAW_CALLS_11 DRAW_CALLS_12
+#define ROUND_LEAD ROUND_LEAD_0 ROUND_LEAD_1 ROUND_LEAD_2 ROUND_LEAD_3 ROUND_LEAD_4 ROUND_LEAD_5 ROUND_LEAD_6 ROUND_LEAD_7 ROUND_LEAD_8 ROUND_LEAD_9 ROUND_LEAD_10 ROUND_LEAD_11 ROUND_LEAD_12
+#define ROUND_ADD ROUND_ADD_0 ROUND_ADD_1 ROUND_ADD_2 ROUND_ADD_3 ROUND_ADD_4 ROUND_ADD_5 ROUND_ADD_6 ROUND_ADD_7 ROUND_ADD_8 ROUND_ADD_9 ROUND_ADD_10 ROUND_ADD_11 ROUND_ADD_12
+#define ROUND_CODE ROUND_CODE_0 ROUND_CODE_1 ROUND_CODE_2 ROUND_CODE_3 ROUND_CODE_4 ROUND_CODE_5 ROUND_CODE_6 ROUND_CODE_7 ROUND_CODE_8 ROUND_CODE_9 ROUND_CODE_10 ROUND_CODE_11 ROUND_CODE_12
+#define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7 CODE_DECLS_8 CODE_DECLS_9 CODE_DECLS_10 CODE_DECLS_11 CODE_DECLS_12
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7 PAIR_DECLS_8 PAIR_DECLS_9 PAIR_DECLS_10 PAIR_DECLS_11 PAIR_DECLS_12
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7 PAIR_APPLY_8 PAIR_APPLY_9 PAIR_APPLY_10 PAIR_APPLY_11 PAIR_APPLY_12
 #elif ELEMS == 112
@@ -1825,7 +2898,13 @@
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3 DECODE_APPLY_4 DECODE_APPLY_5 DECODE_APPLY_6 DECODE_APPLY_7 DECODE_APPLY_8 DECODE_APPLY_9 DECODE_APPLY_10 DECODE_APPLY_11 DECODE_APPLY_12 DECODE_APPLY_13
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3 ROUND_DECLS_4 ROUND_DECLS_5 ROUND_DECLS_6 ROUND_DECLS_7 ROUND_DECLS_8 ROUND_DECLS_9 ROUND_DECLS_10 ROUND_DECLS_11 ROUND_DECLS_12 ROUND_DECLS_13
 #define ROUND_POLYS ROUND_POLYS_0 ROUND_POLYS_1 ROUND_POLYS_2 ROUND_POLYS_3 ROUND_POLYS_4 ROUND_POLYS_5 ROUND_POLYS_6 ROUND_POLYS_7 ROUND_POLYS_8 ROUND_POLYS_9 ROUND_POLYS_10 ROUND_POLYS_11 ROUND_POLYS_12 ROUND_POLYS_13
-#define ROUND_APPLY ROUND_APPLY_0 ROUND_APPLY_1 ROUND_APPLY_2 ROUND_APPLY_3 ROUND_APPLY_4 ROUND_APPLY_5 ROUND_APPLY_6 ROUND_APPLY_7 ROUND_APPLY_8 ROUND_APPLY_9 ROUND_APPLY_10 ROUND_APPLY_11 ROUND_APPLY_12 ROUND_APPLY_13
+#define ROUND_FIELDS ROUND_FIELDS_0 ROUND_FIELDS_1 ROUND_FIELDS_2 ROUND_FIELDS_3 ROUND_FIELDS_4 ROUND_FIELDS_5 ROUND_FIELDS_6 ROUND_FIELDS_7 ROUND_FIELDS_8 ROUND_FIELDS_9 ROUND_FIELDS_10 ROUND_FIELDS_11 ROUND_FIELDS_12 ROUND_FIELDS_13
+#define DRAW_ACTIONS DRAW_ACTIONS_0 DRAW_ACTIONS_1 DRAW_ACTIONS_2 DRAW_ACTIONS_3 DRAW_ACTIONS_4 DRAW_ACTIONS_5 DRAW_ACTIONS_6 DRAW_ACTIONS_7 DRAW_ACTIONS_8 DRAW_ACTIONS_9 DRAW_ACTIONS_10 DRAW_ACTIONS_11 DRAW_ACTIONS_12 DRAW_ACTIONS_13
+#define DRAW_CALLS DRAW_CALLS_0 DRAW_CALLS_1 DRAW_CALLS_2 DRAW_CALLS_3 DRAW_CALLS_4 DRAW_CALLS_5 DRAW_CALLS_6 DRAW_CALLS_7 DRAW_CALLS_8 DRAW_CALLS_9 DRAW_CALLS_10 DRAW_CALLS_11 DRAW_CALLS_12 DRAW_CALLS_13
+#define ROUND_LEAD ROUND_LEAD_0 ROUND_LEAD_1 ROUND_LEAD_2 ROUND_LEAD_3 ROUND_LEAD_4 ROUND_LEAD_5 ROUND_LEAD_6 ROUND_LEAD_7 ROUND_LEAD_8 ROUND_LEAD_9 ROUND_LEAD_10 ROUND_LEAD_11 ROUND_LEAD_12 ROUND_LEAD_13
+#define ROUND_ADD ROUND_ADD_0 ROUND_ADD_1 ROUND_ADD_2 ROUND_ADD_3 ROUND_ADD_4 ROUND_ADD_5 ROUND_ADD_6 ROUND_ADD_7 ROUND_ADD_8 ROUND_ADD_9 ROUND_ADD_10 ROUND_ADD_11 ROUND_ADD_12 ROUND_ADD_13
+#define ROUND_CODE ROUND_CODE_0 ROUND_CODE_1 ROUND_CODE_2 ROUND_CODE_3 ROUND_CODE_4 ROUND_CODE_5 ROUND_CODE_6 ROUND_CODE_7 ROUND_CODE_8 ROUND_CODE_9 ROUND_CODE_10 ROUND_CODE_11 ROUND_CODE_12 ROUND_CODE_13
+#define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7 CODE_DECLS_8 CODE_DECLS_9 CODE_DECLS_10 CODE_DECLS_11 CODE_DECLS_12 CODE_DECLS_13
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7 PAIR_DECLS_8 PAIR_DECLS_9 PAIR_DECLS_10 PAIR_DECLS_11 PAIR_DECLS_12 PAIR_DECLS_13
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7 PAIR_APPLY_8 PAIR_APPLY_9 PAIR_APPLY_10 PAIR_APPLY_11 PAIR_APPLY_12 PAIR_APPLY_13
 #elif ELEMS == 120
@@ -1835,7 +2914,13 @@
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3 DECODE_APPLY_4 DECODE_APPLY_5 DECODE_APPLY_6 DECODE_APPLY_7 DECODE_APPLY_8 DECODE_APPLY_9 DECODE_APPLY_10 DECODE_APPLY_11 DECODE_APPLY_12 DECODE_APPLY_13 DECODE_APPLY_14
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3 ROUND_DECLS_4 ROUND_DECLS_5 ROUND_DECLS_6 ROUND_DECLS_7 ROUND_DECLS_8 ROUND_DECLS_9 ROUND_DECLS_10 ROUND_DECLS_11 ROUND_DECLS_12 ROUND_DECLS_13 ROUND_DECLS_14
 #define ROUND_POLYS ROUND_POLYS_0 ROUND_POLYS_1 ROUND_POLYS_2 ROUND_POLYS_3 ROUND_POLYS_4 ROUND_POLYS_5 ROUND_POLYS_6 ROUND_POLYS_7 ROUND_POLYS_8 ROUND_POLYS_9 ROUND_POLYS_10 ROUND_POLYS_11 ROUND_POLYS_12 ROUND_POLYS_13 ROUND_POLYS_14
-#define ROUND_APPLY ROUND_APPLY_0 ROUND_APPLY_1 ROUND_APPLY_2 ROUND_APPLY_3 ROUND_APPLY_4 ROUND_APPLY_5 ROUND_APPLY_6 ROUND_APPLY_7 ROUND_APPLY_8 ROUND_APPLY_9 ROUND_APPLY_10 ROUND_APPLY_11 ROUND_APPLY_12 ROUND_APPLY_13 ROUND_APPLY_14
+#define ROUND_FIELDS ROUND_FIELDS_0 ROUND_FIELDS_1 ROUND_FIELDS_2 ROUND_FIELDS_3 ROUND_FIELDS_4 ROUND_FIELDS_5 ROUND_FIELDS_6 ROUND_FIELDS_7 ROUND_FIELDS_8 ROUND_FIELDS_9 ROUND_FIELDS_10 ROUND_FIELDS_11 ROUND_FIELDS_12 ROUND_FIELDS_13 ROUND_FIELDS_14
+#define DRAW_ACTIONS DRAW_ACTIONS_0 DRAW_ACTIONS_1 DRAW_ACTIONS_2 DRAW_ACTIONS_3 DRAW_ACTIONS_4 DRAW_ACTIONS_5 DRAW_ACTIONS_6 DRAW_ACTIONS_7 DRAW_ACTIONS_8 DRAW_ACTIONS_9 DRAW_ACTIONS_10 DRAW_ACTIONS_11 DRAW_ACTIONS_12 DRAW_ACTIONS_13 DRAW_ACTIONS_14
+#define DRAW_CALLS DRAW_CALLS_0 DRAW_CALLS_1 DRAW_CALLS_2 DRAW_CALLS_3 DRAW_CALLS_4 DRAW_CALLS_5 DRAW_CALLS_6 DRAW_CALLS_7 DRAW_CALLS_8 DRAW_CALLS_9 DRAW_CALLS_10 DRAW_CALLS_11 DRAW_CALLS_12 DRAW_CALLS_13 DRAW_CALLS_14
+#define ROUND_LEAD ROUND_LEAD_0 ROUND_LEAD_1 ROUND_LEAD_2 ROUND_LEAD_3 ROUND_LEAD_4 ROUND_LEAD_5 ROUND_LEAD_6 ROUND_LEAD_7 ROUND_LEAD_8 ROUND_LEAD_9 ROUND_LEAD_10 ROUND_LEAD_11 ROUND_LEAD_12 ROUND_LEAD_13 ROUND_LEAD_14
+#define ROUND_ADD ROUND_ADD_0 ROUND_ADD_1 ROUND_ADD_2 ROUND_ADD_3 ROUND_ADD_4 ROUND_ADD_5 ROUND_ADD_6 ROUND_ADD_7 ROUND_ADD_8 ROUND_ADD_9 ROUND_ADD_10 ROUND_ADD_11 ROUND_ADD_12 ROUND_ADD_13 ROUND_ADD_14
+#define ROUND_CODE ROUND_CODE_0 ROUND_CODE_1 ROUND_CODE_2 ROUND_CODE_3 ROUND_CODE_4 ROUND_CODE_5 ROUND_CODE_6 ROUND_CODE_7 ROUND_CODE_8 ROUND_CODE_9 ROUND_CODE_10 ROUND_CODE_11 ROUND_CODE_12 ROUND_CODE_13 ROUND_CODE_14
+#define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7 CODE_DECLS_8 CODE_DECLS_9 CODE_DECLS_10 CODE_DECLS_11 CODE_DECLS_12 CODE_DECLS_13 CODE_DECLS_14
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7 PAIR_DECLS_8 PAIR_DECLS_9 PAIR_DECLS_10 PAIR_DECLS_11 PAIR_DECLS_12 PAIR_DECLS_13 PAIR_DECLS_14
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7 PAIR_APPLY_8 PAIR_APPLY_9 PAIR_APPLY_10 PAIR_APPLY_11 PAIR_APPLY_12 PAIR_APPLY_13 PAIR_APPLY_14
 #elif ELEMS == 128
@@ -1845,7 +2930,13 @@
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3 DECODE_APPLY_4 DECODE_APPLY_5 DECODE_APPLY_6 DECODE_APPLY_7 DECODE_APPLY_8 DECODE_APPLY_9 DECODE_APPLY_10 DECODE_APPLY_11 DECODE_APPLY_12 DECODE_APPLY_13 DECODE_APPLY_14 DECODE_APPLY_15
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3 ROUND_DECLS_4 ROUND_DECLS_5 ROUND_DECLS_6 ROUND_DECLS_7 ROUND_DECLS_8 ROUND_DECLS_9 ROUND_DECLS_10 ROUND_DECLS_11 ROUND_DECLS_12 ROUND_DECLS_13 ROUND_DECLS_14 ROUND_DECLS_15
 #define ROUND_POLYS ROUND_POLYS_0 ROUND_POLYS_1 ROUND_POLYS_2 ROUND_POLYS_3 ROUND_POLYS_4 ROUND_POLYS_5 ROUND_POLYS_6 ROUND_POLYS_7 ROUND_POLYS_8 ROUND_POLYS_9 ROUND_POLYS_10 ROUND_POLYS_11 ROUND_POLYS_12 ROUND_POLYS_13 ROUND_POLYS_14 ROUND_POLYS_15
-#define ROUND_APPLY ROUND_APPLY_0 ROUND_APPLY_1 ROUND_APPLY_2 ROUND_APPLY_3 ROUND_APPLY_4 ROUND_APPLY_5 ROUND_APPLY_6 ROUND_APPLY_7 ROUND_APPLY_8 ROUND_APPLY_9 ROUND_APPLY_10 ROUND_APPLY_11 ROUND_APPLY_12 ROUND_APPLY_13 ROUND_APPLY_14 ROUND_APPLY_15
+#define ROUND_FIELDS ROUND_FIELDS_0 ROUND_FIELDS_1 ROUND_FIELDS_2 ROUND_FIELDS_3 ROUND_FIELDS_4 ROUND_FIELDS_5 ROUND_FIELDS_6 ROUND_FIELDS_7 ROUND_FIELDS_8 ROUND_FIELDS_9 ROUND_FIELDS_10 ROUND_FIELDS_11 ROUND_FIELDS_12 ROUND_FIELDS_13 ROUND_FIELDS_14 ROUND_FIELDS_15
+#define DRAW_ACTIONS DRAW_ACTIONS_0 DRAW_ACTIONS_1 DRAW_ACTIONS_2 DRAW_ACTIONS_3 DRAW_ACTIONS_4 DRAW_ACTIONS_5 DRAW_ACTIONS_6 DRAW_ACTIONS_7 DRAW_ACTIONS_8 DRAW_ACTIONS_9 DRAW_ACTIONS_10 DRAW_ACTIONS_11 DRAW_ACTIONS_12 DRAW_ACTIONS_13 DRAW_ACTIONS_14 DRAW_ACTIONS_15
+#define DRAW_CALLS DRAW_CALLS_0 DRAW_CALLS_1 DRAW_CALLS_2 DRAW_CALLS_3 DRAW_CALLS_4 DRAW_CALLS_5 DRAW_CALLS_6 DRAW_CALLS_7 DRAW_CALLS_8 DRAW_CALLS_9 DRAW_CALLS_10 DRAW_CALLS_11 DRAW_CALLS_12 DRAW_CALLS_13 DRAW_CALLS_14 DRAW_CALLS_15
+#define ROUND_LEAD ROUND_LEAD_0 ROUND_LEAD_1 ROUND_LEAD_2 ROUND_LEAD_3 ROUND_LEAD_4 ROUND_LEAD_5 ROUND_LEAD_6 ROUND_LEAD_7 ROUND_LEAD_8 ROUND_LEAD_9 ROUND_LEAD_10 ROUND_LEAD_11 ROUND_LEAD_12 ROUND_LEAD_13 ROUND_LEAD_14 ROUND_LEAD_15
+#define ROUND_ADD ROUND_ADD_0 ROUND_ADD_1 ROUND_ADD_2 ROUND_ADD_3 ROUND_ADD_4 ROUND_ADD_5 ROUND_ADD_6 ROUND_ADD_7 ROUND_ADD_8 ROUND_ADD_9 ROUND_ADD_10 ROUND_ADD_11 ROUND_ADD_12 ROUND_ADD_13 ROUND_ADD_14 ROUND_ADD_15
+#define ROUND_CODE ROUND_CODE_0 ROUND_CODE_1 ROUND_CODE_2 ROUND_CODE_3 ROUND_CODE_4 ROUND_CODE_5 ROUND_CODE_6 ROUND_CODE_7 ROUND_CODE_8 ROUND_CODE_9 ROUND_CODE_10 ROUND_CODE_11 ROUND_CODE_12 ROUND_CODE_13 ROUND_CODE_14 ROUND_CODE_15
+#define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7 CODE_DECLS_8 CODE_DECLS_9 CODE_DECLS_10 CODE_DECLS_11 CODE_DECLS_12 CODE_DECLS_13 CODE_DECLS_14 CODE_DECLS_15
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7 PAIR_DECLS_8 PAIR_DECLS_9 PAIR_DECLS_10 PAIR_DECLS_11 PAIR_DECLS_12 PAIR_DECLS_13 PAIR_DECLS_14 PAIR_DECLS_15
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7 PAIR_APPLY_8 PAIR_APPLY_9 PAIR_APPLY_10 PAIR_APPLY_11 PAIR_APPLY_12 PAIR_APPLY_13 PAIR_APPLY_14 PAIR_APPLY_15
 #else

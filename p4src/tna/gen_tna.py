@@ -23,7 +23,15 @@ PER_ELEM = {
     "ROUND_DECLS": "RoundCode() rnd{i}; Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly{i}) hsh{i};",
     "ROUND_POLYS": "CRCPolynomial<bit<32>>(32w{poly:#010x}, true, false, false, "
                    "32w0xffffffff, 32w0xffffffff) poly{i};",
-    "ROUND_APPLY": "rnd{i}.apply(hdr.fixed.v{i}, hsh{i}.get({{ ROUND_KEY }}), hdr.cnat.c{i});",
+    "ROUND_FIELDS": "bit<32> r{i};",
+    # The steps of codec_tna.p4's rounding: a hash per element (a table passes 32 bits of
+    # hash), the two leading-one matches per element, the adds in one action.
+    "DRAW_ACTIONS": "action draw{i}() {{ meta.r{i} = hsh{i}.get({{ ROUND_KEY }}); }}",
+    "DRAW_CALLS": "draw{i}();",
+    "ROUND_LEAD": "rnd{i}.apply(hdr.fixed.v{i}, meta.r{i}, hdr.cnat.c{i});",
+    "ROUND_ADD": "hdr.fixed.v{i} = hdr.fixed.v{i} + meta.r{i};",
+    "ROUND_CODE": "cod{i}.apply(hdr.fixed.v{i}, hdr.cnat.c{i});",
+    "CODE_DECLS": "CodeOf() cod{i};",
 }
 # The first stage the slot's flags reach (jobs 0, admit and use 1, bitmap 2), and how
 # many pair registers share it with the remaining and max_exp registers (4 ALUs a stage).
@@ -62,22 +70,26 @@ def decode_value(code: int) -> int:
 
 
 def round_entries() -> list[str]:
-    """Leading one of an int32 sum s, |s| in [2^p, 2^(p+1)): the action gets 2^(p+1) (top),
-    2^p - 1 (the random bits' mask) and the code rounded up, p + 2 with the sign in bit 7.
-    Negative s: -2^p exactly first, then the prefix 1...10 at bit p, [-2^(p+1), -2^p)."""
+    """Leading one p of |s| for an int32 sum s: the action masks the random bits to
+    [0, 2^p) and, for s < 0, takes -s and the sign. |s| in [2^p, 2^(p+1)): s = 2^p with the
+    bits above p zero; or s = -2^p exactly (first), or the prefix 1...10 at bit p."""
     m32 = 0xFFFFFFFF
     out = ["32w0 &&& 32w0xffffffff : zero();"]
     for p in range(32):
-        top, mask, up = (1 << (p + 1)) & m32, (1 << p) - 1, (p + 2) | 0x80
-        out.append(f"32w{(-(1 << p)) & m32:#x} &&& 32w0xffffffff : "
-                   f"neg(32w{top:#x}, 32w{mask:#x}, 8w{up:#x});")
+        out.append(f"32w{(-(1 << p)) & m32:#x} &&& 32w0xffffffff : neg(32w{(1 << p) - 1:#x});")
     for p in range(31):
-        top, mask = 1 << (p + 1), (1 << p) - 1
         hi = ~((1 << (p + 1)) - 1) & m32
-        out.append(f"32w{1 << p:#x} &&& 32w{hi | (1 << p):#x} : "
-                   f"pos(32w{top:#x}, 32w{mask:#x}, 8w{p + 2:#x});")
-        out.append(f"32w{hi:#x} &&& 32w{hi | (1 << p):#x} : "
-                   f"neg(32w{top:#x}, 32w{mask:#x}, 8w{(p + 2) | 0x80:#x});")
+        out.append(f"32w{1 << p:#x} &&& 32w{hi | (1 << p):#x} : pos(32w{(1 << p) - 1:#x});")
+        out.append(f"32w{hi:#x} &&& 32w{hi | (1 << p):#x} : neg(32w{(1 << p) - 1:#x});")
+    return out
+
+
+def code_entries() -> list[str]:
+    """Leading one q of |s| + r (unsigned): the code is q + 1; 0 stays 0."""
+    out = ["32w0 &&& 32w0xffffffff : code(8w0);"]
+    for q in range(32):
+        mask = ~((1 << q) - 1) & 0xFFFFFFFF
+        out.append(f"32w{1 << q:#x} &&& 32w{mask:#x} : code(8w{q + 1});")
     return out
 
 
@@ -92,6 +104,7 @@ def render() -> str:
     dec = [f"8w{c:#04x} : value(32w{decode_value(c):#010x});" for c in range(256)]
     lines += ["#define DECODE_ENTRIES \\\n    " + " \\\n    ".join(dec), ""]
     lines += ["#define ROUND_ENTRIES \\\n    " + " \\\n    ".join(round_entries()), ""]
+    lines += ["#define CODE_ENTRIES \\\n    " + " \\\n    ".join(code_entries()), ""]
     nseg = MAX_ELEMS // SEG
     for name, stmt in PER_ELEM.items():
         for s in range(nseg):

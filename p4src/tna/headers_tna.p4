@@ -75,6 +75,9 @@ struct ig_meta_t {
 }
 
 struct eg_meta_t {
+#ifdef CNAT8_RESULTS
+    ROUND_FIELDS        // per element: random bits, the code rounded up
+#endif
 }
 
 #endif

@@ -91,13 +91,13 @@ parser TnaEgressParser(packet_in pkt, out tna_headers_t hdr, out eg_meta_t meta,
         pkt.extract(hdr.udp);
         pkt.extract(hdr.agg);
         transition select(hdr.bridge.recompress) {
-#ifdef WITH_CNAT8
+#ifdef CNAT8_RESULTS
             1: parse_fixed;
 #endif
             default: accept;
         }
     }
-#ifdef WITH_CNAT8
+#ifdef CNAT8_RESULTS
     state parse_fixed {
         pkt.extract(hdr.fixed);
         transition accept;

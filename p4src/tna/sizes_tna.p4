@@ -22,6 +22,10 @@
 #define RECIRC_PORT 68
 #endif
 
+#if defined(CNAT8_RESULTS) && !defined(WITH_CNAT8)
+#define WITH_CNAT8
+#endif
+
 // Tofino 1's stateful ALUs return one 32-bit word: a pair register's second lane is read
 // in a second pass. Tofino 2's return both.
 #if __TARGET_TOFINO__ == 1
