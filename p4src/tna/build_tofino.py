@@ -2,10 +2,12 @@
 """Compiles the Tofino profile and keeps a compact summary of what the compiler reported.
 
 `python3 p4src/tna/build_tofino.py compile VARIANT [OUTDIR]` runs p4c-tofino the one way a
-variant is compiled (VARIANTS) into OUTDIR (default build/tofino-out/VARIANT, not committed);
-`summary VARIANT OUTDIR` prints the summary read from OUTDIR/pipe/logs (resources.json,
-metrics.json, table_summary.log, phv_allocation_summary_0.log) as JSON; `build VARIANT`
-does both and writes p4src/build/tofino/VARIANT.json, the committed file a test compares.
+variant is compiled (VARIANTS) into OUTDIR (default build/tofino-out/VARIANT, not
+committed); `summary VARIANT OUTDIR` prints the summary read from OUTDIR/pipe/logs
+(resources.json, metrics.json, table_summary.log, phv_allocation_summary_N.log) as JSON;
+`build VARIANT` does both and writes p4src/build/tofino/VARIANT.json, the committed file a
+test compares; `probe VARIANT` compiles it with 8 elements more and keeps the compiler's
+errors in p4src/build/tofino/VARIANT.next.json (what binds).
 """
 
 import json
@@ -29,23 +31,51 @@ P4C = "p4c-tofino"
 # table, FIXED32 results; cnat8: CNAT8 both ways, results re-compressed in the egress.
 VARIANTS = {
     "fixed32-t1": ("tofino", "tna", 64, [], 1),
-    "cnat8-in-t1": ("tofino", "tna", 64, ["-DWITH_CNAT8"], 1),
+    "cnat8-in-t1": ("tofino", "tna", 48, ["-DWITH_CNAT8"], 1),
     "cnat8-t1": ("tofino", "tna", 16, ["-DCNAT8_RESULTS"], 1),
-    "fixed32-t2": ("tofino2", "t2na", 128, [], 0),
-    "cnat8-in-t2": ("tofino2", "t2na", 128, ["-DWITH_CNAT8"], 0),
-    "cnat8-t2": ("tofino2", "t2na", 32, ["-DCNAT8_RESULTS"], 0),
+    "fixed32-t2": ("tofino2", "t2na", 88, [], 0),
+    "cnat8-in-t2": ("tofino2", "t2na", 64, ["-DWITH_CNAT8"], 0),
+    "cnat8-t2": ("tofino2", "t2na", 16, ["-DCNAT8_RESULTS"], 0),
 }
 
 
+def command(name: str, outdir: Path, elems: int | None = None) -> list[str]:
+    target, arch, default, flags, _ = VARIANTS[name]
+    return [P4C, "--target", target, "--arch", arch, "-g", f"-DELEMS={elems or default}",
+            *flags, "-o", str(outdir), PROGRAM]
+
+
 def compile_variant(name: str, outdir: Path) -> float:
-    target, arch, elems, flags, _ = VARIANTS[name]
     outdir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     # Run from p4src/ on a relative path, so the logs name files the same in every checkout.
-    subprocess.run([P4C, "--target", target, "--arch", arch, "-g", f"-DELEMS={elems}", *flags,
-                    "-o", str(outdir), PROGRAM], check=True, cwd=P4SRC, timeout=3600,
+    subprocess.run(command(name, outdir), check=True, cwd=P4SRC, timeout=3600,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.monotonic() - start
+
+
+def probe(name: str, outdir: Path) -> dict:
+    """Compiles the variant with 8 elements more than it has: what the compiler says."""
+    elems = VARIANTS[name][2] + 8
+    outdir.mkdir(parents=True, exist_ok=True)
+    run = subprocess.run(command(name, outdir, elems), cwd=P4SRC, timeout=7200,
+                         capture_output=True, text=True)
+    return {"variant": name, "elements_per_pass": elems, "fits": run.returncode == 0,
+            "errors": error_lines(run.stdout + run.stderr, outdir)[:4]}
+
+
+def error_lines(text: str, outdir: Path) -> list[str]:
+    """The compiler's error lines (with the count PHV allocation gives on the next line),
+    the output directory written OUT."""
+    lines = [ln.strip().replace(str(outdir), "OUT") for ln in text.splitlines()]
+    out = []
+    for k, ln in enumerate(lines):
+        if not re.search(r"(^|\s)error:", ln):
+            continue
+        if "PHV allocation was not successful" in ln and k + 1 < len(lines):
+            ln = f"{ln}: {lines[k + 1]}"
+        out.append(ln)
+    return out
 
 
 def _stages_line(text: str, what: str) -> int:
@@ -78,8 +108,12 @@ def summarize(name: str, outdir: Path) -> dict:
     def phv_containers(kind: str) -> int:
         return sum(c["containers_occupied"] for c in phv[kind])
 
-    phv_text = (logs / "phv_allocation_summary_0.log").read_text()
-    overall = re.search(r"Overall PHV Usage \|\s*(\d+)[^|]*\|\s*(\d+)", phv_text)
+    # The last round of PHV allocation is the one the compiler kept.
+    rounds = sorted(logs.glob("phv_allocation_summary_*.log"),
+                    key=lambda p: int(p.stem.rsplit("_", 1)[1]))
+    phv_text = rounds[-1].read_text()
+    overall = re.search(r"Overall PHV Usage\s*\|\s*(\d+)[^|]*\|\s*(\d+)[^\n]*\|\s*(\d+)\s*\|\s*$",
+                        phv_text, re.M)
     return {
         "variant": name,
         "target": target,
@@ -93,22 +127,28 @@ def summarize(name: str, outdir: Path) -> dict:
         "stateful_alus": sum(s["stateful_alus"] for s in per_stage),
         # The sums' registers the compiler placed (two elements each), the rest the slot's.
         "pair_registers": sum(1 for u in users if re.search(r"\.pair\d+\.acc$", u)),
-        "stateful_alus_available": sum(st["meter_alus"]["nAlus"] for st in stages),
+        "stateful_alus_available": stages[0]["meter_alus"]["nAlus"] * res["nStages"],
         "srams": metrics["mau"]["srams"],
         "tcams": metrics["mau"]["tcams"],
         "map_rams": metrics["mau"]["map_rams"],
         "logical_tables": metrics["mau"]["logical_tables"],
-        "phv_bits_normal": phv_bits("normal"),
-        "phv_containers_normal": phv_containers("normal"),
-        "phv_bits_tagalong": phv_bits("tagalong"),
-        "phv_containers_tagalong": phv_containers("tagalong"),
-        "phv_overall_containers": int(overall.group(1)) if overall else None,
-        "phv_overall_bits": int(overall.group(2)) if overall else None,
+        # Tofino 1 has normal and tagalong containers, Tofino 2 normal, mocha and dark.
+        "phv_bits": {kind: phv_bits(kind) for kind in sorted(phv)},
+        "phv_containers": {kind: phv_containers(kind) for kind in sorted(phv)},
+        "phv_overall_containers": int(overall.group(1)),
+        "phv_overall_bits": int(overall.group(2)),
+        "phv_overall_bits_available": int(overall.group(3)),
         "per_stage": per_stage,
     }
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) >= 2 and argv[0] == "probe" and argv[1] in VARIANTS:
+        name = argv[1]
+        result = probe(name, Path(argv[2]).resolve() if len(argv) > 2 else OUT / f"{name}+8")
+        SUMMARIES.mkdir(parents=True, exist_ok=True)
+        (SUMMARIES / f"{name}.next.json").write_text(json.dumps(result, indent=1) + "\n")
+        return 0
     if len(argv) >= 2 and argv[0] in ("compile", "summary", "build") and argv[1] in VARIANTS:
         name = argv[1]
         outdir = Path(argv[2]).resolve() if len(argv) > 2 else OUT / name
@@ -123,7 +163,7 @@ def main(argv: list[str]) -> int:
         else:
             sys.stdout.write(text)
         return 0
-    print(f"usage: build_tofino.py compile|summary|build VARIANT [OUTDIR]; variants: "
+    print(f"usage: build_tofino.py compile|summary|build|probe VARIANT [OUTDIR]; variants: "
           f"{', '.join(VARIANTS)}", file=sys.stderr)
     return 2
 

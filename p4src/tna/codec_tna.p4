@@ -3,7 +3,7 @@
 
 // CNAT8 code -> int32 by an exact-match table (no variable shift on Tofino): the values
 // the v1model program's 1 << (m - 1) gives, fixed by the protocol (gen_tna.py).
-control DecodeCode(in bit<8> code, out bit<32> v) {
+control DecodeCode(in bit<8> code, inout bit<32> v) {
     action value(bit<32> x) { v = x; }
     table decode {
         key = { code: exact; }
