@@ -34,7 +34,7 @@ VARIANTS = {
     "cnat8-in-t1": ("tofino", "tna", 48, ["-DWITH_CNAT8"], 1),
     "cnat8-t1": ("tofino", "tna", 16, ["-DCNAT8_RESULTS"], 1),
     "fixed32-t2": ("tofino2", "t2na", 88, [], 0),
-    "cnat8-in-t2": ("tofino2", "t2na", 64, ["-DWITH_CNAT8"], 0),
+    "cnat8-in-t2": ("tofino2", "t2na", 72, ["-DWITH_CNAT8"], 0),
     "cnat8-t2": ("tofino2", "t2na", 16, ["-DCNAT8_RESULTS"], 0),
 }
 
