@@ -14,6 +14,12 @@ P4_TOOLCHAIN_DEBS := libboost-iostreams1.74.0 libboost-program-options1.74.0 \
          libboost-filesystem1.74.0 libboost-thread1.74.0 libgc1 libgmp10 libprotobuf32 \
          libgrpc++1.51 libgrpc29 libabsl20220623 libre2-9 libc-ares2 libthrift-0.17.0 \
          libnanomsg5 libpcap0.8 libssl3 xz-utils cpp python3-thrift python3-six
+# The Tofino back end (../shared/p4-toolchain-tofino/README.md), in its own prefix.
+P4_TOOLCHAIN_TOFINO ?= $(abspath $(CURDIR)/../shared/p4-toolchain-tofino)
+P4_TOFINO_PREFIX ?= /opt/p4c-tofino
+P4C_TOFINO := p4c-tofino
+P4_TOFINO_DEBS := python3 gcc libgc1 libprotobuf32 libboost-iostreams1.74.0 zlib1g libbz2-1.0 \
+         liblzma5 libzstd1 xz-utils
 PYTEST_ARGS ?=
 # Test processes for the parallel part of the suite (tests/conftest.py: the serial rest
 # runs after it, alone): the machine's cores, at most 4.
@@ -24,7 +30,8 @@ P4OUT := p4src/build
 TOPO  ?= star
 RUN_ARGS ?=
 
-.PHONY: help setup debs toolchain venv test lint p4 p4-default p4-wide p4-wide4 run-mininet bench \
+.PHONY: help setup debs toolchain toolchain-tofino venv test lint p4 p4-default p4-wide p4-wide4 \
+	p4-tofino run-mininet bench \
 	clean
 
 help:
@@ -37,9 +44,12 @@ help:
 	@echo "                  p4src/build/wide/ (1456, ~15 min; make p4-wide forces it)"
 	@echo "                  and p4src/build/wide4/ (1024, ~10 min; make p4-wide4 forces it);"
 	@echo "                  needs p4c-bm2-ss on PATH"
+	@echo "make p4-tofino    compile the Tofino profile (p4src/tna/) for Tofino 1 and 2 and"
+	@echo "                  write the compiler's summaries into p4src/build/tofino/;"
+	@echo "                  needs p4c-tofino on PATH (make setup installs it where it can)"
 	@echo "make bench        run the benchmarks and write docs/results.md"
 
-setup: debs toolchain venv
+setup: debs toolchain toolchain-tofino venv
 
 # Installs only the Debian packages that are missing.
 debs:
@@ -63,6 +73,24 @@ toolchain: debs
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $(P4_TOOLCHAIN_DEBS) && \
 	  tar -xJf "$(P4_TOOLCHAIN)/p4-toolchain-debian12-amd64.tar.xz" -C / && ldconfig && \
 	  simple_switch_grpc --version && $(P4C) --version; \
+	fi
+
+# The open-source Tofino back end (p4c 1.2.5.8 with p4c-barefoot), prebuilt for test machines
+# and never part of the repository: where its folder exists and p4c-tofino is not on PATH,
+# it goes into its own prefix (its p4include is newer than the BMv2 toolchain's p4c reads),
+# so `make p4-tofino` and tests/test_p4_tofino.py run instead of skipping.
+toolchain-tofino: debs
+	@if [ ! -f "$(P4_TOOLCHAIN_TOFINO)/p4c-tofino-debian12-amd64.tar.xz" ]; then \
+	  command -v $(P4C_TOFINO) >/dev/null || \
+	    echo "no p4c-tofino here and no $(P4_TOOLCHAIN_TOFINO): the Tofino compile test will skip"; \
+	elif ! command -v $(P4C_TOFINO) >/dev/null; then \
+	  echo "installing the prebuilt Tofino back end from $(P4_TOOLCHAIN_TOFINO)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $(P4_TOFINO_DEBS) && \
+	  mkdir -p $(P4_TOFINO_PREFIX) && \
+	  tar -xJf "$(P4_TOOLCHAIN_TOFINO)/p4c-tofino-debian12-amd64.tar.xz" -C $(P4_TOFINO_PREFIX) && \
+	  ln -sfn $(P4_TOFINO_PREFIX)/bin/p4c /usr/local/bin/$(P4C_TOFINO) && \
+	  $(P4C_TOFINO) --version; \
 	fi
 
 venv: $(VENV)/.installed
@@ -125,6 +153,16 @@ p4-wide4:
 	python3 p4src/gen_elements.py
 	python3 p4src/build_tools.py compile $(P4OUT)/wide4 1024
 	python3 p4src/build_tools.py hash > $(P4OUT)/wide4/agg.sha256
+
+# The Tofino profile (docs/PROTOCOL.md "Tofino profile"): each variant of p4src/tna/build_tofino.py
+# compiled one after the other (a minute to several each), its full output in
+# p4src/build/tofino-out/ (not committed), the summary of the compiler's report in
+# p4src/build/tofino/VARIANT.json (committed; tests/test_p4_tofino.py recompiles one).
+TOFINO_VARIANTS ?= fixed32-t1 cnat8-in-t1 cnat8-t1 fixed32-t2 cnat8-in-t2 cnat8-t2
+p4-tofino:
+	@command -v $(P4C_TOFINO) >/dev/null || { echo "$(P4C_TOFINO) is not on PATH; p4src/build/tofino/ stays as committed"; exit 1; }
+	python3 p4src/tna/gen_tna.py
+	@for v in $(TOFINO_VARIANTS); do python3 p4src/tna/build_tofino.py build $$v || exit 1; done
 
 # The benchmarks (the Mininet ones need root; about 40 min on 2 cores): docs/results.md
 # and docs/results/*.png. BENCH_QUICK=1 for a smoke run (report in results/bench/results.md).

@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+import tofino_report
 from common import OUT, REPO, Target, fmt, machine
 from paired import EXPLAINED
 
@@ -546,6 +547,7 @@ def main(argv=None) -> int:
         body = text(args.dir, name)
         out += [f"## {title}", ""]
         out += (["```", body, "```", ""] if body else ["Not run.", ""])
+    out += tofino_report.section()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(out).rstrip() + "\n")
     print(f"wrote {args.out} and its plots in {figs}")

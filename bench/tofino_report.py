@@ -1,0 +1,182 @@
+"""docs/results.md "On Tofino": the Tofino profile's figures as the compiler reported them,
+read from the committed summaries in p4src/build/tofino/ (p4src/tna/build_tofino.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SUMMARIES = REPO / "p4src" / "build" / "tofino"
+
+ENCODINGS = {
+    "fixed32": "FIXED32 / FIXED32 (SwitchML's design)",
+    "cnat8-in": "CNAT8 / FIXED32",
+    "cnat8": "CNAT8 / CNAT8",
+}
+TARGETS = {"tofino": "Tofino 1", "tofino2": "Tofino 2"}
+
+
+def load() -> list[dict]:
+    rows = [json.loads(p.read_text()) for p in sorted(SUMMARIES.glob("*.json"))
+            if not p.stem.endswith(".next")]
+    order = list(ENCODINGS)
+    return sorted(rows, key=lambda r: (r["target"], order.index(r["variant"].rsplit("-", 1)[0])))
+
+
+def table(rows: list[dict]) -> list[str]:
+    out = ["| target | up / down | elements per pass | stages (ingress, egress) | "
+           "stateful ALUs (sums + slot) | SRAM blocks | TCAM blocks | PHV bits | "
+           "recirculations per result |",
+           "| --- | --- | ---: | --- | --- | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        enc = ENCODINGS[r["variant"].rsplit("-", 1)[0]]
+        sums = r["pair_registers"]
+        out.append(
+            f"| {TARGETS[r['target']]} | {enc} | {r['elements_per_pass']} | "
+            f"{r['stages_ingress']}, {r['stages_egress']} of {r['stages_available']} | "
+            f"{r['stateful_alus']} ({sums} + {r['stateful_alus'] - sums}) of "
+            f"{r['stateful_alus_available']} | {r['srams']} | {r['tcams']} | "
+            f"{r['phv_overall_bits']} | {r['recirculations_per_result']} |")
+    return out
+
+
+# Bytes a packet carries besides its payload, as bench/wire.py counts frames: Ethernet
+# header (no FCS), IPv4, UDP and AGG headers.
+FRAME_OVERHEAD = 14 + 20 + 8 + 16
+PAYLOAD_BYTES = {"fixed32": (4, 4), "cnat8-in": (1, 4), "cnat8": (1, 1)}
+
+
+def wire(rows: list[dict]) -> list[str]:
+    """Bytes per element each way at a variant's elements per packet: arithmetic on the
+    frame, not a measurement."""
+    out = ["| target | up / down | elements per packet | bytes per element up | down |",
+           "| --- | --- | ---: | ---: | ---: |"]
+    for r in rows:
+        enc = r["variant"].rsplit("-", 1)[0]
+        n = r["elements_per_pass"]
+        up, down = ((FRAME_OVERHEAD + b * n) / n for b in PAYLOAD_BYTES[enc])
+        out.append(f"| {TARGETS[r['target']]} | {ENCODINGS[enc]} | {n} | {up:.2f} | "
+                   f"{down:.2f} |")
+    out.append(f"| v1model (BMv2, softswitch) | CNAT8 / CNAT8 | 168 | "
+               f"{(FRAME_OVERHEAD + 168) / 168:.2f} | {(FRAME_OVERHEAD + 168) / 168:.2f} |")
+    return out
+
+
+def probes() -> dict[str, dict]:
+    return {json.loads(p.read_text())["variant"]: json.loads(p.read_text())
+            for p in sorted(SUMMARIES.glob("*.next.json"))}
+
+
+def binding(rows: list[dict], nxt: dict[str, dict]) -> list[str]:
+    """What the compiler said at 8 elements more than each variant has."""
+    out = []
+    for r in rows:
+        p = nxt.get(r["variant"])
+        if not p:
+            out.append(f"- {TARGETS[r['target']]}, "
+                       f"{ENCODINGS[r['variant'].rsplit('-', 1)[0]]}: not probed.")
+            continue
+        said = "; ".join(f"`{e}`" for e in p["errors"][:2]) or "no error"
+        out.append(f"- {TARGETS[r['target']]}, {ENCODINGS[r['variant'].rsplit('-', 1)[0]]}, "
+                   f"{p['elements_per_pass']} elements: "
+                   + ("compiles." if p["fits"] else f"the compiler stops: {said}."))
+    return out
+
+
+# What the rows mean beside SwitchML's published design, and what binds; the figures they
+# cite are the table's and the probes'.
+NOTES = [
+    "**SwitchML beside it.** SwitchML (p4lang/p4app-switchML, `dev_root/p4/`, written for "
+    "Intel P4 Studio 9.2.0) sums 64 int32 per pass in 32 pair registers (one 64-bit "
+    "RegisterAction each), carries 256-byte payloads, and 1024-byte ones (256 elements) by "
+    "recirculating through the pipes, reading one lane per harvest pass; its slot state is a "
+    "bitmap, a worker counter and the exponents. Its program as published does not compile "
+    "with this back end (PHV allocation fails: `../shared/p4-toolchain-tofino/README.md`), "
+    "so the like-for-like anchor is the FIXED32 row: SwitchML's design (pair registers, a "
+    "second pass for the other lane on Tofino 1) with this protocol's slot state (use, "
+    "bitmap, remaining, max_exp: the use numbers of DESIGN contract 6 take one stateful ALU "
+    "more), compiled by the same back end. It fits Tofino 1's 12 stages with SwitchML's 64 "
+    "int32 per pass, the sums from the fourth stage on.",
+    "",
+    "**C_nat on Tofino 1 (target: at least 64 elements per pass): missed.** CNAT8 "
+    "contributions cost one exact-match decode table per element (Tofino has no variable "
+    "shift), each a logical table beside the pair registers' (16 a stage); the compiler "
+    "places the decodes in the stages after the slot's tables, and the pair registers after "
+    "them, so fewer elements fit than FIXED32's 64 (the CNAT8 / FIXED32 row). CNAT8 results "
+    "are re-compressed in the egress, whose parser must then take the FIXED32 sums, 4 bytes "
+    "an element after the headers and the bridged metadata: Tofino 1's egress parser reads "
+    "at most 160 bytes, which binds at 16 elements (the CNAT8 / CNAT8 row and its probe). "
+    "Re-compressing in the ingress instead would take a third pass on Tofino 1 (the first "
+    "lanes come out only at the end of the second).",
+    "",
+    "**C_nat on Tofino 2 (target: at least 128): missed.** Tofino 2 has 20 stages but the "
+    "PHV binds first: FIXED32 sums of 96 elements leave field slices unallocated (the "
+    "probe), and CNAT8 contributions need their codes and their decoded values in the PHV "
+    "at once. CNAT8 results add the egress's random bits, one 32-bit word an element.",
+    "",
+    "So on a Tofino C_nat saves bytes on the way up, not elements in the pipe: CNAT8 "
+    "contributions of one pass move about half the bytes per element FIXED32 ones do "
+    "(below), but a pass sums fewer of them than of int32, CNAT8 results of 16 elements "
+    "move as many bytes per element as FIXED32 ones of 64 (the headers weigh as much as the "
+    "payload), and 168 per packet, as the v1model profile carries, would take several "
+    "passes (recirculations) on either target.",
+    "",
+]
+
+
+def section() -> list[str]:
+    rows = load()
+    if not rows:
+        return ["## On Tofino (p4src/tna/, make p4-tofino)", "", "No summary committed.", ""]
+    out = ["## On Tofino (p4src/tna/, make p4-tofino)", "",
+           "The Tofino profile (docs/PROTOCOL.md \"Tofino profile\") compiled by p4c 1.2.5.8's "
+           "open-source Tofino back end (p4c-barefoot 9.13.4, `../shared/p4-toolchain-tofino`): "
+           "in `p4src/`, `p4c-tofino --target tofino --arch tna -g -DELEMS=N [FLAGS] "
+           "tna/agg_tna.p4`, for Tofino 2 `--target tofino2 --arch t2na`, one compile per row "
+           "(`p4src/tna/build_tofino.py` has each row's N and flags). Every figure is the "
+           "compiler's own (resources.json, metrics.json, table_summary.log, "
+           "the last phv_allocation_summary_N.log under `OUT/pipe/logs`), summarized in "
+           "`p4src/build/tofino/`, which `tests/test_p4_tofino.py` recompiles and compares. "
+           "There is no Tofino model here: the compiler says a program fits the pipe and what "
+           "it takes; no packet ran through it.", "",
+           *table(rows), "",
+           "*Elements per pass*: the elements one packet carries, all summed in one pass, as "
+           "compiled; where the compile with 8 more failed (below), the most in steps of 8 that "
+           "fit, elsewhere a lower bound. *Stateful ALUs*: the sums' pair registers "
+           "(two int32 lanes each) + the slot's (`use`, `bitmap`, `remaining`, `max_exp`). "
+           "*Recirculations per result*: on Tofino 1 the packet that completes a use (or asks "
+           "for a completed one again) takes a second pass to read the pair registers' first "
+           "lanes, as SwitchML's harvest passes do; a contribution that does not complete its "
+           "use takes one pass. Tofino 2's stateful ALUs return both lanes in the first pass.",
+           ""]
+    nxt = probes()
+    if nxt:
+        out += ["What binds, as the compiler said at 8 elements more (`build_tofino.py probe`, "
+                "`p4src/build/tofino/*.next.json`):", "", *binding(rows, nxt), ""]
+    out += NOTES
+    out += ["### Projections from what fits (arithmetic, not measurements)", "",
+            "Bytes per element on the wire if a packet carries one pass's elements (frames "
+            f"counted as bench/wire.py counts them: {FRAME_OVERHEAD} bytes of Ethernet, IPv4, "
+            "UDP and AGG headers per packet, no FCS):", "", *wire(rows), ""]
+    return out
+
+
+def main() -> int:
+    """Writes the section into docs/results.md in place (the benches need not run again)."""
+    path = REPO / "docs" / "results.md"
+    text = path.read_text()
+    new = "\n".join(section()).rstrip() + "\n"
+    start = text.find("## On Tofino")
+    if start < 0:
+        text = text.rstrip() + "\n\n" + new
+    else:
+        end = text.find("\n## ", start + 1)
+        text = text[:start] + new + ("\n" + text[end + 1:] if end >= 0 else "")
+    path.write_text(text)
+    print(f"wrote the On Tofino section of {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,141 @@
+// natswitch, Tofino profile (docs/PROTOCOL.md "Tofino profile"): the aggregation protocol
+// of p4src/agg.p4 for TNA / T2NA, ELEMS elements per pass. This file only wires the
+// controls kept one per file beside it. -DWITH_CNAT8 adds CNAT8 contributions (decoded by
+// a table), -DCNAT8_RESULTS CNAT8 results and partial sums (re-compressed by tables in the
+// egress); without them the program sums FIXED32 only, the SwitchML way.
+#include <core.p4>
+#if __TARGET_TOFINO__ == 2
+#include <t2na.p4>
+#else
+#include <tna.p4>
+#endif
+
+#include "sizes_tna.p4"
+#include "headers_tna.p4"
+#include "parser_tna.p4"
+#include "forwarding_tna.p4"
+#include "slot_tna.p4"
+#include "pairsum_tna.p4"
+#include "codec_tna.p4"
+#include "next_step_tna.p4"
+#include "deparser_tna.p4"
+
+control TnaIngress(inout tna_headers_t hdr, inout ig_meta_t meta,
+                   in ingress_intrinsic_metadata_t ig_intr_md,
+                   in ingress_intrinsic_metadata_from_parser_t prsr,
+                   inout ingress_intrinsic_metadata_for_deparser_t dprsr,
+                   inout ingress_intrinsic_metadata_for_tm_t tm) {
+    Counter<bit<32>, bit<8>>(DROP_REASONS, CounterType_t.PACKETS_AND_BYTES) drops;
+    Forwarding() fwd;
+    SlotState() slot;
+    NextStep() next;
+#ifdef WITH_CNAT8
+    DECODE_DECLS
+#endif
+    PAIR_DECLS
+
+    action fits() { meta.len_ok = true; }
+    action no_payload() { meta.enc_bad = true; }
+    table payload {
+        key = { hdr.fixed.isValid(): ternary; hdr.cnat.isValid(): ternary; hdr.udp.length: ternary; }
+        actions = { fits; no_payload; NoAction; }
+        const entries = {
+            (true, false, UDP_LEN_FIXED32): fits();
+#ifdef WITH_CNAT8
+            (false, true, UDP_LEN_CNAT8): fits();
+#endif
+            (false, false, _): no_payload();
+        }
+        default_action = NoAction();
+        size = 4;
+    }
+
+    apply {
+        hdr.bridge.setValid();
+        hdr.bridge.recompress = 0;
+        hdr.bridge.to_recirc = 0;
+        hdr.bridge.is_agg = 0;
+        hdr.bridge.seed = 0;
+#ifdef LO_LANE_PASS
+        if (hdr.recirc.isValid()) {
+            // Second pass of a result: the pair registers' first lanes (below).
+            meta.pass2 = true;
+            meta.ridx = hdr.recirc.ridx;
+        } else
+#endif
+        if (!hdr.agg.isValid()) {
+            if (meta.ipv4_bad) {
+                meta.drop_reason = DROP_BAD_CHECKSUM;
+            } else if (hdr.ipv4.isValid()) {
+                fwd.apply(hdr, meta, tm);
+            } else {
+                meta.drop_reason = DROP_NOT_IPV4;
+            }
+        } else {
+            payload.apply();
+            slot.apply(hdr, meta, ig_intr_md.ingress_port);
+        }
+#ifdef WITH_CNAT8
+        // Independent of the slot's state: placed beside it. The codes' values go where a
+        // FIXED32 payload's would, which the packet carries from here on.
+        if (hdr.cnat.isValid()) {
+            DECODE_APPLY
+        }
+#endif
+        PAIR_APPLY
+        next.apply(hdr, meta, ig_intr_md.ingress_port, dprsr, tm);
+#ifdef WITH_CNAT8
+        if (hdr.cnat.isValid()) {
+            hdr.fixed.setValid();
+            hdr.cnat.setInvalid();
+            hdr.agg.encoding = ENC_FIXED32;
+        }
+#endif
+        if (meta.drop_reason != DROP_NONE) {
+            drops.count(meta.drop_reason);
+            dprsr.drop_ctl = 1;
+        }
+    }
+}
+
+control TnaEgress(inout tna_headers_t hdr, inout eg_meta_t meta,
+                  in egress_intrinsic_metadata_t eg_intr_md,
+                  in egress_intrinsic_metadata_from_parser_t prsr,
+                  inout egress_intrinsic_metadata_for_deparser_t dprsr,
+                  inout egress_intrinsic_metadata_for_output_port_t oport) {
+    ResultAddressing() addr;
+#ifdef CNAT8_RESULTS
+    ROUND_POLYS
+    ROUND_DECLS
+    CODE_DECLS
+    DRAW_ACTIONS
+    action add_random() { ROUND_ADD }
+#endif
+
+    apply {
+        if (hdr.agg.isValid()) {
+#ifdef CNAT8_RESULTS
+            // Every copy of a result rounds alike: the random bits are a function of the
+            // use, not of the copy or of its arrival.
+            if (hdr.bridge.recompress == 1 && hdr.fixed.isValid()) {
+                hdr.cnat.setValid();
+                DRAW_CALLS
+                ROUND_LEAD
+                add_random();
+                ROUND_CODE
+                hdr.fixed.setInvalid();
+                hdr.agg.encoding = ENC_CNAT8;
+                hdr.udp.length = UDP_LEN_CNAT8;
+                hdr.ipv4.total_len = UDP_LEN_CNAT8 + 20;
+            }
+#endif
+            addr.apply(hdr, eg_intr_md.egress_port);
+        }
+        hdr.bridge.setInvalid();
+    }
+}
+
+Pipeline(TnaIngressParser(), TnaIngress(), TnaIngressDeparser(),
+         TnaEgressParser(), TnaEgress(), TnaEgressDeparser()) pipe;
+
+Switch(pipe) main;

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Compiles the Tofino profile and keeps a compact summary of what the compiler reported.
+
+`python3 p4src/tna/build_tofino.py compile VARIANT [OUTDIR]` runs p4c-tofino the one way a
+variant is compiled (VARIANTS) into OUTDIR (default build/tofino-out/VARIANT, not
+committed); `summary VARIANT OUTDIR` prints the summary read from OUTDIR/pipe/logs
+(resources.json, metrics.json, table_summary.log, phv_allocation_summary_N.log) as JSON;
+`build VARIANT` does both and writes p4src/build/tofino/VARIANT.json, the committed file a
+test compares; `probe VARIANT` compiles it with 8 elements more and keeps the compiler's
+errors in p4src/build/tofino/VARIANT.next.json (what binds).
+"""
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+P4SRC = HERE.parent
+PROGRAM = "tna/agg_tna.p4"
+OUT = P4SRC / "build" / "tofino-out"
+SUMMARIES = P4SRC / "build" / "tofino"
+P4C = "p4c-tofino"
+
+# name: (target, arch, elements per pass, extra flags, recirculations a result takes).
+# Elements per pass: the most, in steps of 8, that compile (docs/results.md "On Tofino").
+# Recirculations: Tofino 1 reads a pair register's first lane in a second pass.
+# fixed32: FIXED32 in and out (SwitchML's design); cnat8-in: CNAT8 contributions decoded by
+# table, FIXED32 results; cnat8: CNAT8 both ways, results re-compressed in the egress.
+VARIANTS = {
+    "fixed32-t1": ("tofino", "tna", 64, [], 1),
+    "cnat8-in-t1": ("tofino", "tna", 48, ["-DWITH_CNAT8"], 1),
+    "cnat8-t1": ("tofino", "tna", 16, ["-DCNAT8_RESULTS"], 1),
+    "fixed32-t2": ("tofino2", "t2na", 88, [], 0),
+    "cnat8-in-t2": ("tofino2", "t2na", 72, ["-DWITH_CNAT8"], 0),
+    "cnat8-t2": ("tofino2", "t2na", 16, ["-DCNAT8_RESULTS"], 0),
+}
+
+
+def command(name: str, outdir: Path, elems: int | None = None) -> list[str]:
+    target, arch, default, flags, _ = VARIANTS[name]
+    return [P4C, "--target", target, "--arch", arch, "-g", f"-DELEMS={elems or default}",
+            *flags, "-o", str(outdir), PROGRAM]
+
+
+def compile_variant(name: str, outdir: Path) -> float:
+    outdir.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    # Run from p4src/ on a relative path, so the logs name files the same in every checkout.
+    subprocess.run(command(name, outdir), check=True, cwd=P4SRC, timeout=3600,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.monotonic() - start
+
+
+def probe(name: str, outdir: Path) -> dict:
+    """Compiles the variant with 8 elements more than it has: what the compiler says."""
+    elems = VARIANTS[name][2] + 8
+    outdir.mkdir(parents=True, exist_ok=True)
+    run = subprocess.run(command(name, outdir, elems), cwd=P4SRC, timeout=7200,
+                         capture_output=True, text=True)
+    return {"variant": name, "elements_per_pass": elems, "fits": run.returncode == 0,
+            "errors": error_lines(run.stdout + run.stderr, outdir)[:4]}
+
+
+def error_lines(text: str, outdir: Path) -> list[str]:
+    """The compiler's error lines (with the count PHV allocation gives on the next line),
+    the output directory written OUT."""
+    lines = [ln.strip().replace(str(outdir), "OUT") for ln in text.splitlines()]
+    out = []
+    for k, ln in enumerate(lines):
+        if not re.search(r"(^|\s)error:", ln):
+            continue
+        if "PHV allocation was not successful" in ln and k + 1 < len(lines):
+            ln = f"{ln}: {lines[k + 1]}"
+        out.append(ln)
+    return out
+
+
+def _stages_line(text: str, what: str) -> int:
+    found = re.findall(rf"Number of stages for {what} table allocation: (\d+)", text)
+    return int(found[-1])
+
+
+def summarize(name: str, outdir: Path) -> dict:
+    """The compiler's figures for one variant; nothing of the machine or the time."""
+    target, arch, elems, flags, recirc = VARIANTS[name]
+    logs = outdir / "pipe" / "logs"
+    res = json.loads((logs / "resources.json").read_text())["resources"]["mau"]
+    metrics = json.loads((logs / "metrics.json").read_text())
+    summary_log = (logs / "table_summary.log").read_text()
+    stages = res["mau_stages"]
+    per_stage = [{
+        "stage": st["stage_number"],
+        "stateful_alus": len(st["meter_alus"]["meters"]),
+        "logical_tables": len(st["logical_tables"]["ids"]),
+        "srams": len(st["rams"]["srams"]),
+        "tcams": len(st["tcams"]["tcams"]),
+    } for st in stages]
+    users = [u["used_by"] for st in stages for m in st["meter_alus"]["meters"]
+             for u in m["usages"]]
+    phv = metrics["phv"]
+
+    def phv_bits(kind: str) -> int:
+        return sum(c["bits_occupied"] for c in phv[kind])
+
+    def phv_containers(kind: str) -> int:
+        return sum(c["containers_occupied"] for c in phv[kind])
+
+    # The last round of PHV allocation is the one the compiler kept.
+    rounds = sorted(logs.glob("phv_allocation_summary_*.log"),
+                    key=lambda p: int(p.stem.rsplit("_", 1)[1]))
+    phv_text = rounds[-1].read_text()
+    overall = re.search(r"Overall PHV Usage\s*\|\s*(\d+)[^|]*\|\s*(\d+)[^\n]*\|\s*(\d+)\s*\|\s*$",
+                        phv_text, re.M)
+    return {
+        "variant": name,
+        "target": target,
+        "arch": arch,
+        "flags": flags,
+        "elements_per_pass": elems,
+        "recirculations_per_result": recirc,
+        "stages_available": res["nStages"],
+        "stages_ingress": _stages_line(summary_log, "ingress"),
+        "stages_egress": _stages_line(summary_log, "egress"),
+        "stateful_alus": sum(s["stateful_alus"] for s in per_stage),
+        # The sums' registers the compiler placed (two elements each), the rest the slot's.
+        "pair_registers": sum(1 for u in users if re.search(r"\.pair\d+\.acc$", u)),
+        "stateful_alus_available": stages[0]["meter_alus"]["nAlus"] * res["nStages"],
+        "srams": metrics["mau"]["srams"],
+        "tcams": metrics["mau"]["tcams"],
+        "map_rams": metrics["mau"]["map_rams"],
+        "logical_tables": metrics["mau"]["logical_tables"],
+        # Tofino 1 has normal and tagalong containers, Tofino 2 normal, mocha and dark.
+        "phv_bits": {kind: phv_bits(kind) for kind in sorted(phv)},
+        "phv_containers": {kind: phv_containers(kind) for kind in sorted(phv)},
+        "phv_overall_containers": int(overall.group(1)),
+        "phv_overall_bits": int(overall.group(2)),
+        "phv_overall_bits_available": int(overall.group(3)),
+        "per_stage": per_stage,
+    }
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) >= 2 and argv[0] == "probe" and argv[1] in VARIANTS:
+        name = argv[1]
+        result = probe(name, Path(argv[2]).resolve() if len(argv) > 2 else OUT / f"{name}+8")
+        SUMMARIES.mkdir(parents=True, exist_ok=True)
+        (SUMMARIES / f"{name}.next.json").write_text(json.dumps(result, indent=1) + "\n")
+        return 0
+    if len(argv) >= 2 and argv[0] in ("compile", "summary", "build") and argv[1] in VARIANTS:
+        name = argv[1]
+        outdir = Path(argv[2]).resolve() if len(argv) > 2 else OUT / name
+        if argv[0] in ("compile", "build"):
+            secs = compile_variant(name, outdir)
+            print(f"{name}: compiled in {secs:.0f} s into {outdir}", file=sys.stderr)
+        summary = summarize(name, outdir)
+        text = json.dumps(summary, indent=1, sort_keys=True) + "\n"
+        if argv[0] == "build":
+            SUMMARIES.mkdir(parents=True, exist_ok=True)
+            (SUMMARIES / f"{name}.json").write_text(text)
+        else:
+            sys.stdout.write(text)
+        return 0
+    print(f"usage: build_tofino.py compile|summary|build|probe VARIANT [OUTDIR]; variants: "
+          f"{', '.join(VARIANTS)}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,83 @@
+#ifndef NATSWITCH_HEADERS_TNA_P4
+#define NATSWITCH_HEADERS_TNA_P4
+
+// The wire headers are the v1model program's (p4src/include/headers.p4, read-only); the
+// payload field macros it expects come from elements_tna.p4 for this ELEMS.
+#include "elements_tna.p4"
+#define NATSWITCH_ELEMENTS_P4
+#include "../include/constants.p4"
+#include "../include/headers.p4"
+
+// Between passes (Tofino 1): the slot's register index and what to do with the result.
+// It rides in front of the Ethernet header, on the recirculation port only.
+header recirc_h {
+    bit<16> ridx;
+    bit<16> grp;
+    bit<16> port;       // unicast port when grp is 0
+    bit<8>  recompress;
+    bit<8>  pad;
+    bit<32> seed;
+}
+
+// Ingress to egress: what the egress does to the packet.
+header bridge_h {
+    bit<8>  recompress;     // re-compress the FIXED32 sums to CNAT8
+    bit<8>  to_recirc;      // leaving for a second pass: untouched
+    bit<8>  is_agg;         // an aggregation packet (a result, a partial sum)
+    bit<32> seed;           // the job's seed (DESIGN contract 10)
+}
+
+struct tna_headers_t {
+    bridge_h   bridge;
+    recirc_h   recirc;
+    ethernet_h eth;
+    ipv4_h     ipv4;
+    udp_h      udp;
+    agg_h      agg;
+    fixed_h    fixed;
+    cnat_h     cnat;
+}
+
+struct ig_meta_t {
+    bit<8>  drop_reason;
+    bool    ipv4_bad;
+    bool    len_ok;         // the UDP length fits the payload's encoding
+    bool    enc_bad;        // no payload the profile sums (another encoding)
+    bool    job_ok;
+    bool    child_ok;
+    bool    admitted;       // passed the checks: the use register was run
+    bool    result_in;      // a result, to be checked as one from the parent
+    bit<16> sess_x;         // the packet's session xor the job's: 0 if they agree
+    // from the job table
+    bool    is_root;
+    bit<8>  children;
+    bit<16> grp;
+    bit<9>  parent_port;
+    bit<8>  result_enc;
+    bit<8>  exp_chk;        // 255: exp > the job's max_exp
+    bit<8>  workers;
+    bit<32> seed;
+    bit<16> slot_chk;       // bit 15 set: slot >= num_slots
+    bit<16> ridx;
+    bit<32> c2n;            // the chunk two uses before this one, in this version
+    // from the children table
+    bit<32> child_bit;
+    // slot state after this contribution
+    bit<32> use_old;
+    bit<32> use_d;
+    bit<32> bm_seen;        // nonzero: this child was seen in the use
+    bool    live;           // the current or the next use (not stale, not early)
+    bool    first;
+    bit<8>  remaining;      // children still to come; 0: complete
+    bit<8>  exp;
+    bool    down;           // a result from the parent, multicast to the children
+    bool    pass2;          // second pass: read the pair registers' first lanes
+}
+
+struct eg_meta_t {
+#ifdef CNAT8_RESULTS
+    ROUND_FIELDS        // per element: random bits, the code rounded up
+#endif
+}
+
+#endif

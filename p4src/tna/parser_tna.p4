@@ -1,0 +1,108 @@
+#ifndef NATSWITCH_PARSER_TNA_P4
+#define NATSWITCH_PARSER_TNA_P4
+
+parser TnaIngressParser(packet_in pkt, out tna_headers_t hdr, out ig_meta_t meta,
+                        out ingress_intrinsic_metadata_t ig_intr_md) {
+    Checksum() ipv4_csum;
+    state start {
+        pkt.extract(ig_intr_md);
+        pkt.advance(PORT_METADATA_SIZE);
+        // The flags the controls test before any of them writes them.
+        meta.drop_reason = DROP_NONE;
+        meta.ipv4_bad = false;
+        meta.live = false;
+        meta.first = false;
+        meta.down = false;
+        meta.pass2 = false;
+        meta.bm_seen = 0;
+        meta.remaining = 0;
+        transition select(ig_intr_md.ingress_port) {
+            RECIRC_PORT: parse_recirc;
+            default: parse_eth;
+        }
+    }
+    state parse_recirc {
+        pkt.extract(hdr.recirc);
+        transition parse_eth;
+    }
+    state parse_eth {
+        pkt.extract(hdr.eth);
+        transition select(hdr.eth.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        ipv4_csum.add(hdr.ipv4);
+        meta.ipv4_bad = ipv4_csum.verify();
+        // Options and fragments are routed, never aggregated.
+        transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (5, 0, PROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+    state parse_udp {
+        pkt.extract(hdr.udp);
+        transition select(hdr.udp.dst_port) {
+            AGG_UDP_PORT: parse_agg;
+            default: accept;
+        }
+    }
+    state parse_agg {
+        pkt.extract(hdr.agg);
+        // Any other encoding leaves no payload header valid: BAD_ENCODING.
+        transition select(hdr.agg.encoding) {
+            ENC_FIXED32: parse_fixed;
+#ifdef WITH_CNAT8
+            ENC_CNAT8: parse_cnat;
+#endif
+            default: accept;
+        }
+    }
+    state parse_fixed {
+        pkt.extract(hdr.fixed);
+        transition accept;
+    }
+#ifdef WITH_CNAT8
+    state parse_cnat {
+        pkt.extract(hdr.cnat);
+        transition accept;
+    }
+#endif
+}
+
+// A packet going round again, or routed, is left as it is (its payload unparsed); an
+// aggregation packet the ingress sends out is parsed up to the AGG header, and up to the
+// sums when the egress re-compresses them.
+parser TnaEgressParser(packet_in pkt, out tna_headers_t hdr, out eg_meta_t meta,
+                       out egress_intrinsic_metadata_t eg_intr_md) {
+    state start {
+        pkt.extract(eg_intr_md);
+        pkt.extract(hdr.bridge);
+        transition select(hdr.bridge.to_recirc, hdr.bridge.is_agg) {
+            (0, 1): parse_agg;
+            default: accept;
+        }
+    }
+    state parse_agg {
+        pkt.extract(hdr.eth);
+        pkt.extract(hdr.ipv4);
+        pkt.extract(hdr.udp);
+        pkt.extract(hdr.agg);
+        transition select(hdr.bridge.recompress) {
+#ifdef CNAT8_RESULTS
+            1: parse_fixed;
+#endif
+            default: accept;
+        }
+    }
+#ifdef CNAT8_RESULTS
+    state parse_fixed {
+        pkt.extract(hdr.fixed);
+        transition accept;
+    }
+#endif
+}
+
+#endif

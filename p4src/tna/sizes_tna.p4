@@ -1,0 +1,35 @@
+#ifndef NATSWITCH_SIZES_TNA_P4
+#define NATSWITCH_SIZES_TNA_P4
+
+// Elements per pass of the Tofino profile (docs/PROTOCOL.md "Tofino profile"): the
+// elements one packet carries, all summed in one pass through the pipe. A multiple of 8.
+#ifndef ELEMS
+#define ELEMS 64
+#endif
+// The slot pool and table sizes of the v1model program (p4src/include/sizes.p4).
+#define POOL_SIZE 512
+#define SLOT_REGS 1024
+#define MAX_JOBS 64
+#define MAX_CHILD_ENTRIES 2048
+#define MAX_ROUTES 4096
+#define NUM_PORTS 512
+#define DROP_REASONS 32
+
+// The port a packet is recirculated through (pipe 0).
+#if __TARGET_TOFINO__ == 2
+#define RECIRC_PORT 6
+#else
+#define RECIRC_PORT 68
+#endif
+
+#if defined(CNAT8_RESULTS) && !defined(WITH_CNAT8)
+#define WITH_CNAT8
+#endif
+
+// Tofino 1's stateful ALUs return one 32-bit word: a pair register's second lane is read
+// in a second pass. Tofino 2's return both.
+#if __TARGET_TOFINO__ == 1
+#define LO_LANE_PASS 1
+#endif
+
+#endif

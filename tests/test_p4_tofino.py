@@ -1,0 +1,134 @@
+"""The Tofino profile (p4src/tna/, docs/PROTOCOL.md "Tofino profile"): its tables hold the
+protocol's arithmetic, and the committed compiler summaries (p4src/build/tofino/) are what
+p4c-tofino reports for the committed sources."""
+
+import json
+import random
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+TNA = REPO / "p4src" / "tna"
+SUMMARIES = REPO / "p4src" / "build" / "tofino"
+M32 = 0xFFFFFFFF
+
+sys.path.insert(0, str(TNA))
+try:
+    import build_tofino
+    import gen_tna
+finally:
+    sys.path.pop(0)
+
+
+def test_generated_elements_match_generator(tmp_path):
+    out = tmp_path / "elements_tna.p4"
+    subprocess.run([sys.executable, str(TNA / "gen_tna.py"), "--out", str(out)], check=True)
+    assert out.read_text() == (TNA / "elements_tna.p4").read_text()
+
+
+def v1model_decode(code: int) -> int:
+    """p4src/gen_elements.py DECODE on 32 bits: +-(1 << (m - 1)), a shift past 31 gives 0."""
+    m, sign = code & 0x7F, code >> 7
+    shift = (m - 1) & 0xFF
+    mag = (1 << shift) & M32 if shift < 32 else 0
+    return ((mag ^ (-sign & M32)) + sign) & M32
+
+
+def test_decode_table_is_the_v1model_decode():
+    for code in range(256):
+        assert gen_tna.decode_value(code) == v1model_decode(code), code
+
+
+def ternary(entries: list[str]):
+    """The const entries as (value, mask, action, argument), in priority order."""
+    out = []
+    for e in entries:
+        m = re.fullmatch(r"32w(\w+) &&& 32w(\w+) : (\w+)\((?:\d+w)?(\w*)\);", e)
+        out.append((int(m[1], 0), int(m[2], 0), m[3], int(m[4], 0) if m[4] else None))
+    return out
+
+
+LEAD = ternary(gen_tna.round_entries())
+CODE = ternary(gen_tna.code_entries())
+
+
+def first_match(table, key):
+    return next((a, arg) for v, m, a, arg in table if key & m == v)
+
+
+def recompress(s: int, r: int) -> int:
+    """The egress steps on one element: lead match, masked random bits, add, code match."""
+    action, mask = first_match(LEAD, s)
+    c, mag = (0x80, -s & M32) if action == "neg" else (0, s)
+    r = 0 if action == "zero" else r & mask
+    c = 0 if action == "zero" else c
+    _, m = first_match(CODE, (mag + r) & M32)
+    return c | m
+
+
+def signed(x: int) -> int:
+    return x - (1 << 32) if x >> 31 else x
+
+
+def test_recompression_is_unbiased_and_lands_on_a_neighbouring_power_of_two():
+    """Over every r below the leading one, the codes' mean is s exactly; each code is the
+    power of two below |s| or the one above, with s's sign."""
+    rng = random.Random(7)
+    samples = [0, 1, -1, 2, -2, 3, -3, 5, -6, 7, 1 << 30, -(1 << 30), (1 << 30) + 1,
+               -(1 << 31), (1 << 31) - 1, *(rng.randrange(-(1 << 20), 1 << 20)
+                                             for _ in range(40))]
+    assert {recompress(0, r) for r in (0, 1, M32)} == {0}
+    for s in samples[1:]:
+        p = abs(s).bit_length() - 1
+        rs = range(1 << p) if p <= 10 else [rng.randrange(1 << 32) for _ in range(2000)]
+        codes = [recompress(s & M32, r) for r in rs]
+        values = [signed(gen_tna.decode_value(c)) if c != 0x20 else 1 << 31 for c in codes]
+        lo, hi = 1 << p, 1 << (p + 1)
+        assert {abs(v) for v in values} <= {lo, hi}, s
+        assert all((v < 0) == (s < 0) for v in values), s
+        if p <= 10:     # every r: exactly unbiased
+            assert sum(values) == s * len(values), s
+
+
+def test_recompression_uses_every_random_bit_below_the_leading_one():
+    """Rounding up happens exactly when |s| + (r mod 2^p) carries into bit p + 1."""
+    for s in (5, 6, 1000, -1000, 123456, -(1 << 29) - 77):
+        a = abs(s)
+        p = a.bit_length() - 1
+        for r in (0, 1, (1 << p) - 1, (1 << p) - (a - (1 << p)), (1 << p) - (a - (1 << p)) - 1):
+            up = a + (r % (1 << p)) >= 1 << (p + 1)
+            code = recompress(s & M32, r & M32)
+            assert code & 0x7F == p + 1 + up, (s, r)
+
+
+def test_committed_summaries_cover_every_variant():
+    found = [p.stem for p in SUMMARIES.glob("*.json") if not p.stem.endswith(".next")]
+    assert sorted(found) == sorted(build_tofino.VARIANTS)
+    for name, (target, _, elems, _, recirc) in build_tofino.VARIANTS.items():
+        summary = json.loads((SUMMARIES / f"{name}.json").read_text())
+        assert summary["target"] == target and summary["elements_per_pass"] == elems
+        assert summary["recirculations_per_result"] == recirc
+        # A pass fits the pipe: the sums' registers, two elements each, are in it.
+        assert summary["stages_ingress"] <= summary["stages_available"]
+        assert summary["pair_registers"] * 2 == elems
+
+
+# The variant the test recompiles: the SwitchML-style FIXED32 profile on Tofino 1 (about a
+# minute of one core); `make p4-tofino` recompiles them all.
+RECOMPILED = "fixed32-t1"
+
+
+@pytest.mark.tofino
+@pytest.mark.skipif(shutil.which("p4c-tofino") is None,
+                    reason="p4c-tofino is not on PATH (make setup installs it from "
+                           "../shared/p4-toolchain-tofino): cannot recompile the Tofino profile")
+def test_recompiling_gives_the_committed_summary(tmp_path):
+    build_tofino.compile_variant(RECOMPILED, tmp_path)
+    fresh = build_tofino.summarize(RECOMPILED, tmp_path)
+    committed = json.loads((SUMMARIES / f"{RECOMPILED}.json").read_text())
+    assert fresh == committed, "make p4-tofino and commit p4src/build/tofino/"
