@@ -122,7 +122,8 @@ run-mininet: setup
 # fewest bytes per element for the 4-bit encodings) into build/wide4/.
 # Elsewhere the committed builds are what runs (their sources' hash is checked by the tests).
 # A profile is recompiled when the sources changed since its recorded hash (p4c takes 1-3 min
-# for the default one here, 10-15 min and up to ~19 GB for each wide one); make p4-default,
+# for the default one here, 15-30 min and up to ~22 GB for each wide one: add swap on a 24 GB
+# machine); make p4-default,
 # make p4-wide and make p4-wide4 force it. tests/test_p4_build.py recompiles and compares
 # the build itself.
 p4:
