@@ -41,13 +41,17 @@ def elems_of(j: dict) -> int:
     return sum(1 for f in ht["fields"] if f[0].startswith("c"))
 
 
+def fitted(sw: Switch, action: str, params: list, later: list) -> list:
+    """`params`, then as many of `later` as the program's action takes: the parameters
+    programs of older checkouts lacked (a job's session and rounding key, a port's bound)."""
+    return params + later[:len(sw.action_params(action)) - len(params)]
+
+
 def job_entry(sw: Switch, workers: int, slots: int, session: int) -> Entry:
-    """The job's entry; the session goes in where the program takes one (the control plane
-    sets a job's session; programs of older checkouts took any)."""
-    params = [0, slots, workers, GROUP, wire.ENC_CNAT8, 255]
-    if len(sw.action_params("NatIngress.agg.job_root")) > len(params):
-        params.append(session)
-    return Entry((JOB,), "NatIngress.agg.job_root", params)
+    """The job's entry, in `session`, with a fixed rounding key."""
+    action = "NatIngress.agg.job_root"
+    return Entry((JOB,), action, fitted(sw, action, [0, slots, workers, GROUP,
+                                                     wire.ENC_CNAT8, 255], [session, 0x5EED]))
 
 
 def set_session(sw: Switch, workers: int, slots: int, session: int) -> None:
@@ -62,9 +66,10 @@ def engine(j: dict, vectorize: bool, workers: int, slots: int,
     sw = Switch(seed=1, vectorize=vectorize, native=native)
     sw.load(j)
     sw.tables["NatIngress.agg.jobs"].insert(job_entry(sw, workers, slots, session))
-    for w in range(workers):
+    child = "NatIngress.agg.set_child"
+    for w in range(workers):        # bound: a worker's share of 2^30, as the controller's
         sw.tables["NatIngress.agg.children"].insert(Entry(
-            (JOB, w + 1), "NatIngress.agg.set_child", [w, 1]))
+            (JOB, w + 1), child, fitted(sw, child, [w, 1], [(1 << 30) // workers])))
     sw.pre.create(GROUP, [(w + 1, 0) for w in range(workers)])
     return sw
 
