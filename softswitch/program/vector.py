@@ -337,6 +337,7 @@ class VectorCompiler:
         self.written_inv: set[int] = set()  # lane-invariant slots written (privatised)
         self.read_inv: set[int] = set()  # lane-invariant slots read before any write
         self.pre: list[str] = []  # register indices, computed before the guard
+        self.post: list[str] = []  # OR-reductions, after the lanes' lines (p_assign)
         self.stores: dict = {}  # location -> slots tuple, written back at the end
         self.narrow: set = set()  # stored slot tuples of unsigned fields of <= 8 bits
         self.guards: list[str] = []
@@ -627,7 +628,7 @@ class VectorCompiler:
         if self.read_inv & self.written_inv:
             # a later lane would read what an earlier one wrote: a loop-carried value
             raise Unsupported("a lane-invariant field is read before it is written")
-        out = list(self.lines)
+        out = self.lines + self.post
         n = len(out)
         for loc, slots in self.stores.items():
             v = self.env[loc]
@@ -658,8 +659,85 @@ class VectorCompiler:
 
     def p_assign(self, dst, src):
         names = self.dest(dst)
+        if self.reduction(names, src):
+            return
         value = self.tabulated(src, names) or self.data(src)
         self.write_field(names, value)
+
+    def occurrences(self, names) -> list[int]:
+        """Where a lane's leaves name the lane-invariant field `names[0]`, in template order."""
+        key = tuple(names[0])
+        return [i for i, (kind, n) in enumerate(self.lanes[0])
+                if kind == "field" and tuple(n) == key]
+
+    def induction(self, names, v) -> bool:
+        """`f = f + c` on a lane-invariant f, c a constant, where f appears nowhere in the
+        lane before (an element's offset, as `rc_k = rc_k + 0x9e3779b9`): lane j sees
+        f + (j + 1) c, wrapped to f's width, and f keeps the last lane's. (p4c may write the
+        wrap itself, `(f + c) & mask`: storing into f wraps alike.)"""
+        mask = v.get("right") if v.get("op") == "&" else None
+        if isinstance(mask, dict) and mask.get("type") == "hexstr":
+            m = parse_hex(mask["value"])
+            if m & (m + 1) == 0 and m >= self._slot(names[0])[1].mask:
+                v = v.get("left")
+                while isinstance(v, dict) and v.get("type") == "expression":
+                    v = v.get("value")
+                if not isinstance(v, dict):
+                    return False
+        if not (v.get("op") == "+" and all(n == names[0] for n in names)):
+            return False
+        left, right = v.get("left"), v.get("right")
+        if not (isinstance(left, dict) and left.get("type") == "field"
+                and list(left.get("value")) == list(names[0])
+                and isinstance(right, dict) and right.get("type") == "hexstr"):
+            return False
+        if self.occurrences(names)[:2] != [self._leaf - 1, self._leaf]:
+            return False        # f read or written earlier in the lane
+        slot, fi = self._slot(names[0])
+        c = parse_hex(right["value"])
+        if slot in self.env or fi.signed or c < 0 or fi.mask * (self.m + 1) > SAFE:
+            return False
+        self._next_leaf()       # f's own leaf in the expression
+        self.read_inv.discard(slot)
+        steps = self.mod.bind(np.arange(1, self.m + 1, dtype=np.int64) * c, "vsteps")
+        start = self.emit(f"F[{slot}] + {steps}", c, fi.mask + self.m * c)
+        self.write_field(names, start)
+        return True
+
+    def reduction(self, names, src) -> bool:
+        """An induction (above), or `f = f | e` on a lane-invariant f that no other leaf of the template names (a flag
+        every lane may raise, as `rg_bad = rg_bad | (x > m)`): f's value after the group is
+        its value before OR every lane's e, whatever the order. Returns False for anything
+        else; the lines go after the lanes' (self.post), so they do not split a fused run."""
+        v = src
+        while isinstance(v, dict) and v.get("type") == "expression":
+            v = v.get("value")      # p4c nests expressions in expressions
+        if isinstance(v, dict) and self.induction(names, v):
+            return True
+        if not (isinstance(v, dict) and v.get("op") == "|" and all(n == names[0] for n in names)):
+            return False
+        left = v.get("left")
+        if not (isinstance(left, dict) and left.get("type") == "field"
+                and list(left.get("value")) == list(names[0])):
+            return False
+        if len(self.occurrences(names)) != 2:
+            return False        # f is read or written elsewhere in a lane: loop-carried
+        slot, fi = self._slot(names[0])
+        if slot in self.env or fi.signed:
+            return False
+        self._next_leaf()       # f's own leaf in `src`
+        e = self.data(v.get("right"))
+        if e.lo < 0:
+            raise Unsupported("an OR-reduction of values that may be negative")
+        acc = self.named(e)
+        code = f"np.bitwise_or.reduce({acc.code})" if acc.vec else acc.code
+        name = self.fresh()
+        self.post.append(f"{name} = (F[{slot}] | int({code})) & {fi.mask}")
+        self.kinds[name] = (False, "data")
+        self.env[slot] = self.store(V(name, 0, fi.mask, vec=False), fi)
+        self.written_inv.add(slot)
+        self.stores[slot] = slot
+        return True
 
     p_modify_field = p_assign
 

@@ -395,3 +395,59 @@ def test_a_vector_kept_for_a_run_of_fields_is_used_only_while_they_hold_it():
         [(_, frame)] = out
         v5 = int.from_bytes(frame[4 * N + 20:4 * N + 24], "big")
         assert v5 == (vals[5] * 3 + 7 + vals[0]) & M32
+
+
+def flag_program(read_again: bool = False) -> dict:
+    """Per lane: a flag every lane may raise (`f = f | (a > 2^31)`), a seed stepped by a
+    constant (`k = (k + G) & M32`) and mixed with the lane's field; the flag and the last
+    seed go out after the lanes. read_again: the flag is also read inside a lane (so it is
+    loop-carried: the group must stay scalar)."""
+    p = kit.Program()
+    p.header("h", [("idx", 8)] + [(f"a{i}", 32) for i in range(N)])
+    p.header("o", [(f"v{i}", 32) for i in range(N)] + [("flag", 32), ("k", 32)])
+    p.state("start", [extract("h")])
+    f, k = p.scalar("f", 32), p.scalar("k", 32)
+    prims = [prim("add_header", {"type": "header", "value": "o"}), assign(f, hexstr(0)),
+             assign(k, expr("*", field("h", "idx"), hexstr(77)))]
+    for i in range(N):
+        a, v = field("h", f"a{i}"), field("o", f"v{i}")
+        raised = {"type": "expression", "value": {"op": "b2d", "left": None,
+                                                  "right": expr(">", a, hexstr(1 << 31))}}
+        prims += [assign(f, expr("|", f, raised)),
+                  assign(k, expr("&", expr("+", k, hexstr(0x9E3779B9)), hexstr(M32))),
+                  assign(v, expr("&", expr("*", expr("^", k, a), hexstr(3)), hexstr(M32)))]
+        if read_again:
+            prims.append(assign(field("o", f"v{i}"), expr("+", v, f)))
+    prims += [assign(field("o", "flag"), f), assign(field("o", "k"), k),
+              assign(field("standard_metadata", "egress_spec"), hexstr(1))]
+    p.action("lanes", prims)
+    p.call("ingress", "lanes_t", "lanes")
+    return p.json()
+
+
+def flag_reference(pkt: bytes) -> bytes:
+    k, flag, vs = pkt[0] * 77, 0, []
+    for i in range(N):
+        a = int.from_bytes(pkt[1 + 4 * i:5 + 4 * i], "big")
+        flag |= int(a > 1 << 31)
+        k = (k + 0x9E3779B9) & M32
+        vs.append(((k ^ a) * 3) & M32)
+    return pkt + b"".join(x.to_bytes(4, "big") for x in vs + [flag, k])
+
+
+def test_a_flag_lanes_raise_and_a_seed_stepped_by_a_constant_are_vectorised():
+    """The re-compression's shape (rc_ovf, rc_k in p4src/gen_elements.py): an OR-reduction
+    and an induction, which need not keep the group scalar."""
+    fast, slow = pair(flag_program())
+    assert "np.bitwise_or.reduce" in fast.program_source and "vsteps" in fast.program_source
+    for pkt in frames(6, 200):
+        out = fast.process(0, pkt)
+        assert out == [(1, flag_reference(pkt))]
+        assert slow.process(0, pkt) == out
+
+
+def test_a_flag_read_again_in_a_lane_stays_scalar():
+    fast, slow = pair(flag_program(read_again=True))
+    assert "np." not in fast.program_source
+    for pkt in frames(7, 30):
+        assert fast.process(0, pkt) == slow.process(0, pkt)
