@@ -20,18 +20,19 @@ DECODE = (
     " ^ (0 - (bit<32>)(hdr.cnat.c{i} >> 7))) + (bit<32>)(hdr.cnat.c{i} >> 7);"
 )
 
-# Per element, a one-multiply mixer (xorshift, multiply, xorshift) of the packet's seed
-# plus the element's offset: the seed itself went through murmur3's finalizer (codec.p4),
-# and the last xorshift brings the product's well-mixed high bits into the low ones the
-# rounding compares. Three operations: the wide profile's 1456 copies must stay within
-# what p4c can compile in this machine's memory.
-MIX32 = "{x} = {x} ^ ({x} >> 16); {x} = {x} * 0x7feb352d; {x} = {x} ^ ({x} >> 15);"
-GOLDEN = 0x9E3779B9     # element i's offset from the packet's seed: i * GOLDEN mod 2^32
+# Per element, the packet's seed (murmur3's finalizer of key and chunk, codec.p4) steps by
+# GOLDEN, so element i mixes seed + (i + 1) GOLDEN: every element's statements are the same
+# (no per-element constant), which softswitch's vector compiler needs to run them as one
+# loop. The mixer is xorshift, multiply (an odd constant below 2^30, so that the product of
+# 32-bit values stays within the vector compiler's int64 bounds), xorshift: the last brings the product's
+# well-mixed high bits into the low ones the rounding compares. Four operations: the wide
+# profile's 1456 copies must stay within what p4c can compile in this machine's memory.
+GOLDEN = 0x9E3779B9
 
 # int32 sum -> CNAT8 code: p is the leading one of |s| (smear the bits right,
 # then popcount gives p + 1), rounded up to 2^(p+1) with probability
 # (|s| - 2^p) / 2^p, compared with the low p bits of rc_r. rc_r is a function of the
-# packet's seed rc_k (codec.p4: the job's key and the chunk) and the element's index,
+# packet's seed rc_k (codec.p4: the job's key and the chunk) and the element's place,
 # never of arrival order (DESIGN contract 10). rc_ovf collects sums above 2^30 units:
 # their code would exceed 31, and 32 reads back as -2^31 (docs/PROTOCOL.md "Payload").
 RECOMPRESS = " ".join(
@@ -45,8 +46,8 @@ RECOMPRESS = " ".join(
         "rc_x = rc_x - ((rc_x >> 1) & 0x55555555);",
         "rc_x = (rc_x & 0x33333333) + ((rc_x >> 2) & 0x33333333);",
         "rc_x = ((rc_x + (rc_x >> 4)) & 0x0f0f0f0f) * 0x01010101;",
-        "rc_r = rc_k + {g};",
-        MIX32.format(x="rc_r"),
+        f"rc_k = rc_k + {GOLDEN:#x};",
+        "rc_r = rc_k ^ (rc_k >> 16); rc_r = rc_r * 0x2c1b3c6d; rc_r = rc_r ^ (rc_r >> 15);",
         "rc_up = (bit<32>)(bit<1>)((rc_r & (rc_mag - 1)) < (rc_a - rc_mag));",
         "hdr.cnat.c{i} = (bit<8>)((rc_s << 7) | ((rc_x >> 24) + rc_up));",
     ]
@@ -148,8 +149,7 @@ def render(profiles=PROFILES) -> str:
     ]
     for name, stmt in MACROS.items():
         for k, (lo, hi) in enumerate(bounds):
-            body = " \\\n    ".join(stmt.format(i=i, g=hex(i * GOLDEN & 0xFFFFFFFF))
-                                     for i in range(lo, hi))
+            body = " \\\n    ".join(stmt.format(i=i) for i in range(lo, hi))
             lines += [f"#define {name}_{k} \\\n    {body}", ""]
     for name, stmt in GROUP_MACROS.items():
         for k, (lo, hi) in enumerate(bounds):
