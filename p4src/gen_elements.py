@@ -23,10 +23,10 @@ DECODE = (
 # Per element, the packet's seed (murmur3's finalizer of key and chunk, codec.p4) steps by
 # GOLDEN, so element i mixes seed + (i + 1) GOLDEN: every element's statements are the same
 # (no per-element constant), which softswitch's vector compiler needs to run them as one
-# loop. The mixer is xorshift, multiply (an odd constant below 2^30, so that the product of
-# 32-bit values stays within the vector compiler's int64 bounds), xorshift: the last brings the product's
-# well-mixed high bits into the low ones the rounding compares. Four operations: the wide
-# profile's 1456 copies must stay within what p4c can compile in this machine's memory.
+# loop. The mixer is xorshift, multiply (an odd constant below 2^30: a product of 32-bit
+# values stays within the vector compiler's int64 bounds), xorshift: the last brings the
+# product's well-mixed high bits into the low ones the rounding compares. Four operations:
+# the wide profile's 1456 copies must stay within what p4c can compile in this memory.
 GOLDEN = 0x9E3779B9
 
 # int32 sum -> CNAT8 code: p is the leading one of |s| (smear the bits right,

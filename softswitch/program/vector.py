@@ -705,10 +705,11 @@ class VectorCompiler:
         return True
 
     def reduction(self, names, src) -> bool:
-        """An induction (above), or `f = f | e` on a lane-invariant f that no other leaf of the template names (a flag
-        every lane may raise, as `rg_bad = rg_bad | (x > m)`): f's value after the group is
-        its value before OR every lane's e, whatever the order. Returns False for anything
-        else; the lines go after the lanes' (self.post), so they do not split a fused run."""
+        """An induction (above), or `f = f | e` on a lane-invariant f that no other leaf of
+        the template names (a flag every lane may raise, as `rg_bad = rg_bad | (x > m)`):
+        f's value after the group is its value before OR every lane's e, whatever the order.
+        Returns False for anything else; the lines go after the lanes' (self.post), so they
+        do not split a fused run."""
         v = src
         while isinstance(v, dict) and v.get("type") == "expression":
             v = v.get("value")      # p4c nests expressions in expressions
