@@ -58,7 +58,8 @@ P4 = Path(__file__).resolve().parents[2] / "p4src" / "include"
 
 def test_block_header_and_constants_agree_with_p4():
     """worker/wire.py's Block layer and sparse constants are the program's block_h and
-    constants (the header's fields, widths and order; message types, flags, NO_BLOCK)."""
+    constants (the header's fields, widths and order; message types, flags, NO_BLOCK), and
+    the refusals' message types and drop reasons."""
     text = (P4 / "headers.p4").read_text()
     body = re.search(r"header block_h \{(.*?)\}", text, re.S).group(1)
     p4 = [(name, int(bits)) for bits, name in re.findall(r"bit<(\d+)>\s+(\w+);", body)]
@@ -69,6 +70,10 @@ def test_block_header_and_constants_agree_with_p4():
         wire.MSG_SPARSE_CONTRIB, wire.MSG_SPARSE_RESULT)
     assert (consts["FLAG_PRIME"], consts["FLAG_EMPTY"], consts["NO_BLOCK"]) == (
         wire.FLAG_PRIME, wire.FLAG_EMPTY, wire.NO_BLOCK)
+    # refusals: their message types and the drop reasons they name
+    assert (consts["MSG_REFUSED"], consts["MSG_SPARSE_REFUSED"]) == (
+        wire.MSG_REFUSED, wire.MSG_SPARSE_REFUSED)
+    assert {consts["DROP_" + name]: name for name in wire.REFUSALS.values()} == wire.REFUSALS
 
 
 def test_scapy_sparse_packets_in_scapy_results_out(fabric):

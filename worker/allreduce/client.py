@@ -196,7 +196,7 @@ def refusal_text(job, hdr, where: str, blocks: int | None = None) -> str:
     states it; `blocks`: the tensor's block count this worker sent (sparse)."""
     reason = wire.REFUSALS.get(hdr.count, f"drop reason {hdr.count}")
     if hdr.count == wire.DROP_OUT_OF_RANGE:
-        h = job.headroom if job.headroom is not None else (job.workers - 1).bit_length()
+        h = job.headroom if job.headroom is not None else codec.headroom(job.workers)
         return (f"{where}: the switch refused this worker's contribution ({reason}): an "
                 f"element is larger than this port may send. Job {job.job_id}'s workers scale "
                 f"their values to at most 2^{30 - h} units (headroom h={h}, from the "
@@ -845,7 +845,6 @@ class AllReduceClient(SessionMixin):
         if self.other_chunk:
             saw = "; ".join(filter(None, (saw, f"{self.other_chunk} results for other uses "
                                                "of its slots")))
-        if self.other_chunk:
             hint = (f"the switch answered {self.other_chunk} times with results for other "
                     f"uses: {used_session_hint(job)}")
         elif any(self.rejected.values()):
