@@ -1,7 +1,8 @@
 """The headroom of a job's tree (docs/PROTOCOL.md "Scaling"): with every worker at the top code
 its headroom allows, all of the same sign, and every re-compression rounding up (the switch's
 arithmetic, worker/codec's model of it), no sum in the tree leaves 2^30, no code exceeds 31,
-whatever the tree's shape and depth, for every topology builder and up to the largest job."""
+whatever the tree's shape and depth, for every topology builder and up to the largest job;
+and no child's worst case passes the bound its port is held to ("Bounds")."""
 
 import numpy as np
 import pytest
@@ -25,6 +26,12 @@ def worst_case(tree, h: int) -> tuple[np.ndarray, int]:
         node = tree.nodes[name]
         parts = [up(c.node) if c.node in tree.nodes else codec.switch_decode_cnat8(top)
                  for c in node.children]
+        if h == tree.headroom():
+            # what an honest child sends at worst is within the bound the switch holds it
+            # to ("Bounds": more is refused), and the bounds add up to 2^30 at most
+            for c, part in zip(node.children, parts, strict=True):
+                assert np.abs(part.astype(np.int64)).max() <= tree.max_magnitude(c), (name, c)
+            assert sum(tree.max_magnitude(c) for c in node.children) <= 1 << 30, name
         total = np.sum([p.astype(np.int64) for p in parts], axis=0)
         peak = max(peak, int(np.abs(total).max()))
         if total.max() > codec.INT32_MAX:
