@@ -98,6 +98,8 @@ def main(argv=None) -> int:
     ap.add_argument("--draws", type=int, default=32, help="samples of the codec per layer")
     ap.add_argument("--json", type=Path, default=OUT / "claims.json")
     args = ap.parse_args(argv)
+    if min(args.steps) < 0 or args.draws < 1:
+        ap.error("--steps must be >= 0 and --draws >= 1")
     rows_a, rows_b, worst = [], [], 0.0
     level_bits = (2, 3, 4)          # bits of a level's index, a sign bit beside each
     for workload in WORKLOADS:
