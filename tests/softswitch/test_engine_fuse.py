@@ -114,9 +114,6 @@ def test_random_templates_fused_compute_what_numpy_and_scalar_code_do(monkeypatc
     assert fused >= 5
 
 
-@pytest.mark.xfail(strict=True, reason="the re-compression's new per-element reductions "
-                   "(rc_ovf, the bound check's rg_bad) keep the vector compiler from fusing "
-                   "it: a known slowdown of softswitch, to mend in softswitch/program/")
 def test_the_wide_program_fused_forwards_what_it_does_unfused(monkeypatch):
     from bench.softswitch_vector import elems_of, engine, stream
     j = json.loads(WIDE.read_text())
