@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Layer-wise against entire-model compression on the workload that separates methods: six
+compressors, five of them at two compression ratios, on the character-level language model
+(worker/ddp/charlm.py), 4 DDP ranks, judged by validation loss; per compressor and ratio the
+paired difference layer-wise - entire-model with its 95 % CI and a verdict (Dutta et al.,
+AAAI'20, found that layer-wise "may or may not be better": this is their table, with CIs).
+
+    .venv/bin/python bench/layerwise_charlm.py [--seeds 10] [--steps 100] [--only topk qsgd]
+
+Every run of a seed shares data, initial model and batches (bench/torch_convergence.py's
+runner, the compressor in the DDP hook); the two modes differ only in whether each layer has
+its own compressor (and scale, norm, threshold, k) or one sees the whole model. A run whose
+validation loss ends above log(VOCAB) (worse than guessing) or not finite has diverged; a
+pair in which a mode diverged has no difference to average, so such a row gives the counts.
+The JSON is rewritten after every seed: an interrupted run keeps what it measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from common import OUT, machine, markdown, quick, save, say, table
+from paired import BETTER, CANNOT_TELL, EXPLAINED, WORSE, paired
+from torch_convergence import run
+
+MODES = ("layer", "model")
+# (compressor, ratio as its parameter says, spec, lr): sparsifiers keep 1 % / 10 % (random-k
+# unscaled, as in practice), the adaptive threshold keeps |x| >= 0.5 / 0.1 of the largest,
+# QSGD has 4 / 16 levels (3 / 5 bits with sign), Dryden's quantizer sends the top 1 % / 10 %
+# of each sign; TernGrad has one ratio only (2 bits). Dryden's and TernGrad's runs diverge in
+# both modes at the workload's lr of 0.3 (a pair of divergences tells nothing), so they take
+# 0.1; the two modes of a row always share one lr.
+CONFIGS = (("top-k", "1 %", "topk:0.01", 0.3), ("top-k", "10 %", "topk:0.1", 0.3),
+           ("random-k", "1 %", "randk:0.01,scaled=0", 0.3),
+           ("random-k", "10 %", "randk:0.1,scaled=0", 0.3),
+           ("adaptive threshold", "0.5 max", "adaptive:0.5", 0.3),
+           ("adaptive threshold", "0.1 max", "adaptive:0.1", 0.3),
+           ("QSGD", "s=4", "qsgd:s=4", 0.3), ("QSGD", "s=16", "qsgd:s=16", 0.3),
+           ("Dryden", "1 %", "dryden:0.01", 0.1), ("Dryden", "10 %", "dryden:0.1", 0.1),
+           ("TernGrad", "2 bits", "terngrad", 0.1))
+LAYER_BETTER, MODEL_BETTER = "layer-wise better", "entire-model better"
+BASE_LR = 0.3     # charlm's lr (docs/results.md, the separating workload)
+
+
+def diverged(loss: float) -> bool:
+    from worker.ddp.charlm import VOCAB
+    return not math.isfinite(loss) or loss > math.log(VOCAB)
+
+
+def compare(layer: list[float], model: list[float]) -> dict:
+    """One row's comparison: layer - model over seeds where neither diverged, or the
+    divergence counts when any did."""
+    if len(layer) != len(model):
+        raise ValueError(f"one loss per seed in each mode: {len(layer)} layer-wise, "
+                         f"{len(model)} entire-model")
+    dl, dm = sum(map(diverged, layer)), sum(map(diverged, model))
+    n = len(layer)
+    if dl or dm:
+        if dm == n and dl == 0:
+            verdict = f"{LAYER_BETTER} (entire-model diverged on every seed)"
+        elif dl == n and dm == 0:
+            verdict = f"{MODEL_BETTER} (layer-wise diverged on every seed)"
+        else:
+            verdict = f"{CANNOT_TELL} (diverged: layer-wise {dl}/{n}, entire-model {dm}/{n})"
+        return {"interval": f"diverged: layer-wise {dl}/{n}, entire-model {dm}/{n}", "n": n,
+                "verdict": verdict, "paired": None}
+    d = paired(layer, model, higher_is_better=False)
+    verdict = {BETTER: LAYER_BETTER, WORSE: MODEL_BETTER}.get(d.verdict, d.label)
+    return {"interval": d.interval(4), "n": d.n, "verdict": verdict, "paired": d.as_dict()}
+
+
+def _mean(xs: list[float]) -> float | str:
+    finite = [x for x in xs if not diverged(x)]
+    return float(np.mean(finite)) if len(finite) == len(xs) else \
+        f"{len(xs) - len(finite)}/{len(xs)} diverged"
+
+
+def report(losses: dict, base: list[float], seeds: int,
+           base_lr: float = BASE_LR) -> tuple[list[str], list[list]]:
+    header = ["compressor", "ratio", "spec", "lr", "layer-wise loss", "entire-model loss",
+              "layer - entire [95 % CI]", "seeds", "verdict"]
+    rows = []
+    for name, ratio, spec, lr in CONFIGS:
+        if spec not in losses:
+            continue
+        lay, mod = losses[spec]["layer"][:seeds], losses[spec]["model"][:seeds]
+        c = compare(lay, mod)
+        rows.append([name, ratio, spec, losses[spec].get("lr", lr), _mean(lay), _mean(mod),
+                     c["interval"], c["n"], c["verdict"]])
+    rows.append(["uncompressed (Gloo)", "-", "-", base_lr, _mean(base[:seeds]), "-", "-",
+                 len(base[:seeds]), "baseline"])
+    return header, rows
+
+
+def main(argv=None) -> int:
+    q = quick()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 2)[2])
+    ap.add_argument("--seeds", type=int, default=2 if q else 10)
+    ap.add_argument("--steps", type=int, default=5 if q else 100)
+    ap.add_argument("--batch", type=int, default=16, help="windows per rank and step")
+    ap.add_argument("--lr", type=float,
+                    help="one lr for every run (default: each compressor's, the baseline 0.3)")
+    names = sorted({c[0].split()[0].lower().replace("-", "") for c in CONFIGS})
+    ap.add_argument("--only", nargs="*", metavar="NAME",
+                    help=f"compressors whose spec starts with these ({', '.join(names)})")
+    ap.add_argument("--json", type=Path, default=OUT / "layerwise_charlm.json")
+    args = ap.parse_args(argv)
+    if args.seeds < 2 or args.steps < 1 or args.batch < 1 or \
+            (args.lr is not None and not args.lr > 0):
+        ap.error("need --seeds >= 2, --steps >= 1, --batch >= 1, --lr > 0")
+    configs = [c for c in CONFIGS if not args.only or any(c[2].startswith(o) for o in args.only)]
+    if not configs:
+        ap.error(f"--only {args.only} matches no spec of {[c[2] for c in CONFIGS]}")
+    args.workload, args.eval_every = "charlm", args.steps
+    from worker.ddp import charlm
+    from worker.ddp.workload import load_data
+
+    data = load_data("charlm")
+    losses = {spec: {"lr": args.lr or lr, **{m: [] for m in MODES}}
+              for _, _, spec, lr in configs}
+    base: list[float] = []
+    t0 = time.monotonic()
+    for seed in range(args.seeds):
+        at = argparse.Namespace(**{**vars(args), "mode": "layer", "lr": args.lr or BASE_LR})
+        base.append(run("gloo", None, seed, at, data)["final_test_loss"])
+        for _, _, spec, lr in configs:
+            for mode in MODES:
+                at = argparse.Namespace(**{**vars(args), "mode": mode, "lr": args.lr or lr})
+                t = time.monotonic()
+                loss = run("hook", spec, seed, at, data)["final_test_loss"]
+                losses[spec][mode].append(loss)
+                say(f"seed {seed}: {spec:<20} {mode:<5} validation loss {loss:.4f} "
+                    f"({time.monotonic() - t:.0f} s)")
+        header, rows = report(losses, base, seed + 1, args.lr or BASE_LR)
+        save(args.json, {"machine": machine(), "seeds_done": seed + 1, "seeds": args.seeds,
+                         "steps": args.steps, "batch": args.batch, "lr": args.lr,
+                         "corpus_sha256": charlm.corpus_sha256(), "configs": configs,
+                         "losses": losses, "uncompressed": base,
+                         "rows": rows, "table": markdown(header, rows),
+                         "wall_seconds": time.monotonic() - t0})
+    print(f"{args.seeds} seeds, {args.steps} steps, 4 workers x {args.batch} windows of "
+          f"{charlm.CONTEXT} characters, lr as in the table, momentum 0.9; corpus sha256 "
+          f"{charlm.corpus_sha256()[:16]}; {time.monotonic() - t0:.0f} s")
+    print(table(header, rows))
+    print(f"columns: {EXPLAINED.replace('method - baseline', 'layer-wise - entire-model')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""bench/layerwise_charlm.py: how a row of layer-wise against entire-model becomes a verdict
+(divergence included), its argument checks, and one tiny run through its own main()."""
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from layerwise_charlm import (  # noqa: E402  (bench/ is on the path from here)
+    CANNOT_TELL,
+    CONFIGS,
+    LAYER_BETTER,
+    MODEL_BETTER,
+    compare,
+    diverged,
+    main,
+    report,
+)
+
+from worker.ddp.charlm import VOCAB  # noqa: E402
+
+BAD = math.log(VOCAB) + 0.5      # worse than guessing a character uniformly
+
+
+def test_divergence_is_worse_than_guessing_or_not_finite():
+    assert diverged(float("nan")) and diverged(float("inf")) and diverged(BAD)
+    assert not diverged(2.3) and not diverged(math.log(VOCAB))
+
+
+def test_a_mode_better_on_every_seed_gets_its_verdict_with_the_interval():
+    layer, model = [2.30, 2.31, 2.29, 2.32], [2.35, 2.37, 2.33, 2.36]
+    c = compare(layer, model)
+    assert c["verdict"] == LAYER_BETTER and c["n"] == 4
+    assert c["paired"]["high"] < 0 and c["interval"].startswith("-0.0")
+    assert compare(model, layer)["verdict"] == MODEL_BETTER
+    # differences that straddle zero cannot be told apart
+    assert compare([2.30, 2.40, 2.31], [2.35, 2.33, 2.32])["verdict"] == CANNOT_TELL
+
+
+def test_divergence_decides_only_when_one_mode_always_and_the_other_never_diverges():
+    c = compare([2.3, 2.4], [BAD, float("nan")])
+    assert c["verdict"].startswith(LAYER_BETTER) and c["paired"] is None
+    assert compare([BAD, BAD], [2.3, 2.4])["verdict"].startswith(MODEL_BETTER)
+    for layer, model in (([BAD, 2.3], [2.3, 2.4]), ([BAD, BAD], [BAD, BAD]),
+                         ([BAD, 2.3], [BAD, 2.4])):
+        c = compare(layer, model)
+        assert c["verdict"].startswith(CANNOT_TELL), (layer, model, c)
+        assert "diverged" in c["interval"]
+    with pytest.raises(ValueError, match="one loss per seed"):
+        compare([2.3, 2.4], [2.3])
+
+
+def test_report_gives_a_row_per_measured_config_and_the_baseline():
+    spec = CONFIGS[0][2]
+    header, rows = report({spec: {"layer": [2.3, 2.31, 9.0], "model": [2.4, 2.42, 9.0]}},
+                          [2.2, 2.21, 2.22], seeds=2)      # only the first 2 seeds count
+    assert len(rows) == 2 and rows[0][2] == spec and rows[0][7] == 2
+    assert rows[0][3] == CONFIGS[0][3] and rows[0][8] == LAYER_BETTER
+    assert rows[-1][-1] == "baseline"
+    assert len(header) == len(rows[0])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--seeds", "1"], "--seeds >= 2"),
+    (["--lr", "0"], "--lr > 0"),
+    (["--only", "nosuch"], "matches no spec"),
+])
+def test_bad_arguments_are_usage_errors(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_tiny_run_writes_both_modes_per_seed(tmp_path):
+    out = tmp_path / "lw.json"
+    assert main(["--seeds", "2", "--steps", "1", "--batch", "2", "--only", "topk:0.1",
+                 "--json", str(out)]) == 0
+    got = json.loads(out.read_text())
+    assert got["seeds_done"] == 2 and list(got["losses"]) == ["topk:0.1"]
+    lay, mod = got["losses"]["topk:0.1"]["layer"], got["losses"]["topk:0.1"]["model"]
+    assert len(lay) == len(mod) == len(got["uncompressed"]) == 2
+    assert all(math.isfinite(x) for x in lay + mod)
+    # one step from the same model and batches: the modes' compressors differ, so do losses
+    assert lay != mod
+    assert "topk:0.1" in got["table"]
