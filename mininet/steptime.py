@@ -311,37 +311,62 @@ class Projection:
     bound: str
     bytes_per_step: float
     slots_to_fill: int | None
+    switch: str = "line-rate"
+    elems: int | None = None        # elements per packet (None: the ring)
+    variant: str | None = None      # the compiled Tofino variant that carried it
+
+
+def _switch_wires(switch: str, method: str) -> list:
+    root = str(Path(__file__).resolve().parents[1])      # controller/ is the checkout's
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from controller.switch_wire import wires
+    return wires(switch, method)
 
 
 def project(params: float, compute_s: float, gbit: float, workers: int, method: str,
             rtt_s: float = 10e-6, window: int | None = None, overlap: float = 0.0,
-            switch_pps: float | None = None) -> Projection:
+            switch_pps: float | None = None, switch: str = "line-rate") -> Projection:
     """Seconds per step of a model of `params` parameters on a cluster: a worker per machine,
     one switch at line rate (or switch_pps packets/s), links of `gbit`; `window` slots
     (default: enough to fill rate x round trip); `overlap`: the share of compute that hides
-    communication (0: none)."""
+    communication (0: none). `switch`: line-rate (the v1model profile's packets, as this
+    testbed measured them) or tofino1 / tofino2 (one pass's elements per packet and the
+    slot pool, as compiled for a Tofino: controller/switch_wire.py); where several compiled
+    variants carry the method, the fastest."""
     rate = gbit * 1e9
+    hidden = overlap * compute_s
     if method == "ring":
         per_elem = 2 * (workers - 1) / workers * 4 * RING_OVERHEAD
         link = params * per_elem * 8 / rate
         # 2(n-1) phases, each a one-way latency before its data flows
-        terms = {"link": link, "latency": 2 * (workers - 1) * rtt_s / 2}
-        comm, slots = terms["link"] + terms["latency"], None
-        bound = "link"
+        comm = link + 2 * (workers - 1) * rtt_s / 2
+        step = compute_s - hidden + max(comm, hidden)
+        return Projection(method, gbit, step, comm, "link", params * per_elem, None, switch)
+    if switch == "line-rate" and method in BYTES:
+        packets_of = [(BYTES[method], ELEMS[method], None, None)]
     else:
-        per_elem, elems = BYTES[method], ELEMS[method]
+        packets_of = [(w.busiest, w.elems, w.pool, w.variant)
+                      for w in _switch_wires(switch, method)]
+    best = None
+    for per_elem, elems, pool, variant in packets_of:
         packet = per_elem * elems
         packets = math.ceil(params / elems)
         link = params * per_elem * 8 / rate
         slots = math.ceil(rate * rtt_s / 8 / packet)       # bandwidth x delay in packets
         w = window or slots
+        if pool:                # a compiled program's slot pool caps the window
+            w = min(w, pool)
         terms = {"link": link, "window": packets / w * rtt_s,
                  "switch": workers * packets / switch_pps if switch_pps else 0.0}
         bound = max(terms, key=terms.get)
         comm = terms[bound] + rtt_s                         # the last result's round trip
-    hidden = overlap * compute_s
-    step = compute_s - hidden + max(comm, hidden)
-    return Projection(method, gbit, step, comm, bound, params * per_elem, slots)
+        step = compute_s - hidden + max(comm, hidden)
+        p = Projection(method, gbit, step, comm, bound, params * per_elem, slots, switch,
+                       elems, variant)
+        if best is None or p.step_s < best.step_s:
+            best = p
+    return best
 
 
 # ---------------------------------------------------------------- command line
@@ -417,6 +442,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="share of compute that hides communication, 0..1 (default 0)")
     j.add_argument("--steps", type=_positive,
                    help="steps to accuracy (the same for every method): adds time to accuracy")
+    j.add_argument("--switch", choices=("line-rate", "tofino1", "tofino2"), default="line-rate",
+                   help="the switch's packets: line-rate (the v1model profile, 168 elements "
+                        "per packet, the default) or a Tofino's elements per pass as its "
+                        "compiler reported them (p4src/build/tofino/)")
     j.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return ap
 
@@ -457,18 +486,31 @@ def main(argv=None) -> int:
     if args.window is not None and args.window < 1:
         print(f"error: --window {args.window}: must be at least 1", file=sys.stderr)
         return 2
-    rows = [project(args.params, args.compute_ms / 1e3, g, args.workers, m,
-                    args.rtt_us * 1e-6, args.window, args.overlap)
-            for g in args.gbit for m in args.methods]
+    try:
+        rows = [project(args.params, args.compute_ms / 1e3, g, args.workers, m,
+                        args.rtt_us * 1e-6, args.window, args.overlap, switch=args.switch)
+                for g in args.gbit for m in args.methods]
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps([asdict(r) | ({"time_to_accuracy_s": r.step_s * args.steps}
                                        if args.steps else {}) for r in rows], indent=1))
         return 0
     print(f"PROJECTION (not a measurement): {args.params:.4g} parameters, {args.workers} "
           f"workers, compute {args.compute_ms:g} ms/step, overlap {args.overlap:g}, round "
-          f"trip {args.rtt_us:g} us, line-rate switch")
+          f"trip {args.rtt_us:g} us, " + ("line-rate switch" if args.switch == "line-rate"
+                                         else f"{args.switch} at its compiled elements per "
+                                              "pass, at line rate"))
+    for m in sorted({r.method for r in rows if r.variant}):
+        for w in _switch_wires(args.switch, m):
+            print(f"  {m}: {w.variant}, {w.elems} elements per packet, {w.up:.2f} B/element "
+                  f"up, {w.down:.2f} down, {w.recirculations} recirculation(s) per result, "
+                  f"a window of at most {w.pool} slots")
     head = f"{'Gbit/s':>7}  {'method':<10} {'ms/step':>9} {'comm ms':>9} {'bound':<7} " \
-           f"{'MB/step':>8} {'slots':>6}" + ("  time to accuracy" if args.steps else "")
+           f"{'MB/step':>8} {'slots':>6}" + ("  variant     " if args.switch != "line-rate"
+                                             else "") + \
+        ("  time to accuracy" if args.steps else "")
     print(head)
     base = {g: next((r.step_s for r in rows if r.gbit == g and r.method == "ring"), None)
             for g in args.gbit}
@@ -477,7 +519,9 @@ def main(argv=None) -> int:
         vs = f"  ({base[r.gbit] / r.step_s:.2f}x ring)" if base[r.gbit] and r.method != "ring" \
             else ""
         print(f"{r.gbit:>7g}  {r.method:<10} {r.step_s * 1e3:9.2f} {r.comm_s * 1e3:9.2f} "
-              f"{r.bound:<7} {r.bytes_per_step / 1e6:8.1f} {r.slots_to_fill or '-':>6}{tta}{vs}")
+              f"{r.bound:<7} {r.bytes_per_step / 1e6:8.1f} {r.slots_to_fill or '-':>6}"
+              + (f"  {r.variant or '-':<12}" if args.switch != "line-rate" else "")
+              + f"{tta}{vs}")
     if args.steps:
         print(f"time to accuracy = {args.steps:g} steps x s/step: equal steps to accuracy "
               "for every method is an assumption (docs/STEPTIME.md)")
