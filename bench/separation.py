@@ -30,7 +30,12 @@ BASELINE = "uncompressed (Gloo)"
 METHODS = {BASELINE: ("gloo", None),
            "int32 INA (switch)": ("switch", "fixed32"),
            "C_nat INA (switch)": ("switch", "cnat8"),
-           "top-k 1% (hook)": ("hook", "topk:0.01")}
+           "top-k 1% (hook)": ("hook", "topk:0.01"),
+           # 4 bits each (sign + 3): levels 1, 1/2, ..., 1/64 against 1, 6/7, ..., 1/7
+           "natural dithering s=7 (hook)": ("hook", "dnat:s=7"),
+           "random dithering s=7 (hook)": ("hook", "qsgd:s=7")}
+# methods compared with each other as well as with the baseline: (method, against)
+PAIRS = (("natural dithering s=7 (hook)", "random dithering s=7 (hook)"),)
 
 
 def main(argv=None) -> int:
@@ -42,9 +47,11 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=10 if q else 150)
     ap.add_argument("--batch", type=int, default=16, help="windows per rank and step")
     ap.add_argument("--lr", type=float, default=0.3)
-    ap.add_argument("--methods", nargs="*", default=list(METHODS)[1:],
-                    help="methods besides the baseline (default: all of "
-                         f"{', '.join(list(METHODS)[1:])})")
+    ap.add_argument("--methods", nargs="*", default=list(METHODS)[1:4],
+                    help="methods besides the baseline, of "
+                         f"{', '.join(list(METHODS)[1:])} (default: the first three); "
+                         "pairs of them are compared too: "
+                         + "; ".join(f"{a} against {b}" for a, b in PAIRS))
     ap.add_argument("--json", type=Path, default=OUT / "separation.json")
     args = ap.parse_args(argv)
     unknown = [m for m in args.methods if m not in METHODS]
@@ -80,12 +87,20 @@ def main(argv=None) -> int:
         d = versus[name] = paired(losses[name], base, higher_is_better=False)
         rows.append([name, mean, d.interval(4), d.n, d.label,
                      f"{d.half_width:.4f}" if d.half_width is not None else "-", secs])
+    pair_rows = []
+    for a, b in PAIRS:
+        if a in names and b in names:
+            d = versus[f"{a} - {b}"] = paired(losses[a], losses[b], higher_is_better=False)
+            pair_rows.append([a, b, d.interval(4), d.n, d.label])
     wall = time.monotonic() - t0
     print(f"{args.seeds} seeds, {args.steps} steps, 4 workers x {args.batch} windows of "
           f"{charlm.CONTEXT} characters, lr {args.lr} momentum 0.9; corpus sha256 "
           f"{charlm.corpus_sha256()[:16]}; {wall:.0f} s")
     print(table(header, rows))
     print(f"columns: {EXPLAINED}")
+    pair_header = ["method", "against", "method - against [95 % CI]", "seeds", "verdict"]
+    if pair_rows:
+        print(table(pair_header, pair_rows))
     widths = {k: d.half_width for k, d in versus.items() if d.half_width is not None}
     targets = [Target(f"{k}: 95 % CI half-width of the paired loss difference",
                       w, TARGET_NATS, "max", " nats").as_dict() for k, w in widths.items()]
@@ -96,6 +111,8 @@ def main(argv=None) -> int:
                      charlm.corpus_sha256(), "losses": losses, "seconds": seconds,
                      "paired": {k: d.as_dict() for k, d in versus.items()},
                      "rows": rows, "table": markdown(header, rows), "targets": targets,
+                     "pairs": pair_rows,
+                     "pairs_table": markdown(pair_header, pair_rows) if pair_rows else "",
                      "wall_seconds": wall})
     return 0
 
