@@ -1,0 +1,31 @@
+"""bench/separation.py: a tiny run through its own main(): every method against the baseline,
+and the pairs it names against each other, from the same seeds' losses."""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from separation import BASELINE, PAIRS, main  # noqa: E402  (bench/ is on the path from here)
+
+
+def test_a_pair_is_compared_seed_by_seed(tmp_path):
+    a, b = PAIRS[0]
+    out = tmp_path / "sep.json"
+    assert main(["--seeds", "2", "--steps", "1", "--batch", "2", "--methods", a, b,
+                 "--json", str(out)]) == 0
+    got = json.loads(out.read_text())
+    assert set(got["losses"]) == {BASELINE, a, b}
+    pair = got["paired"][f"{a} - {b}"]
+    want = np.mean(np.subtract(got["losses"][a], got["losses"][b]))
+    assert pair["n"] == 2 and pair["diff"] == pytest.approx(want)
+    assert got["pairs"][0][:2] == [a, b] and a in got["pairs_table"]
+
+
+def test_unknown_methods_are_usage_errors(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--methods", "nosuch"])
+    assert e.value.code == 2 and "unknown methods ['nosuch']" in capsys.readouterr().err
