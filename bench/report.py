@@ -177,9 +177,9 @@ def torch_sections(tconv: dict | None, tta: dict | None, figs: Path, rel: str) -
                 f"per worker, SGD lr {tconv['lr']} momentum 0.9, the 1-D CNN of "
                 "docs/TORCH.md (134,922 parameters), compressors applied "
                 f"{tconv['mode']}-wise in the DDP hook, {tconv['seeds']} seed(s); every method "
-                "runs the same DDP loop from the same model and batches per seed. The INA "
-                "runs' codec rounds at random with draws taken in the order results arrive, "
-                "so two runs of one seed differ as two seeds do. *vs uncompressed*: test "
+                "runs the same DDP loop from the same model and batches per seed, and a rerun "
+                "of a seed gives the same models bit for bit (the rounding bits are keyed by "
+                "the seed and what they round, docs/WORKER.md). *vs uncompressed*: test "
                 "accuracy in percentage points at the last evaluation and over the last "
                 f"evaluations (constant-rate SGD ends noisy), {EXPLAINED}.", "",
                 tconv["table"], ""]
