@@ -26,6 +26,7 @@ from torch_convergence import run
 
 TARGET_NATS = 0.005
 BASELINE = "uncompressed (Gloo)"
+LATE = 1            # evaluations a run is judged by (their mean validation loss)
 # name -> (how, what): torch_convergence.run's plan entries
 METHODS = {BASELINE: ("gloo", None),
            "int32 INA (switch)": ("switch", "fixed32"),
@@ -47,6 +48,12 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=10 if q else 150)
     ap.add_argument("--batch", type=int, default=16, help="windows per rank and step")
     ap.add_argument("--lr", type=float, default=0.3)
+    ap.add_argument("--late", type=int, default=LATE, metavar="K",
+                    help="judge a run by its mean validation loss over its last K "
+                         f"evaluations, every --eval-every steps (default {LATE}; 1: the final "
+                         "model alone)")
+    ap.add_argument("--eval-every", type=int, default=None, metavar="N",
+                    help=f"steps between evaluations (default: steps / {LATE * 2})")
     ap.add_argument("--methods", nargs="*", default=list(METHODS)[1:4],
                     help="methods besides the baseline, of "
                          f"{', '.join(list(METHODS)[1:])} (default: the first three); "
@@ -57,13 +64,20 @@ def main(argv=None) -> int:
     unknown = [m for m in args.methods if m not in METHODS]
     if unknown or args.seeds < 2 or args.steps < 1:
         ap.error(f"unknown methods {unknown}" if unknown else "need --seeds >= 2, --steps >= 1")
-    args.workload, args.mode, args.eval_every = "charlm", "layer", args.steps
+    if args.eval_every is None:
+        args.eval_every = max(1, args.steps // (2 * max(args.late, 1)))
+    if args.late < 1 or args.eval_every < 1 or args.late > args.steps // args.eval_every:
+        ap.error(f"--late {args.late} with --eval-every {args.eval_every}: a run of "
+                 f"{args.steps} steps has {args.steps // max(args.eval_every, 1)} evaluations")
+    args.workload, args.mode = "charlm", "layer"
     from worker.ddp import charlm
     from worker.ddp.workload import load_data
 
     data = load_data("charlm")
     names = [BASELINE, *args.methods]
     losses: dict[str, list[float]] = {n: [] for n in names}
+    curves: dict[str, list[list[float]]] = {n: [] for n in names}
+    eval_steps: list[int] = []
     seconds: dict[str, list[float]] = {n: [] for n in names}
     t0 = time.monotonic()
     for seed in range(args.seeds):
@@ -71,12 +85,19 @@ def main(argv=None) -> int:
             how, what = METHODS[name]
             t = time.monotonic()
             r = run(how, what, seed, args, data)
-            losses[name].append(r["final_test_loss"])
+            evals = [s for s in r["steps"] if s["test_loss"] is not None]
+            eval_steps = [s["step"] for s in evals]
+            curves[name].append([s["test_loss"] for s in evals])
+            # SGD at a constant rate ends noisy: the mean over the last evaluations is
+            # steadier than the final model's loss alone
+            losses[name].append(float(np.mean(curves[name][-1][-args.late:])))
             seconds[name].append(time.monotonic() - t)
-            say(f"seed {seed}: {name:<20} validation loss {r['final_test_loss']:.4f} nats "
+            say(f"seed {seed}: {name:<20} validation loss {losses[name][-1]:.4f} nats "
                 f"({seconds[name][-1]:.0f} s)")
     base = losses[BASELINE]
-    header = ["method", "validation loss (nats/char)", "vs uncompressed [95 % CI]", "seeds",
+    judged = ("validation loss (nats/char)" if args.late == 1 else
+              f"validation loss, mean of last {args.late} evals (nats/char)")
+    header = ["method", judged, "vs uncompressed [95 % CI]", "seeds",
               "verdict", "CI half-width", "s per run"]
     rows, versus = [], {}
     for name in names:
@@ -94,7 +115,8 @@ def main(argv=None) -> int:
             pair_rows.append([a, b, d.interval(4), d.n, d.label])
     wall = time.monotonic() - t0
     print(f"{args.seeds} seeds, {args.steps} steps, 4 workers x {args.batch} windows of "
-          f"{charlm.CONTEXT} characters, lr {args.lr} momentum 0.9; corpus sha256 "
+          f"{charlm.CONTEXT} characters, lr {args.lr} momentum 0.9, judged by the mean "
+          f"validation loss at steps {eval_steps[-args.late:]}; corpus sha256 "
           f"{charlm.corpus_sha256()[:16]}; {wall:.0f} s")
     print(table(header, rows))
     print(f"columns: {EXPLAINED}")
@@ -107,7 +129,8 @@ def main(argv=None) -> int:
     for t in targets:
         print(f"target {t['text']}")
     save(args.json, {"machine": machine(), "seeds": args.seeds, "steps": args.steps,
-                     "batch": args.batch, "lr": args.lr, "corpus_sha256":
+                     "batch": args.batch, "lr": args.lr, "late": args.late,
+                     "eval_steps": eval_steps, "curves": curves, "corpus_sha256":
                      charlm.corpus_sha256(), "losses": losses, "seconds": seconds,
                      "paired": {k: d.as_dict() for k, d in versus.items()},
                      "rows": rows, "table": markdown(header, rows), "targets": targets,

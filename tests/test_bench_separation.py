@@ -29,3 +29,24 @@ def test_unknown_methods_are_usage_errors(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--methods", "nosuch"])
     assert e.value.code == 2 and "unknown methods ['nosuch']" in capsys.readouterr().err
+
+
+def test_a_run_is_judged_by_the_mean_of_its_last_evaluations(tmp_path):
+    out = tmp_path / "sep.json"
+    assert main(["--seeds", "2", "--steps", "4", "--batch", "2", "--eval-every", "1",
+                 "--late", "2", "--methods", "top-k 1% (hook)", "--json", str(out)]) == 0
+    got = json.loads(out.read_text())
+    assert got["eval_steps"] == [1, 2, 3, 4]
+    for name, runs in got["curves"].items():
+        assert len(runs) == 2 and all(len(c) == 4 for c in runs)
+        assert got["losses"][name] == pytest.approx([np.mean(c[-2:]) for c in runs])
+        # the last two evaluations of a training run are two different models
+        assert all(c[-1] != c[-2] for c in runs)
+
+
+@pytest.mark.parametrize("argv", [["--late", "0"], ["--steps", "4", "--eval-every", "2",
+                                                     "--late", "3"]])
+def test_more_evaluations_than_a_run_has_is_a_usage_error(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2 and "evaluations" in capsys.readouterr().err

@@ -26,6 +26,7 @@ from worker.ddp.workload import (
     WORKLOADS,
     Data,
     accuracy,
+    evaluate,
     load_data,
     loss,
     make_model,
@@ -116,15 +117,16 @@ def train(group: dist.ProcessGroup, cfg: DDPConfig,
             # the step ends here: an evaluation is timed apart (eval_seconds), so that
             # step_seconds, and the window mininet/bounds.py measures, is training alone
             t2, compute, end = time.perf_counter(), time.thread_time() - c0, time.time()
-            acc = None
+            acc = test_loss = None
             if step % cfg.eval_every == 0 or step == cfg.steps:
-                acc = accuracy(model, data.x_test, data.y_test)
+                acc, test_loss = evaluate(model, data.x_test, data.y_test)
             t3 = time.perf_counter()
             hook = state.take_counters().as_dict() if state is not None else {}
             comm = hook.pop("seconds", None)
             # compute: this thread's CPU (forward, backward, optimizer; torch runs them
             # here with one intra-op thread), not the waits for the reductions
             rec = {"step": step, "loss": float(batch_loss.detach()), "test_accuracy": acc,
+                   "test_loss": test_loss,
                    "backward_seconds": t1 - t0, "comm_seconds": comm, "step_seconds": t2 - t0,
                    "compute_seconds": compute, "end": end, "eval_seconds": t3 - t2,
                    "wall_seconds": t3 - start, "hook": hook,

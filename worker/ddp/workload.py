@@ -175,3 +175,10 @@ def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
 @torch.no_grad()
 def loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     return float(nn.functional.cross_entropy(model(x), y))
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+    """(accuracy, loss) from one forward pass."""
+    out = model(x)
+    return float((out.argmax(1) == y).float().mean()), float(nn.functional.cross_entropy(out, y))
