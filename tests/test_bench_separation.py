@@ -15,7 +15,7 @@ from separation import BASELINE, PAIRS, main  # noqa: E402  (bench/ is on the pa
 def test_a_pair_is_compared_seed_by_seed(tmp_path):
     a, b = PAIRS[0]
     out = tmp_path / "sep.json"
-    assert main(["--seeds", "2", "--steps", "1", "--batch", "2", "--methods", a, b,
+    assert main(["--seeds", "2", "--steps", "1", "--late", "1", "--batch", "2", "--methods", a, b,
                  "--json", str(out)]) == 0
     got = json.loads(out.read_text())
     assert set(got["losses"]) == {BASELINE, a, b}
@@ -50,3 +50,15 @@ def test_more_evaluations_than_a_run_has_is_a_usage_error(argv, capsys):
     with pytest.raises(SystemExit) as e:
         main(argv)
     assert e.value.code == 2 and "evaluations" in capsys.readouterr().err
+
+
+def test_first_seed_runs_the_same_seeds_as_a_longer_series(tmp_path):
+    """A check on fresh seeds (--first-seed) reruns exactly what a series from 0 ran there."""
+    argv = ["--steps", "2", "--late", "1", "--batch", "2", "--methods", "top-k 1% (hook)"]
+    main([*argv, "--seeds", "3", "--json", str(tmp_path / "a.json")])
+    main([*argv, "--seeds", "2", "--first-seed", "1", "--json", str(tmp_path / "b.json")])
+    a, b = (json.loads((tmp_path / f"{n}.json").read_text()) for n in "ab")
+    assert b["first_seed"] == 1
+    for name in a["losses"]:
+        assert b["losses"][name] == a["losses"][name][1:]
+        assert a["losses"][name][0] not in b["losses"][name]
