@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """A workload that separates methods: the character-level language model (worker/ddp/charlm.py)
-trained with DDP by 4 ranks, each method on the same seeds, judged by validation loss; the
-paired differences' 95 % confidence intervals, their half-width against the target, and
-the same for MNIST-1D's accuracy at the same seeds for contrast.
+trained with DDP by 4 ranks, each method on the same seeds, judged by the mean validation
+loss of a run's last evaluations; the paired differences' 95 % confidence intervals against
+the baseline (and between the pairs PAIRS names), and their half-width against the target.
 
-    .venv/bin/python bench/separation.py [--seeds 10] [--steps 150]
+    .venv/bin/python bench/separation.py [--seeds 10] [--first-seed 0] [--steps 150]
 
 Ranks are threads with their own Gloo groups (bench/torch_convergence.py's runner): the
 runs of a seed share data, initial model and batches, and differ only in how gradients are
