@@ -117,3 +117,13 @@ def test_nat4_is_recompressed_and_what_would_grow_further_is_too_wide(fabric):
     delta = fabric.wait_counters(before, {("s1", "drops_in", TOO_WIDE): 2}, switches=("s1",))
     assert delta.of("s1", "drops_in") == {TOO_WIDE: 2}
     assert not any(fabric.quiet(HOSTS).values())
+
+
+def test_a_rerun_of_a_seed_gives_the_same_models_despite_loss(fabric):
+    """Reproducible on this profile too: NAT4 contributions of 1024 elements, re-compressed
+    by the switch to CNAT8 results with its keyed rounding bits, each run losing other
+    frames."""
+    from tests.dataplane.test_dp_reproducible import check_reruns
+
+    check_reruns(fabric, 811, tuple(HOSTS), "cnat8", contrib=wire.ENC_NAT4, framer=framer,
+                 elems=WIDE4.elems)
