@@ -31,7 +31,7 @@ TOPO  ?= star
 RUN_ARGS ?=
 
 .PHONY: help setup debs toolchain toolchain-tofino venv test lint p4 p4-default p4-wide p4-wide4 \
-	p4-tofino run-mininet bench \
+	p4-tofino p4-twin run-mininet bench \
 	clean
 
 help:
@@ -44,6 +44,8 @@ help:
 	@echo "                  p4src/build/wide/ (1456, ~15 min; make p4-wide forces it)"
 	@echo "                  and p4src/build/wide4/ (1024, ~10 min; make p4-wide4 forces it);"
 	@echo "                  needs p4c-bm2-ss on PATH"
+	@echo "make p4-twin      recompile the Tofino profile's v1model twin (p4src/twin/, 16"
+	@echo "                  elements per pass) into p4src/build/twin/; needs p4c-bm2-ss"
 	@echo "make p4-tofino    compile the Tofino profile (p4src/tna/) for Tofino 1 and 2 and"
 	@echo "                  write the compiler's summaries into p4src/build/tofino/;"
 	@echo "                  needs p4c-tofino on PATH (make setup installs it where it can)"
@@ -136,6 +138,9 @@ p4:
 	    echo "$$dir/ was compiled from these sources (make p4-$$prof rebuilds it)"; \
 	  else $(MAKE) --no-print-directory p4-$$prof || exit 1; fi; \
 	done
+	@if [ "$$(python3 p4src/build_tools.py hash-twin)" = "$$(cat $(P4OUT)/twin/agg.sha256 2>/dev/null)" ]; then \
+	  echo "$(P4OUT)/twin/ was compiled from these sources (make p4-twin rebuilds it)"; \
+	else $(MAKE) --no-print-directory p4-twin || exit 1; fi
 
 p4-default:
 	@command -v $(P4C) >/dev/null || { echo "$(P4C) is not on PATH; p4src/build/ stays as committed"; exit 1; }
@@ -154,6 +159,14 @@ p4-wide4:
 	python3 p4src/gen_elements.py
 	python3 p4src/build_tools.py compile $(P4OUT)/wide4 1024
 	python3 p4src/build_tools.py hash > $(P4OUT)/wide4/agg.sha256
+
+# The v1model twin of the Tofino profile (p4src/twin/): the TNA program's slot, pair
+# registers and tables at 16 elements per pass, for BMv2 and softswitch (profile tofino).
+p4-twin:
+	@command -v $(P4C) >/dev/null || { echo "$(P4C) is not on PATH; p4src/build/twin/ stays as committed"; exit 1; }
+	python3 p4src/tna/gen_tna.py
+	python3 p4src/build_tools.py compile-twin $(P4OUT)/twin 16
+	python3 p4src/build_tools.py hash-twin > $(P4OUT)/twin/agg.sha256
 
 # The Tofino profile (docs/PROTOCOL.md "Tofino profile"): each variant of p4src/tna/build_tofino.py
 # compiled one after the other (a minute to several each), its full output in

@@ -20,6 +20,12 @@ profile's sparse packets are 1508 bytes of IPv4: they need links with a larger M
 1500 bytes of veths and Mininet (the worker and mininet/run.py refuse them there).
 Workers of a wide job must be given `--elems 1456` (mininet/run.py --profile does it), of a
 wide4 job `--elems 1024`.
+
+`tofino` is another program: the v1model twin of the Tofino profile (p4src/twin/, built into
+p4src/build/twin/), 16 elements per packet as the Tofino 1 and 2 programs compiled with
+CNAT8 both ways sum in one pass (p4src/tna/build_tofino.py). It takes FIXED32 and CNAT8
+contributions and FIXED32 or CNAT8 results on dense jobs, and sends results with UDP
+checksum 0 (its workers take that as none).
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ class Profile:
     name: str
     elems: int
     build: Path
+    twin: bool = False      # the Tofino profile's twin (p4src/twin/), not p4src/agg.p4
 
     @property
     def p4info(self) -> Path:
@@ -59,7 +66,12 @@ class Profile:
     @property
     def four_bit(self) -> bool:
         """NAT4 and UQ4 here: a 4-bit packet may grow into a byte per element (FOUR_BIT)."""
-        return self.elems // 2 <= MAX_GROWTH
+        return not self.twin and self.elems // 2 <= MAX_GROWTH
+
+    @property
+    def zero_checksum(self) -> bool:
+        """Its switches send results with UDP checksum 0 (none)."""
+        return self.twin
 
     def packet_bytes(self, bytes_per_element: int, sparse: bool = False) -> int:
         """IPv4 bytes of a full packet of the profile."""
@@ -71,7 +83,8 @@ class Profile:
 
 PROFILES = {"default": Profile("default", 168, BUILD),
             "wide": Profile("wide", 1456, BUILD / "wide"),
-            "wide4": Profile("wide4", 1024, BUILD / "wide4")}
+            "wide4": Profile("wide4", 1024, BUILD / "wide4"),
+            "tofino": Profile("tofino", 16, BUILD / "twin", twin=True)}
 
 
 def profile(name: str) -> Profile:
@@ -95,6 +108,14 @@ def elems_in(prog: dict) -> int | None:
 
 def job_problem(prof: Profile, topo: Topology, job: JobSpec) -> str | None:
     """Why the profile's program cannot aggregate `job`, or None."""
+    if prof.twin:
+        if job.mode == "sparse":
+            return (f"job {job.id}: profile {prof.name} (the Tofino profile) has no sparse "
+                    f"jobs; use mode dense or the default profile")
+        if "sum8" in (job.encoding, job.partials):
+            return (f"job {job.id}: profile {prof.name} (the Tofino profile) sums FIXED32 and "
+                    f"CNAT8 only: use results and partials fixed32 or cnat8")
+        return None
     if job.mode == "sparse" and "sum8" in (job.encoding, job.partials):
         return (f"job {job.id}: sparse jobs take FIXED32 or CNAT8 contributions, so their "
                 f"results are fixed32 or cnat8, not sum8")

@@ -11,24 +11,33 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from controller import addressing, aggregation, forwarding, impairment
+from controller import addressing, aggregation, forwarding, impairment, twin
 from controller.entities import Entity, MulticastGroupEntry, TableEntry
 from controller.jobs import plan_trees
 from controller.p4info import P4Info, P4InfoError, Pipeline
 from controller.session import ControllerError, Session, Update
 from controller.topology import Switch, Topology
 
-MANAGED_TABLES = forwarding.TABLES + aggregation.TABLES + addressing.TABLES + impairment.TABLES
+MANAGED_TABLES = (forwarding.TABLES + aggregation.TABLES + addressing.TABLES + impairment.TABLES
+                  + twin.TABLES)
 MAX_THREADS = 16
 
 
-def desired_state(topo: Topology, sessions: Mapping[int, int]) -> dict[str, list[Entity]]:
+def desired_state(topo: Topology, sessions: Mapping[int, int],
+                  p4info: P4Info | None = None) -> dict[str, list[Entity]]:
     """switch name -> every entry and multicast group the switch should hold, the jobs in
-    the sessions given (job id -> session)."""
+    the sessions given (job id -> session). `p4info`: the program's, when it may be the
+    Tofino profile's twin (controller/twin.py), whose jobs have other tables."""
     trees = plan_trees(topo)
     out: dict[str, list[Entity]] = {s.name: [] for s in topo.switches}
-    for part in (forwarding.entries(topo), addressing.entries(topo), impairment.entries(topo),
-                 aggregation.entries(topo, trees, sessions)):
+    if twin.is_twin(p4info):
+        if any(link.loss for link in topo.links):
+            raise ControllerError("the Tofino profile has no egress impairment: give the "
+                                  "workers' ports the loss instead")
+        parts = (twin.entries(topo, trees, sessions, twin.elems_of(p4info)),)
+    else:
+        parts = (impairment.entries(topo), aggregation.entries(topo, trees, sessions))
+    for part in (forwarding.entries(topo), addressing.entries(topo), *parts):
         for switch, rows in part.items():
             out[switch].extend(rows)
     return out
@@ -89,7 +98,7 @@ def read_state(session: Session) -> list[Entity]:
     if session.p4info is None:
         raise ControllerError(f"{session.switch.name}: runs no program, nothing to read")
     rows: list[Entity] = []
-    for table in MANAGED_TABLES:
+    for table in MANAGED_TABLES + tuple(twin.element_tables(session.p4info)):
         if session.p4info.has_table(table):
             rows.extend(session.read_table(table))
     rows.extend(session.read_multicast_groups())
@@ -147,7 +156,7 @@ def program(topo: Topology, pipeline: Pipeline | None, sessions: Mapping[int, in
             election_id: tuple[int, int] = (0, 1)) -> list[tuple[Switch, object]]:
     """Program the switches with the jobs in these sessions (job id -> session), or, with
     pipeline None, reset them; SyncResult or error per switch."""
-    state = (canonical_state(desired_state(topo, sessions), pipeline.p4info)
+    state = (canonical_state(desired_state(topo, sessions, pipeline.p4info), pipeline.p4info)
              if pipeline is not None else {})
 
     def work(switch: Switch) -> SyncResult:

@@ -28,6 +28,7 @@ from harness.netns import Bmv2Fabric, inside
 from harness.thrift import Bmv2Thrift
 
 PORT_RX = "NatIngress.port_rx"
+INT64_MAX = (1 << 63) - 1
 
 
 class Mismatch(AssertionError):
@@ -187,7 +188,7 @@ class DiffFabric(Fabric):
             for reg_name, reg in sw.registers.items():
                 mask = (1 << reg.bitwidth) - 1
                 theirs = [v & mask for v in self.thrift[name].register(reg_name)]
-                out[name, reg_name] = (theirs, [int(v) for v in reg.values])  # lists or banks
+                out[name, reg_name] = (theirs, [int(v) & mask for v in reg.values])
         return out
 
     def check(self) -> None:
@@ -212,6 +213,8 @@ class DiffFabric(Fabric):
             for i, (t, m) in enumerate(zip(theirs, mine, strict=True)):
                 if t == m:
                     continue
+                if reg.bitwidth > 63 and t == INT64_MAX and m >= t:
+                    continue    # (BMv2's Thrift reads a cell as int64, saturated above)
                 if self.compared:
                     bad.append(f"{switch} {reg_name}[{i}]: BMv2 {t}, softswitch {m}")
                 reg.write(i, t)

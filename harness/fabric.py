@@ -113,7 +113,8 @@ class Fabric:
         return topo
 
     def _sync(self, topo: Topology, sessions: dict[int, int]) -> None:
-        state = canonical_state(desired_state(topo, sessions), self.pipeline.p4info)
+        state = canonical_state(desired_state(topo, sessions, self.pipeline.p4info),
+                                self.pipeline.p4info)
         for s in topo.switches:
             try:
                 sync(self.p4rt[s.name], state[s.name], self.pipeline)

@@ -23,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from controller.session import ControllerError
+from controller.stats import EVENTS
 from controller.topology import Topology
 from harness.fabric import BUILD, FORWARDED, ROOT, Fabric
 
@@ -218,8 +219,10 @@ class NetnsFabric(Fabric):
             tags[h] = tag
             self.send(h, frame)
             att = self.topo.attachment(h)
-            for key in ((att.node, "events", FORWARDED), (att.node, "port_rx", att.port),
-                        (att.node, "port_tx", att.port)):
+            keys = [(att.node, "port_rx", att.port), (att.node, "port_tx", att.port)]
+            if EVENTS in self.pipeline.p4info.counters:     # (the Tofino profile has none)
+                keys.append((att.node, "events", FORWARDED))
+            for key in keys:
                 self.own[key] = self.own.get(key, 0) + 1
         out = {}
         for h in hosts:

@@ -4,7 +4,9 @@
 `python3 p4src/build_tools.py compile OUTDIR [ELEMS]` runs p4c-bm2-ss the one
 way this program is compiled, writing OUTDIR/agg.json (without indentation: a
 third of the size, same content) and OUTDIR/agg.p4info.txt; `hash` prints the
-sha256 over every source the compiled program depends on.
+sha256 over every source the compiled program depends on. `compile-twin` and
+`hash-twin` do the same for the v1model twin of the Tofino profile
+(twin/agg_twin.p4, which shares p4src/tna/'s headers and sizes).
 """
 
 import hashlib
@@ -21,14 +23,24 @@ P4C = "p4c-bm2-ss"
 P4C_FLAGS = ["--arch", "v1model", "--excludeMidendPasses", "P4::LocalCopyPropagation"]
 
 
-def sources() -> list[Path]:
-    files = [HERE / "agg.p4", HERE / "gen_elements.py", *sorted((HERE / "include").glob("*.p4"))]
+PROGRAMS = {"agg": "agg.p4", "twin": "twin/agg_twin.p4"}
+
+
+def sources(program: str = "agg") -> list[Path]:
+    if program == "twin":
+        files = [HERE / "tna" / "gen_tna.py", *sorted((HERE / "twin").glob("*.p4")),
+                 *(HERE / "tna" / f for f in ("sizes_tna.p4", "headers_tna.p4",
+                                               "elements_tna.p4")),
+                 *(HERE / "include" / f for f in ("constants.p4", "headers.p4"))]
+    else:
+        files = [HERE / "agg.p4", HERE / "gen_elements.py",
+                 *sorted((HERE / "include").glob("*.p4"))]
     return [f for f in files if f.exists()]
 
 
-def source_hash() -> str:
+def source_hash(program: str = "agg") -> str:
     h = hashlib.sha256()
-    for f in sources():
+    for f in sources(program):
         h.update(f.relative_to(HERE).as_posix().encode() + b"\0")
         h.update(f.read_bytes() + b"\0")
     return h.hexdigest()
@@ -39,26 +51,30 @@ def minify(path: Path) -> None:
     path.write_text(json.dumps(data, separators=(",", ":"), sort_keys=True) + "\n")
 
 
-def compile_program(outdir: Path, elems: int) -> None:
+def compile_program(outdir: Path, elems: int, program: str = "agg") -> None:
     outdir = outdir.resolve()
     outdir.mkdir(parents=True, exist_ok=True)
     # Run from p4src/ on a relative path: the JSON's source_info then names
     # files as p4src/ sees them, the same in every checkout.
     subprocess.run([P4C, *P4C_FLAGS, f"-DELEMS={elems}",
                     "--p4runtime-files", str(outdir / "agg.p4info.txt"),
-                    "-o", str(outdir / "agg.json"), "agg.p4"], check=True, cwd=HERE,
+                    "-o", str(outdir / "agg.json"), PROGRAMS[program]], check=True, cwd=HERE,
                    timeout=7200)    # the wide profile takes ~17 CPU minutes
     minify(outdir / "agg.json")
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["hash"]:
-        print(source_hash())
+    if argv[:1] in (["hash"], ["hash-twin"]):
+        print(source_hash("twin" if argv[0] == "hash-twin" else "agg"))
         return 0
     if argv[:1] == ["compile"] and len(argv) in (2, 3):
         compile_program(Path(argv[1]), int(argv[2]) if len(argv) == 3 else 168)
         return 0
-    print("usage: build_tools.py hash | compile OUTDIR [ELEMS]", file=sys.stderr)
+    if argv[:1] == ["compile-twin"] and len(argv) == 3:
+        compile_program(Path(argv[1]), int(argv[2]), "twin")
+        return 0
+    print("usage: build_tools.py hash | hash-twin | compile OUTDIR [ELEMS] | "
+          "compile-twin OUTDIR ELEMS", file=sys.stderr)
     return 2
 
 

@@ -1,5 +1,6 @@
 """The committed p4src/build/, build/wide/ and build/wide4/ are the compiled forms of the
-committed sources (one program, three profiles: controller/profiles.py)."""
+committed sources (one program, three profiles: controller/profiles.py), and build/twin/ of
+the Tofino profile's v1model twin (p4src/twin/)."""
 
 import json
 import os
@@ -14,8 +15,8 @@ REPO = Path(__file__).resolve().parent.parent
 BUILD = REPO / "p4src" / "build"
 
 
-def source_hash() -> str:
-    out = subprocess.run([sys.executable, str(REPO / "p4src" / "build_tools.py"), "hash"],
+def source_hash(which: str = "hash") -> str:
+    out = subprocess.run([sys.executable, str(REPO / "p4src" / "build_tools.py"), which],
                          check=True, capture_output=True, text=True)
     return out.stdout.strip()
 
@@ -61,7 +62,8 @@ def test_profiles_are_the_generators_and_the_builds():
     from controller.profiles import PROFILES as ALL
     from controller.profiles import elems_of
 
-    assert sorted(p.elems for p in ALL.values()) == sorted(gen_elements.PROFILES)
+    agg = [p for p in ALL.values() if not p.twin]
+    assert sorted(p.elems for p in agg) == sorted(gen_elements.PROFILES)
     for prof in ALL.values():
         assert elems_in_build(prof.build) == elems_of(prof.bmv2_json) == prof.elems
     assert ALL["default"].build == BUILD
@@ -87,6 +89,38 @@ def test_recompiling_gives_the_committed_build(tmp_path, name):
                     str(tmp_path), str(elems_in_build(build))], check=True, capture_output=True)
     fresh = json.loads((tmp_path / "agg.json").read_text())
     assert fresh == json.loads((build / "agg.json").read_text())
+    assert (tmp_path / "agg.p4info.txt").read_text() == (build / "agg.p4info.txt").read_text()
+
+
+def test_twin_build_matches_its_sources_and_the_tofino_variant():
+    """The twin is compiled from its sources, with the elements per pass of the Tofino
+    variants that carry CNAT8 both ways (p4src/tna/build_tofino.py)."""
+    sys.path.insert(0, str(REPO / "p4src" / "tna"))
+    try:
+        import build_tofino
+    finally:
+        sys.path.pop(0)
+    from controller.profiles import PROFILES as ALL
+
+    twin = ALL["tofino"]
+    assert (twin.build / "agg.sha256").read_text().strip() == source_hash("hash-twin"), (
+        "p4src/twin/ or p4src/tna/ changed since p4src/build/twin/ was compiled: run "
+        "`make p4-twin` and commit p4src/build/twin/")
+    assert elems_in_build(twin.build) == twin.elems
+    assert {build_tofino.VARIANTS[v][2] for v in ("cnat8-t1", "cnat8-t2")} == {twin.elems}
+
+
+@pytest.mark.p4c
+@pytest.mark.skipif(shutil.which("p4c-bm2-ss") is None,
+                    reason="p4c-bm2-ss is not on PATH: cannot recompile p4src/twin/ to compare")
+def test_recompiling_the_twin_gives_the_committed_build(tmp_path):
+    from controller.profiles import PROFILES as ALL
+
+    build = ALL["tofino"].build
+    subprocess.run([sys.executable, str(REPO / "p4src" / "build_tools.py"), "compile-twin",
+                    str(tmp_path), str(ALL["tofino"].elems)], check=True, capture_output=True)
+    assert json.loads((tmp_path / "agg.json").read_text()) == json.loads(
+        (build / "agg.json").read_text())
     assert (tmp_path / "agg.p4info.txt").read_text() == (build / "agg.p4info.txt").read_text()
 
 

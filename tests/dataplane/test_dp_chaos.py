@@ -56,31 +56,33 @@ class Caller:
 
 
 def tensors_for(n: int, calls: int, chunks: int, max_exp: int, rng,
-                worst: bool = True) -> list[list[np.ndarray]]:
+                worst: bool = True, elems: int = ELEMS) -> list[list[np.ndarray]]:
     """Per worker and call: chunks spanning octaves, and (`worst`) one chunk per call at the
     job's largest exponent with the same sign at every worker (the sum at its bound)."""
     top = np.nextafter(np.float32(2.0 ** (max_exp - 126)), np.float32(0))
     out = [[None] * calls for _ in range(n)]
     for k in range(calls):
         worst = int(rng.integers(chunks)) if worst else False
-        size = chunks * ELEMS - int(rng.integers(ELEMS))
-        sign = np.where(rng.integers(0, 2, ELEMS) == 1, -1, 1).astype(np.float32)
+        size = chunks * elems - int(rng.integers(elems))
+        sign = np.where(rng.integers(0, 2, elems) == 1, -1, 1).astype(np.float32)
         for r in range(n):
-            octaves = rng.integers(-20, 20, chunks).repeat(ELEMS)
-            t = (rng.standard_normal(chunks * ELEMS) * 2.0 ** octaves).astype(np.float32)
+            octaves = rng.integers(-20, 20, chunks).repeat(elems)
+            t = (rng.standard_normal(chunks * elems) * 2.0 ** octaves).astype(np.float32)
             if worst is not False:
-                t[worst * ELEMS:(worst + 1) * ELEMS] = top * sign
+                t[worst * elems:(worst + 1) * elems] = top * sign
             out[r][k] = t[:size]
     return out
 
 
 def run_chaos(make_port, topo, job_id: int, session: int, seed: int, chaos: Chaos,
-              calls: int, chunks: int, contrib: int):
-    """Runs the job's workers through chaos ports; returns (elements checked, ports)."""
+              calls: int, chunks: int, contrib: int, elems: int = ELEMS, framer=None):
+    """Runs the job's workers through chaos ports; returns (elements checked, ports).
+    `elems` and `framer(topo, host)`: the profile's packet (default: the default profile's)."""
     spec = topo.job(job_id)
     n = len(spec.workers)
     rng = np.random.default_rng(seed)
-    job = job_params(topo, job_id, session, contrib)
+    job = job_params(topo, job_id, session, contrib, elems)
+    framer = framer or topo_framer
     traces = [Trace() for _ in range(n)]
     ports = {}
 
@@ -91,7 +93,7 @@ def run_chaos(make_port, topo, job_id: int, session: int, seed: int, chaos: Chao
         # every loss, and at 30% loss it would crawl. Backoff stops at 0.3 s: up to half the
         # round trips are lost, and at the default 1 s the calls mostly waited (more resends,
         # so more duplicates at the switch, not fewer).
-        client = AllReduceClient(ports[rank], topo_framer(topo, spec.workers[rank]), job,
+        client = AllReduceClient(ports[rank], framer(topo, spec.workers[rank]), job,
                                  seed=seed * 100 + rank, trace=traces[rank], timeout=30,
                                  rto=0.3, rto_min=0.05, rto_max=0.3, adaptive_window=not LONG,
                                  initial_window=spec.slots if LONG else 8)
@@ -99,12 +101,12 @@ def run_chaos(make_port, topo, job_id: int, session: int, seed: int, chaos: Chao
     # UQ4 rotates each call's tensor: a chunk at the bound would leave it (AboveBound); its
     # sums are at most 15 per worker whatever the values.
     tensors = tensors_for(n, calls, chunks, spec.max_exp, rng,
-                          worst=contrib != wire.ENC_UQ4)
+                          worst=contrib != wire.ENC_UQ4, elems=elems)
     outputs, _, errors = run_workers(make, tensors, calls=calls, join_timeout=600)
     assert errors == [None] * n, f"seed {seed}: {errors}"
-    checked = check_exact(traces, tensors, outputs, n, job=job)
+    checked = check_exact(traces, tensors, outputs, n, elems, job=job)
     rows = (hadamard.padded_size if contrib == wire.ENC_UQ4 else int)
-    assert checked == sum(-(-rows(t.size) // ELEMS) for t in tensors[0])
+    assert checked == sum(-(-rows(t.size) // elems) for t in tensors[0])
     for k in range(calls):
         assert all(np.array_equal(outputs[0][k], outputs[r][k]) for r in range(n))
     return sum(t.size for t in tensors[0]), ports

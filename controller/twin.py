@@ -1,0 +1,125 @@
+"""Entries of the Tofino profile's v1model twin (p4src/twin/, docs/PROTOCOL.md "Tofino
+profile"): the jobs and children of its SlotState, and the decode and re-compression tables
+the TNA program compiles in as constants, here installed over P4Runtime from the same rows
+(p4src/tna/gen_tna.py).
+
+A job has one entry per version, keyed (job, version), whose parameters fold the v1model
+program's checks into sums the data plane only adds: base (the region, plus POOL_SIZE for
+version 1), back2 = -2S, slot_room = 0x8000 - S, exp_room = 254 - max_exp, for a job of S
+slots. The session is in the entry; moving it is replacing the entries, which first_back
+(the chunk two uses before the version's first, less the slot) makes each slot open afresh.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from controller.aggregation import RESULT_ENCODING, group_id, job_session, round_key
+from controller.entities import Entity, MulticastGroupEntry, TableEntry, Ternary
+from controller.jobs import Region, allocate_regions
+from controller.topology import POOL_SIZE, Topology
+from controller.tree import JobTree
+
+JOBS = "NatIngress.slot.jobs"
+JOB_ROOT = "NatIngress.slot.job_root"
+JOB_CHILD = "NatIngress.slot.job_child"
+CHILDREN = "NatIngress.slot.children"
+SET_CHILD = "NatIngress.slot.set_child"
+JOB_ID, VERSION, PORT = "hdr.agg.job_id", "hdr.agg.version", "port"
+TABLES = (JOBS, CHILDREN)
+M32 = 0xFFFFFFFF
+# The per-element tables: their names end in the element's index.
+ELEMENT_TABLE = re.compile(r"NatIngress\.dec(\d+)\.decode|NatEgress\.recompress\.(?:rnd|cod)"
+                           r"(\d+)\.lead")
+
+
+def _gen_tna():
+    tna = str(Path(__file__).resolve().parents[1] / "p4src" / "tna")
+    sys.path.insert(0, tna)
+    try:
+        import gen_tna
+    finally:
+        sys.path.remove(tna)
+    return gen_tna
+
+
+def is_twin(p4info) -> bool:
+    """The program is the twin (its jobs live in SlotState), not p4src/agg.p4."""
+    return p4info is not None and p4info.has_table(JOBS)
+
+
+def element_tables(p4info) -> list[str]:
+    return sorted(n for n in p4info.tables if ELEMENT_TABLE.fullmatch(n))
+
+
+def elems_of(p4info) -> int:
+    return sum(1 for n in p4info.tables if re.fullmatch(r"NatIngress\.dec\d+\.decode", n))
+
+
+def codec_entries(elems: int) -> list[Entity]:
+    """Every element's decode table (256 codes), leading-one match of the sum (priority in
+    the rows' order) and leading-one match of the sum plus its random bits."""
+    gen = _gen_tna()
+    lead, code = gen.round_rows(), gen.code_rows()
+    rows: list[Entity] = []
+    for i in range(elems):
+        rows.extend(TableEntry.make(f"NatIngress.dec{i}.decode", {"code": c},
+                                    f"NatIngress.dec{i}.value", {"x": gen.decode_value(c)})
+                    for c in range(256))
+        rnd = f"NatEgress.recompress.rnd{i}"
+        for k, (value, mask, action, arg) in enumerate(lead):
+            rows.append(TableEntry.make(f"{rnd}.lead", {"s": Ternary(value, mask)},
+                                        f"{rnd}.{action}",
+                                        {} if arg is None else {"mask": arg},
+                                        priority=len(lead) - k))
+        cod = f"NatEgress.recompress.cod{i}"
+        rows.extend(TableEntry.make(f"{cod}.lead", {"s": Ternary(value, mask)}, f"{cod}.code",
+                                    {"m": m}, priority=len(code) - k)
+                    for k, (value, mask, m) in enumerate(code))
+    return rows
+
+
+def switch_entries(tree: JobTree, switch: str, region: Region, session: int,
+                   device_id: int) -> list[Entity]:
+    node = tree.nodes[switch]
+    job = tree.job
+    n = region.num_slots
+    rows: list[Entity] = [MulticastGroupEntry.make(group_id(job.id),
+                                                   [c.port for c in node.children])]
+    for version in (0, 1):
+        params = {"base": region.base + version * POOL_SIZE, "back2": -2 * n & M32,
+                  "slot_room": 0x8000 - n, "exp_room": 254 - job.max_exp,
+                  "num_children": len(node.children), "mcast_grp": group_id(job.id)}
+        last = {"session": session, "workers": node.workers,
+                "seed": round_key(job.seed, job.id, device_id),
+                "first_back": (version - 2) * n & M32}
+        if node.parent is None:
+            rows.append(TableEntry.make(JOBS, {JOB_ID: job.id, VERSION: version}, JOB_ROOT,
+                                        {**params, "result_enc": RESULT_ENCODING[job.encoding],
+                                         **last}))
+        else:
+            rows.append(TableEntry.make(JOBS, {JOB_ID: job.id, VERSION: version}, JOB_CHILD,
+                                        {**params, "parent_port": node.parent_port,
+                                         "partial_enc": RESULT_ENCODING[job.partials],
+                                         **last}))
+    rows.extend(TableEntry.make(CHILDREN, {JOB_ID: job.id, PORT: c.port}, SET_CHILD,
+                                {"child_bit": 1 << c.bit})
+                for c in node.children)
+    return rows
+
+
+def entries(topo: Topology, trees: list[JobTree], sessions: Mapping[int, int],
+            elems: int) -> dict[str, list[Entity]]:
+    """Every switch's twin entries: the codec tables and the jobs in these sessions."""
+    regions = allocate_regions(trees)
+    codec = codec_entries(elems)
+    out: dict[str, list[Entity]] = {s.name: list(codec) for s in topo.switches}
+    for tree in trees:
+        session = job_session(sessions, tree.job.id)
+        for switch in tree.nodes:
+            out[switch].extend(switch_entries(tree, switch, regions[switch, tree.job.id],
+                                              session, topo.switch(switch).device_id))
+    return out

@@ -1,0 +1,115 @@
+// natswitch, v1model twin of the Tofino profile (p4src/tna/, docs/PROTOCOL.md "Tofino
+// profile"): the same register layout, checks, decode and re-compression tables and
+// elements per pass as the TNA program, on BMv2 and softswitch, so that the design the
+// Tofino compiler placed is the design the tests run. It takes the Tofino 2 form (both
+// lanes of a pair register in one pass; no recirculation). This file only wires the
+// controls kept one per file beside it and in p4src/tna/.
+#include <core.p4>
+#include <v1model.p4>
+
+#ifndef ELEMS
+#define ELEMS 16
+#endif
+#define CNAT8_RESULTS 1
+#include "../tna/sizes_tna.p4"
+#include "../tna/headers_tna.p4"
+#include "elements_twin.p4"
+#include "twin_meta.p4"
+#include "parser_twin.p4"
+#include "forwarding_twin.p4"
+#include "slot_twin.p4"
+#include "pairsum_twin.p4"
+#include "codec_twin.p4"
+#include "next_step_twin.p4"
+
+control NatIngress(inout tna_headers_t hdr, inout twin_meta_t m, inout standard_metadata_t sm) {
+    counter(NUM_PORTS, CounterType.packets_and_bytes) port_rx;
+    counter(DROP_REASONS, CounterType.packets_and_bytes) drops;
+    Forwarding() fwd;
+    SlotState() slot;
+    NextStep() next;
+    DECODE_DECLS
+    PairSums() sums;
+
+    action fits() { m.ig.len_ok = true; }
+    action no_payload() { m.ig.enc_bad = true; }
+    table payload {
+        // (BMv2 matches validity exactly only; no entry leaves it out)
+        key = { hdr.fixed.isValid(): exact; hdr.cnat.isValid(): exact; hdr.udp.length: ternary; }
+        actions = { fits; no_payload; NoAction; }
+        const entries = {
+            (true, false, UDP_LEN_FIXED32): fits();
+            (false, true, UDP_LEN_CNAT8): fits();
+            (false, false, _): no_payload();
+        }
+        default_action = NoAction();
+        size = 4;
+    }
+
+    apply {
+        port_rx.count((bit<32>)sm.ingress_port);
+        m.ig.ipv4_bad = sm.checksum_error == 1;
+        hdr.bridge.setValid();
+        hdr.bridge.recompress = 0;
+        hdr.bridge.to_recirc = 0;
+        hdr.bridge.is_agg = 0;
+        hdr.bridge.seed = 0;
+        if (sm.parser_error != error.NoError) {
+            // Tofino's parser drops a frame cut short; here it is counted.
+            m.ig.drop_reason = DROP_BAD_LENGTH;
+        } else if (!hdr.agg.isValid()) {
+            if (m.ig.ipv4_bad) {
+                m.ig.drop_reason = DROP_BAD_CHECKSUM;
+            } else if (hdr.ipv4.isValid()) {
+                fwd.apply(hdr, m.ig, sm);
+            } else {
+                m.ig.drop_reason = DROP_NOT_IPV4;
+            }
+        } else {
+            payload.apply();
+            slot.apply(hdr, m.ig, sm.ingress_port);
+            if (hdr.cnat.isValid()) {
+                // The codes' values go where a FIXED32 payload's would, which the packet
+                // carries from here on (the TNA program writes the same PHV fields).
+                hdr.fixed.setValid();
+                DECODE_APPLY
+            }
+            sums.apply(hdr, m.ig);
+            next.apply(hdr, m.ig, sm);
+            if (hdr.cnat.isValid()) {
+                if (m.ig.down) {
+                    hdr.fixed.setInvalid();     // a CNAT8 result on its way down: as it came
+                } else {
+                    hdr.cnat.setInvalid();
+                    hdr.agg.encoding = ENC_FIXED32;
+                }
+            }
+        }
+        if (m.ig.drop_reason != DROP_NONE) {
+            drops.count((bit<32>)m.ig.drop_reason);
+            mark_to_drop(sm);
+        }
+    }
+}
+
+control NatEgress(inout tna_headers_t hdr, inout twin_meta_t m, inout standard_metadata_t sm) {
+    counter(NUM_PORTS, CounterType.packets_and_bytes) port_tx;
+    ResultAddressing() addr;
+    Recompress() recompress;
+
+    apply {
+        if (hdr.agg.isValid()) {
+            // Every copy of a result rounds alike: the random bits are a function of the
+            // use, not of the copy or of its arrival.
+            if (hdr.bridge.recompress == 1 && hdr.fixed.isValid()) {
+                recompress.apply(hdr, m.eg);
+            }
+            addr.apply(hdr, sm);
+        }
+        hdr.bridge.setInvalid();
+        port_tx.count((bit<32>)sm.egress_port);
+    }
+}
+
+V1Switch(TwinParser(), TwinVerifyChecksum(), NatIngress(), NatEgress(),
+         TwinComputeChecksum(), TwinDeparser()) main;

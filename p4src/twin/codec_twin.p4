@@ -1,0 +1,65 @@
+#ifndef NATSWITCH_CODEC_TWIN_P4
+#define NATSWITCH_CODEC_TWIN_P4
+
+// p4src/tna/codec_tna.p4's tables, their entries installed by the controller over
+// P4Runtime (controller/twin.py, from p4src/tna/gen_tna.py's rows: the TNA program
+// compiles the same rows in as constants).
+control DecodeCode(in bit<8> code, inout bit<32> v) {
+    action value(bit<32> x) { v = x; }
+    table decode {
+        key = { code: exact; }
+        actions = { value; NoAction; }
+        default_action = NoAction();
+        size = 256;
+    }
+    apply { decode.apply(); }
+}
+
+control RoundCode(inout bit<32> s, inout bit<32> r, out bit<8> c) {
+    action pos(bit<32> mask) { r = r & mask; c = 0; }
+    action neg(bit<32> mask) { s = 0 - s; r = r & mask; c = 0x80; }
+    action zero() { r = 0; c = 0; }
+    table lead {
+        key = { s: ternary; }
+        actions = { pos; neg; zero; }
+        default_action = zero();
+        size = 96;
+    }
+    apply { lead.apply(); }
+}
+
+control CodeOf(in bit<32> s, inout bit<8> c) {
+    action code(bit<8> m) { c = c | m; }
+    table lead {
+        key = { s: ternary; }
+        actions = { code; NoAction; }
+        default_action = NoAction();
+        size = 33;
+    }
+    apply { lead.apply(); }
+}
+
+// The random bits of element i: v1model's hash has one CRC-32, so the element's index
+// joins the key where the TNA program gives each element a polynomial of its own. Not the
+// session, as there: a rerun of the seed in a new session rounds alike.
+#define ROUND_KEY hdr.bridge.seed, hdr.agg.job_id, hdr.agg.chunk
+
+// The FIXED32 sums to CNAT8 codes, every element at once (p4src/tna/agg_tna.p4's egress).
+control Recompress(inout tna_headers_t hdr, inout eg_meta_t meta) {
+    ROUND_DECLS_TWIN
+    CODE_DECLS
+    action add_random() { ROUND_ADD }
+    apply {
+        hdr.cnat.setValid();
+        DRAW_TWIN
+        ROUND_LEAD
+        add_random();
+        ROUND_CODE
+        hdr.fixed.setInvalid();
+        hdr.agg.encoding = ENC_CNAT8;
+        hdr.udp.length = UDP_LEN_CNAT8;
+        hdr.ipv4.total_len = UDP_LEN_CNAT8 + 20;
+    }
+}
+
+#endif
