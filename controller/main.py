@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -25,7 +26,7 @@ from controller import shell as shell_cmd  # noqa: E402
 from controller.job_sessions import SessionsFile  # noqa: E402
 from controller.jobs import make_jobs  # noqa: E402
 from controller.p4info import P4InfoError, Pipeline  # noqa: E402
-from controller.profiles import PROFILES, Profile, check_jobs, elems_of, profile  # noqa: E402
+from controller.profiles import PROFILES, check_jobs, elems_of, profile  # noqa: E402
 from controller.program import SyncResult, desired_state, for_each_switch, program  # noqa: E402
 from controller.session import ControllerError, Session, listening  # noqa: E402
 from controller.stats import format_stats, read_stats  # noqa: E402
@@ -250,7 +251,7 @@ def _election_id(text: str) -> tuple[int, int]:
     return hi, lo
 
 
-def _print_plan(topo: Topology, sessions: dict[int, int]) -> None:
+def _print_plan(topo: Topology, sessions: dict[int, int], p4info=None) -> None:
     for job in topo.jobs:
         tree = build_tree(topo, job)
         print(f"job {job.id}: {len(job.workers)} workers, {job.slots} slots, {job.encoding} "
@@ -260,7 +261,7 @@ def _print_plan(topo: Topology, sessions: dict[int, int]) -> None:
             up = f"parent {node.parent} via port {node.parent_port}" if node.parent else "root"
             kids = ", ".join(f"{c.bit}:{c.node}@{c.port}" for c in node.children)
             print(f"  {name}: {up}; children {kids}")
-    for switch, rows in desired_state(topo, sessions).items():
+    for switch, rows in desired_state(topo, sessions, p4info).items():
         print(f"{switch}: {len(rows)} entries")
         for e in rows:
             print(f"  {e!r}")
@@ -297,7 +298,7 @@ def cmd_program(args) -> int:
         raise ControllerError("--reset removes the jobs: it takes no --new-session")
     sessions = SessionsFile(sessions_path(args), topo, renew=args.new_session)
     if args.dry_run:
-        _print_plan(topo, sessions.sessions())
+        _print_plan(topo, sessions.sessions(), _load_pipeline(args, topo).p4info)
         return 0
     if args.watch:
         return cmd_watch(args, topo)
@@ -381,7 +382,7 @@ def _load_pipeline(args, topo: Topology | None = None) -> Pipeline:
     except (OSError, ValueError) as e:
         raise ControllerError(f"{bmv2_json}: {e}") from None
     if topo is not None and elems is not None:
-        loaded = Profile(prof.name, elems, Path(bmv2_json).parent)
+        loaded = replace(prof, elems=elems, build=Path(bmv2_json).parent)
         try:
             check_jobs(loaded, topo)
         except ValueError as e:

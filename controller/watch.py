@@ -61,7 +61,8 @@ class Watcher:
     def _desire(self) -> None:
         """The desired state of every switch for the jobs' current sessions."""
         with self.lock:
-            self.state = canonical_state(desired_state(self.topo, self.sessions.sessions()),
+            self.state = canonical_state(desired_state(self.topo, self.sessions.sessions(),
+                                                       self.pipeline.p4info),
                                          self.pipeline.p4info)
             self.generation += 1
 

@@ -351,7 +351,8 @@ def make_plan(args) -> Plan:
         check_jobs(prof, topo)
         # The switches' entries, computed as the controller will: a job that does not fit
         # the tree or the switches' slots is refused here.
-        canonical_state(desired_state(topo, {j.id: 1 for j in topo.jobs}), pipeline.p4info)
+        canonical_state(desired_state(topo, {j.id: 1 for j in topo.jobs}, pipeline.p4info),
+                        pipeline.p4info)
     except (TopologyError, ControllerError, P4InfoError, ValueError) as e:
         raise UsageError(str(e)) from None
     if ps_host and args.sparse:       # the block aggregator sums integers
@@ -421,8 +422,9 @@ def worker_args(args, plan: Plan, topo_path: Path, job: JobSpec) -> list[str]:
         return [*common, "--baseline-ps", plan.topo.host(plan.ps_host).ip,
                 "--ps-encoding", plan.encoding, "--workers", str(len(job.workers)),
                 "--window", str(job.slots)]
-    elems = profile(args.profile or "default").elems
-    return [*common, "--encoding", plan.encoding, "--elems", str(elems)]
+    prof = profile(args.profile or "default")
+    return [*common, "--encoding", plan.encoding, "--elems", str(prof.elems),
+            *(["--zero-checksum"] if prof.zero_checksum else [])]
 
 
 class Progress:

@@ -39,11 +39,12 @@ def worker_args(args, encoding: str, topo_path: Path, topo, job) -> list[str]:
         common += ["--bucket-mb", str(args.bucket_mb)]
     if args.aggregation == "gloo":
         return [*common, "--aggregation", "gloo"]
-    elems = profile(args.profile or "default").elems
+    prof = profile(args.profile or "default")
     sparse = ["--sparse"] if args.sparse else []
     overlap = ["--no-overlap"] if args.no_overlap else []
-    return [*common, "--aggregation", "switch", "--encoding", encoding, "--elems", str(elems),
-            *sparse, *overlap]
+    checksum = ["--zero-checksum"] if prof.zero_checksum else []
+    return [*common, "--aggregation", "switch", "--encoding", encoding, "--elems",
+            str(prof.elems), *sparse, *overlap, *checksum]
 
 
 class TorchWorkerGroup(WorkerGroup):

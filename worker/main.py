@@ -124,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--elems", type=int, default=wire.ELEMS,
                    help="elements per packet: the switches' compiled profile's (default "
                    "%(default)s; 1456 for the wide profile, controller/profiles.py)")
+    g.add_argument("--zero-checksum", action="store_true",
+                   help="take a UDP checksum of 0 as none (RFC 768): the Tofino profile's "
+                   "switches send results so (controller/profiles.py); otherwise every "
+                   "result's checksum must add up")
     g.add_argument("--baseline-ps", metavar="HOST[:PORT]",
                    help=f"aggregate on the host parameter server (worker/baseline.py, port "
                    f"{PS_PORT} by default) over kernel UDP instead of the switch")
@@ -305,7 +309,8 @@ def open_transport(args, r: dict):
                 f"{what} {ps[0]}:{ps[1]}")
     spec = args.port or f"raw:{ifname(host.name, 0)}"
     port = open_port(spec, quiet_ip=host.ip)
-    framer = Framer((host.mac, host.ip), (topo.service_mac, topo.service_ip), elems=args.elems)
+    framer = Framer((host.mac, host.ip), (topo.service_mac, topo.service_ip), elems=args.elems,
+                    zero_checksum=args.zero_checksum)
     return port, framer, wire.ENCODING_BY_NAME[r["encoding"]], f"switch via {spec}"
 
 

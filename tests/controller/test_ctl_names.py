@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from controller import topology as T
+from controller import twin
 from controller.p4info import P4Info
 from controller.program import MANAGED_TABLES, canonical_state, desired_state
 from controller.stats import COUNTERS
@@ -24,6 +25,8 @@ def shapes(info: P4Info) -> dict:
     """What the controller relies on: tables, their keys and actions, and the counters."""
     out = {}
     for name in MANAGED_TABLES:
+        if name in twin.TABLES:     # (the Tofino profile's twin: the test below)
+            continue
         t = info.table(name)
         actions = {}
         for ref in t.action_refs:
@@ -46,6 +49,25 @@ def test_every_entry_the_controller_computes_fits_the_real_program():
                            T.JobSpec(2, ("h1", "h2"), 448)])
     state = canonical_state(desired_state(topo, {1: 1, 2: 65535}), P4Info.load(REAL))
     assert sum(len(rows) for rows in state.values()) > 20 * 16
+
+
+def test_every_entry_the_controller_computes_fits_the_twin():
+    """The Tofino profile's twin: two job entries per job and switch (one per version), a
+    children entry per child, and every element's 256 + 95 + 33 codec rows."""
+    info = P4Info.load(os.path.join(REPO, "p4src", "build", "twin", "agg.p4info.txt"))
+    assert twin.is_twin(info) and twin.elems_of(info) == 16
+    topo = T.fat_tree(4).with_jobs([T.JobSpec(1, ("h1", "h2", "h16"), 8, "cnat8")])
+    state = canonical_state(desired_state(topo, {1: 3}, info), info)
+    for switch, rows in state.items():
+        jobs = [e for e in rows if getattr(e, "table", "") == twin.JOBS]
+        codec = [e for e in rows if twin.ELEMENT_TABLE.fullmatch(getattr(e, "table", ""))]
+        assert len(codec) == 16 * (256 + 95 + 33), switch
+        assert len(jobs) in (0, 2), switch
+    from controller.tree import build_tree
+
+    nodes = len(build_tree(topo, topo.job(1)).nodes)
+    assert sum(1 for rows in state.values() for e in rows
+               if getattr(e, "table", "") == twin.JOBS) == 2 * nodes
 
 
 def test_fixture_build_is_from_its_source():

@@ -218,3 +218,37 @@ def test_the_cli_shows_what_its_commands_print(tmp_path):
                        input="nodes\nexit\n", capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "available nodes are" in r.stdout + r.stderr
+
+
+def test_the_tofino_profile_trains_alike_on_both_targets(tmp_path):
+    """--profile tofino: the Tofino profile's v1model twin (16 elements per packet, results
+    re-compressed by its tables, UDP checksum 0) trains end to end, on softswitch and on
+    BMv2, to the same model bit for bit (the seed fixes every rounding, DESIGN contract 10);
+    a packet's 58 bytes of headers weigh on its 16 codes."""
+    digests = {}
+    targets = ["soft"] + (["bmv2"] if shutil.which("simple_switch_grpc") else [])
+    for switch in targets:
+        out = tmp_path / switch
+        r = subprocess.run([*RUN, "--switch", switch, "--profile", "tofino", "--steps", "12",
+                            "--out", str(out)], capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        report = json.loads((out / "report.json").read_text())
+        (job,) = report["jobs"]
+        assert report["profile"] == "tofino" and job["ok"] and job["identical_models"]
+        assert job["encoding"] == "CNAT8" and job["result_encoding"] == "CNAT8"
+        assert job["final_test_accuracy"] > 0.3      # ten classes: chance is 0.1
+        assert 4.6 < job["bytes_per_element_down"] < 4.7    # (58 + 16) / 16
+        digests[switch] = set(job["model_sha256"].values())
+    assert all(len(d) == 1 for d in digests.values()), digests
+    assert len(set.union(*digests.values())) == 1, digests
+
+
+def test_the_tofino_profile_refuses_what_it_has_not(tmp_path):
+    """4-bit encodings (their SUM8 results) and sparse jobs are not in the profile: a clear
+    error before anything starts."""
+    for extra, why in ((["--encoding", "uq4"], "FIXED32 and CNAT8 only"),
+                       (["--sparse"], "no sparse jobs")):
+        r = subprocess.run([*RUN, "--switch", "soft", "--profile", "tofino", *extra, "--out",
+                            str(tmp_path / "x")], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and why in r.stdout + r.stderr, r.stdout + r.stderr
+        assert not (tmp_path / "x").exists()
