@@ -85,7 +85,8 @@ control TnaIngress(inout tna_headers_t hdr, inout ig_meta_t meta,
         PAIR_APPLY
         next.apply(hdr, meta, ig_intr_md.ingress_port, dprsr, tm);
 #ifdef WITH_CNAT8
-        if (hdr.cnat.isValid()) {
+        // A CNAT8 result on its way down a tree passes as it came.
+        if (hdr.cnat.isValid() && !meta.down) {
             hdr.fixed.setValid();
             hdr.cnat.setInvalid();
             hdr.agg.encoding = ENC_FIXED32;

@@ -44,7 +44,8 @@ control CodeOf(in bit<32> s, inout bit<8> c) {
 }
 
 // The random bits of element i: a hash of the job's seed and the use's identity
-// (DESIGN contract 10), one CRC polynomial per element (gen_tna.py).
-#define ROUND_KEY hdr.bridge.seed, hdr.agg.job_id, hdr.agg.session, hdr.agg.chunk
+// (DESIGN contract 10), one CRC polynomial per element (gen_tna.py). Not the session: a
+// rerun of the seed, in a new session, rounds alike (the job's entry moves sessions).
+#define ROUND_KEY hdr.bridge.seed, hdr.agg.job_id, hdr.agg.chunk
 
 #endif
