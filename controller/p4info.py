@@ -49,6 +49,7 @@ class P4Info:
         self.actions_by_id = {a.preamble.id: a for a in msg.actions}
         self.counters = {c.preamble.name: c for c in msg.counters}
         self.counters_by_id = {c.preamble.id: c for c in msg.counters}
+        self._canonical: dict = {}      # entity -> its canonical form (a sync recomputes many)
 
     @classmethod
     def from_text(cls, text: str) -> P4Info:
@@ -208,7 +209,10 @@ class P4Info:
     def canonical(self, e):
         """The entity as the switch will report it (P4Info names, omitted wildcards)."""
         if isinstance(e, TableEntry):
-            return self.table_entry(self.table_entry_proto(e))
+            done = self._canonical.get(e)
+            if done is None:
+                done = self._canonical[e] = self.table_entry(self.table_entry_proto(e))
+            return done
         return e
 
     def entity_proto(self, e) -> p4runtime_pb2.Entity:

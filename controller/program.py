@@ -97,10 +97,8 @@ def read_state(session: Session) -> list[Entity]:
     """The entries of the controller's tables and the multicast groups on the switch."""
     if session.p4info is None:
         raise ControllerError(f"{session.switch.name}: runs no program, nothing to read")
-    rows: list[Entity] = []
-    for table in MANAGED_TABLES + tuple(twin.element_tables(session.p4info)):
-        if session.p4info.has_table(table):
-            rows.extend(session.read_table(table))
+    tables = MANAGED_TABLES + tuple(twin.element_tables(session.p4info))
+    rows: list[Entity] = session.read_tables([t for t in tables if session.p4info.has_table(t)])
     rows.extend(session.read_multicast_groups())
     return rows
 

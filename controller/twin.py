@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Mapping
+from functools import lru_cache
 from pathlib import Path
 
 from controller.aggregation import RESULT_ENCODING, group_id, job_session, round_key
@@ -59,7 +60,8 @@ def elems_of(p4info) -> int:
     return sum(1 for n in p4info.tables if re.fullmatch(r"NatIngress\.dec\d+\.decode", n))
 
 
-def codec_entries(elems: int) -> list[Entity]:
+@lru_cache(maxsize=4)
+def codec_entries(elems: int) -> tuple[Entity, ...]:
     """Every element's decode table (256 codes), leading-one match of the sum (priority in
     the rows' order) and leading-one match of the sum plus its random bits."""
     gen = _gen_tna()
@@ -79,7 +81,7 @@ def codec_entries(elems: int) -> list[Entity]:
         rows.extend(TableEntry.make(f"{cod}.lead", {"s": Ternary(value, mask)}, f"{cod}.code",
                                     {"m": m}, priority=len(code) - k)
                     for k, (value, mask, m) in enumerate(code))
-    return rows
+    return tuple(rows)
 
 
 def switch_entries(tree: JobTree, switch: str, region: Region, session: int,
