@@ -229,7 +229,7 @@ def test_the_tofino_profile_trains_alike_on_both_targets(tmp_path):
     targets = ["soft"] + (["bmv2"] if shutil.which("simple_switch_grpc") else [])
     for switch in targets:
         out = tmp_path / switch
-        r = subprocess.run([*RUN, "--switch", switch, "--profile", "tofino", "--steps", "12",
+        r = subprocess.run([*RUN, "--switch", switch, "--profile", "tofino", "--steps", "8",
                             "--out", str(out)], capture_output=True, text=True, timeout=900)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
         report = json.loads((out / "report.json").read_text())
