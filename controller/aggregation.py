@@ -74,16 +74,18 @@ def switch_entries(tree: JobTree, switch: str, region: Region, session: int,
     return rows
 
 
-def entries(topo: Topology, trees: list[JobTree],
-            sessions: Mapping[int, int]) -> dict[str, list[Entity]]:
-    """Every switch's aggregation entries; `sessions` maps each job id to its session."""
+def entries(topo: Topology, trees: list[JobTree], sessions: Mapping[int, int],
+            make=None) -> dict[str, list[Entity]]:
+    """Every switch's aggregation entries; `sessions` maps each job id to its session.
+    `make`: the program's switch_entries() (the Tofino profile's twin has its own)."""
+    make = make or switch_entries
     regions = allocate_regions(trees)
     out: dict[str, list[Entity]] = {s.name: [] for s in topo.switches}
     for tree in trees:
         session = job_session(sessions, tree.job.id)
         for switch in tree.nodes:
-            out[switch].extend(switch_entries(tree, switch, regions[switch, tree.job.id],
-                                              session, topo.switch(switch).device_id))
+            out[switch].extend(make(tree, switch, regions[switch, tree.job.id], session,
+                                    topo.switch(switch).device_id))
     return out
 
 

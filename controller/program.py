@@ -32,8 +32,9 @@ def desired_state(topo: Topology, sessions: Mapping[int, int],
     out: dict[str, list[Entity]] = {s.name: [] for s in topo.switches}
     if twin.is_twin(p4info):
         if any(link.loss for link in topo.links):
-            raise ControllerError("the Tofino profile has no egress impairment: give the "
-                                  "workers' ports the loss instead")
+            raise ControllerError("the Tofino profile has no egress impairment to drop "
+                                  "packets with (docs/PROTOCOL.md \"Tofino profile\"): run "
+                                  "it without link loss")
         parts = (twin.entries(topo, trees, sessions, twin.elems_of(p4info)),)
     else:
         parts = (impairment.entries(topo), aggregation.entries(topo, trees, sessions))

@@ -18,9 +18,10 @@ from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
-from controller.aggregation import RESULT_ENCODING, group_id, job_session, round_key
+from controller import aggregation
+from controller.aggregation import RESULT_ENCODING, group_id, round_key
 from controller.entities import Entity, MulticastGroupEntry, TableEntry, Ternary
-from controller.jobs import Region, allocate_regions
+from controller.jobs import Region
 from controller.topology import POOL_SIZE, Topology
 from controller.tree import JobTree
 
@@ -99,14 +100,12 @@ def switch_entries(tree: JobTree, switch: str, region: Region, session: int,
                 "seed": round_key(job.seed, job.id, device_id),
                 "first_back": (version - 2) * n & M32}
         if node.parent is None:
-            rows.append(TableEntry.make(JOBS, {JOB_ID: job.id, VERSION: version}, JOB_ROOT,
-                                        {**params, "result_enc": RESULT_ENCODING[job.encoding],
-                                         **last}))
+            action, own = JOB_ROOT, {"result_enc": RESULT_ENCODING[job.encoding]}
         else:
-            rows.append(TableEntry.make(JOBS, {JOB_ID: job.id, VERSION: version}, JOB_CHILD,
-                                        {**params, "parent_port": node.parent_port,
-                                         "partial_enc": RESULT_ENCODING[job.partials],
-                                         **last}))
+            action, own = JOB_CHILD, {"parent_port": node.parent_port,
+                                      "partial_enc": RESULT_ENCODING[job.partials]}
+        rows.append(TableEntry.make(JOBS, {JOB_ID: job.id, VERSION: version}, action,
+                                    {**params, **own, **last}))
     rows.extend(TableEntry.make(CHILDREN, {JOB_ID: job.id, PORT: c.port}, SET_CHILD,
                                 {"child_bit": 1 << c.bit})
                 for c in node.children)
@@ -116,12 +115,5 @@ def switch_entries(tree: JobTree, switch: str, region: Region, session: int,
 def entries(topo: Topology, trees: list[JobTree], sessions: Mapping[int, int],
             elems: int) -> dict[str, list[Entity]]:
     """Every switch's twin entries: the codec tables and the jobs in these sessions."""
-    regions = allocate_regions(trees)
-    codec = codec_entries(elems)
-    out: dict[str, list[Entity]] = {s.name: list(codec) for s in topo.switches}
-    for tree in trees:
-        session = job_session(sessions, tree.job.id)
-        for switch in tree.nodes:
-            out[switch].extend(switch_entries(tree, switch, regions[switch, tree.job.id],
-                                              session, topo.switch(switch).device_id))
-    return out
+    jobs = aggregation.entries(topo, trees, sessions, make=switch_entries)
+    return {name: [*codec_entries(elems), *rows] for name, rows in jobs.items()}
