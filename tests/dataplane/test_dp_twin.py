@@ -54,12 +54,11 @@ def framer(topo, host: str) -> Framer:
 
 
 def send_chunk(fabric, topo, job: int, session: int, chunk: int, payloads: dict, enc: int,
-               exp: int = 127, slots: int = 4, version: int | None = None, **kw) -> None:
+               exp: int = 127, slots: int = 4) -> None:
     slot, use = chunk % slots, chunk // slots
     for h, pay in payloads.items():
         fabric.send(h, framer(topo, h).build(wire.MSG_CONTRIB, enc, job, session, slot,
-                                             use % 2 if version is None else version, exp, 1,
-                                             chunk, pay, **kw))
+                                             use % 2, exp, 1, chunk, pay))
 
 
 def results(fabric, topo, hosts) -> dict:

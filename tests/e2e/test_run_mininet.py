@@ -244,10 +244,11 @@ def test_the_tofino_profile_trains_alike_on_both_targets(tmp_path):
 
 
 def test_the_tofino_profile_refuses_what_it_has_not(tmp_path):
-    """4-bit encodings (their SUM8 results) and sparse jobs are not in the profile: a clear
-    error before anything starts."""
+    """4-bit encodings (their SUM8 results), sparse jobs and the switches' link loss are not
+    in the profile: a clear error before anything starts."""
     for extra, why in ((["--encoding", "uq4"], "FIXED32 and CNAT8 only"),
-                       (["--sparse"], "no sparse jobs")):
+                       (["--sparse"], "no sparse jobs"),
+                       (["--loss", "0.05"], "no egress impairment")):
         r = subprocess.run([*RUN, "--switch", "soft", "--profile", "tofino", *extra, "--out",
                             str(tmp_path / "x")], capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and why in r.stdout + r.stderr, r.stdout + r.stderr

@@ -74,6 +74,27 @@ def test_batch_checksums_catch_corruption(kernels):
     assert all(f.parse(x) is not None for x in frames)
 
 
+def test_a_zero_checksum_is_none_only_where_the_profile_says_so(kernels):
+    """The Tofino profile's results carry UDP checksum 0 (none, RFC 768): a framer told so
+    takes them, one by one and in a burst; any other framer drops them, and a wrong
+    non-zero checksum is dropped by both."""
+    pay = np.arange(4 * 16).reshape(4, 16).astype(np.uint8)
+    sent = Framer(SRC, DST, elems=16).build_many(
+        wire.MSG_RESULT, wire.ENC_CNAT8, 1, 1, np.arange(4), np.zeros(4, int),
+        np.zeros(4, int), 1, np.arange(4), pay)
+    none = [x[:40] + b"\0\0" + x[42:] for x in sent]
+    wrong = bytearray(sent[0])
+    wrong[41] ^= 1
+    strict, lax = Framer(SRC, DST, elems=16), Framer(SRC, DST, elems=16, zero_checksum=True)
+    assert all(strict.parse(x) is None for x in none) and strict.bad_checksums == 4
+    assert strict.parse_many(none) is None
+    for x, row in zip(none, pay, strict=True):
+        assert np.array_equal(lax.parse(x)[1], row)
+    assert lax.parse_many(none) is None     # (a burst that carries none: parsed one by one)
+    assert lax.parse_many(sent) is not None
+    assert lax.parse(bytes(wrong)) is None and lax.bad_checksums == 1
+
+
 def test_batch_refuses_bad_input(kernels):
     f = Framer(SRC, DST)
     z = np.zeros(2, int)
