@@ -30,7 +30,7 @@ def sources(program: str = "agg") -> list[Path]:
     if program == "twin":
         files = [HERE / "tna" / "gen_tna.py", *sorted((HERE / "twin").glob("*.p4")),
                  *(HERE / "tna" / f for f in ("sizes_tna.p4", "headers_tna.p4",
-                                               "elements_tna.p4")),
+                                               "elements_tna.p4", "lanes_tna.p4")),
                  *(HERE / "include" / f for f in ("constants.p4", "headers.p4"))]
     else:
         files = [HERE / "agg.p4", HERE / "gen_elements.py",

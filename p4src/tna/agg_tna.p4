@@ -2,7 +2,9 @@
 // of p4src/agg.p4 for TNA / T2NA, ELEMS elements per pass. This file only wires the
 // controls kept one per file beside it. -DWITH_CNAT8 adds CNAT8 contributions (decoded by
 // a table), -DCNAT8_RESULTS CNAT8 results and partial sums (re-compressed by tables in the
-// egress); without them the program sums FIXED32 only, the SwitchML way.
+// egress), -DWITH_UQ4 UQ4 and SUM8 in 16-bit lanes with SUM8 results (-DLANES_ONLY: those
+// only, four elements a pair register); without them the program sums FIXED32 only, the
+// SwitchML way.
 #include <core.p4>
 #if __TARGET_TOFINO__ == 2
 #include <t2na.p4>
@@ -17,6 +19,7 @@
 #include "slot_tna.p4"
 #include "pairsum_tna.p4"
 #include "codec_tna.p4"
+#include "lanes_tna.p4"
 #include "next_step_tna.p4"
 #include "deparser_tna.p4"
 
@@ -32,22 +35,43 @@ control TnaIngress(inout tna_headers_t hdr, inout ig_meta_t meta,
 #ifdef WITH_CNAT8
     DECODE_DECLS
 #endif
+#ifdef WITH_UQ4
+    SpreadLanes() spread;
+#endif
     PAIR_DECLS
 
     action fits() { meta.len_ok = true; }
+    action fits_lanes() { meta.len_ok = true; meta.lanes = true; }
     action no_payload() { meta.enc_bad = true; }
     table payload {
-        key = { hdr.fixed.isValid(): ternary; hdr.cnat.isValid(): ternary; hdr.udp.length: ternary; }
-        actions = { fits; no_payload; NoAction; }
+        key = {
+            hdr.fixed.isValid(): ternary; hdr.cnat.isValid(): ternary;
+#ifdef WITH_UQ4
+            hdr.uq4.isValid(): ternary; hdr.sum8.isValid(): ternary;
+#endif
+            hdr.udp.length: ternary;
+        }
+        actions = { fits; fits_lanes; no_payload; NoAction; }
         const entries = {
+#ifdef WITH_UQ4
+#ifndef LANES_ONLY
+            (true, false, false, false, UDP_LEN_FIXED32): fits();
+#else
+            (true, false, false, false, _): no_payload();
+#endif
+            (false, false, true, false, UDP_LEN_UQ4): fits_lanes();
+            (false, false, false, true, UDP_LEN_SUM8): fits_lanes();
+            (false, false, false, false, _): no_payload();
+#else
             (true, false, UDP_LEN_FIXED32): fits();
 #ifdef WITH_CNAT8
             (false, true, UDP_LEN_CNAT8): fits();
 #endif
             (false, false, _): no_payload();
+#endif
         }
         default_action = NoAction();
-        size = 4;
+        size = 8;
     }
 
     apply {
@@ -55,6 +79,7 @@ control TnaIngress(inout tna_headers_t hdr, inout ig_meta_t meta,
         hdr.bridge.recompress = 0;
         hdr.bridge.to_recirc = 0;
         hdr.bridge.is_agg = 0;
+        hdr.bridge.pad = 0;
         hdr.bridge.seed = 0;
 #ifdef LO_LANE_PASS
         if (hdr.recirc.isValid()) {
@@ -82,6 +107,11 @@ control TnaIngress(inout tna_headers_t hdr, inout ig_meta_t meta,
             DECODE_APPLY
         }
 #endif
+#ifdef WITH_UQ4
+        if (hdr.uq4.isValid() || hdr.sum8.isValid()) {
+            spread.apply(hdr);
+        }
+#endif
         PAIR_APPLY
         next.apply(hdr, meta, ig_intr_md.ingress_port, dprsr, tm);
 #ifdef WITH_CNAT8
@@ -89,6 +119,16 @@ control TnaIngress(inout tna_headers_t hdr, inout ig_meta_t meta,
         if (hdr.cnat.isValid() && !meta.down) {
             hdr.fixed.setValid();
             hdr.cnat.setInvalid();
+            hdr.agg.encoding = ENC_FIXED32;
+        }
+#endif
+#ifdef WITH_UQ4
+        // A SUM8 result on its way down a tree passes as it came; other lanes leave as sums.
+        if (hdr.sum8.isValid() && meta.down) {
+            hdr.fixed.setInvalid();
+        } else if (hdr.uq4.isValid() || hdr.sum8.isValid()) {
+            hdr.uq4.setInvalid();
+            hdr.sum8.setInvalid();
             hdr.agg.encoding = ENC_FIXED32;
         }
 #endif
@@ -105,6 +145,11 @@ control TnaEgress(inout tna_headers_t hdr, inout eg_meta_t meta,
                   inout egress_intrinsic_metadata_for_deparser_t dprsr,
                   inout egress_intrinsic_metadata_for_output_port_t oport) {
     ResultAddressing() addr;
+#ifdef WITH_UQ4
+    Counter<bit<32>, bit<8>>(DROP_REASONS, CounterType_t.PACKETS_AND_BYTES) drops;
+    NarrowLanes() narrow;
+    bool overflow = false;
+#endif
 #ifdef CNAT8_RESULTS
     ROUND_POLYS
     ROUND_DECLS
@@ -128,6 +173,16 @@ control TnaEgress(inout tna_headers_t hdr, inout eg_meta_t meta,
                 hdr.agg.encoding = ENC_CNAT8;
                 hdr.udp.length = UDP_LEN_CNAT8;
                 hdr.ipv4.total_len = UDP_LEN_CNAT8 + 20;
+            }
+#endif
+#ifdef WITH_UQ4
+            // Every copy narrows alike; one the lanes cannot carry is dropped and counted.
+            if (hdr.bridge.recompress == 2 && hdr.fixed.isValid()) {
+                narrow.apply(hdr, overflow);
+                if (overflow) {
+                    drops.count(DROP_SUM_OVERFLOW);
+                    dprsr.drop_ctl = 1;
+                }
             }
 #endif
             addr.apply(hdr, eg_intr_md.egress_port);

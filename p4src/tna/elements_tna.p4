@@ -552,166 +552,6 @@
     bit<32> v126; \
     bit<32> v127;
 
-#define CNAT_FIELDS_0 \
-    bit<8> c0; \
-    bit<8> c1; \
-    bit<8> c2; \
-    bit<8> c3; \
-    bit<8> c4; \
-    bit<8> c5; \
-    bit<8> c6; \
-    bit<8> c7;
-
-#define CNAT_FIELDS_1 \
-    bit<8> c8; \
-    bit<8> c9; \
-    bit<8> c10; \
-    bit<8> c11; \
-    bit<8> c12; \
-    bit<8> c13; \
-    bit<8> c14; \
-    bit<8> c15;
-
-#define CNAT_FIELDS_2 \
-    bit<8> c16; \
-    bit<8> c17; \
-    bit<8> c18; \
-    bit<8> c19; \
-    bit<8> c20; \
-    bit<8> c21; \
-    bit<8> c22; \
-    bit<8> c23;
-
-#define CNAT_FIELDS_3 \
-    bit<8> c24; \
-    bit<8> c25; \
-    bit<8> c26; \
-    bit<8> c27; \
-    bit<8> c28; \
-    bit<8> c29; \
-    bit<8> c30; \
-    bit<8> c31;
-
-#define CNAT_FIELDS_4 \
-    bit<8> c32; \
-    bit<8> c33; \
-    bit<8> c34; \
-    bit<8> c35; \
-    bit<8> c36; \
-    bit<8> c37; \
-    bit<8> c38; \
-    bit<8> c39;
-
-#define CNAT_FIELDS_5 \
-    bit<8> c40; \
-    bit<8> c41; \
-    bit<8> c42; \
-    bit<8> c43; \
-    bit<8> c44; \
-    bit<8> c45; \
-    bit<8> c46; \
-    bit<8> c47;
-
-#define CNAT_FIELDS_6 \
-    bit<8> c48; \
-    bit<8> c49; \
-    bit<8> c50; \
-    bit<8> c51; \
-    bit<8> c52; \
-    bit<8> c53; \
-    bit<8> c54; \
-    bit<8> c55;
-
-#define CNAT_FIELDS_7 \
-    bit<8> c56; \
-    bit<8> c57; \
-    bit<8> c58; \
-    bit<8> c59; \
-    bit<8> c60; \
-    bit<8> c61; \
-    bit<8> c62; \
-    bit<8> c63;
-
-#define CNAT_FIELDS_8 \
-    bit<8> c64; \
-    bit<8> c65; \
-    bit<8> c66; \
-    bit<8> c67; \
-    bit<8> c68; \
-    bit<8> c69; \
-    bit<8> c70; \
-    bit<8> c71;
-
-#define CNAT_FIELDS_9 \
-    bit<8> c72; \
-    bit<8> c73; \
-    bit<8> c74; \
-    bit<8> c75; \
-    bit<8> c76; \
-    bit<8> c77; \
-    bit<8> c78; \
-    bit<8> c79;
-
-#define CNAT_FIELDS_10 \
-    bit<8> c80; \
-    bit<8> c81; \
-    bit<8> c82; \
-    bit<8> c83; \
-    bit<8> c84; \
-    bit<8> c85; \
-    bit<8> c86; \
-    bit<8> c87;
-
-#define CNAT_FIELDS_11 \
-    bit<8> c88; \
-    bit<8> c89; \
-    bit<8> c90; \
-    bit<8> c91; \
-    bit<8> c92; \
-    bit<8> c93; \
-    bit<8> c94; \
-    bit<8> c95;
-
-#define CNAT_FIELDS_12 \
-    bit<8> c96; \
-    bit<8> c97; \
-    bit<8> c98; \
-    bit<8> c99; \
-    bit<8> c100; \
-    bit<8> c101; \
-    bit<8> c102; \
-    bit<8> c103;
-
-#define CNAT_FIELDS_13 \
-    bit<8> c104; \
-    bit<8> c105; \
-    bit<8> c106; \
-    bit<8> c107; \
-    bit<8> c108; \
-    bit<8> c109; \
-    bit<8> c110; \
-    bit<8> c111;
-
-#define CNAT_FIELDS_14 \
-    bit<8> c112; \
-    bit<8> c113; \
-    bit<8> c114; \
-    bit<8> c115; \
-    bit<8> c116; \
-    bit<8> c117; \
-    bit<8> c118; \
-    bit<8> c119;
-
-#define CNAT_FIELDS_15 \
-    bit<8> c120; \
-    bit<8> c121; \
-    bit<8> c122; \
-    bit<8> c123; \
-    bit<8> c124; \
-    bit<8> c125; \
-    bit<8> c126; \
-    bit<8> c127;
-
 #define DECODE_DECLS_0 \
     DecodeCode() dec0; \
     DecodeCode() dec1; \
@@ -2683,9 +2523,8 @@
     PAIR_SUM(PairSumS18, 18) \
     PAIR_SUM(PairSumS19, 19)
 
-#if ELEMS == 8
+#if WORDS == 8
 #define FIXED_FIELDS FIXED_FIELDS_0
-#define CNAT_FIELDS CNAT_FIELDS_0
 #define DECODE_DECLS DECODE_DECLS_0
 #define DECODE_APPLY DECODE_APPLY_0
 #define ROUND_DECLS ROUND_DECLS_0
@@ -2699,9 +2538,8 @@
 #define CODE_DECLS CODE_DECLS_0
 #define PAIR_DECLS PAIR_DECLS_0
 #define PAIR_APPLY PAIR_APPLY_0
-#elif ELEMS == 16
+#elif WORDS == 16
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1
-#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1
@@ -2715,9 +2553,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1
-#elif ELEMS == 24
+#elif WORDS == 24
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2
-#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2
@@ -2731,9 +2568,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2
-#elif ELEMS == 32
+#elif WORDS == 32
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3
-#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3
@@ -2747,9 +2583,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3
-#elif ELEMS == 40
+#elif WORDS == 40
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3 FIXED_FIELDS_4
-#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3 DECODE_DECLS_4
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3 DECODE_APPLY_4
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3 ROUND_DECLS_4
@@ -2763,9 +2598,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4
-#elif ELEMS == 48
+#elif WORDS == 48
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3 FIXED_FIELDS_4 FIXED_FIELDS_5
-#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3 DECODE_DECLS_4 DECODE_DECLS_5
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3 DECODE_APPLY_4 DECODE_APPLY_5
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3 ROUND_DECLS_4 ROUND_DECLS_5
@@ -2779,9 +2613,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5
-#elif ELEMS == 56
+#elif WORDS == 56
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3 FIXED_FIELDS_4 FIXED_FIELDS_5 FIXED_FIELDS_6
-#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3 DECODE_DECLS_4 DECODE_DECLS_5 DECODE_DECLS_6
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3 DECODE_APPLY_4 DECODE_APPLY_5 DECODE_APPLY_6
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3 ROUND_DECLS_4 ROUND_DECLS_5 ROUND_DECLS_6
@@ -2795,9 +2628,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6
-#elif ELEMS == 64
+#elif WORDS == 64
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3 FIXED_FIELDS_4 FIXED_FIELDS_5 FIXED_FIELDS_6 FIXED_FIELDS_7
-#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3 DECODE_DECLS_4 DECODE_DECLS_5 DECODE_DECLS_6 DECODE_DECLS_7
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3 DECODE_APPLY_4 DECODE_APPLY_5 DECODE_APPLY_6 DECODE_APPLY_7
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3 ROUND_DECLS_4 ROUND_DECLS_5 ROUND_DECLS_6 ROUND_DECLS_7
@@ -2811,9 +2643,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7
-#elif ELEMS == 72
+#elif WORDS == 72
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3 FIXED_FIELDS_4 FIXED_FIELDS_5 FIXED_FIELDS_6 FIXED_FIELDS_7 FIXED_FIELDS_8
-#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3 DECODE_DECLS_4 DECODE_DECLS_5 DECODE_DECLS_6 DECODE_DECLS_7 DECODE_DECLS_8
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3 DECODE_APPLY_4 DECODE_APPLY_5 DECODE_APPLY_6 DECODE_APPLY_7 DECODE_APPLY_8
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3 ROUND_DECLS_4 ROUND_DECLS_5 ROUND_DECLS_6 ROUND_DECLS_7 ROUND_DECLS_8
@@ -2827,9 +2658,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7 CODE_DECLS_8
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7 PAIR_DECLS_8
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7 PAIR_APPLY_8
-#elif ELEMS == 80
+#elif WORDS == 80
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3 FIXED_FIELDS_4 FIXED_FIELDS_5 FIXED_FIELDS_6 FIXED_FIELDS_7 FIXED_FIELDS_8 FIXED_FIELDS_9
-#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3 DECODE_DECLS_4 DECODE_DECLS_5 DECODE_DECLS_6 DECODE_DECLS_7 DECODE_DECLS_8 DECODE_DECLS_9
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3 DECODE_APPLY_4 DECODE_APPLY_5 DECODE_APPLY_6 DECODE_APPLY_7 DECODE_APPLY_8 DECODE_APPLY_9
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3 ROUND_DECLS_4 ROUND_DECLS_5 ROUND_DECLS_6 ROUND_DECLS_7 ROUND_DECLS_8 ROUND_DECLS_9
@@ -2843,9 +2673,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7 CODE_DECLS_8 CODE_DECLS_9
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7 PAIR_DECLS_8 PAIR_DECLS_9
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7 PAIR_APPLY_8 PAIR_APPLY_9
-#elif ELEMS == 88
+#elif WORDS == 88
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3 FIXED_FIELDS_4 FIXED_FIELDS_5 FIXED_FIELDS_6 FIXED_FIELDS_7 FIXED_FIELDS_8 FIXED_FIELDS_9 FIXED_FIELDS_10
-#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3 DECODE_DECLS_4 DECODE_DECLS_5 DECODE_DECLS_6 DECODE_DECLS_7 DECODE_DECLS_8 DECODE_DECLS_9 DECODE_DECLS_10
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3 DECODE_APPLY_4 DECODE_APPLY_5 DECODE_APPLY_6 DECODE_APPLY_7 DECODE_APPLY_8 DECODE_APPLY_9 DECODE_APPLY_10
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3 ROUND_DECLS_4 ROUND_DECLS_5 ROUND_DECLS_6 ROUND_DECLS_7 ROUND_DECLS_8 ROUND_DECLS_9 ROUND_DECLS_10
@@ -2859,9 +2688,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7 CODE_DECLS_8 CODE_DECLS_9 CODE_DECLS_10
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7 PAIR_DECLS_8 PAIR_DECLS_9 PAIR_DECLS_10
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7 PAIR_APPLY_8 PAIR_APPLY_9 PAIR_APPLY_10
-#elif ELEMS == 96
+#elif WORDS == 96
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3 FIXED_FIELDS_4 FIXED_FIELDS_5 FIXED_FIELDS_6 FIXED_FIELDS_7 FIXED_FIELDS_8 FIXED_FIELDS_9 FIXED_FIELDS_10 FIXED_FIELDS_11
-#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3 DECODE_DECLS_4 DECODE_DECLS_5 DECODE_DECLS_6 DECODE_DECLS_7 DECODE_DECLS_8 DECODE_DECLS_9 DECODE_DECLS_10 DECODE_DECLS_11
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3 DECODE_APPLY_4 DECODE_APPLY_5 DECODE_APPLY_6 DECODE_APPLY_7 DECODE_APPLY_8 DECODE_APPLY_9 DECODE_APPLY_10 DECODE_APPLY_11
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3 ROUND_DECLS_4 ROUND_DECLS_5 ROUND_DECLS_6 ROUND_DECLS_7 ROUND_DECLS_8 ROUND_DECLS_9 ROUND_DECLS_10 ROUND_DECLS_11
@@ -2875,9 +2703,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7 CODE_DECLS_8 CODE_DECLS_9 CODE_DECLS_10 CODE_DECLS_11
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7 PAIR_DECLS_8 PAIR_DECLS_9 PAIR_DECLS_10 PAIR_DECLS_11
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7 PAIR_APPLY_8 PAIR_APPLY_9 PAIR_APPLY_10 PAIR_APPLY_11
-#elif ELEMS == 104
+#elif WORDS == 104
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3 FIXED_FIELDS_4 FIXED_FIELDS_5 FIXED_FIELDS_6 FIXED_FIELDS_7 FIXED_FIELDS_8 FIXED_FIELDS_9 FIXED_FIELDS_10 FIXED_FIELDS_11 FIXED_FIELDS_12
-#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11 CNAT_FIELDS_12
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3 DECODE_DECLS_4 DECODE_DECLS_5 DECODE_DECLS_6 DECODE_DECLS_7 DECODE_DECLS_8 DECODE_DECLS_9 DECODE_DECLS_10 DECODE_DECLS_11 DECODE_DECLS_12
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3 DECODE_APPLY_4 DECODE_APPLY_5 DECODE_APPLY_6 DECODE_APPLY_7 DECODE_APPLY_8 DECODE_APPLY_9 DECODE_APPLY_10 DECODE_APPLY_11 DECODE_APPLY_12
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3 ROUND_DECLS_4 ROUND_DECLS_5 ROUND_DECLS_6 ROUND_DECLS_7 ROUND_DECLS_8 ROUND_DECLS_9 ROUND_DECLS_10 ROUND_DECLS_11 ROUND_DECLS_12
@@ -2891,9 +2718,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7 CODE_DECLS_8 CODE_DECLS_9 CODE_DECLS_10 CODE_DECLS_11 CODE_DECLS_12
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7 PAIR_DECLS_8 PAIR_DECLS_9 PAIR_DECLS_10 PAIR_DECLS_11 PAIR_DECLS_12
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7 PAIR_APPLY_8 PAIR_APPLY_9 PAIR_APPLY_10 PAIR_APPLY_11 PAIR_APPLY_12
-#elif ELEMS == 112
+#elif WORDS == 112
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3 FIXED_FIELDS_4 FIXED_FIELDS_5 FIXED_FIELDS_6 FIXED_FIELDS_7 FIXED_FIELDS_8 FIXED_FIELDS_9 FIXED_FIELDS_10 FIXED_FIELDS_11 FIXED_FIELDS_12 FIXED_FIELDS_13
-#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11 CNAT_FIELDS_12 CNAT_FIELDS_13
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3 DECODE_DECLS_4 DECODE_DECLS_5 DECODE_DECLS_6 DECODE_DECLS_7 DECODE_DECLS_8 DECODE_DECLS_9 DECODE_DECLS_10 DECODE_DECLS_11 DECODE_DECLS_12 DECODE_DECLS_13
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3 DECODE_APPLY_4 DECODE_APPLY_5 DECODE_APPLY_6 DECODE_APPLY_7 DECODE_APPLY_8 DECODE_APPLY_9 DECODE_APPLY_10 DECODE_APPLY_11 DECODE_APPLY_12 DECODE_APPLY_13
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3 ROUND_DECLS_4 ROUND_DECLS_5 ROUND_DECLS_6 ROUND_DECLS_7 ROUND_DECLS_8 ROUND_DECLS_9 ROUND_DECLS_10 ROUND_DECLS_11 ROUND_DECLS_12 ROUND_DECLS_13
@@ -2907,9 +2733,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7 CODE_DECLS_8 CODE_DECLS_9 CODE_DECLS_10 CODE_DECLS_11 CODE_DECLS_12 CODE_DECLS_13
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7 PAIR_DECLS_8 PAIR_DECLS_9 PAIR_DECLS_10 PAIR_DECLS_11 PAIR_DECLS_12 PAIR_DECLS_13
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7 PAIR_APPLY_8 PAIR_APPLY_9 PAIR_APPLY_10 PAIR_APPLY_11 PAIR_APPLY_12 PAIR_APPLY_13
-#elif ELEMS == 120
+#elif WORDS == 120
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3 FIXED_FIELDS_4 FIXED_FIELDS_5 FIXED_FIELDS_6 FIXED_FIELDS_7 FIXED_FIELDS_8 FIXED_FIELDS_9 FIXED_FIELDS_10 FIXED_FIELDS_11 FIXED_FIELDS_12 FIXED_FIELDS_13 FIXED_FIELDS_14
-#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11 CNAT_FIELDS_12 CNAT_FIELDS_13 CNAT_FIELDS_14
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3 DECODE_DECLS_4 DECODE_DECLS_5 DECODE_DECLS_6 DECODE_DECLS_7 DECODE_DECLS_8 DECODE_DECLS_9 DECODE_DECLS_10 DECODE_DECLS_11 DECODE_DECLS_12 DECODE_DECLS_13 DECODE_DECLS_14
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3 DECODE_APPLY_4 DECODE_APPLY_5 DECODE_APPLY_6 DECODE_APPLY_7 DECODE_APPLY_8 DECODE_APPLY_9 DECODE_APPLY_10 DECODE_APPLY_11 DECODE_APPLY_12 DECODE_APPLY_13 DECODE_APPLY_14
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3 ROUND_DECLS_4 ROUND_DECLS_5 ROUND_DECLS_6 ROUND_DECLS_7 ROUND_DECLS_8 ROUND_DECLS_9 ROUND_DECLS_10 ROUND_DECLS_11 ROUND_DECLS_12 ROUND_DECLS_13 ROUND_DECLS_14
@@ -2923,9 +2748,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7 CODE_DECLS_8 CODE_DECLS_9 CODE_DECLS_10 CODE_DECLS_11 CODE_DECLS_12 CODE_DECLS_13 CODE_DECLS_14
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7 PAIR_DECLS_8 PAIR_DECLS_9 PAIR_DECLS_10 PAIR_DECLS_11 PAIR_DECLS_12 PAIR_DECLS_13 PAIR_DECLS_14
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7 PAIR_APPLY_8 PAIR_APPLY_9 PAIR_APPLY_10 PAIR_APPLY_11 PAIR_APPLY_12 PAIR_APPLY_13 PAIR_APPLY_14
-#elif ELEMS == 128
+#elif WORDS == 128
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3 FIXED_FIELDS_4 FIXED_FIELDS_5 FIXED_FIELDS_6 FIXED_FIELDS_7 FIXED_FIELDS_8 FIXED_FIELDS_9 FIXED_FIELDS_10 FIXED_FIELDS_11 FIXED_FIELDS_12 FIXED_FIELDS_13 FIXED_FIELDS_14 FIXED_FIELDS_15
-#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11 CNAT_FIELDS_12 CNAT_FIELDS_13 CNAT_FIELDS_14 CNAT_FIELDS_15
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3 DECODE_DECLS_4 DECODE_DECLS_5 DECODE_DECLS_6 DECODE_DECLS_7 DECODE_DECLS_8 DECODE_DECLS_9 DECODE_DECLS_10 DECODE_DECLS_11 DECODE_DECLS_12 DECODE_DECLS_13 DECODE_DECLS_14 DECODE_DECLS_15
 #define DECODE_APPLY DECODE_APPLY_0 DECODE_APPLY_1 DECODE_APPLY_2 DECODE_APPLY_3 DECODE_APPLY_4 DECODE_APPLY_5 DECODE_APPLY_6 DECODE_APPLY_7 DECODE_APPLY_8 DECODE_APPLY_9 DECODE_APPLY_10 DECODE_APPLY_11 DECODE_APPLY_12 DECODE_APPLY_13 DECODE_APPLY_14 DECODE_APPLY_15
 #define ROUND_DECLS ROUND_DECLS_0 ROUND_DECLS_1 ROUND_DECLS_2 ROUND_DECLS_3 ROUND_DECLS_4 ROUND_DECLS_5 ROUND_DECLS_6 ROUND_DECLS_7 ROUND_DECLS_8 ROUND_DECLS_9 ROUND_DECLS_10 ROUND_DECLS_11 ROUND_DECLS_12 ROUND_DECLS_13 ROUND_DECLS_14 ROUND_DECLS_15
@@ -2940,7 +2764,3920 @@
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7 PAIR_DECLS_8 PAIR_DECLS_9 PAIR_DECLS_10 PAIR_DECLS_11 PAIR_DECLS_12 PAIR_DECLS_13 PAIR_DECLS_14 PAIR_DECLS_15
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7 PAIR_APPLY_8 PAIR_APPLY_9 PAIR_APPLY_10 PAIR_APPLY_11 PAIR_APPLY_12 PAIR_APPLY_13 PAIR_APPLY_14 PAIR_APPLY_15
 #else
-#error "ELEMS must be a multiple of 8 up to 128"
+#error "WORDS must be a multiple of 8 up to 128"
+#endif
+
+#define CNAT_FIELDS_0 \
+    bit<8> c0; \
+    bit<8> c1; \
+    bit<8> c2; \
+    bit<8> c3; \
+    bit<8> c4; \
+    bit<8> c5; \
+    bit<8> c6; \
+    bit<8> c7;
+
+#define CNAT_FIELDS_1 \
+    bit<8> c8; \
+    bit<8> c9; \
+    bit<8> c10; \
+    bit<8> c11; \
+    bit<8> c12; \
+    bit<8> c13; \
+    bit<8> c14; \
+    bit<8> c15;
+
+#define CNAT_FIELDS_2 \
+    bit<8> c16; \
+    bit<8> c17; \
+    bit<8> c18; \
+    bit<8> c19; \
+    bit<8> c20; \
+    bit<8> c21; \
+    bit<8> c22; \
+    bit<8> c23;
+
+#define CNAT_FIELDS_3 \
+    bit<8> c24; \
+    bit<8> c25; \
+    bit<8> c26; \
+    bit<8> c27; \
+    bit<8> c28; \
+    bit<8> c29; \
+    bit<8> c30; \
+    bit<8> c31;
+
+#define CNAT_FIELDS_4 \
+    bit<8> c32; \
+    bit<8> c33; \
+    bit<8> c34; \
+    bit<8> c35; \
+    bit<8> c36; \
+    bit<8> c37; \
+    bit<8> c38; \
+    bit<8> c39;
+
+#define CNAT_FIELDS_5 \
+    bit<8> c40; \
+    bit<8> c41; \
+    bit<8> c42; \
+    bit<8> c43; \
+    bit<8> c44; \
+    bit<8> c45; \
+    bit<8> c46; \
+    bit<8> c47;
+
+#define CNAT_FIELDS_6 \
+    bit<8> c48; \
+    bit<8> c49; \
+    bit<8> c50; \
+    bit<8> c51; \
+    bit<8> c52; \
+    bit<8> c53; \
+    bit<8> c54; \
+    bit<8> c55;
+
+#define CNAT_FIELDS_7 \
+    bit<8> c56; \
+    bit<8> c57; \
+    bit<8> c58; \
+    bit<8> c59; \
+    bit<8> c60; \
+    bit<8> c61; \
+    bit<8> c62; \
+    bit<8> c63;
+
+#define CNAT_FIELDS_8 \
+    bit<8> c64; \
+    bit<8> c65; \
+    bit<8> c66; \
+    bit<8> c67; \
+    bit<8> c68; \
+    bit<8> c69; \
+    bit<8> c70; \
+    bit<8> c71;
+
+#define CNAT_FIELDS_9 \
+    bit<8> c72; \
+    bit<8> c73; \
+    bit<8> c74; \
+    bit<8> c75; \
+    bit<8> c76; \
+    bit<8> c77; \
+    bit<8> c78; \
+    bit<8> c79;
+
+#define CNAT_FIELDS_10 \
+    bit<8> c80; \
+    bit<8> c81; \
+    bit<8> c82; \
+    bit<8> c83; \
+    bit<8> c84; \
+    bit<8> c85; \
+    bit<8> c86; \
+    bit<8> c87;
+
+#define CNAT_FIELDS_11 \
+    bit<8> c88; \
+    bit<8> c89; \
+    bit<8> c90; \
+    bit<8> c91; \
+    bit<8> c92; \
+    bit<8> c93; \
+    bit<8> c94; \
+    bit<8> c95;
+
+#define CNAT_FIELDS_12 \
+    bit<8> c96; \
+    bit<8> c97; \
+    bit<8> c98; \
+    bit<8> c99; \
+    bit<8> c100; \
+    bit<8> c101; \
+    bit<8> c102; \
+    bit<8> c103;
+
+#define CNAT_FIELDS_13 \
+    bit<8> c104; \
+    bit<8> c105; \
+    bit<8> c106; \
+    bit<8> c107; \
+    bit<8> c108; \
+    bit<8> c109; \
+    bit<8> c110; \
+    bit<8> c111;
+
+#define CNAT_FIELDS_14 \
+    bit<8> c112; \
+    bit<8> c113; \
+    bit<8> c114; \
+    bit<8> c115; \
+    bit<8> c116; \
+    bit<8> c117; \
+    bit<8> c118; \
+    bit<8> c119;
+
+#define CNAT_FIELDS_15 \
+    bit<8> c120; \
+    bit<8> c121; \
+    bit<8> c122; \
+    bit<8> c123; \
+    bit<8> c124; \
+    bit<8> c125; \
+    bit<8> c126; \
+    bit<8> c127;
+
+#define CNAT_FIELDS_16 \
+    bit<8> c128; \
+    bit<8> c129; \
+    bit<8> c130; \
+    bit<8> c131; \
+    bit<8> c132; \
+    bit<8> c133; \
+    bit<8> c134; \
+    bit<8> c135;
+
+#define CNAT_FIELDS_17 \
+    bit<8> c136; \
+    bit<8> c137; \
+    bit<8> c138; \
+    bit<8> c139; \
+    bit<8> c140; \
+    bit<8> c141; \
+    bit<8> c142; \
+    bit<8> c143;
+
+#define CNAT_FIELDS_18 \
+    bit<8> c144; \
+    bit<8> c145; \
+    bit<8> c146; \
+    bit<8> c147; \
+    bit<8> c148; \
+    bit<8> c149; \
+    bit<8> c150; \
+    bit<8> c151;
+
+#define CNAT_FIELDS_19 \
+    bit<8> c152; \
+    bit<8> c153; \
+    bit<8> c154; \
+    bit<8> c155; \
+    bit<8> c156; \
+    bit<8> c157; \
+    bit<8> c158; \
+    bit<8> c159;
+
+#define CNAT_FIELDS_20 \
+    bit<8> c160; \
+    bit<8> c161; \
+    bit<8> c162; \
+    bit<8> c163; \
+    bit<8> c164; \
+    bit<8> c165; \
+    bit<8> c166; \
+    bit<8> c167;
+
+#define CNAT_FIELDS_21 \
+    bit<8> c168; \
+    bit<8> c169; \
+    bit<8> c170; \
+    bit<8> c171; \
+    bit<8> c172; \
+    bit<8> c173; \
+    bit<8> c174; \
+    bit<8> c175;
+
+#define CNAT_FIELDS_22 \
+    bit<8> c176; \
+    bit<8> c177; \
+    bit<8> c178; \
+    bit<8> c179; \
+    bit<8> c180; \
+    bit<8> c181; \
+    bit<8> c182; \
+    bit<8> c183;
+
+#define CNAT_FIELDS_23 \
+    bit<8> c184; \
+    bit<8> c185; \
+    bit<8> c186; \
+    bit<8> c187; \
+    bit<8> c188; \
+    bit<8> c189; \
+    bit<8> c190; \
+    bit<8> c191;
+
+#define CNAT_FIELDS_24 \
+    bit<8> c192; \
+    bit<8> c193; \
+    bit<8> c194; \
+    bit<8> c195; \
+    bit<8> c196; \
+    bit<8> c197; \
+    bit<8> c198; \
+    bit<8> c199;
+
+#define CNAT_FIELDS_25 \
+    bit<8> c200; \
+    bit<8> c201; \
+    bit<8> c202; \
+    bit<8> c203; \
+    bit<8> c204; \
+    bit<8> c205; \
+    bit<8> c206; \
+    bit<8> c207;
+
+#define CNAT_FIELDS_26 \
+    bit<8> c208; \
+    bit<8> c209; \
+    bit<8> c210; \
+    bit<8> c211; \
+    bit<8> c212; \
+    bit<8> c213; \
+    bit<8> c214; \
+    bit<8> c215;
+
+#define CNAT_FIELDS_27 \
+    bit<8> c216; \
+    bit<8> c217; \
+    bit<8> c218; \
+    bit<8> c219; \
+    bit<8> c220; \
+    bit<8> c221; \
+    bit<8> c222; \
+    bit<8> c223;
+
+#define CNAT_FIELDS_28 \
+    bit<8> c224; \
+    bit<8> c225; \
+    bit<8> c226; \
+    bit<8> c227; \
+    bit<8> c228; \
+    bit<8> c229; \
+    bit<8> c230; \
+    bit<8> c231;
+
+#define CNAT_FIELDS_29 \
+    bit<8> c232; \
+    bit<8> c233; \
+    bit<8> c234; \
+    bit<8> c235; \
+    bit<8> c236; \
+    bit<8> c237; \
+    bit<8> c238; \
+    bit<8> c239;
+
+#define CNAT_FIELDS_30 \
+    bit<8> c240; \
+    bit<8> c241; \
+    bit<8> c242; \
+    bit<8> c243; \
+    bit<8> c244; \
+    bit<8> c245; \
+    bit<8> c246; \
+    bit<8> c247;
+
+#define CNAT_FIELDS_31 \
+    bit<8> c248; \
+    bit<8> c249; \
+    bit<8> c250; \
+    bit<8> c251; \
+    bit<8> c252; \
+    bit<8> c253; \
+    bit<8> c254; \
+    bit<8> c255;
+
+#define NIB_FIELDS_0 \
+    bit<4> n0; \
+    bit<4> n1; \
+    bit<4> n2; \
+    bit<4> n3; \
+    bit<4> n4; \
+    bit<4> n5; \
+    bit<4> n6; \
+    bit<4> n7;
+
+#define NIB_FIELDS_1 \
+    bit<4> n8; \
+    bit<4> n9; \
+    bit<4> n10; \
+    bit<4> n11; \
+    bit<4> n12; \
+    bit<4> n13; \
+    bit<4> n14; \
+    bit<4> n15;
+
+#define NIB_FIELDS_2 \
+    bit<4> n16; \
+    bit<4> n17; \
+    bit<4> n18; \
+    bit<4> n19; \
+    bit<4> n20; \
+    bit<4> n21; \
+    bit<4> n22; \
+    bit<4> n23;
+
+#define NIB_FIELDS_3 \
+    bit<4> n24; \
+    bit<4> n25; \
+    bit<4> n26; \
+    bit<4> n27; \
+    bit<4> n28; \
+    bit<4> n29; \
+    bit<4> n30; \
+    bit<4> n31;
+
+#define NIB_FIELDS_4 \
+    bit<4> n32; \
+    bit<4> n33; \
+    bit<4> n34; \
+    bit<4> n35; \
+    bit<4> n36; \
+    bit<4> n37; \
+    bit<4> n38; \
+    bit<4> n39;
+
+#define NIB_FIELDS_5 \
+    bit<4> n40; \
+    bit<4> n41; \
+    bit<4> n42; \
+    bit<4> n43; \
+    bit<4> n44; \
+    bit<4> n45; \
+    bit<4> n46; \
+    bit<4> n47;
+
+#define NIB_FIELDS_6 \
+    bit<4> n48; \
+    bit<4> n49; \
+    bit<4> n50; \
+    bit<4> n51; \
+    bit<4> n52; \
+    bit<4> n53; \
+    bit<4> n54; \
+    bit<4> n55;
+
+#define NIB_FIELDS_7 \
+    bit<4> n56; \
+    bit<4> n57; \
+    bit<4> n58; \
+    bit<4> n59; \
+    bit<4> n60; \
+    bit<4> n61; \
+    bit<4> n62; \
+    bit<4> n63;
+
+#define NIB_FIELDS_8 \
+    bit<4> n64; \
+    bit<4> n65; \
+    bit<4> n66; \
+    bit<4> n67; \
+    bit<4> n68; \
+    bit<4> n69; \
+    bit<4> n70; \
+    bit<4> n71;
+
+#define NIB_FIELDS_9 \
+    bit<4> n72; \
+    bit<4> n73; \
+    bit<4> n74; \
+    bit<4> n75; \
+    bit<4> n76; \
+    bit<4> n77; \
+    bit<4> n78; \
+    bit<4> n79;
+
+#define NIB_FIELDS_10 \
+    bit<4> n80; \
+    bit<4> n81; \
+    bit<4> n82; \
+    bit<4> n83; \
+    bit<4> n84; \
+    bit<4> n85; \
+    bit<4> n86; \
+    bit<4> n87;
+
+#define NIB_FIELDS_11 \
+    bit<4> n88; \
+    bit<4> n89; \
+    bit<4> n90; \
+    bit<4> n91; \
+    bit<4> n92; \
+    bit<4> n93; \
+    bit<4> n94; \
+    bit<4> n95;
+
+#define NIB_FIELDS_12 \
+    bit<4> n96; \
+    bit<4> n97; \
+    bit<4> n98; \
+    bit<4> n99; \
+    bit<4> n100; \
+    bit<4> n101; \
+    bit<4> n102; \
+    bit<4> n103;
+
+#define NIB_FIELDS_13 \
+    bit<4> n104; \
+    bit<4> n105; \
+    bit<4> n106; \
+    bit<4> n107; \
+    bit<4> n108; \
+    bit<4> n109; \
+    bit<4> n110; \
+    bit<4> n111;
+
+#define NIB_FIELDS_14 \
+    bit<4> n112; \
+    bit<4> n113; \
+    bit<4> n114; \
+    bit<4> n115; \
+    bit<4> n116; \
+    bit<4> n117; \
+    bit<4> n118; \
+    bit<4> n119;
+
+#define NIB_FIELDS_15 \
+    bit<4> n120; \
+    bit<4> n121; \
+    bit<4> n122; \
+    bit<4> n123; \
+    bit<4> n124; \
+    bit<4> n125; \
+    bit<4> n126; \
+    bit<4> n127;
+
+#define NIB_FIELDS_16 \
+    bit<4> n128; \
+    bit<4> n129; \
+    bit<4> n130; \
+    bit<4> n131; \
+    bit<4> n132; \
+    bit<4> n133; \
+    bit<4> n134; \
+    bit<4> n135;
+
+#define NIB_FIELDS_17 \
+    bit<4> n136; \
+    bit<4> n137; \
+    bit<4> n138; \
+    bit<4> n139; \
+    bit<4> n140; \
+    bit<4> n141; \
+    bit<4> n142; \
+    bit<4> n143;
+
+#define NIB_FIELDS_18 \
+    bit<4> n144; \
+    bit<4> n145; \
+    bit<4> n146; \
+    bit<4> n147; \
+    bit<4> n148; \
+    bit<4> n149; \
+    bit<4> n150; \
+    bit<4> n151;
+
+#define NIB_FIELDS_19 \
+    bit<4> n152; \
+    bit<4> n153; \
+    bit<4> n154; \
+    bit<4> n155; \
+    bit<4> n156; \
+    bit<4> n157; \
+    bit<4> n158; \
+    bit<4> n159;
+
+#define NIB_FIELDS_20 \
+    bit<4> n160; \
+    bit<4> n161; \
+    bit<4> n162; \
+    bit<4> n163; \
+    bit<4> n164; \
+    bit<4> n165; \
+    bit<4> n166; \
+    bit<4> n167;
+
+#define NIB_FIELDS_21 \
+    bit<4> n168; \
+    bit<4> n169; \
+    bit<4> n170; \
+    bit<4> n171; \
+    bit<4> n172; \
+    bit<4> n173; \
+    bit<4> n174; \
+    bit<4> n175;
+
+#define NIB_FIELDS_22 \
+    bit<4> n176; \
+    bit<4> n177; \
+    bit<4> n178; \
+    bit<4> n179; \
+    bit<4> n180; \
+    bit<4> n181; \
+    bit<4> n182; \
+    bit<4> n183;
+
+#define NIB_FIELDS_23 \
+    bit<4> n184; \
+    bit<4> n185; \
+    bit<4> n186; \
+    bit<4> n187; \
+    bit<4> n188; \
+    bit<4> n189; \
+    bit<4> n190; \
+    bit<4> n191;
+
+#define NIB_FIELDS_24 \
+    bit<4> n192; \
+    bit<4> n193; \
+    bit<4> n194; \
+    bit<4> n195; \
+    bit<4> n196; \
+    bit<4> n197; \
+    bit<4> n198; \
+    bit<4> n199;
+
+#define NIB_FIELDS_25 \
+    bit<4> n200; \
+    bit<4> n201; \
+    bit<4> n202; \
+    bit<4> n203; \
+    bit<4> n204; \
+    bit<4> n205; \
+    bit<4> n206; \
+    bit<4> n207;
+
+#define NIB_FIELDS_26 \
+    bit<4> n208; \
+    bit<4> n209; \
+    bit<4> n210; \
+    bit<4> n211; \
+    bit<4> n212; \
+    bit<4> n213; \
+    bit<4> n214; \
+    bit<4> n215;
+
+#define NIB_FIELDS_27 \
+    bit<4> n216; \
+    bit<4> n217; \
+    bit<4> n218; \
+    bit<4> n219; \
+    bit<4> n220; \
+    bit<4> n221; \
+    bit<4> n222; \
+    bit<4> n223;
+
+#define NIB_FIELDS_28 \
+    bit<4> n224; \
+    bit<4> n225; \
+    bit<4> n226; \
+    bit<4> n227; \
+    bit<4> n228; \
+    bit<4> n229; \
+    bit<4> n230; \
+    bit<4> n231;
+
+#define NIB_FIELDS_29 \
+    bit<4> n232; \
+    bit<4> n233; \
+    bit<4> n234; \
+    bit<4> n235; \
+    bit<4> n236; \
+    bit<4> n237; \
+    bit<4> n238; \
+    bit<4> n239;
+
+#define NIB_FIELDS_30 \
+    bit<4> n240; \
+    bit<4> n241; \
+    bit<4> n242; \
+    bit<4> n243; \
+    bit<4> n244; \
+    bit<4> n245; \
+    bit<4> n246; \
+    bit<4> n247;
+
+#define NIB_FIELDS_31 \
+    bit<4> n248; \
+    bit<4> n249; \
+    bit<4> n250; \
+    bit<4> n251; \
+    bit<4> n252; \
+    bit<4> n253; \
+    bit<4> n254; \
+    bit<4> n255;
+
+#define UQ_FIELDS_0 \
+    bit<16> q0; \
+    bit<16> q1;
+
+#define UQ_FIELDS_1 \
+    bit<16> q2; \
+    bit<16> q3;
+
+#define UQ_FIELDS_2 \
+    bit<16> q4; \
+    bit<16> q5;
+
+#define UQ_FIELDS_3 \
+    bit<16> q6; \
+    bit<16> q7;
+
+#define UQ_FIELDS_4 \
+    bit<16> q8; \
+    bit<16> q9;
+
+#define UQ_FIELDS_5 \
+    bit<16> q10; \
+    bit<16> q11;
+
+#define UQ_FIELDS_6 \
+    bit<16> q12; \
+    bit<16> q13;
+
+#define UQ_FIELDS_7 \
+    bit<16> q14; \
+    bit<16> q15;
+
+#define UQ_FIELDS_8 \
+    bit<16> q16; \
+    bit<16> q17;
+
+#define UQ_FIELDS_9 \
+    bit<16> q18; \
+    bit<16> q19;
+
+#define UQ_FIELDS_10 \
+    bit<16> q20; \
+    bit<16> q21;
+
+#define UQ_FIELDS_11 \
+    bit<16> q22; \
+    bit<16> q23;
+
+#define UQ_FIELDS_12 \
+    bit<16> q24; \
+    bit<16> q25;
+
+#define UQ_FIELDS_13 \
+    bit<16> q26; \
+    bit<16> q27;
+
+#define UQ_FIELDS_14 \
+    bit<16> q28; \
+    bit<16> q29;
+
+#define UQ_FIELDS_15 \
+    bit<16> q30; \
+    bit<16> q31;
+
+#define UQ_FIELDS_16 \
+    bit<16> q32; \
+    bit<16> q33;
+
+#define UQ_FIELDS_17 \
+    bit<16> q34; \
+    bit<16> q35;
+
+#define UQ_FIELDS_18 \
+    bit<16> q36; \
+    bit<16> q37;
+
+#define UQ_FIELDS_19 \
+    bit<16> q38; \
+    bit<16> q39;
+
+#define UQ_FIELDS_20 \
+    bit<16> q40; \
+    bit<16> q41;
+
+#define UQ_FIELDS_21 \
+    bit<16> q42; \
+    bit<16> q43;
+
+#define UQ_FIELDS_22 \
+    bit<16> q44; \
+    bit<16> q45;
+
+#define UQ_FIELDS_23 \
+    bit<16> q46; \
+    bit<16> q47;
+
+#define UQ_FIELDS_24 \
+    bit<16> q48; \
+    bit<16> q49;
+
+#define UQ_FIELDS_25 \
+    bit<16> q50; \
+    bit<16> q51;
+
+#define UQ_FIELDS_26 \
+    bit<16> q52; \
+    bit<16> q53;
+
+#define UQ_FIELDS_27 \
+    bit<16> q54; \
+    bit<16> q55;
+
+#define UQ_FIELDS_28 \
+    bit<16> q56; \
+    bit<16> q57;
+
+#define UQ_FIELDS_29 \
+    bit<16> q58; \
+    bit<16> q59;
+
+#define UQ_FIELDS_30 \
+    bit<16> q60; \
+    bit<16> q61;
+
+#define UQ_FIELDS_31 \
+    bit<16> q62; \
+    bit<16> q63;
+
+#define SUM_FIELDS_0 \
+    bit<32> s0; \
+    bit<32> s1;
+
+#define SUM_FIELDS_1 \
+    bit<32> s2; \
+    bit<32> s3;
+
+#define SUM_FIELDS_2 \
+    bit<32> s4; \
+    bit<32> s5;
+
+#define SUM_FIELDS_3 \
+    bit<32> s6; \
+    bit<32> s7;
+
+#define SUM_FIELDS_4 \
+    bit<32> s8; \
+    bit<32> s9;
+
+#define SUM_FIELDS_5 \
+    bit<32> s10; \
+    bit<32> s11;
+
+#define SUM_FIELDS_6 \
+    bit<32> s12; \
+    bit<32> s13;
+
+#define SUM_FIELDS_7 \
+    bit<32> s14; \
+    bit<32> s15;
+
+#define SUM_FIELDS_8 \
+    bit<32> s16; \
+    bit<32> s17;
+
+#define SUM_FIELDS_9 \
+    bit<32> s18; \
+    bit<32> s19;
+
+#define SUM_FIELDS_10 \
+    bit<32> s20; \
+    bit<32> s21;
+
+#define SUM_FIELDS_11 \
+    bit<32> s22; \
+    bit<32> s23;
+
+#define SUM_FIELDS_12 \
+    bit<32> s24; \
+    bit<32> s25;
+
+#define SUM_FIELDS_13 \
+    bit<32> s26; \
+    bit<32> s27;
+
+#define SUM_FIELDS_14 \
+    bit<32> s28; \
+    bit<32> s29;
+
+#define SUM_FIELDS_15 \
+    bit<32> s30; \
+    bit<32> s31;
+
+#define SUM_FIELDS_16 \
+    bit<32> s32; \
+    bit<32> s33;
+
+#define SUM_FIELDS_17 \
+    bit<32> s34; \
+    bit<32> s35;
+
+#define SUM_FIELDS_18 \
+    bit<32> s36; \
+    bit<32> s37;
+
+#define SUM_FIELDS_19 \
+    bit<32> s38; \
+    bit<32> s39;
+
+#define SUM_FIELDS_20 \
+    bit<32> s40; \
+    bit<32> s41;
+
+#define SUM_FIELDS_21 \
+    bit<32> s42; \
+    bit<32> s43;
+
+#define SUM_FIELDS_22 \
+    bit<32> s44; \
+    bit<32> s45;
+
+#define SUM_FIELDS_23 \
+    bit<32> s46; \
+    bit<32> s47;
+
+#define SUM_FIELDS_24 \
+    bit<32> s48; \
+    bit<32> s49;
+
+#define SUM_FIELDS_25 \
+    bit<32> s50; \
+    bit<32> s51;
+
+#define SUM_FIELDS_26 \
+    bit<32> s52; \
+    bit<32> s53;
+
+#define SUM_FIELDS_27 \
+    bit<32> s54; \
+    bit<32> s55;
+
+#define SUM_FIELDS_28 \
+    bit<32> s56; \
+    bit<32> s57;
+
+#define SUM_FIELDS_29 \
+    bit<32> s58; \
+    bit<32> s59;
+
+#define SUM_FIELDS_30 \
+    bit<32> s60; \
+    bit<32> s61;
+
+#define SUM_FIELDS_31 \
+    bit<32> s62; \
+    bit<32> s63;
+
+#if ELEMS == 8
+#define CNAT_FIELDS CNAT_FIELDS_0
+#define NIB_FIELDS NIB_FIELDS_0
+#define UQ_FIELDS UQ_FIELDS_0
+#define SUM_FIELDS SUM_FIELDS_0
+#elif ELEMS == 16
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1
+#elif ELEMS == 24
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2
+#elif ELEMS == 32
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3
+#elif ELEMS == 40
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4
+#elif ELEMS == 48
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5
+#elif ELEMS == 56
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6
+#elif ELEMS == 64
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7
+#elif ELEMS == 72
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7 NIB_FIELDS_8
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7 UQ_FIELDS_8
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7 SUM_FIELDS_8
+#elif ELEMS == 80
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7 NIB_FIELDS_8 NIB_FIELDS_9
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7 UQ_FIELDS_8 UQ_FIELDS_9
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7 SUM_FIELDS_8 SUM_FIELDS_9
+#elif ELEMS == 88
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7 NIB_FIELDS_8 NIB_FIELDS_9 NIB_FIELDS_10
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7 UQ_FIELDS_8 UQ_FIELDS_9 UQ_FIELDS_10
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7 SUM_FIELDS_8 SUM_FIELDS_9 SUM_FIELDS_10
+#elif ELEMS == 96
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7 NIB_FIELDS_8 NIB_FIELDS_9 NIB_FIELDS_10 NIB_FIELDS_11
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7 UQ_FIELDS_8 UQ_FIELDS_9 UQ_FIELDS_10 UQ_FIELDS_11
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7 SUM_FIELDS_8 SUM_FIELDS_9 SUM_FIELDS_10 SUM_FIELDS_11
+#elif ELEMS == 104
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11 CNAT_FIELDS_12
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7 NIB_FIELDS_8 NIB_FIELDS_9 NIB_FIELDS_10 NIB_FIELDS_11 NIB_FIELDS_12
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7 UQ_FIELDS_8 UQ_FIELDS_9 UQ_FIELDS_10 UQ_FIELDS_11 UQ_FIELDS_12
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7 SUM_FIELDS_8 SUM_FIELDS_9 SUM_FIELDS_10 SUM_FIELDS_11 SUM_FIELDS_12
+#elif ELEMS == 112
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11 CNAT_FIELDS_12 CNAT_FIELDS_13
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7 NIB_FIELDS_8 NIB_FIELDS_9 NIB_FIELDS_10 NIB_FIELDS_11 NIB_FIELDS_12 NIB_FIELDS_13
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7 UQ_FIELDS_8 UQ_FIELDS_9 UQ_FIELDS_10 UQ_FIELDS_11 UQ_FIELDS_12 UQ_FIELDS_13
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7 SUM_FIELDS_8 SUM_FIELDS_9 SUM_FIELDS_10 SUM_FIELDS_11 SUM_FIELDS_12 SUM_FIELDS_13
+#elif ELEMS == 120
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11 CNAT_FIELDS_12 CNAT_FIELDS_13 CNAT_FIELDS_14
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7 NIB_FIELDS_8 NIB_FIELDS_9 NIB_FIELDS_10 NIB_FIELDS_11 NIB_FIELDS_12 NIB_FIELDS_13 NIB_FIELDS_14
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7 UQ_FIELDS_8 UQ_FIELDS_9 UQ_FIELDS_10 UQ_FIELDS_11 UQ_FIELDS_12 UQ_FIELDS_13 UQ_FIELDS_14
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7 SUM_FIELDS_8 SUM_FIELDS_9 SUM_FIELDS_10 SUM_FIELDS_11 SUM_FIELDS_12 SUM_FIELDS_13 SUM_FIELDS_14
+#elif ELEMS == 128
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11 CNAT_FIELDS_12 CNAT_FIELDS_13 CNAT_FIELDS_14 CNAT_FIELDS_15
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7 NIB_FIELDS_8 NIB_FIELDS_9 NIB_FIELDS_10 NIB_FIELDS_11 NIB_FIELDS_12 NIB_FIELDS_13 NIB_FIELDS_14 NIB_FIELDS_15
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7 UQ_FIELDS_8 UQ_FIELDS_9 UQ_FIELDS_10 UQ_FIELDS_11 UQ_FIELDS_12 UQ_FIELDS_13 UQ_FIELDS_14 UQ_FIELDS_15
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7 SUM_FIELDS_8 SUM_FIELDS_9 SUM_FIELDS_10 SUM_FIELDS_11 SUM_FIELDS_12 SUM_FIELDS_13 SUM_FIELDS_14 SUM_FIELDS_15
+#elif ELEMS == 136
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11 CNAT_FIELDS_12 CNAT_FIELDS_13 CNAT_FIELDS_14 CNAT_FIELDS_15 CNAT_FIELDS_16
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7 NIB_FIELDS_8 NIB_FIELDS_9 NIB_FIELDS_10 NIB_FIELDS_11 NIB_FIELDS_12 NIB_FIELDS_13 NIB_FIELDS_14 NIB_FIELDS_15 NIB_FIELDS_16
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7 UQ_FIELDS_8 UQ_FIELDS_9 UQ_FIELDS_10 UQ_FIELDS_11 UQ_FIELDS_12 UQ_FIELDS_13 UQ_FIELDS_14 UQ_FIELDS_15 UQ_FIELDS_16
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7 SUM_FIELDS_8 SUM_FIELDS_9 SUM_FIELDS_10 SUM_FIELDS_11 SUM_FIELDS_12 SUM_FIELDS_13 SUM_FIELDS_14 SUM_FIELDS_15 SUM_FIELDS_16
+#elif ELEMS == 144
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11 CNAT_FIELDS_12 CNAT_FIELDS_13 CNAT_FIELDS_14 CNAT_FIELDS_15 CNAT_FIELDS_16 CNAT_FIELDS_17
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7 NIB_FIELDS_8 NIB_FIELDS_9 NIB_FIELDS_10 NIB_FIELDS_11 NIB_FIELDS_12 NIB_FIELDS_13 NIB_FIELDS_14 NIB_FIELDS_15 NIB_FIELDS_16 NIB_FIELDS_17
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7 UQ_FIELDS_8 UQ_FIELDS_9 UQ_FIELDS_10 UQ_FIELDS_11 UQ_FIELDS_12 UQ_FIELDS_13 UQ_FIELDS_14 UQ_FIELDS_15 UQ_FIELDS_16 UQ_FIELDS_17
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7 SUM_FIELDS_8 SUM_FIELDS_9 SUM_FIELDS_10 SUM_FIELDS_11 SUM_FIELDS_12 SUM_FIELDS_13 SUM_FIELDS_14 SUM_FIELDS_15 SUM_FIELDS_16 SUM_FIELDS_17
+#elif ELEMS == 152
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11 CNAT_FIELDS_12 CNAT_FIELDS_13 CNAT_FIELDS_14 CNAT_FIELDS_15 CNAT_FIELDS_16 CNAT_FIELDS_17 CNAT_FIELDS_18
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7 NIB_FIELDS_8 NIB_FIELDS_9 NIB_FIELDS_10 NIB_FIELDS_11 NIB_FIELDS_12 NIB_FIELDS_13 NIB_FIELDS_14 NIB_FIELDS_15 NIB_FIELDS_16 NIB_FIELDS_17 NIB_FIELDS_18
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7 UQ_FIELDS_8 UQ_FIELDS_9 UQ_FIELDS_10 UQ_FIELDS_11 UQ_FIELDS_12 UQ_FIELDS_13 UQ_FIELDS_14 UQ_FIELDS_15 UQ_FIELDS_16 UQ_FIELDS_17 UQ_FIELDS_18
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7 SUM_FIELDS_8 SUM_FIELDS_9 SUM_FIELDS_10 SUM_FIELDS_11 SUM_FIELDS_12 SUM_FIELDS_13 SUM_FIELDS_14 SUM_FIELDS_15 SUM_FIELDS_16 SUM_FIELDS_17 SUM_FIELDS_18
+#elif ELEMS == 160
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11 CNAT_FIELDS_12 CNAT_FIELDS_13 CNAT_FIELDS_14 CNAT_FIELDS_15 CNAT_FIELDS_16 CNAT_FIELDS_17 CNAT_FIELDS_18 CNAT_FIELDS_19
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7 NIB_FIELDS_8 NIB_FIELDS_9 NIB_FIELDS_10 NIB_FIELDS_11 NIB_FIELDS_12 NIB_FIELDS_13 NIB_FIELDS_14 NIB_FIELDS_15 NIB_FIELDS_16 NIB_FIELDS_17 NIB_FIELDS_18 NIB_FIELDS_19
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7 UQ_FIELDS_8 UQ_FIELDS_9 UQ_FIELDS_10 UQ_FIELDS_11 UQ_FIELDS_12 UQ_FIELDS_13 UQ_FIELDS_14 UQ_FIELDS_15 UQ_FIELDS_16 UQ_FIELDS_17 UQ_FIELDS_18 UQ_FIELDS_19
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7 SUM_FIELDS_8 SUM_FIELDS_9 SUM_FIELDS_10 SUM_FIELDS_11 SUM_FIELDS_12 SUM_FIELDS_13 SUM_FIELDS_14 SUM_FIELDS_15 SUM_FIELDS_16 SUM_FIELDS_17 SUM_FIELDS_18 SUM_FIELDS_19
+#elif ELEMS == 168
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11 CNAT_FIELDS_12 CNAT_FIELDS_13 CNAT_FIELDS_14 CNAT_FIELDS_15 CNAT_FIELDS_16 CNAT_FIELDS_17 CNAT_FIELDS_18 CNAT_FIELDS_19 CNAT_FIELDS_20
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7 NIB_FIELDS_8 NIB_FIELDS_9 NIB_FIELDS_10 NIB_FIELDS_11 NIB_FIELDS_12 NIB_FIELDS_13 NIB_FIELDS_14 NIB_FIELDS_15 NIB_FIELDS_16 NIB_FIELDS_17 NIB_FIELDS_18 NIB_FIELDS_19 NIB_FIELDS_20
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7 UQ_FIELDS_8 UQ_FIELDS_9 UQ_FIELDS_10 UQ_FIELDS_11 UQ_FIELDS_12 UQ_FIELDS_13 UQ_FIELDS_14 UQ_FIELDS_15 UQ_FIELDS_16 UQ_FIELDS_17 UQ_FIELDS_18 UQ_FIELDS_19 UQ_FIELDS_20
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7 SUM_FIELDS_8 SUM_FIELDS_9 SUM_FIELDS_10 SUM_FIELDS_11 SUM_FIELDS_12 SUM_FIELDS_13 SUM_FIELDS_14 SUM_FIELDS_15 SUM_FIELDS_16 SUM_FIELDS_17 SUM_FIELDS_18 SUM_FIELDS_19 SUM_FIELDS_20
+#elif ELEMS == 176
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11 CNAT_FIELDS_12 CNAT_FIELDS_13 CNAT_FIELDS_14 CNAT_FIELDS_15 CNAT_FIELDS_16 CNAT_FIELDS_17 CNAT_FIELDS_18 CNAT_FIELDS_19 CNAT_FIELDS_20 CNAT_FIELDS_21
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7 NIB_FIELDS_8 NIB_FIELDS_9 NIB_FIELDS_10 NIB_FIELDS_11 NIB_FIELDS_12 NIB_FIELDS_13 NIB_FIELDS_14 NIB_FIELDS_15 NIB_FIELDS_16 NIB_FIELDS_17 NIB_FIELDS_18 NIB_FIELDS_19 NIB_FIELDS_20 NIB_FIELDS_21
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7 UQ_FIELDS_8 UQ_FIELDS_9 UQ_FIELDS_10 UQ_FIELDS_11 UQ_FIELDS_12 UQ_FIELDS_13 UQ_FIELDS_14 UQ_FIELDS_15 UQ_FIELDS_16 UQ_FIELDS_17 UQ_FIELDS_18 UQ_FIELDS_19 UQ_FIELDS_20 UQ_FIELDS_21
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7 SUM_FIELDS_8 SUM_FIELDS_9 SUM_FIELDS_10 SUM_FIELDS_11 SUM_FIELDS_12 SUM_FIELDS_13 SUM_FIELDS_14 SUM_FIELDS_15 SUM_FIELDS_16 SUM_FIELDS_17 SUM_FIELDS_18 SUM_FIELDS_19 SUM_FIELDS_20 SUM_FIELDS_21
+#elif ELEMS == 184
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11 CNAT_FIELDS_12 CNAT_FIELDS_13 CNAT_FIELDS_14 CNAT_FIELDS_15 CNAT_FIELDS_16 CNAT_FIELDS_17 CNAT_FIELDS_18 CNAT_FIELDS_19 CNAT_FIELDS_20 CNAT_FIELDS_21 CNAT_FIELDS_22
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7 NIB_FIELDS_8 NIB_FIELDS_9 NIB_FIELDS_10 NIB_FIELDS_11 NIB_FIELDS_12 NIB_FIELDS_13 NIB_FIELDS_14 NIB_FIELDS_15 NIB_FIELDS_16 NIB_FIELDS_17 NIB_FIELDS_18 NIB_FIELDS_19 NIB_FIELDS_20 NIB_FIELDS_21 NIB_FIELDS_22
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7 UQ_FIELDS_8 UQ_FIELDS_9 UQ_FIELDS_10 UQ_FIELDS_11 UQ_FIELDS_12 UQ_FIELDS_13 UQ_FIELDS_14 UQ_FIELDS_15 UQ_FIELDS_16 UQ_FIELDS_17 UQ_FIELDS_18 UQ_FIELDS_19 UQ_FIELDS_20 UQ_FIELDS_21 UQ_FIELDS_22
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7 SUM_FIELDS_8 SUM_FIELDS_9 SUM_FIELDS_10 SUM_FIELDS_11 SUM_FIELDS_12 SUM_FIELDS_13 SUM_FIELDS_14 SUM_FIELDS_15 SUM_FIELDS_16 SUM_FIELDS_17 SUM_FIELDS_18 SUM_FIELDS_19 SUM_FIELDS_20 SUM_FIELDS_21 SUM_FIELDS_22
+#elif ELEMS == 192
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11 CNAT_FIELDS_12 CNAT_FIELDS_13 CNAT_FIELDS_14 CNAT_FIELDS_15 CNAT_FIELDS_16 CNAT_FIELDS_17 CNAT_FIELDS_18 CNAT_FIELDS_19 CNAT_FIELDS_20 CNAT_FIELDS_21 CNAT_FIELDS_22 CNAT_FIELDS_23
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7 NIB_FIELDS_8 NIB_FIELDS_9 NIB_FIELDS_10 NIB_FIELDS_11 NIB_FIELDS_12 NIB_FIELDS_13 NIB_FIELDS_14 NIB_FIELDS_15 NIB_FIELDS_16 NIB_FIELDS_17 NIB_FIELDS_18 NIB_FIELDS_19 NIB_FIELDS_20 NIB_FIELDS_21 NIB_FIELDS_22 NIB_FIELDS_23
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7 UQ_FIELDS_8 UQ_FIELDS_9 UQ_FIELDS_10 UQ_FIELDS_11 UQ_FIELDS_12 UQ_FIELDS_13 UQ_FIELDS_14 UQ_FIELDS_15 UQ_FIELDS_16 UQ_FIELDS_17 UQ_FIELDS_18 UQ_FIELDS_19 UQ_FIELDS_20 UQ_FIELDS_21 UQ_FIELDS_22 UQ_FIELDS_23
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7 SUM_FIELDS_8 SUM_FIELDS_9 SUM_FIELDS_10 SUM_FIELDS_11 SUM_FIELDS_12 SUM_FIELDS_13 SUM_FIELDS_14 SUM_FIELDS_15 SUM_FIELDS_16 SUM_FIELDS_17 SUM_FIELDS_18 SUM_FIELDS_19 SUM_FIELDS_20 SUM_FIELDS_21 SUM_FIELDS_22 SUM_FIELDS_23
+#elif ELEMS == 200
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11 CNAT_FIELDS_12 CNAT_FIELDS_13 CNAT_FIELDS_14 CNAT_FIELDS_15 CNAT_FIELDS_16 CNAT_FIELDS_17 CNAT_FIELDS_18 CNAT_FIELDS_19 CNAT_FIELDS_20 CNAT_FIELDS_21 CNAT_FIELDS_22 CNAT_FIELDS_23 CNAT_FIELDS_24
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7 NIB_FIELDS_8 NIB_FIELDS_9 NIB_FIELDS_10 NIB_FIELDS_11 NIB_FIELDS_12 NIB_FIELDS_13 NIB_FIELDS_14 NIB_FIELDS_15 NIB_FIELDS_16 NIB_FIELDS_17 NIB_FIELDS_18 NIB_FIELDS_19 NIB_FIELDS_20 NIB_FIELDS_21 NIB_FIELDS_22 NIB_FIELDS_23 NIB_FIELDS_24
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7 UQ_FIELDS_8 UQ_FIELDS_9 UQ_FIELDS_10 UQ_FIELDS_11 UQ_FIELDS_12 UQ_FIELDS_13 UQ_FIELDS_14 UQ_FIELDS_15 UQ_FIELDS_16 UQ_FIELDS_17 UQ_FIELDS_18 UQ_FIELDS_19 UQ_FIELDS_20 UQ_FIELDS_21 UQ_FIELDS_22 UQ_FIELDS_23 UQ_FIELDS_24
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7 SUM_FIELDS_8 SUM_FIELDS_9 SUM_FIELDS_10 SUM_FIELDS_11 SUM_FIELDS_12 SUM_FIELDS_13 SUM_FIELDS_14 SUM_FIELDS_15 SUM_FIELDS_16 SUM_FIELDS_17 SUM_FIELDS_18 SUM_FIELDS_19 SUM_FIELDS_20 SUM_FIELDS_21 SUM_FIELDS_22 SUM_FIELDS_23 SUM_FIELDS_24
+#elif ELEMS == 208
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11 CNAT_FIELDS_12 CNAT_FIELDS_13 CNAT_FIELDS_14 CNAT_FIELDS_15 CNAT_FIELDS_16 CNAT_FIELDS_17 CNAT_FIELDS_18 CNAT_FIELDS_19 CNAT_FIELDS_20 CNAT_FIELDS_21 CNAT_FIELDS_22 CNAT_FIELDS_23 CNAT_FIELDS_24 CNAT_FIELDS_25
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7 NIB_FIELDS_8 NIB_FIELDS_9 NIB_FIELDS_10 NIB_FIELDS_11 NIB_FIELDS_12 NIB_FIELDS_13 NIB_FIELDS_14 NIB_FIELDS_15 NIB_FIELDS_16 NIB_FIELDS_17 NIB_FIELDS_18 NIB_FIELDS_19 NIB_FIELDS_20 NIB_FIELDS_21 NIB_FIELDS_22 NIB_FIELDS_23 NIB_FIELDS_24 NIB_FIELDS_25
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7 UQ_FIELDS_8 UQ_FIELDS_9 UQ_FIELDS_10 UQ_FIELDS_11 UQ_FIELDS_12 UQ_FIELDS_13 UQ_FIELDS_14 UQ_FIELDS_15 UQ_FIELDS_16 UQ_FIELDS_17 UQ_FIELDS_18 UQ_FIELDS_19 UQ_FIELDS_20 UQ_FIELDS_21 UQ_FIELDS_22 UQ_FIELDS_23 UQ_FIELDS_24 UQ_FIELDS_25
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7 SUM_FIELDS_8 SUM_FIELDS_9 SUM_FIELDS_10 SUM_FIELDS_11 SUM_FIELDS_12 SUM_FIELDS_13 SUM_FIELDS_14 SUM_FIELDS_15 SUM_FIELDS_16 SUM_FIELDS_17 SUM_FIELDS_18 SUM_FIELDS_19 SUM_FIELDS_20 SUM_FIELDS_21 SUM_FIELDS_22 SUM_FIELDS_23 SUM_FIELDS_24 SUM_FIELDS_25
+#elif ELEMS == 216
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11 CNAT_FIELDS_12 CNAT_FIELDS_13 CNAT_FIELDS_14 CNAT_FIELDS_15 CNAT_FIELDS_16 CNAT_FIELDS_17 CNAT_FIELDS_18 CNAT_FIELDS_19 CNAT_FIELDS_20 CNAT_FIELDS_21 CNAT_FIELDS_22 CNAT_FIELDS_23 CNAT_FIELDS_24 CNAT_FIELDS_25 CNAT_FIELDS_26
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7 NIB_FIELDS_8 NIB_FIELDS_9 NIB_FIELDS_10 NIB_FIELDS_11 NIB_FIELDS_12 NIB_FIELDS_13 NIB_FIELDS_14 NIB_FIELDS_15 NIB_FIELDS_16 NIB_FIELDS_17 NIB_FIELDS_18 NIB_FIELDS_19 NIB_FIELDS_20 NIB_FIELDS_21 NIB_FIELDS_22 NIB_FIELDS_23 NIB_FIELDS_24 NIB_FIELDS_25 NIB_FIELDS_26
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7 UQ_FIELDS_8 UQ_FIELDS_9 UQ_FIELDS_10 UQ_FIELDS_11 UQ_FIELDS_12 UQ_FIELDS_13 UQ_FIELDS_14 UQ_FIELDS_15 UQ_FIELDS_16 UQ_FIELDS_17 UQ_FIELDS_18 UQ_FIELDS_19 UQ_FIELDS_20 UQ_FIELDS_21 UQ_FIELDS_22 UQ_FIELDS_23 UQ_FIELDS_24 UQ_FIELDS_25 UQ_FIELDS_26
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7 SUM_FIELDS_8 SUM_FIELDS_9 SUM_FIELDS_10 SUM_FIELDS_11 SUM_FIELDS_12 SUM_FIELDS_13 SUM_FIELDS_14 SUM_FIELDS_15 SUM_FIELDS_16 SUM_FIELDS_17 SUM_FIELDS_18 SUM_FIELDS_19 SUM_FIELDS_20 SUM_FIELDS_21 SUM_FIELDS_22 SUM_FIELDS_23 SUM_FIELDS_24 SUM_FIELDS_25 SUM_FIELDS_26
+#elif ELEMS == 224
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11 CNAT_FIELDS_12 CNAT_FIELDS_13 CNAT_FIELDS_14 CNAT_FIELDS_15 CNAT_FIELDS_16 CNAT_FIELDS_17 CNAT_FIELDS_18 CNAT_FIELDS_19 CNAT_FIELDS_20 CNAT_FIELDS_21 CNAT_FIELDS_22 CNAT_FIELDS_23 CNAT_FIELDS_24 CNAT_FIELDS_25 CNAT_FIELDS_26 CNAT_FIELDS_27
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7 NIB_FIELDS_8 NIB_FIELDS_9 NIB_FIELDS_10 NIB_FIELDS_11 NIB_FIELDS_12 NIB_FIELDS_13 NIB_FIELDS_14 NIB_FIELDS_15 NIB_FIELDS_16 NIB_FIELDS_17 NIB_FIELDS_18 NIB_FIELDS_19 NIB_FIELDS_20 NIB_FIELDS_21 NIB_FIELDS_22 NIB_FIELDS_23 NIB_FIELDS_24 NIB_FIELDS_25 NIB_FIELDS_26 NIB_FIELDS_27
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7 UQ_FIELDS_8 UQ_FIELDS_9 UQ_FIELDS_10 UQ_FIELDS_11 UQ_FIELDS_12 UQ_FIELDS_13 UQ_FIELDS_14 UQ_FIELDS_15 UQ_FIELDS_16 UQ_FIELDS_17 UQ_FIELDS_18 UQ_FIELDS_19 UQ_FIELDS_20 UQ_FIELDS_21 UQ_FIELDS_22 UQ_FIELDS_23 UQ_FIELDS_24 UQ_FIELDS_25 UQ_FIELDS_26 UQ_FIELDS_27
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7 SUM_FIELDS_8 SUM_FIELDS_9 SUM_FIELDS_10 SUM_FIELDS_11 SUM_FIELDS_12 SUM_FIELDS_13 SUM_FIELDS_14 SUM_FIELDS_15 SUM_FIELDS_16 SUM_FIELDS_17 SUM_FIELDS_18 SUM_FIELDS_19 SUM_FIELDS_20 SUM_FIELDS_21 SUM_FIELDS_22 SUM_FIELDS_23 SUM_FIELDS_24 SUM_FIELDS_25 SUM_FIELDS_26 SUM_FIELDS_27
+#elif ELEMS == 232
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11 CNAT_FIELDS_12 CNAT_FIELDS_13 CNAT_FIELDS_14 CNAT_FIELDS_15 CNAT_FIELDS_16 CNAT_FIELDS_17 CNAT_FIELDS_18 CNAT_FIELDS_19 CNAT_FIELDS_20 CNAT_FIELDS_21 CNAT_FIELDS_22 CNAT_FIELDS_23 CNAT_FIELDS_24 CNAT_FIELDS_25 CNAT_FIELDS_26 CNAT_FIELDS_27 CNAT_FIELDS_28
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7 NIB_FIELDS_8 NIB_FIELDS_9 NIB_FIELDS_10 NIB_FIELDS_11 NIB_FIELDS_12 NIB_FIELDS_13 NIB_FIELDS_14 NIB_FIELDS_15 NIB_FIELDS_16 NIB_FIELDS_17 NIB_FIELDS_18 NIB_FIELDS_19 NIB_FIELDS_20 NIB_FIELDS_21 NIB_FIELDS_22 NIB_FIELDS_23 NIB_FIELDS_24 NIB_FIELDS_25 NIB_FIELDS_26 NIB_FIELDS_27 NIB_FIELDS_28
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7 UQ_FIELDS_8 UQ_FIELDS_9 UQ_FIELDS_10 UQ_FIELDS_11 UQ_FIELDS_12 UQ_FIELDS_13 UQ_FIELDS_14 UQ_FIELDS_15 UQ_FIELDS_16 UQ_FIELDS_17 UQ_FIELDS_18 UQ_FIELDS_19 UQ_FIELDS_20 UQ_FIELDS_21 UQ_FIELDS_22 UQ_FIELDS_23 UQ_FIELDS_24 UQ_FIELDS_25 UQ_FIELDS_26 UQ_FIELDS_27 UQ_FIELDS_28
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7 SUM_FIELDS_8 SUM_FIELDS_9 SUM_FIELDS_10 SUM_FIELDS_11 SUM_FIELDS_12 SUM_FIELDS_13 SUM_FIELDS_14 SUM_FIELDS_15 SUM_FIELDS_16 SUM_FIELDS_17 SUM_FIELDS_18 SUM_FIELDS_19 SUM_FIELDS_20 SUM_FIELDS_21 SUM_FIELDS_22 SUM_FIELDS_23 SUM_FIELDS_24 SUM_FIELDS_25 SUM_FIELDS_26 SUM_FIELDS_27 SUM_FIELDS_28
+#elif ELEMS == 240
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11 CNAT_FIELDS_12 CNAT_FIELDS_13 CNAT_FIELDS_14 CNAT_FIELDS_15 CNAT_FIELDS_16 CNAT_FIELDS_17 CNAT_FIELDS_18 CNAT_FIELDS_19 CNAT_FIELDS_20 CNAT_FIELDS_21 CNAT_FIELDS_22 CNAT_FIELDS_23 CNAT_FIELDS_24 CNAT_FIELDS_25 CNAT_FIELDS_26 CNAT_FIELDS_27 CNAT_FIELDS_28 CNAT_FIELDS_29
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7 NIB_FIELDS_8 NIB_FIELDS_9 NIB_FIELDS_10 NIB_FIELDS_11 NIB_FIELDS_12 NIB_FIELDS_13 NIB_FIELDS_14 NIB_FIELDS_15 NIB_FIELDS_16 NIB_FIELDS_17 NIB_FIELDS_18 NIB_FIELDS_19 NIB_FIELDS_20 NIB_FIELDS_21 NIB_FIELDS_22 NIB_FIELDS_23 NIB_FIELDS_24 NIB_FIELDS_25 NIB_FIELDS_26 NIB_FIELDS_27 NIB_FIELDS_28 NIB_FIELDS_29
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7 UQ_FIELDS_8 UQ_FIELDS_9 UQ_FIELDS_10 UQ_FIELDS_11 UQ_FIELDS_12 UQ_FIELDS_13 UQ_FIELDS_14 UQ_FIELDS_15 UQ_FIELDS_16 UQ_FIELDS_17 UQ_FIELDS_18 UQ_FIELDS_19 UQ_FIELDS_20 UQ_FIELDS_21 UQ_FIELDS_22 UQ_FIELDS_23 UQ_FIELDS_24 UQ_FIELDS_25 UQ_FIELDS_26 UQ_FIELDS_27 UQ_FIELDS_28 UQ_FIELDS_29
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7 SUM_FIELDS_8 SUM_FIELDS_9 SUM_FIELDS_10 SUM_FIELDS_11 SUM_FIELDS_12 SUM_FIELDS_13 SUM_FIELDS_14 SUM_FIELDS_15 SUM_FIELDS_16 SUM_FIELDS_17 SUM_FIELDS_18 SUM_FIELDS_19 SUM_FIELDS_20 SUM_FIELDS_21 SUM_FIELDS_22 SUM_FIELDS_23 SUM_FIELDS_24 SUM_FIELDS_25 SUM_FIELDS_26 SUM_FIELDS_27 SUM_FIELDS_28 SUM_FIELDS_29
+#elif ELEMS == 248
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11 CNAT_FIELDS_12 CNAT_FIELDS_13 CNAT_FIELDS_14 CNAT_FIELDS_15 CNAT_FIELDS_16 CNAT_FIELDS_17 CNAT_FIELDS_18 CNAT_FIELDS_19 CNAT_FIELDS_20 CNAT_FIELDS_21 CNAT_FIELDS_22 CNAT_FIELDS_23 CNAT_FIELDS_24 CNAT_FIELDS_25 CNAT_FIELDS_26 CNAT_FIELDS_27 CNAT_FIELDS_28 CNAT_FIELDS_29 CNAT_FIELDS_30
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7 NIB_FIELDS_8 NIB_FIELDS_9 NIB_FIELDS_10 NIB_FIELDS_11 NIB_FIELDS_12 NIB_FIELDS_13 NIB_FIELDS_14 NIB_FIELDS_15 NIB_FIELDS_16 NIB_FIELDS_17 NIB_FIELDS_18 NIB_FIELDS_19 NIB_FIELDS_20 NIB_FIELDS_21 NIB_FIELDS_22 NIB_FIELDS_23 NIB_FIELDS_24 NIB_FIELDS_25 NIB_FIELDS_26 NIB_FIELDS_27 NIB_FIELDS_28 NIB_FIELDS_29 NIB_FIELDS_30
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7 UQ_FIELDS_8 UQ_FIELDS_9 UQ_FIELDS_10 UQ_FIELDS_11 UQ_FIELDS_12 UQ_FIELDS_13 UQ_FIELDS_14 UQ_FIELDS_15 UQ_FIELDS_16 UQ_FIELDS_17 UQ_FIELDS_18 UQ_FIELDS_19 UQ_FIELDS_20 UQ_FIELDS_21 UQ_FIELDS_22 UQ_FIELDS_23 UQ_FIELDS_24 UQ_FIELDS_25 UQ_FIELDS_26 UQ_FIELDS_27 UQ_FIELDS_28 UQ_FIELDS_29 UQ_FIELDS_30
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7 SUM_FIELDS_8 SUM_FIELDS_9 SUM_FIELDS_10 SUM_FIELDS_11 SUM_FIELDS_12 SUM_FIELDS_13 SUM_FIELDS_14 SUM_FIELDS_15 SUM_FIELDS_16 SUM_FIELDS_17 SUM_FIELDS_18 SUM_FIELDS_19 SUM_FIELDS_20 SUM_FIELDS_21 SUM_FIELDS_22 SUM_FIELDS_23 SUM_FIELDS_24 SUM_FIELDS_25 SUM_FIELDS_26 SUM_FIELDS_27 SUM_FIELDS_28 SUM_FIELDS_29 SUM_FIELDS_30
+#elif ELEMS == 256
+#define CNAT_FIELDS CNAT_FIELDS_0 CNAT_FIELDS_1 CNAT_FIELDS_2 CNAT_FIELDS_3 CNAT_FIELDS_4 CNAT_FIELDS_5 CNAT_FIELDS_6 CNAT_FIELDS_7 CNAT_FIELDS_8 CNAT_FIELDS_9 CNAT_FIELDS_10 CNAT_FIELDS_11 CNAT_FIELDS_12 CNAT_FIELDS_13 CNAT_FIELDS_14 CNAT_FIELDS_15 CNAT_FIELDS_16 CNAT_FIELDS_17 CNAT_FIELDS_18 CNAT_FIELDS_19 CNAT_FIELDS_20 CNAT_FIELDS_21 CNAT_FIELDS_22 CNAT_FIELDS_23 CNAT_FIELDS_24 CNAT_FIELDS_25 CNAT_FIELDS_26 CNAT_FIELDS_27 CNAT_FIELDS_28 CNAT_FIELDS_29 CNAT_FIELDS_30 CNAT_FIELDS_31
+#define NIB_FIELDS NIB_FIELDS_0 NIB_FIELDS_1 NIB_FIELDS_2 NIB_FIELDS_3 NIB_FIELDS_4 NIB_FIELDS_5 NIB_FIELDS_6 NIB_FIELDS_7 NIB_FIELDS_8 NIB_FIELDS_9 NIB_FIELDS_10 NIB_FIELDS_11 NIB_FIELDS_12 NIB_FIELDS_13 NIB_FIELDS_14 NIB_FIELDS_15 NIB_FIELDS_16 NIB_FIELDS_17 NIB_FIELDS_18 NIB_FIELDS_19 NIB_FIELDS_20 NIB_FIELDS_21 NIB_FIELDS_22 NIB_FIELDS_23 NIB_FIELDS_24 NIB_FIELDS_25 NIB_FIELDS_26 NIB_FIELDS_27 NIB_FIELDS_28 NIB_FIELDS_29 NIB_FIELDS_30 NIB_FIELDS_31
+#define UQ_FIELDS UQ_FIELDS_0 UQ_FIELDS_1 UQ_FIELDS_2 UQ_FIELDS_3 UQ_FIELDS_4 UQ_FIELDS_5 UQ_FIELDS_6 UQ_FIELDS_7 UQ_FIELDS_8 UQ_FIELDS_9 UQ_FIELDS_10 UQ_FIELDS_11 UQ_FIELDS_12 UQ_FIELDS_13 UQ_FIELDS_14 UQ_FIELDS_15 UQ_FIELDS_16 UQ_FIELDS_17 UQ_FIELDS_18 UQ_FIELDS_19 UQ_FIELDS_20 UQ_FIELDS_21 UQ_FIELDS_22 UQ_FIELDS_23 UQ_FIELDS_24 UQ_FIELDS_25 UQ_FIELDS_26 UQ_FIELDS_27 UQ_FIELDS_28 UQ_FIELDS_29 UQ_FIELDS_30 UQ_FIELDS_31
+#define SUM_FIELDS SUM_FIELDS_0 SUM_FIELDS_1 SUM_FIELDS_2 SUM_FIELDS_3 SUM_FIELDS_4 SUM_FIELDS_5 SUM_FIELDS_6 SUM_FIELDS_7 SUM_FIELDS_8 SUM_FIELDS_9 SUM_FIELDS_10 SUM_FIELDS_11 SUM_FIELDS_12 SUM_FIELDS_13 SUM_FIELDS_14 SUM_FIELDS_15 SUM_FIELDS_16 SUM_FIELDS_17 SUM_FIELDS_18 SUM_FIELDS_19 SUM_FIELDS_20 SUM_FIELDS_21 SUM_FIELDS_22 SUM_FIELDS_23 SUM_FIELDS_24 SUM_FIELDS_25 SUM_FIELDS_26 SUM_FIELDS_27 SUM_FIELDS_28 SUM_FIELDS_29 SUM_FIELDS_30 SUM_FIELDS_31
+#else
+#error "ELEMS must be a multiple of 8 up to 256"
+#endif
+
+#define UQ4_SPREAD_0 \
+    @in_hash { hdr.fixed.v0 = 12w0 ++ hdr.uq4.n0 ++ 12w0 ++ hdr.uq4.n1; } \
+    @in_hash { hdr.fixed.v1 = 12w0 ++ hdr.uq4.n2 ++ 12w0 ++ hdr.uq4.n3; } \
+    @in_hash { hdr.fixed.v2 = 12w0 ++ hdr.uq4.n4 ++ 12w0 ++ hdr.uq4.n5; } \
+    @in_hash { hdr.fixed.v3 = 12w0 ++ hdr.uq4.n6 ++ 12w0 ++ hdr.uq4.n7; }
+
+#define UQ4_SPREAD_1 \
+    @in_hash { hdr.fixed.v4 = 12w0 ++ hdr.uq4.n8 ++ 12w0 ++ hdr.uq4.n9; } \
+    @in_hash { hdr.fixed.v5 = 12w0 ++ hdr.uq4.n10 ++ 12w0 ++ hdr.uq4.n11; } \
+    @in_hash { hdr.fixed.v6 = 12w0 ++ hdr.uq4.n12 ++ 12w0 ++ hdr.uq4.n13; } \
+    @in_hash { hdr.fixed.v7 = 12w0 ++ hdr.uq4.n14 ++ 12w0 ++ hdr.uq4.n15; }
+
+#define UQ4_SPREAD_2 \
+    @in_hash { hdr.fixed.v8 = 12w0 ++ hdr.uq4.n16 ++ 12w0 ++ hdr.uq4.n17; } \
+    @in_hash { hdr.fixed.v9 = 12w0 ++ hdr.uq4.n18 ++ 12w0 ++ hdr.uq4.n19; } \
+    @in_hash { hdr.fixed.v10 = 12w0 ++ hdr.uq4.n20 ++ 12w0 ++ hdr.uq4.n21; } \
+    @in_hash { hdr.fixed.v11 = 12w0 ++ hdr.uq4.n22 ++ 12w0 ++ hdr.uq4.n23; }
+
+#define UQ4_SPREAD_3 \
+    @in_hash { hdr.fixed.v12 = 12w0 ++ hdr.uq4.n24 ++ 12w0 ++ hdr.uq4.n25; } \
+    @in_hash { hdr.fixed.v13 = 12w0 ++ hdr.uq4.n26 ++ 12w0 ++ hdr.uq4.n27; } \
+    @in_hash { hdr.fixed.v14 = 12w0 ++ hdr.uq4.n28 ++ 12w0 ++ hdr.uq4.n29; } \
+    @in_hash { hdr.fixed.v15 = 12w0 ++ hdr.uq4.n30 ++ 12w0 ++ hdr.uq4.n31; }
+
+#define UQ4_SPREAD_4 \
+    @in_hash { hdr.fixed.v16 = 12w0 ++ hdr.uq4.n32 ++ 12w0 ++ hdr.uq4.n33; } \
+    @in_hash { hdr.fixed.v17 = 12w0 ++ hdr.uq4.n34 ++ 12w0 ++ hdr.uq4.n35; } \
+    @in_hash { hdr.fixed.v18 = 12w0 ++ hdr.uq4.n36 ++ 12w0 ++ hdr.uq4.n37; } \
+    @in_hash { hdr.fixed.v19 = 12w0 ++ hdr.uq4.n38 ++ 12w0 ++ hdr.uq4.n39; }
+
+#define UQ4_SPREAD_5 \
+    @in_hash { hdr.fixed.v20 = 12w0 ++ hdr.uq4.n40 ++ 12w0 ++ hdr.uq4.n41; } \
+    @in_hash { hdr.fixed.v21 = 12w0 ++ hdr.uq4.n42 ++ 12w0 ++ hdr.uq4.n43; } \
+    @in_hash { hdr.fixed.v22 = 12w0 ++ hdr.uq4.n44 ++ 12w0 ++ hdr.uq4.n45; } \
+    @in_hash { hdr.fixed.v23 = 12w0 ++ hdr.uq4.n46 ++ 12w0 ++ hdr.uq4.n47; }
+
+#define UQ4_SPREAD_6 \
+    @in_hash { hdr.fixed.v24 = 12w0 ++ hdr.uq4.n48 ++ 12w0 ++ hdr.uq4.n49; } \
+    @in_hash { hdr.fixed.v25 = 12w0 ++ hdr.uq4.n50 ++ 12w0 ++ hdr.uq4.n51; } \
+    @in_hash { hdr.fixed.v26 = 12w0 ++ hdr.uq4.n52 ++ 12w0 ++ hdr.uq4.n53; } \
+    @in_hash { hdr.fixed.v27 = 12w0 ++ hdr.uq4.n54 ++ 12w0 ++ hdr.uq4.n55; }
+
+#define UQ4_SPREAD_7 \
+    @in_hash { hdr.fixed.v28 = 12w0 ++ hdr.uq4.n56 ++ 12w0 ++ hdr.uq4.n57; } \
+    @in_hash { hdr.fixed.v29 = 12w0 ++ hdr.uq4.n58 ++ 12w0 ++ hdr.uq4.n59; } \
+    @in_hash { hdr.fixed.v30 = 12w0 ++ hdr.uq4.n60 ++ 12w0 ++ hdr.uq4.n61; } \
+    @in_hash { hdr.fixed.v31 = 12w0 ++ hdr.uq4.n62 ++ 12w0 ++ hdr.uq4.n63; }
+
+#define UQ4_SPREAD_8 \
+    @in_hash { hdr.fixed.v32 = 12w0 ++ hdr.uq4.n64 ++ 12w0 ++ hdr.uq4.n65; } \
+    @in_hash { hdr.fixed.v33 = 12w0 ++ hdr.uq4.n66 ++ 12w0 ++ hdr.uq4.n67; } \
+    @in_hash { hdr.fixed.v34 = 12w0 ++ hdr.uq4.n68 ++ 12w0 ++ hdr.uq4.n69; } \
+    @in_hash { hdr.fixed.v35 = 12w0 ++ hdr.uq4.n70 ++ 12w0 ++ hdr.uq4.n71; }
+
+#define UQ4_SPREAD_9 \
+    @in_hash { hdr.fixed.v36 = 12w0 ++ hdr.uq4.n72 ++ 12w0 ++ hdr.uq4.n73; } \
+    @in_hash { hdr.fixed.v37 = 12w0 ++ hdr.uq4.n74 ++ 12w0 ++ hdr.uq4.n75; } \
+    @in_hash { hdr.fixed.v38 = 12w0 ++ hdr.uq4.n76 ++ 12w0 ++ hdr.uq4.n77; } \
+    @in_hash { hdr.fixed.v39 = 12w0 ++ hdr.uq4.n78 ++ 12w0 ++ hdr.uq4.n79; }
+
+#define UQ4_SPREAD_10 \
+    @in_hash { hdr.fixed.v40 = 12w0 ++ hdr.uq4.n80 ++ 12w0 ++ hdr.uq4.n81; } \
+    @in_hash { hdr.fixed.v41 = 12w0 ++ hdr.uq4.n82 ++ 12w0 ++ hdr.uq4.n83; } \
+    @in_hash { hdr.fixed.v42 = 12w0 ++ hdr.uq4.n84 ++ 12w0 ++ hdr.uq4.n85; } \
+    @in_hash { hdr.fixed.v43 = 12w0 ++ hdr.uq4.n86 ++ 12w0 ++ hdr.uq4.n87; }
+
+#define UQ4_SPREAD_11 \
+    @in_hash { hdr.fixed.v44 = 12w0 ++ hdr.uq4.n88 ++ 12w0 ++ hdr.uq4.n89; } \
+    @in_hash { hdr.fixed.v45 = 12w0 ++ hdr.uq4.n90 ++ 12w0 ++ hdr.uq4.n91; } \
+    @in_hash { hdr.fixed.v46 = 12w0 ++ hdr.uq4.n92 ++ 12w0 ++ hdr.uq4.n93; } \
+    @in_hash { hdr.fixed.v47 = 12w0 ++ hdr.uq4.n94 ++ 12w0 ++ hdr.uq4.n95; }
+
+#define UQ4_SPREAD_12 \
+    @in_hash { hdr.fixed.v48 = 12w0 ++ hdr.uq4.n96 ++ 12w0 ++ hdr.uq4.n97; } \
+    @in_hash { hdr.fixed.v49 = 12w0 ++ hdr.uq4.n98 ++ 12w0 ++ hdr.uq4.n99; } \
+    @in_hash { hdr.fixed.v50 = 12w0 ++ hdr.uq4.n100 ++ 12w0 ++ hdr.uq4.n101; } \
+    @in_hash { hdr.fixed.v51 = 12w0 ++ hdr.uq4.n102 ++ 12w0 ++ hdr.uq4.n103; }
+
+#define UQ4_SPREAD_13 \
+    @in_hash { hdr.fixed.v52 = 12w0 ++ hdr.uq4.n104 ++ 12w0 ++ hdr.uq4.n105; } \
+    @in_hash { hdr.fixed.v53 = 12w0 ++ hdr.uq4.n106 ++ 12w0 ++ hdr.uq4.n107; } \
+    @in_hash { hdr.fixed.v54 = 12w0 ++ hdr.uq4.n108 ++ 12w0 ++ hdr.uq4.n109; } \
+    @in_hash { hdr.fixed.v55 = 12w0 ++ hdr.uq4.n110 ++ 12w0 ++ hdr.uq4.n111; }
+
+#define UQ4_SPREAD_14 \
+    @in_hash { hdr.fixed.v56 = 12w0 ++ hdr.uq4.n112 ++ 12w0 ++ hdr.uq4.n113; } \
+    @in_hash { hdr.fixed.v57 = 12w0 ++ hdr.uq4.n114 ++ 12w0 ++ hdr.uq4.n115; } \
+    @in_hash { hdr.fixed.v58 = 12w0 ++ hdr.uq4.n116 ++ 12w0 ++ hdr.uq4.n117; } \
+    @in_hash { hdr.fixed.v59 = 12w0 ++ hdr.uq4.n118 ++ 12w0 ++ hdr.uq4.n119; }
+
+#define UQ4_SPREAD_15 \
+    @in_hash { hdr.fixed.v60 = 12w0 ++ hdr.uq4.n120 ++ 12w0 ++ hdr.uq4.n121; } \
+    @in_hash { hdr.fixed.v61 = 12w0 ++ hdr.uq4.n122 ++ 12w0 ++ hdr.uq4.n123; } \
+    @in_hash { hdr.fixed.v62 = 12w0 ++ hdr.uq4.n124 ++ 12w0 ++ hdr.uq4.n125; } \
+    @in_hash { hdr.fixed.v63 = 12w0 ++ hdr.uq4.n126 ++ 12w0 ++ hdr.uq4.n127; }
+
+#define UQ4_SPREAD_16 \
+    @in_hash { hdr.fixed.v64 = 12w0 ++ hdr.uq4.n128 ++ 12w0 ++ hdr.uq4.n129; } \
+    @in_hash { hdr.fixed.v65 = 12w0 ++ hdr.uq4.n130 ++ 12w0 ++ hdr.uq4.n131; } \
+    @in_hash { hdr.fixed.v66 = 12w0 ++ hdr.uq4.n132 ++ 12w0 ++ hdr.uq4.n133; } \
+    @in_hash { hdr.fixed.v67 = 12w0 ++ hdr.uq4.n134 ++ 12w0 ++ hdr.uq4.n135; }
+
+#define UQ4_SPREAD_17 \
+    @in_hash { hdr.fixed.v68 = 12w0 ++ hdr.uq4.n136 ++ 12w0 ++ hdr.uq4.n137; } \
+    @in_hash { hdr.fixed.v69 = 12w0 ++ hdr.uq4.n138 ++ 12w0 ++ hdr.uq4.n139; } \
+    @in_hash { hdr.fixed.v70 = 12w0 ++ hdr.uq4.n140 ++ 12w0 ++ hdr.uq4.n141; } \
+    @in_hash { hdr.fixed.v71 = 12w0 ++ hdr.uq4.n142 ++ 12w0 ++ hdr.uq4.n143; }
+
+#define UQ4_SPREAD_18 \
+    @in_hash { hdr.fixed.v72 = 12w0 ++ hdr.uq4.n144 ++ 12w0 ++ hdr.uq4.n145; } \
+    @in_hash { hdr.fixed.v73 = 12w0 ++ hdr.uq4.n146 ++ 12w0 ++ hdr.uq4.n147; } \
+    @in_hash { hdr.fixed.v74 = 12w0 ++ hdr.uq4.n148 ++ 12w0 ++ hdr.uq4.n149; } \
+    @in_hash { hdr.fixed.v75 = 12w0 ++ hdr.uq4.n150 ++ 12w0 ++ hdr.uq4.n151; }
+
+#define UQ4_SPREAD_19 \
+    @in_hash { hdr.fixed.v76 = 12w0 ++ hdr.uq4.n152 ++ 12w0 ++ hdr.uq4.n153; } \
+    @in_hash { hdr.fixed.v77 = 12w0 ++ hdr.uq4.n154 ++ 12w0 ++ hdr.uq4.n155; } \
+    @in_hash { hdr.fixed.v78 = 12w0 ++ hdr.uq4.n156 ++ 12w0 ++ hdr.uq4.n157; } \
+    @in_hash { hdr.fixed.v79 = 12w0 ++ hdr.uq4.n158 ++ 12w0 ++ hdr.uq4.n159; }
+
+#define UQ4_SPREAD_20 \
+    @in_hash { hdr.fixed.v80 = 12w0 ++ hdr.uq4.n160 ++ 12w0 ++ hdr.uq4.n161; } \
+    @in_hash { hdr.fixed.v81 = 12w0 ++ hdr.uq4.n162 ++ 12w0 ++ hdr.uq4.n163; } \
+    @in_hash { hdr.fixed.v82 = 12w0 ++ hdr.uq4.n164 ++ 12w0 ++ hdr.uq4.n165; } \
+    @in_hash { hdr.fixed.v83 = 12w0 ++ hdr.uq4.n166 ++ 12w0 ++ hdr.uq4.n167; }
+
+#define UQ4_SPREAD_21 \
+    @in_hash { hdr.fixed.v84 = 12w0 ++ hdr.uq4.n168 ++ 12w0 ++ hdr.uq4.n169; } \
+    @in_hash { hdr.fixed.v85 = 12w0 ++ hdr.uq4.n170 ++ 12w0 ++ hdr.uq4.n171; } \
+    @in_hash { hdr.fixed.v86 = 12w0 ++ hdr.uq4.n172 ++ 12w0 ++ hdr.uq4.n173; } \
+    @in_hash { hdr.fixed.v87 = 12w0 ++ hdr.uq4.n174 ++ 12w0 ++ hdr.uq4.n175; }
+
+#define UQ4_SPREAD_22 \
+    @in_hash { hdr.fixed.v88 = 12w0 ++ hdr.uq4.n176 ++ 12w0 ++ hdr.uq4.n177; } \
+    @in_hash { hdr.fixed.v89 = 12w0 ++ hdr.uq4.n178 ++ 12w0 ++ hdr.uq4.n179; } \
+    @in_hash { hdr.fixed.v90 = 12w0 ++ hdr.uq4.n180 ++ 12w0 ++ hdr.uq4.n181; } \
+    @in_hash { hdr.fixed.v91 = 12w0 ++ hdr.uq4.n182 ++ 12w0 ++ hdr.uq4.n183; }
+
+#define UQ4_SPREAD_23 \
+    @in_hash { hdr.fixed.v92 = 12w0 ++ hdr.uq4.n184 ++ 12w0 ++ hdr.uq4.n185; } \
+    @in_hash { hdr.fixed.v93 = 12w0 ++ hdr.uq4.n186 ++ 12w0 ++ hdr.uq4.n187; } \
+    @in_hash { hdr.fixed.v94 = 12w0 ++ hdr.uq4.n188 ++ 12w0 ++ hdr.uq4.n189; } \
+    @in_hash { hdr.fixed.v95 = 12w0 ++ hdr.uq4.n190 ++ 12w0 ++ hdr.uq4.n191; }
+
+#define UQ4_SPREAD_24 \
+    @in_hash { hdr.fixed.v96 = 12w0 ++ hdr.uq4.n192 ++ 12w0 ++ hdr.uq4.n193; } \
+    @in_hash { hdr.fixed.v97 = 12w0 ++ hdr.uq4.n194 ++ 12w0 ++ hdr.uq4.n195; } \
+    @in_hash { hdr.fixed.v98 = 12w0 ++ hdr.uq4.n196 ++ 12w0 ++ hdr.uq4.n197; } \
+    @in_hash { hdr.fixed.v99 = 12w0 ++ hdr.uq4.n198 ++ 12w0 ++ hdr.uq4.n199; }
+
+#define UQ4_SPREAD_25 \
+    @in_hash { hdr.fixed.v100 = 12w0 ++ hdr.uq4.n200 ++ 12w0 ++ hdr.uq4.n201; } \
+    @in_hash { hdr.fixed.v101 = 12w0 ++ hdr.uq4.n202 ++ 12w0 ++ hdr.uq4.n203; } \
+    @in_hash { hdr.fixed.v102 = 12w0 ++ hdr.uq4.n204 ++ 12w0 ++ hdr.uq4.n205; } \
+    @in_hash { hdr.fixed.v103 = 12w0 ++ hdr.uq4.n206 ++ 12w0 ++ hdr.uq4.n207; }
+
+#define UQ4_SPREAD_26 \
+    @in_hash { hdr.fixed.v104 = 12w0 ++ hdr.uq4.n208 ++ 12w0 ++ hdr.uq4.n209; } \
+    @in_hash { hdr.fixed.v105 = 12w0 ++ hdr.uq4.n210 ++ 12w0 ++ hdr.uq4.n211; } \
+    @in_hash { hdr.fixed.v106 = 12w0 ++ hdr.uq4.n212 ++ 12w0 ++ hdr.uq4.n213; } \
+    @in_hash { hdr.fixed.v107 = 12w0 ++ hdr.uq4.n214 ++ 12w0 ++ hdr.uq4.n215; }
+
+#define UQ4_SPREAD_27 \
+    @in_hash { hdr.fixed.v108 = 12w0 ++ hdr.uq4.n216 ++ 12w0 ++ hdr.uq4.n217; } \
+    @in_hash { hdr.fixed.v109 = 12w0 ++ hdr.uq4.n218 ++ 12w0 ++ hdr.uq4.n219; } \
+    @in_hash { hdr.fixed.v110 = 12w0 ++ hdr.uq4.n220 ++ 12w0 ++ hdr.uq4.n221; } \
+    @in_hash { hdr.fixed.v111 = 12w0 ++ hdr.uq4.n222 ++ 12w0 ++ hdr.uq4.n223; }
+
+#define UQ4_SPREAD_28 \
+    @in_hash { hdr.fixed.v112 = 12w0 ++ hdr.uq4.n224 ++ 12w0 ++ hdr.uq4.n225; } \
+    @in_hash { hdr.fixed.v113 = 12w0 ++ hdr.uq4.n226 ++ 12w0 ++ hdr.uq4.n227; } \
+    @in_hash { hdr.fixed.v114 = 12w0 ++ hdr.uq4.n228 ++ 12w0 ++ hdr.uq4.n229; } \
+    @in_hash { hdr.fixed.v115 = 12w0 ++ hdr.uq4.n230 ++ 12w0 ++ hdr.uq4.n231; }
+
+#define UQ4_SPREAD_29 \
+    @in_hash { hdr.fixed.v116 = 12w0 ++ hdr.uq4.n232 ++ 12w0 ++ hdr.uq4.n233; } \
+    @in_hash { hdr.fixed.v117 = 12w0 ++ hdr.uq4.n234 ++ 12w0 ++ hdr.uq4.n235; } \
+    @in_hash { hdr.fixed.v118 = 12w0 ++ hdr.uq4.n236 ++ 12w0 ++ hdr.uq4.n237; } \
+    @in_hash { hdr.fixed.v119 = 12w0 ++ hdr.uq4.n238 ++ 12w0 ++ hdr.uq4.n239; }
+
+#define UQ4_SPREAD_30 \
+    @in_hash { hdr.fixed.v120 = 12w0 ++ hdr.uq4.n240 ++ 12w0 ++ hdr.uq4.n241; } \
+    @in_hash { hdr.fixed.v121 = 12w0 ++ hdr.uq4.n242 ++ 12w0 ++ hdr.uq4.n243; } \
+    @in_hash { hdr.fixed.v122 = 12w0 ++ hdr.uq4.n244 ++ 12w0 ++ hdr.uq4.n245; } \
+    @in_hash { hdr.fixed.v123 = 12w0 ++ hdr.uq4.n246 ++ 12w0 ++ hdr.uq4.n247; }
+
+#define UQ4_SPREAD_31 \
+    @in_hash { hdr.fixed.v124 = 12w0 ++ hdr.uq4.n248 ++ 12w0 ++ hdr.uq4.n249; } \
+    @in_hash { hdr.fixed.v125 = 12w0 ++ hdr.uq4.n250 ++ 12w0 ++ hdr.uq4.n251; } \
+    @in_hash { hdr.fixed.v126 = 12w0 ++ hdr.uq4.n252 ++ 12w0 ++ hdr.uq4.n253; } \
+    @in_hash { hdr.fixed.v127 = 12w0 ++ hdr.uq4.n254 ++ 12w0 ++ hdr.uq4.n255; }
+
+#define SUM8_SPREAD_0 \
+    @in_hash { hdr.fixed.v0 = 8w0 ++ hdr.sum8.c0 ++ 8w0 ++ hdr.sum8.c1; } \
+    @in_hash { hdr.fixed.v1 = 8w0 ++ hdr.sum8.c2 ++ 8w0 ++ hdr.sum8.c3; } \
+    @in_hash { hdr.fixed.v2 = 8w0 ++ hdr.sum8.c4 ++ 8w0 ++ hdr.sum8.c5; } \
+    @in_hash { hdr.fixed.v3 = 8w0 ++ hdr.sum8.c6 ++ 8w0 ++ hdr.sum8.c7; }
+
+#define SUM8_SPREAD_1 \
+    @in_hash { hdr.fixed.v4 = 8w0 ++ hdr.sum8.c8 ++ 8w0 ++ hdr.sum8.c9; } \
+    @in_hash { hdr.fixed.v5 = 8w0 ++ hdr.sum8.c10 ++ 8w0 ++ hdr.sum8.c11; } \
+    @in_hash { hdr.fixed.v6 = 8w0 ++ hdr.sum8.c12 ++ 8w0 ++ hdr.sum8.c13; } \
+    @in_hash { hdr.fixed.v7 = 8w0 ++ hdr.sum8.c14 ++ 8w0 ++ hdr.sum8.c15; }
+
+#define SUM8_SPREAD_2 \
+    @in_hash { hdr.fixed.v8 = 8w0 ++ hdr.sum8.c16 ++ 8w0 ++ hdr.sum8.c17; } \
+    @in_hash { hdr.fixed.v9 = 8w0 ++ hdr.sum8.c18 ++ 8w0 ++ hdr.sum8.c19; } \
+    @in_hash { hdr.fixed.v10 = 8w0 ++ hdr.sum8.c20 ++ 8w0 ++ hdr.sum8.c21; } \
+    @in_hash { hdr.fixed.v11 = 8w0 ++ hdr.sum8.c22 ++ 8w0 ++ hdr.sum8.c23; }
+
+#define SUM8_SPREAD_3 \
+    @in_hash { hdr.fixed.v12 = 8w0 ++ hdr.sum8.c24 ++ 8w0 ++ hdr.sum8.c25; } \
+    @in_hash { hdr.fixed.v13 = 8w0 ++ hdr.sum8.c26 ++ 8w0 ++ hdr.sum8.c27; } \
+    @in_hash { hdr.fixed.v14 = 8w0 ++ hdr.sum8.c28 ++ 8w0 ++ hdr.sum8.c29; } \
+    @in_hash { hdr.fixed.v15 = 8w0 ++ hdr.sum8.c30 ++ 8w0 ++ hdr.sum8.c31; }
+
+#define SUM8_SPREAD_4 \
+    @in_hash { hdr.fixed.v16 = 8w0 ++ hdr.sum8.c32 ++ 8w0 ++ hdr.sum8.c33; } \
+    @in_hash { hdr.fixed.v17 = 8w0 ++ hdr.sum8.c34 ++ 8w0 ++ hdr.sum8.c35; } \
+    @in_hash { hdr.fixed.v18 = 8w0 ++ hdr.sum8.c36 ++ 8w0 ++ hdr.sum8.c37; } \
+    @in_hash { hdr.fixed.v19 = 8w0 ++ hdr.sum8.c38 ++ 8w0 ++ hdr.sum8.c39; }
+
+#define SUM8_SPREAD_5 \
+    @in_hash { hdr.fixed.v20 = 8w0 ++ hdr.sum8.c40 ++ 8w0 ++ hdr.sum8.c41; } \
+    @in_hash { hdr.fixed.v21 = 8w0 ++ hdr.sum8.c42 ++ 8w0 ++ hdr.sum8.c43; } \
+    @in_hash { hdr.fixed.v22 = 8w0 ++ hdr.sum8.c44 ++ 8w0 ++ hdr.sum8.c45; } \
+    @in_hash { hdr.fixed.v23 = 8w0 ++ hdr.sum8.c46 ++ 8w0 ++ hdr.sum8.c47; }
+
+#define SUM8_SPREAD_6 \
+    @in_hash { hdr.fixed.v24 = 8w0 ++ hdr.sum8.c48 ++ 8w0 ++ hdr.sum8.c49; } \
+    @in_hash { hdr.fixed.v25 = 8w0 ++ hdr.sum8.c50 ++ 8w0 ++ hdr.sum8.c51; } \
+    @in_hash { hdr.fixed.v26 = 8w0 ++ hdr.sum8.c52 ++ 8w0 ++ hdr.sum8.c53; } \
+    @in_hash { hdr.fixed.v27 = 8w0 ++ hdr.sum8.c54 ++ 8w0 ++ hdr.sum8.c55; }
+
+#define SUM8_SPREAD_7 \
+    @in_hash { hdr.fixed.v28 = 8w0 ++ hdr.sum8.c56 ++ 8w0 ++ hdr.sum8.c57; } \
+    @in_hash { hdr.fixed.v29 = 8w0 ++ hdr.sum8.c58 ++ 8w0 ++ hdr.sum8.c59; } \
+    @in_hash { hdr.fixed.v30 = 8w0 ++ hdr.sum8.c60 ++ 8w0 ++ hdr.sum8.c61; } \
+    @in_hash { hdr.fixed.v31 = 8w0 ++ hdr.sum8.c62 ++ 8w0 ++ hdr.sum8.c63; }
+
+#define SUM8_SPREAD_8 \
+    @in_hash { hdr.fixed.v32 = 8w0 ++ hdr.sum8.c64 ++ 8w0 ++ hdr.sum8.c65; } \
+    @in_hash { hdr.fixed.v33 = 8w0 ++ hdr.sum8.c66 ++ 8w0 ++ hdr.sum8.c67; } \
+    @in_hash { hdr.fixed.v34 = 8w0 ++ hdr.sum8.c68 ++ 8w0 ++ hdr.sum8.c69; } \
+    @in_hash { hdr.fixed.v35 = 8w0 ++ hdr.sum8.c70 ++ 8w0 ++ hdr.sum8.c71; }
+
+#define SUM8_SPREAD_9 \
+    @in_hash { hdr.fixed.v36 = 8w0 ++ hdr.sum8.c72 ++ 8w0 ++ hdr.sum8.c73; } \
+    @in_hash { hdr.fixed.v37 = 8w0 ++ hdr.sum8.c74 ++ 8w0 ++ hdr.sum8.c75; } \
+    @in_hash { hdr.fixed.v38 = 8w0 ++ hdr.sum8.c76 ++ 8w0 ++ hdr.sum8.c77; } \
+    @in_hash { hdr.fixed.v39 = 8w0 ++ hdr.sum8.c78 ++ 8w0 ++ hdr.sum8.c79; }
+
+#define SUM8_SPREAD_10 \
+    @in_hash { hdr.fixed.v40 = 8w0 ++ hdr.sum8.c80 ++ 8w0 ++ hdr.sum8.c81; } \
+    @in_hash { hdr.fixed.v41 = 8w0 ++ hdr.sum8.c82 ++ 8w0 ++ hdr.sum8.c83; } \
+    @in_hash { hdr.fixed.v42 = 8w0 ++ hdr.sum8.c84 ++ 8w0 ++ hdr.sum8.c85; } \
+    @in_hash { hdr.fixed.v43 = 8w0 ++ hdr.sum8.c86 ++ 8w0 ++ hdr.sum8.c87; }
+
+#define SUM8_SPREAD_11 \
+    @in_hash { hdr.fixed.v44 = 8w0 ++ hdr.sum8.c88 ++ 8w0 ++ hdr.sum8.c89; } \
+    @in_hash { hdr.fixed.v45 = 8w0 ++ hdr.sum8.c90 ++ 8w0 ++ hdr.sum8.c91; } \
+    @in_hash { hdr.fixed.v46 = 8w0 ++ hdr.sum8.c92 ++ 8w0 ++ hdr.sum8.c93; } \
+    @in_hash { hdr.fixed.v47 = 8w0 ++ hdr.sum8.c94 ++ 8w0 ++ hdr.sum8.c95; }
+
+#define SUM8_SPREAD_12 \
+    @in_hash { hdr.fixed.v48 = 8w0 ++ hdr.sum8.c96 ++ 8w0 ++ hdr.sum8.c97; } \
+    @in_hash { hdr.fixed.v49 = 8w0 ++ hdr.sum8.c98 ++ 8w0 ++ hdr.sum8.c99; } \
+    @in_hash { hdr.fixed.v50 = 8w0 ++ hdr.sum8.c100 ++ 8w0 ++ hdr.sum8.c101; } \
+    @in_hash { hdr.fixed.v51 = 8w0 ++ hdr.sum8.c102 ++ 8w0 ++ hdr.sum8.c103; }
+
+#define SUM8_SPREAD_13 \
+    @in_hash { hdr.fixed.v52 = 8w0 ++ hdr.sum8.c104 ++ 8w0 ++ hdr.sum8.c105; } \
+    @in_hash { hdr.fixed.v53 = 8w0 ++ hdr.sum8.c106 ++ 8w0 ++ hdr.sum8.c107; } \
+    @in_hash { hdr.fixed.v54 = 8w0 ++ hdr.sum8.c108 ++ 8w0 ++ hdr.sum8.c109; } \
+    @in_hash { hdr.fixed.v55 = 8w0 ++ hdr.sum8.c110 ++ 8w0 ++ hdr.sum8.c111; }
+
+#define SUM8_SPREAD_14 \
+    @in_hash { hdr.fixed.v56 = 8w0 ++ hdr.sum8.c112 ++ 8w0 ++ hdr.sum8.c113; } \
+    @in_hash { hdr.fixed.v57 = 8w0 ++ hdr.sum8.c114 ++ 8w0 ++ hdr.sum8.c115; } \
+    @in_hash { hdr.fixed.v58 = 8w0 ++ hdr.sum8.c116 ++ 8w0 ++ hdr.sum8.c117; } \
+    @in_hash { hdr.fixed.v59 = 8w0 ++ hdr.sum8.c118 ++ 8w0 ++ hdr.sum8.c119; }
+
+#define SUM8_SPREAD_15 \
+    @in_hash { hdr.fixed.v60 = 8w0 ++ hdr.sum8.c120 ++ 8w0 ++ hdr.sum8.c121; } \
+    @in_hash { hdr.fixed.v61 = 8w0 ++ hdr.sum8.c122 ++ 8w0 ++ hdr.sum8.c123; } \
+    @in_hash { hdr.fixed.v62 = 8w0 ++ hdr.sum8.c124 ++ 8w0 ++ hdr.sum8.c125; } \
+    @in_hash { hdr.fixed.v63 = 8w0 ++ hdr.sum8.c126 ++ 8w0 ++ hdr.sum8.c127; }
+
+#define SUM8_SPREAD_16 \
+    @in_hash { hdr.fixed.v64 = 8w0 ++ hdr.sum8.c128 ++ 8w0 ++ hdr.sum8.c129; } \
+    @in_hash { hdr.fixed.v65 = 8w0 ++ hdr.sum8.c130 ++ 8w0 ++ hdr.sum8.c131; } \
+    @in_hash { hdr.fixed.v66 = 8w0 ++ hdr.sum8.c132 ++ 8w0 ++ hdr.sum8.c133; } \
+    @in_hash { hdr.fixed.v67 = 8w0 ++ hdr.sum8.c134 ++ 8w0 ++ hdr.sum8.c135; }
+
+#define SUM8_SPREAD_17 \
+    @in_hash { hdr.fixed.v68 = 8w0 ++ hdr.sum8.c136 ++ 8w0 ++ hdr.sum8.c137; } \
+    @in_hash { hdr.fixed.v69 = 8w0 ++ hdr.sum8.c138 ++ 8w0 ++ hdr.sum8.c139; } \
+    @in_hash { hdr.fixed.v70 = 8w0 ++ hdr.sum8.c140 ++ 8w0 ++ hdr.sum8.c141; } \
+    @in_hash { hdr.fixed.v71 = 8w0 ++ hdr.sum8.c142 ++ 8w0 ++ hdr.sum8.c143; }
+
+#define SUM8_SPREAD_18 \
+    @in_hash { hdr.fixed.v72 = 8w0 ++ hdr.sum8.c144 ++ 8w0 ++ hdr.sum8.c145; } \
+    @in_hash { hdr.fixed.v73 = 8w0 ++ hdr.sum8.c146 ++ 8w0 ++ hdr.sum8.c147; } \
+    @in_hash { hdr.fixed.v74 = 8w0 ++ hdr.sum8.c148 ++ 8w0 ++ hdr.sum8.c149; } \
+    @in_hash { hdr.fixed.v75 = 8w0 ++ hdr.sum8.c150 ++ 8w0 ++ hdr.sum8.c151; }
+
+#define SUM8_SPREAD_19 \
+    @in_hash { hdr.fixed.v76 = 8w0 ++ hdr.sum8.c152 ++ 8w0 ++ hdr.sum8.c153; } \
+    @in_hash { hdr.fixed.v77 = 8w0 ++ hdr.sum8.c154 ++ 8w0 ++ hdr.sum8.c155; } \
+    @in_hash { hdr.fixed.v78 = 8w0 ++ hdr.sum8.c156 ++ 8w0 ++ hdr.sum8.c157; } \
+    @in_hash { hdr.fixed.v79 = 8w0 ++ hdr.sum8.c158 ++ 8w0 ++ hdr.sum8.c159; }
+
+#define SUM8_SPREAD_20 \
+    @in_hash { hdr.fixed.v80 = 8w0 ++ hdr.sum8.c160 ++ 8w0 ++ hdr.sum8.c161; } \
+    @in_hash { hdr.fixed.v81 = 8w0 ++ hdr.sum8.c162 ++ 8w0 ++ hdr.sum8.c163; } \
+    @in_hash { hdr.fixed.v82 = 8w0 ++ hdr.sum8.c164 ++ 8w0 ++ hdr.sum8.c165; } \
+    @in_hash { hdr.fixed.v83 = 8w0 ++ hdr.sum8.c166 ++ 8w0 ++ hdr.sum8.c167; }
+
+#define SUM8_SPREAD_21 \
+    @in_hash { hdr.fixed.v84 = 8w0 ++ hdr.sum8.c168 ++ 8w0 ++ hdr.sum8.c169; } \
+    @in_hash { hdr.fixed.v85 = 8w0 ++ hdr.sum8.c170 ++ 8w0 ++ hdr.sum8.c171; } \
+    @in_hash { hdr.fixed.v86 = 8w0 ++ hdr.sum8.c172 ++ 8w0 ++ hdr.sum8.c173; } \
+    @in_hash { hdr.fixed.v87 = 8w0 ++ hdr.sum8.c174 ++ 8w0 ++ hdr.sum8.c175; }
+
+#define SUM8_SPREAD_22 \
+    @in_hash { hdr.fixed.v88 = 8w0 ++ hdr.sum8.c176 ++ 8w0 ++ hdr.sum8.c177; } \
+    @in_hash { hdr.fixed.v89 = 8w0 ++ hdr.sum8.c178 ++ 8w0 ++ hdr.sum8.c179; } \
+    @in_hash { hdr.fixed.v90 = 8w0 ++ hdr.sum8.c180 ++ 8w0 ++ hdr.sum8.c181; } \
+    @in_hash { hdr.fixed.v91 = 8w0 ++ hdr.sum8.c182 ++ 8w0 ++ hdr.sum8.c183; }
+
+#define SUM8_SPREAD_23 \
+    @in_hash { hdr.fixed.v92 = 8w0 ++ hdr.sum8.c184 ++ 8w0 ++ hdr.sum8.c185; } \
+    @in_hash { hdr.fixed.v93 = 8w0 ++ hdr.sum8.c186 ++ 8w0 ++ hdr.sum8.c187; } \
+    @in_hash { hdr.fixed.v94 = 8w0 ++ hdr.sum8.c188 ++ 8w0 ++ hdr.sum8.c189; } \
+    @in_hash { hdr.fixed.v95 = 8w0 ++ hdr.sum8.c190 ++ 8w0 ++ hdr.sum8.c191; }
+
+#define SUM8_SPREAD_24 \
+    @in_hash { hdr.fixed.v96 = 8w0 ++ hdr.sum8.c192 ++ 8w0 ++ hdr.sum8.c193; } \
+    @in_hash { hdr.fixed.v97 = 8w0 ++ hdr.sum8.c194 ++ 8w0 ++ hdr.sum8.c195; } \
+    @in_hash { hdr.fixed.v98 = 8w0 ++ hdr.sum8.c196 ++ 8w0 ++ hdr.sum8.c197; } \
+    @in_hash { hdr.fixed.v99 = 8w0 ++ hdr.sum8.c198 ++ 8w0 ++ hdr.sum8.c199; }
+
+#define SUM8_SPREAD_25 \
+    @in_hash { hdr.fixed.v100 = 8w0 ++ hdr.sum8.c200 ++ 8w0 ++ hdr.sum8.c201; } \
+    @in_hash { hdr.fixed.v101 = 8w0 ++ hdr.sum8.c202 ++ 8w0 ++ hdr.sum8.c203; } \
+    @in_hash { hdr.fixed.v102 = 8w0 ++ hdr.sum8.c204 ++ 8w0 ++ hdr.sum8.c205; } \
+    @in_hash { hdr.fixed.v103 = 8w0 ++ hdr.sum8.c206 ++ 8w0 ++ hdr.sum8.c207; }
+
+#define SUM8_SPREAD_26 \
+    @in_hash { hdr.fixed.v104 = 8w0 ++ hdr.sum8.c208 ++ 8w0 ++ hdr.sum8.c209; } \
+    @in_hash { hdr.fixed.v105 = 8w0 ++ hdr.sum8.c210 ++ 8w0 ++ hdr.sum8.c211; } \
+    @in_hash { hdr.fixed.v106 = 8w0 ++ hdr.sum8.c212 ++ 8w0 ++ hdr.sum8.c213; } \
+    @in_hash { hdr.fixed.v107 = 8w0 ++ hdr.sum8.c214 ++ 8w0 ++ hdr.sum8.c215; }
+
+#define SUM8_SPREAD_27 \
+    @in_hash { hdr.fixed.v108 = 8w0 ++ hdr.sum8.c216 ++ 8w0 ++ hdr.sum8.c217; } \
+    @in_hash { hdr.fixed.v109 = 8w0 ++ hdr.sum8.c218 ++ 8w0 ++ hdr.sum8.c219; } \
+    @in_hash { hdr.fixed.v110 = 8w0 ++ hdr.sum8.c220 ++ 8w0 ++ hdr.sum8.c221; } \
+    @in_hash { hdr.fixed.v111 = 8w0 ++ hdr.sum8.c222 ++ 8w0 ++ hdr.sum8.c223; }
+
+#define SUM8_SPREAD_28 \
+    @in_hash { hdr.fixed.v112 = 8w0 ++ hdr.sum8.c224 ++ 8w0 ++ hdr.sum8.c225; } \
+    @in_hash { hdr.fixed.v113 = 8w0 ++ hdr.sum8.c226 ++ 8w0 ++ hdr.sum8.c227; } \
+    @in_hash { hdr.fixed.v114 = 8w0 ++ hdr.sum8.c228 ++ 8w0 ++ hdr.sum8.c229; } \
+    @in_hash { hdr.fixed.v115 = 8w0 ++ hdr.sum8.c230 ++ 8w0 ++ hdr.sum8.c231; }
+
+#define SUM8_SPREAD_29 \
+    @in_hash { hdr.fixed.v116 = 8w0 ++ hdr.sum8.c232 ++ 8w0 ++ hdr.sum8.c233; } \
+    @in_hash { hdr.fixed.v117 = 8w0 ++ hdr.sum8.c234 ++ 8w0 ++ hdr.sum8.c235; } \
+    @in_hash { hdr.fixed.v118 = 8w0 ++ hdr.sum8.c236 ++ 8w0 ++ hdr.sum8.c237; } \
+    @in_hash { hdr.fixed.v119 = 8w0 ++ hdr.sum8.c238 ++ 8w0 ++ hdr.sum8.c239; }
+
+#define SUM8_SPREAD_30 \
+    @in_hash { hdr.fixed.v120 = 8w0 ++ hdr.sum8.c240 ++ 8w0 ++ hdr.sum8.c241; } \
+    @in_hash { hdr.fixed.v121 = 8w0 ++ hdr.sum8.c242 ++ 8w0 ++ hdr.sum8.c243; } \
+    @in_hash { hdr.fixed.v122 = 8w0 ++ hdr.sum8.c244 ++ 8w0 ++ hdr.sum8.c245; } \
+    @in_hash { hdr.fixed.v123 = 8w0 ++ hdr.sum8.c246 ++ 8w0 ++ hdr.sum8.c247; }
+
+#define SUM8_SPREAD_31 \
+    @in_hash { hdr.fixed.v124 = 8w0 ++ hdr.sum8.c248 ++ 8w0 ++ hdr.sum8.c249; } \
+    @in_hash { hdr.fixed.v125 = 8w0 ++ hdr.sum8.c250 ++ 8w0 ++ hdr.sum8.c251; } \
+    @in_hash { hdr.fixed.v126 = 8w0 ++ hdr.sum8.c252 ++ 8w0 ++ hdr.sum8.c253; } \
+    @in_hash { hdr.fixed.v127 = 8w0 ++ hdr.sum8.c254 ++ 8w0 ++ hdr.sum8.c255; }
+
+#define NARROW_0 \
+    @in_hash { hdr.sum8.c0 = hdr.fixed.v0[23:16]; } @in_hash { hdr.sum8.c1 = hdr.fixed.v0[7:0]; } \
+    @in_hash { hdr.sum8.c2 = hdr.fixed.v1[23:16]; } @in_hash { hdr.sum8.c3 = hdr.fixed.v1[7:0]; } \
+    @in_hash { hdr.sum8.c4 = hdr.fixed.v2[23:16]; } @in_hash { hdr.sum8.c5 = hdr.fixed.v2[7:0]; } \
+    @in_hash { hdr.sum8.c6 = hdr.fixed.v3[23:16]; } @in_hash { hdr.sum8.c7 = hdr.fixed.v3[7:0]; }
+
+#define NARROW_1 \
+    @in_hash { hdr.sum8.c8 = hdr.fixed.v4[23:16]; } @in_hash { hdr.sum8.c9 = hdr.fixed.v4[7:0]; } \
+    @in_hash { hdr.sum8.c10 = hdr.fixed.v5[23:16]; } @in_hash { hdr.sum8.c11 = hdr.fixed.v5[7:0]; } \
+    @in_hash { hdr.sum8.c12 = hdr.fixed.v6[23:16]; } @in_hash { hdr.sum8.c13 = hdr.fixed.v6[7:0]; } \
+    @in_hash { hdr.sum8.c14 = hdr.fixed.v7[23:16]; } @in_hash { hdr.sum8.c15 = hdr.fixed.v7[7:0]; }
+
+#define NARROW_2 \
+    @in_hash { hdr.sum8.c16 = hdr.fixed.v8[23:16]; } @in_hash { hdr.sum8.c17 = hdr.fixed.v8[7:0]; } \
+    @in_hash { hdr.sum8.c18 = hdr.fixed.v9[23:16]; } @in_hash { hdr.sum8.c19 = hdr.fixed.v9[7:0]; } \
+    @in_hash { hdr.sum8.c20 = hdr.fixed.v10[23:16]; } @in_hash { hdr.sum8.c21 = hdr.fixed.v10[7:0]; } \
+    @in_hash { hdr.sum8.c22 = hdr.fixed.v11[23:16]; } @in_hash { hdr.sum8.c23 = hdr.fixed.v11[7:0]; }
+
+#define NARROW_3 \
+    @in_hash { hdr.sum8.c24 = hdr.fixed.v12[23:16]; } @in_hash { hdr.sum8.c25 = hdr.fixed.v12[7:0]; } \
+    @in_hash { hdr.sum8.c26 = hdr.fixed.v13[23:16]; } @in_hash { hdr.sum8.c27 = hdr.fixed.v13[7:0]; } \
+    @in_hash { hdr.sum8.c28 = hdr.fixed.v14[23:16]; } @in_hash { hdr.sum8.c29 = hdr.fixed.v14[7:0]; } \
+    @in_hash { hdr.sum8.c30 = hdr.fixed.v15[23:16]; } @in_hash { hdr.sum8.c31 = hdr.fixed.v15[7:0]; }
+
+#define NARROW_4 \
+    @in_hash { hdr.sum8.c32 = hdr.fixed.v16[23:16]; } @in_hash { hdr.sum8.c33 = hdr.fixed.v16[7:0]; } \
+    @in_hash { hdr.sum8.c34 = hdr.fixed.v17[23:16]; } @in_hash { hdr.sum8.c35 = hdr.fixed.v17[7:0]; } \
+    @in_hash { hdr.sum8.c36 = hdr.fixed.v18[23:16]; } @in_hash { hdr.sum8.c37 = hdr.fixed.v18[7:0]; } \
+    @in_hash { hdr.sum8.c38 = hdr.fixed.v19[23:16]; } @in_hash { hdr.sum8.c39 = hdr.fixed.v19[7:0]; }
+
+#define NARROW_5 \
+    @in_hash { hdr.sum8.c40 = hdr.fixed.v20[23:16]; } @in_hash { hdr.sum8.c41 = hdr.fixed.v20[7:0]; } \
+    @in_hash { hdr.sum8.c42 = hdr.fixed.v21[23:16]; } @in_hash { hdr.sum8.c43 = hdr.fixed.v21[7:0]; } \
+    @in_hash { hdr.sum8.c44 = hdr.fixed.v22[23:16]; } @in_hash { hdr.sum8.c45 = hdr.fixed.v22[7:0]; } \
+    @in_hash { hdr.sum8.c46 = hdr.fixed.v23[23:16]; } @in_hash { hdr.sum8.c47 = hdr.fixed.v23[7:0]; }
+
+#define NARROW_6 \
+    @in_hash { hdr.sum8.c48 = hdr.fixed.v24[23:16]; } @in_hash { hdr.sum8.c49 = hdr.fixed.v24[7:0]; } \
+    @in_hash { hdr.sum8.c50 = hdr.fixed.v25[23:16]; } @in_hash { hdr.sum8.c51 = hdr.fixed.v25[7:0]; } \
+    @in_hash { hdr.sum8.c52 = hdr.fixed.v26[23:16]; } @in_hash { hdr.sum8.c53 = hdr.fixed.v26[7:0]; } \
+    @in_hash { hdr.sum8.c54 = hdr.fixed.v27[23:16]; } @in_hash { hdr.sum8.c55 = hdr.fixed.v27[7:0]; }
+
+#define NARROW_7 \
+    @in_hash { hdr.sum8.c56 = hdr.fixed.v28[23:16]; } @in_hash { hdr.sum8.c57 = hdr.fixed.v28[7:0]; } \
+    @in_hash { hdr.sum8.c58 = hdr.fixed.v29[23:16]; } @in_hash { hdr.sum8.c59 = hdr.fixed.v29[7:0]; } \
+    @in_hash { hdr.sum8.c60 = hdr.fixed.v30[23:16]; } @in_hash { hdr.sum8.c61 = hdr.fixed.v30[7:0]; } \
+    @in_hash { hdr.sum8.c62 = hdr.fixed.v31[23:16]; } @in_hash { hdr.sum8.c63 = hdr.fixed.v31[7:0]; }
+
+#define NARROW_8 \
+    @in_hash { hdr.sum8.c64 = hdr.fixed.v32[23:16]; } @in_hash { hdr.sum8.c65 = hdr.fixed.v32[7:0]; } \
+    @in_hash { hdr.sum8.c66 = hdr.fixed.v33[23:16]; } @in_hash { hdr.sum8.c67 = hdr.fixed.v33[7:0]; } \
+    @in_hash { hdr.sum8.c68 = hdr.fixed.v34[23:16]; } @in_hash { hdr.sum8.c69 = hdr.fixed.v34[7:0]; } \
+    @in_hash { hdr.sum8.c70 = hdr.fixed.v35[23:16]; } @in_hash { hdr.sum8.c71 = hdr.fixed.v35[7:0]; }
+
+#define NARROW_9 \
+    @in_hash { hdr.sum8.c72 = hdr.fixed.v36[23:16]; } @in_hash { hdr.sum8.c73 = hdr.fixed.v36[7:0]; } \
+    @in_hash { hdr.sum8.c74 = hdr.fixed.v37[23:16]; } @in_hash { hdr.sum8.c75 = hdr.fixed.v37[7:0]; } \
+    @in_hash { hdr.sum8.c76 = hdr.fixed.v38[23:16]; } @in_hash { hdr.sum8.c77 = hdr.fixed.v38[7:0]; } \
+    @in_hash { hdr.sum8.c78 = hdr.fixed.v39[23:16]; } @in_hash { hdr.sum8.c79 = hdr.fixed.v39[7:0]; }
+
+#define NARROW_10 \
+    @in_hash { hdr.sum8.c80 = hdr.fixed.v40[23:16]; } @in_hash { hdr.sum8.c81 = hdr.fixed.v40[7:0]; } \
+    @in_hash { hdr.sum8.c82 = hdr.fixed.v41[23:16]; } @in_hash { hdr.sum8.c83 = hdr.fixed.v41[7:0]; } \
+    @in_hash { hdr.sum8.c84 = hdr.fixed.v42[23:16]; } @in_hash { hdr.sum8.c85 = hdr.fixed.v42[7:0]; } \
+    @in_hash { hdr.sum8.c86 = hdr.fixed.v43[23:16]; } @in_hash { hdr.sum8.c87 = hdr.fixed.v43[7:0]; }
+
+#define NARROW_11 \
+    @in_hash { hdr.sum8.c88 = hdr.fixed.v44[23:16]; } @in_hash { hdr.sum8.c89 = hdr.fixed.v44[7:0]; } \
+    @in_hash { hdr.sum8.c90 = hdr.fixed.v45[23:16]; } @in_hash { hdr.sum8.c91 = hdr.fixed.v45[7:0]; } \
+    @in_hash { hdr.sum8.c92 = hdr.fixed.v46[23:16]; } @in_hash { hdr.sum8.c93 = hdr.fixed.v46[7:0]; } \
+    @in_hash { hdr.sum8.c94 = hdr.fixed.v47[23:16]; } @in_hash { hdr.sum8.c95 = hdr.fixed.v47[7:0]; }
+
+#define NARROW_12 \
+    @in_hash { hdr.sum8.c96 = hdr.fixed.v48[23:16]; } @in_hash { hdr.sum8.c97 = hdr.fixed.v48[7:0]; } \
+    @in_hash { hdr.sum8.c98 = hdr.fixed.v49[23:16]; } @in_hash { hdr.sum8.c99 = hdr.fixed.v49[7:0]; } \
+    @in_hash { hdr.sum8.c100 = hdr.fixed.v50[23:16]; } @in_hash { hdr.sum8.c101 = hdr.fixed.v50[7:0]; } \
+    @in_hash { hdr.sum8.c102 = hdr.fixed.v51[23:16]; } @in_hash { hdr.sum8.c103 = hdr.fixed.v51[7:0]; }
+
+#define NARROW_13 \
+    @in_hash { hdr.sum8.c104 = hdr.fixed.v52[23:16]; } @in_hash { hdr.sum8.c105 = hdr.fixed.v52[7:0]; } \
+    @in_hash { hdr.sum8.c106 = hdr.fixed.v53[23:16]; } @in_hash { hdr.sum8.c107 = hdr.fixed.v53[7:0]; } \
+    @in_hash { hdr.sum8.c108 = hdr.fixed.v54[23:16]; } @in_hash { hdr.sum8.c109 = hdr.fixed.v54[7:0]; } \
+    @in_hash { hdr.sum8.c110 = hdr.fixed.v55[23:16]; } @in_hash { hdr.sum8.c111 = hdr.fixed.v55[7:0]; }
+
+#define NARROW_14 \
+    @in_hash { hdr.sum8.c112 = hdr.fixed.v56[23:16]; } @in_hash { hdr.sum8.c113 = hdr.fixed.v56[7:0]; } \
+    @in_hash { hdr.sum8.c114 = hdr.fixed.v57[23:16]; } @in_hash { hdr.sum8.c115 = hdr.fixed.v57[7:0]; } \
+    @in_hash { hdr.sum8.c116 = hdr.fixed.v58[23:16]; } @in_hash { hdr.sum8.c117 = hdr.fixed.v58[7:0]; } \
+    @in_hash { hdr.sum8.c118 = hdr.fixed.v59[23:16]; } @in_hash { hdr.sum8.c119 = hdr.fixed.v59[7:0]; }
+
+#define NARROW_15 \
+    @in_hash { hdr.sum8.c120 = hdr.fixed.v60[23:16]; } @in_hash { hdr.sum8.c121 = hdr.fixed.v60[7:0]; } \
+    @in_hash { hdr.sum8.c122 = hdr.fixed.v61[23:16]; } @in_hash { hdr.sum8.c123 = hdr.fixed.v61[7:0]; } \
+    @in_hash { hdr.sum8.c124 = hdr.fixed.v62[23:16]; } @in_hash { hdr.sum8.c125 = hdr.fixed.v62[7:0]; } \
+    @in_hash { hdr.sum8.c126 = hdr.fixed.v63[23:16]; } @in_hash { hdr.sum8.c127 = hdr.fixed.v63[7:0]; }
+
+#define NARROW_16 \
+    @in_hash { hdr.sum8.c128 = hdr.fixed.v64[23:16]; } @in_hash { hdr.sum8.c129 = hdr.fixed.v64[7:0]; } \
+    @in_hash { hdr.sum8.c130 = hdr.fixed.v65[23:16]; } @in_hash { hdr.sum8.c131 = hdr.fixed.v65[7:0]; } \
+    @in_hash { hdr.sum8.c132 = hdr.fixed.v66[23:16]; } @in_hash { hdr.sum8.c133 = hdr.fixed.v66[7:0]; } \
+    @in_hash { hdr.sum8.c134 = hdr.fixed.v67[23:16]; } @in_hash { hdr.sum8.c135 = hdr.fixed.v67[7:0]; }
+
+#define NARROW_17 \
+    @in_hash { hdr.sum8.c136 = hdr.fixed.v68[23:16]; } @in_hash { hdr.sum8.c137 = hdr.fixed.v68[7:0]; } \
+    @in_hash { hdr.sum8.c138 = hdr.fixed.v69[23:16]; } @in_hash { hdr.sum8.c139 = hdr.fixed.v69[7:0]; } \
+    @in_hash { hdr.sum8.c140 = hdr.fixed.v70[23:16]; } @in_hash { hdr.sum8.c141 = hdr.fixed.v70[7:0]; } \
+    @in_hash { hdr.sum8.c142 = hdr.fixed.v71[23:16]; } @in_hash { hdr.sum8.c143 = hdr.fixed.v71[7:0]; }
+
+#define NARROW_18 \
+    @in_hash { hdr.sum8.c144 = hdr.fixed.v72[23:16]; } @in_hash { hdr.sum8.c145 = hdr.fixed.v72[7:0]; } \
+    @in_hash { hdr.sum8.c146 = hdr.fixed.v73[23:16]; } @in_hash { hdr.sum8.c147 = hdr.fixed.v73[7:0]; } \
+    @in_hash { hdr.sum8.c148 = hdr.fixed.v74[23:16]; } @in_hash { hdr.sum8.c149 = hdr.fixed.v74[7:0]; } \
+    @in_hash { hdr.sum8.c150 = hdr.fixed.v75[23:16]; } @in_hash { hdr.sum8.c151 = hdr.fixed.v75[7:0]; }
+
+#define NARROW_19 \
+    @in_hash { hdr.sum8.c152 = hdr.fixed.v76[23:16]; } @in_hash { hdr.sum8.c153 = hdr.fixed.v76[7:0]; } \
+    @in_hash { hdr.sum8.c154 = hdr.fixed.v77[23:16]; } @in_hash { hdr.sum8.c155 = hdr.fixed.v77[7:0]; } \
+    @in_hash { hdr.sum8.c156 = hdr.fixed.v78[23:16]; } @in_hash { hdr.sum8.c157 = hdr.fixed.v78[7:0]; } \
+    @in_hash { hdr.sum8.c158 = hdr.fixed.v79[23:16]; } @in_hash { hdr.sum8.c159 = hdr.fixed.v79[7:0]; }
+
+#define NARROW_20 \
+    @in_hash { hdr.sum8.c160 = hdr.fixed.v80[23:16]; } @in_hash { hdr.sum8.c161 = hdr.fixed.v80[7:0]; } \
+    @in_hash { hdr.sum8.c162 = hdr.fixed.v81[23:16]; } @in_hash { hdr.sum8.c163 = hdr.fixed.v81[7:0]; } \
+    @in_hash { hdr.sum8.c164 = hdr.fixed.v82[23:16]; } @in_hash { hdr.sum8.c165 = hdr.fixed.v82[7:0]; } \
+    @in_hash { hdr.sum8.c166 = hdr.fixed.v83[23:16]; } @in_hash { hdr.sum8.c167 = hdr.fixed.v83[7:0]; }
+
+#define NARROW_21 \
+    @in_hash { hdr.sum8.c168 = hdr.fixed.v84[23:16]; } @in_hash { hdr.sum8.c169 = hdr.fixed.v84[7:0]; } \
+    @in_hash { hdr.sum8.c170 = hdr.fixed.v85[23:16]; } @in_hash { hdr.sum8.c171 = hdr.fixed.v85[7:0]; } \
+    @in_hash { hdr.sum8.c172 = hdr.fixed.v86[23:16]; } @in_hash { hdr.sum8.c173 = hdr.fixed.v86[7:0]; } \
+    @in_hash { hdr.sum8.c174 = hdr.fixed.v87[23:16]; } @in_hash { hdr.sum8.c175 = hdr.fixed.v87[7:0]; }
+
+#define NARROW_22 \
+    @in_hash { hdr.sum8.c176 = hdr.fixed.v88[23:16]; } @in_hash { hdr.sum8.c177 = hdr.fixed.v88[7:0]; } \
+    @in_hash { hdr.sum8.c178 = hdr.fixed.v89[23:16]; } @in_hash { hdr.sum8.c179 = hdr.fixed.v89[7:0]; } \
+    @in_hash { hdr.sum8.c180 = hdr.fixed.v90[23:16]; } @in_hash { hdr.sum8.c181 = hdr.fixed.v90[7:0]; } \
+    @in_hash { hdr.sum8.c182 = hdr.fixed.v91[23:16]; } @in_hash { hdr.sum8.c183 = hdr.fixed.v91[7:0]; }
+
+#define NARROW_23 \
+    @in_hash { hdr.sum8.c184 = hdr.fixed.v92[23:16]; } @in_hash { hdr.sum8.c185 = hdr.fixed.v92[7:0]; } \
+    @in_hash { hdr.sum8.c186 = hdr.fixed.v93[23:16]; } @in_hash { hdr.sum8.c187 = hdr.fixed.v93[7:0]; } \
+    @in_hash { hdr.sum8.c188 = hdr.fixed.v94[23:16]; } @in_hash { hdr.sum8.c189 = hdr.fixed.v94[7:0]; } \
+    @in_hash { hdr.sum8.c190 = hdr.fixed.v95[23:16]; } @in_hash { hdr.sum8.c191 = hdr.fixed.v95[7:0]; }
+
+#define NARROW_24 \
+    @in_hash { hdr.sum8.c192 = hdr.fixed.v96[23:16]; } @in_hash { hdr.sum8.c193 = hdr.fixed.v96[7:0]; } \
+    @in_hash { hdr.sum8.c194 = hdr.fixed.v97[23:16]; } @in_hash { hdr.sum8.c195 = hdr.fixed.v97[7:0]; } \
+    @in_hash { hdr.sum8.c196 = hdr.fixed.v98[23:16]; } @in_hash { hdr.sum8.c197 = hdr.fixed.v98[7:0]; } \
+    @in_hash { hdr.sum8.c198 = hdr.fixed.v99[23:16]; } @in_hash { hdr.sum8.c199 = hdr.fixed.v99[7:0]; }
+
+#define NARROW_25 \
+    @in_hash { hdr.sum8.c200 = hdr.fixed.v100[23:16]; } @in_hash { hdr.sum8.c201 = hdr.fixed.v100[7:0]; } \
+    @in_hash { hdr.sum8.c202 = hdr.fixed.v101[23:16]; } @in_hash { hdr.sum8.c203 = hdr.fixed.v101[7:0]; } \
+    @in_hash { hdr.sum8.c204 = hdr.fixed.v102[23:16]; } @in_hash { hdr.sum8.c205 = hdr.fixed.v102[7:0]; } \
+    @in_hash { hdr.sum8.c206 = hdr.fixed.v103[23:16]; } @in_hash { hdr.sum8.c207 = hdr.fixed.v103[7:0]; }
+
+#define NARROW_26 \
+    @in_hash { hdr.sum8.c208 = hdr.fixed.v104[23:16]; } @in_hash { hdr.sum8.c209 = hdr.fixed.v104[7:0]; } \
+    @in_hash { hdr.sum8.c210 = hdr.fixed.v105[23:16]; } @in_hash { hdr.sum8.c211 = hdr.fixed.v105[7:0]; } \
+    @in_hash { hdr.sum8.c212 = hdr.fixed.v106[23:16]; } @in_hash { hdr.sum8.c213 = hdr.fixed.v106[7:0]; } \
+    @in_hash { hdr.sum8.c214 = hdr.fixed.v107[23:16]; } @in_hash { hdr.sum8.c215 = hdr.fixed.v107[7:0]; }
+
+#define NARROW_27 \
+    @in_hash { hdr.sum8.c216 = hdr.fixed.v108[23:16]; } @in_hash { hdr.sum8.c217 = hdr.fixed.v108[7:0]; } \
+    @in_hash { hdr.sum8.c218 = hdr.fixed.v109[23:16]; } @in_hash { hdr.sum8.c219 = hdr.fixed.v109[7:0]; } \
+    @in_hash { hdr.sum8.c220 = hdr.fixed.v110[23:16]; } @in_hash { hdr.sum8.c221 = hdr.fixed.v110[7:0]; } \
+    @in_hash { hdr.sum8.c222 = hdr.fixed.v111[23:16]; } @in_hash { hdr.sum8.c223 = hdr.fixed.v111[7:0]; }
+
+#define NARROW_28 \
+    @in_hash { hdr.sum8.c224 = hdr.fixed.v112[23:16]; } @in_hash { hdr.sum8.c225 = hdr.fixed.v112[7:0]; } \
+    @in_hash { hdr.sum8.c226 = hdr.fixed.v113[23:16]; } @in_hash { hdr.sum8.c227 = hdr.fixed.v113[7:0]; } \
+    @in_hash { hdr.sum8.c228 = hdr.fixed.v114[23:16]; } @in_hash { hdr.sum8.c229 = hdr.fixed.v114[7:0]; } \
+    @in_hash { hdr.sum8.c230 = hdr.fixed.v115[23:16]; } @in_hash { hdr.sum8.c231 = hdr.fixed.v115[7:0]; }
+
+#define NARROW_29 \
+    @in_hash { hdr.sum8.c232 = hdr.fixed.v116[23:16]; } @in_hash { hdr.sum8.c233 = hdr.fixed.v116[7:0]; } \
+    @in_hash { hdr.sum8.c234 = hdr.fixed.v117[23:16]; } @in_hash { hdr.sum8.c235 = hdr.fixed.v117[7:0]; } \
+    @in_hash { hdr.sum8.c236 = hdr.fixed.v118[23:16]; } @in_hash { hdr.sum8.c237 = hdr.fixed.v118[7:0]; } \
+    @in_hash { hdr.sum8.c238 = hdr.fixed.v119[23:16]; } @in_hash { hdr.sum8.c239 = hdr.fixed.v119[7:0]; }
+
+#define NARROW_30 \
+    @in_hash { hdr.sum8.c240 = hdr.fixed.v120[23:16]; } @in_hash { hdr.sum8.c241 = hdr.fixed.v120[7:0]; } \
+    @in_hash { hdr.sum8.c242 = hdr.fixed.v121[23:16]; } @in_hash { hdr.sum8.c243 = hdr.fixed.v121[7:0]; } \
+    @in_hash { hdr.sum8.c244 = hdr.fixed.v122[23:16]; } @in_hash { hdr.sum8.c245 = hdr.fixed.v122[7:0]; } \
+    @in_hash { hdr.sum8.c246 = hdr.fixed.v123[23:16]; } @in_hash { hdr.sum8.c247 = hdr.fixed.v123[7:0]; }
+
+#define NARROW_31 \
+    @in_hash { hdr.sum8.c248 = hdr.fixed.v124[23:16]; } @in_hash { hdr.sum8.c249 = hdr.fixed.v124[7:0]; } \
+    @in_hash { hdr.sum8.c250 = hdr.fixed.v125[23:16]; } @in_hash { hdr.sum8.c251 = hdr.fixed.v125[7:0]; } \
+    @in_hash { hdr.sum8.c252 = hdr.fixed.v126[23:16]; } @in_hash { hdr.sum8.c253 = hdr.fixed.v126[7:0]; } \
+    @in_hash { hdr.sum8.c254 = hdr.fixed.v127[23:16]; } @in_hash { hdr.sum8.c255 = hdr.fixed.v127[7:0]; }
+
+#if ELEMS == 8
+#define UQ4_SPREAD UQ4_SPREAD_0
+#define SUM8_SPREAD SUM8_SPREAD_0
+#define NARROW NARROW_0
+#elif ELEMS == 16
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1
+#define NARROW NARROW_0 NARROW_1
+#elif ELEMS == 24
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2
+#define NARROW NARROW_0 NARROW_1 NARROW_2
+#elif ELEMS == 32
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3
+#elif ELEMS == 40
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4
+#elif ELEMS == 48
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5
+#elif ELEMS == 56
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6
+#elif ELEMS == 64
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7
+#elif ELEMS == 72
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7 UQ4_SPREAD_8
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7 SUM8_SPREAD_8
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7 NARROW_8
+#elif ELEMS == 80
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7 UQ4_SPREAD_8 UQ4_SPREAD_9
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7 SUM8_SPREAD_8 SUM8_SPREAD_9
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7 NARROW_8 NARROW_9
+#elif ELEMS == 88
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7 UQ4_SPREAD_8 UQ4_SPREAD_9 UQ4_SPREAD_10
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7 SUM8_SPREAD_8 SUM8_SPREAD_9 SUM8_SPREAD_10
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7 NARROW_8 NARROW_9 NARROW_10
+#elif ELEMS == 96
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7 UQ4_SPREAD_8 UQ4_SPREAD_9 UQ4_SPREAD_10 UQ4_SPREAD_11
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7 SUM8_SPREAD_8 SUM8_SPREAD_9 SUM8_SPREAD_10 SUM8_SPREAD_11
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7 NARROW_8 NARROW_9 NARROW_10 NARROW_11
+#elif ELEMS == 104
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7 UQ4_SPREAD_8 UQ4_SPREAD_9 UQ4_SPREAD_10 UQ4_SPREAD_11 UQ4_SPREAD_12
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7 SUM8_SPREAD_8 SUM8_SPREAD_9 SUM8_SPREAD_10 SUM8_SPREAD_11 SUM8_SPREAD_12
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7 NARROW_8 NARROW_9 NARROW_10 NARROW_11 NARROW_12
+#elif ELEMS == 112
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7 UQ4_SPREAD_8 UQ4_SPREAD_9 UQ4_SPREAD_10 UQ4_SPREAD_11 UQ4_SPREAD_12 UQ4_SPREAD_13
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7 SUM8_SPREAD_8 SUM8_SPREAD_9 SUM8_SPREAD_10 SUM8_SPREAD_11 SUM8_SPREAD_12 SUM8_SPREAD_13
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7 NARROW_8 NARROW_9 NARROW_10 NARROW_11 NARROW_12 NARROW_13
+#elif ELEMS == 120
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7 UQ4_SPREAD_8 UQ4_SPREAD_9 UQ4_SPREAD_10 UQ4_SPREAD_11 UQ4_SPREAD_12 UQ4_SPREAD_13 UQ4_SPREAD_14
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7 SUM8_SPREAD_8 SUM8_SPREAD_9 SUM8_SPREAD_10 SUM8_SPREAD_11 SUM8_SPREAD_12 SUM8_SPREAD_13 SUM8_SPREAD_14
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7 NARROW_8 NARROW_9 NARROW_10 NARROW_11 NARROW_12 NARROW_13 NARROW_14
+#elif ELEMS == 128
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7 UQ4_SPREAD_8 UQ4_SPREAD_9 UQ4_SPREAD_10 UQ4_SPREAD_11 UQ4_SPREAD_12 UQ4_SPREAD_13 UQ4_SPREAD_14 UQ4_SPREAD_15
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7 SUM8_SPREAD_8 SUM8_SPREAD_9 SUM8_SPREAD_10 SUM8_SPREAD_11 SUM8_SPREAD_12 SUM8_SPREAD_13 SUM8_SPREAD_14 SUM8_SPREAD_15
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7 NARROW_8 NARROW_9 NARROW_10 NARROW_11 NARROW_12 NARROW_13 NARROW_14 NARROW_15
+#elif ELEMS == 136
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7 UQ4_SPREAD_8 UQ4_SPREAD_9 UQ4_SPREAD_10 UQ4_SPREAD_11 UQ4_SPREAD_12 UQ4_SPREAD_13 UQ4_SPREAD_14 UQ4_SPREAD_15 UQ4_SPREAD_16
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7 SUM8_SPREAD_8 SUM8_SPREAD_9 SUM8_SPREAD_10 SUM8_SPREAD_11 SUM8_SPREAD_12 SUM8_SPREAD_13 SUM8_SPREAD_14 SUM8_SPREAD_15 SUM8_SPREAD_16
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7 NARROW_8 NARROW_9 NARROW_10 NARROW_11 NARROW_12 NARROW_13 NARROW_14 NARROW_15 NARROW_16
+#elif ELEMS == 144
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7 UQ4_SPREAD_8 UQ4_SPREAD_9 UQ4_SPREAD_10 UQ4_SPREAD_11 UQ4_SPREAD_12 UQ4_SPREAD_13 UQ4_SPREAD_14 UQ4_SPREAD_15 UQ4_SPREAD_16 UQ4_SPREAD_17
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7 SUM8_SPREAD_8 SUM8_SPREAD_9 SUM8_SPREAD_10 SUM8_SPREAD_11 SUM8_SPREAD_12 SUM8_SPREAD_13 SUM8_SPREAD_14 SUM8_SPREAD_15 SUM8_SPREAD_16 SUM8_SPREAD_17
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7 NARROW_8 NARROW_9 NARROW_10 NARROW_11 NARROW_12 NARROW_13 NARROW_14 NARROW_15 NARROW_16 NARROW_17
+#elif ELEMS == 152
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7 UQ4_SPREAD_8 UQ4_SPREAD_9 UQ4_SPREAD_10 UQ4_SPREAD_11 UQ4_SPREAD_12 UQ4_SPREAD_13 UQ4_SPREAD_14 UQ4_SPREAD_15 UQ4_SPREAD_16 UQ4_SPREAD_17 UQ4_SPREAD_18
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7 SUM8_SPREAD_8 SUM8_SPREAD_9 SUM8_SPREAD_10 SUM8_SPREAD_11 SUM8_SPREAD_12 SUM8_SPREAD_13 SUM8_SPREAD_14 SUM8_SPREAD_15 SUM8_SPREAD_16 SUM8_SPREAD_17 SUM8_SPREAD_18
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7 NARROW_8 NARROW_9 NARROW_10 NARROW_11 NARROW_12 NARROW_13 NARROW_14 NARROW_15 NARROW_16 NARROW_17 NARROW_18
+#elif ELEMS == 160
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7 UQ4_SPREAD_8 UQ4_SPREAD_9 UQ4_SPREAD_10 UQ4_SPREAD_11 UQ4_SPREAD_12 UQ4_SPREAD_13 UQ4_SPREAD_14 UQ4_SPREAD_15 UQ4_SPREAD_16 UQ4_SPREAD_17 UQ4_SPREAD_18 UQ4_SPREAD_19
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7 SUM8_SPREAD_8 SUM8_SPREAD_9 SUM8_SPREAD_10 SUM8_SPREAD_11 SUM8_SPREAD_12 SUM8_SPREAD_13 SUM8_SPREAD_14 SUM8_SPREAD_15 SUM8_SPREAD_16 SUM8_SPREAD_17 SUM8_SPREAD_18 SUM8_SPREAD_19
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7 NARROW_8 NARROW_9 NARROW_10 NARROW_11 NARROW_12 NARROW_13 NARROW_14 NARROW_15 NARROW_16 NARROW_17 NARROW_18 NARROW_19
+#elif ELEMS == 168
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7 UQ4_SPREAD_8 UQ4_SPREAD_9 UQ4_SPREAD_10 UQ4_SPREAD_11 UQ4_SPREAD_12 UQ4_SPREAD_13 UQ4_SPREAD_14 UQ4_SPREAD_15 UQ4_SPREAD_16 UQ4_SPREAD_17 UQ4_SPREAD_18 UQ4_SPREAD_19 UQ4_SPREAD_20
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7 SUM8_SPREAD_8 SUM8_SPREAD_9 SUM8_SPREAD_10 SUM8_SPREAD_11 SUM8_SPREAD_12 SUM8_SPREAD_13 SUM8_SPREAD_14 SUM8_SPREAD_15 SUM8_SPREAD_16 SUM8_SPREAD_17 SUM8_SPREAD_18 SUM8_SPREAD_19 SUM8_SPREAD_20
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7 NARROW_8 NARROW_9 NARROW_10 NARROW_11 NARROW_12 NARROW_13 NARROW_14 NARROW_15 NARROW_16 NARROW_17 NARROW_18 NARROW_19 NARROW_20
+#elif ELEMS == 176
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7 UQ4_SPREAD_8 UQ4_SPREAD_9 UQ4_SPREAD_10 UQ4_SPREAD_11 UQ4_SPREAD_12 UQ4_SPREAD_13 UQ4_SPREAD_14 UQ4_SPREAD_15 UQ4_SPREAD_16 UQ4_SPREAD_17 UQ4_SPREAD_18 UQ4_SPREAD_19 UQ4_SPREAD_20 UQ4_SPREAD_21
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7 SUM8_SPREAD_8 SUM8_SPREAD_9 SUM8_SPREAD_10 SUM8_SPREAD_11 SUM8_SPREAD_12 SUM8_SPREAD_13 SUM8_SPREAD_14 SUM8_SPREAD_15 SUM8_SPREAD_16 SUM8_SPREAD_17 SUM8_SPREAD_18 SUM8_SPREAD_19 SUM8_SPREAD_20 SUM8_SPREAD_21
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7 NARROW_8 NARROW_9 NARROW_10 NARROW_11 NARROW_12 NARROW_13 NARROW_14 NARROW_15 NARROW_16 NARROW_17 NARROW_18 NARROW_19 NARROW_20 NARROW_21
+#elif ELEMS == 184
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7 UQ4_SPREAD_8 UQ4_SPREAD_9 UQ4_SPREAD_10 UQ4_SPREAD_11 UQ4_SPREAD_12 UQ4_SPREAD_13 UQ4_SPREAD_14 UQ4_SPREAD_15 UQ4_SPREAD_16 UQ4_SPREAD_17 UQ4_SPREAD_18 UQ4_SPREAD_19 UQ4_SPREAD_20 UQ4_SPREAD_21 UQ4_SPREAD_22
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7 SUM8_SPREAD_8 SUM8_SPREAD_9 SUM8_SPREAD_10 SUM8_SPREAD_11 SUM8_SPREAD_12 SUM8_SPREAD_13 SUM8_SPREAD_14 SUM8_SPREAD_15 SUM8_SPREAD_16 SUM8_SPREAD_17 SUM8_SPREAD_18 SUM8_SPREAD_19 SUM8_SPREAD_20 SUM8_SPREAD_21 SUM8_SPREAD_22
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7 NARROW_8 NARROW_9 NARROW_10 NARROW_11 NARROW_12 NARROW_13 NARROW_14 NARROW_15 NARROW_16 NARROW_17 NARROW_18 NARROW_19 NARROW_20 NARROW_21 NARROW_22
+#elif ELEMS == 192
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7 UQ4_SPREAD_8 UQ4_SPREAD_9 UQ4_SPREAD_10 UQ4_SPREAD_11 UQ4_SPREAD_12 UQ4_SPREAD_13 UQ4_SPREAD_14 UQ4_SPREAD_15 UQ4_SPREAD_16 UQ4_SPREAD_17 UQ4_SPREAD_18 UQ4_SPREAD_19 UQ4_SPREAD_20 UQ4_SPREAD_21 UQ4_SPREAD_22 UQ4_SPREAD_23
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7 SUM8_SPREAD_8 SUM8_SPREAD_9 SUM8_SPREAD_10 SUM8_SPREAD_11 SUM8_SPREAD_12 SUM8_SPREAD_13 SUM8_SPREAD_14 SUM8_SPREAD_15 SUM8_SPREAD_16 SUM8_SPREAD_17 SUM8_SPREAD_18 SUM8_SPREAD_19 SUM8_SPREAD_20 SUM8_SPREAD_21 SUM8_SPREAD_22 SUM8_SPREAD_23
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7 NARROW_8 NARROW_9 NARROW_10 NARROW_11 NARROW_12 NARROW_13 NARROW_14 NARROW_15 NARROW_16 NARROW_17 NARROW_18 NARROW_19 NARROW_20 NARROW_21 NARROW_22 NARROW_23
+#elif ELEMS == 200
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7 UQ4_SPREAD_8 UQ4_SPREAD_9 UQ4_SPREAD_10 UQ4_SPREAD_11 UQ4_SPREAD_12 UQ4_SPREAD_13 UQ4_SPREAD_14 UQ4_SPREAD_15 UQ4_SPREAD_16 UQ4_SPREAD_17 UQ4_SPREAD_18 UQ4_SPREAD_19 UQ4_SPREAD_20 UQ4_SPREAD_21 UQ4_SPREAD_22 UQ4_SPREAD_23 UQ4_SPREAD_24
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7 SUM8_SPREAD_8 SUM8_SPREAD_9 SUM8_SPREAD_10 SUM8_SPREAD_11 SUM8_SPREAD_12 SUM8_SPREAD_13 SUM8_SPREAD_14 SUM8_SPREAD_15 SUM8_SPREAD_16 SUM8_SPREAD_17 SUM8_SPREAD_18 SUM8_SPREAD_19 SUM8_SPREAD_20 SUM8_SPREAD_21 SUM8_SPREAD_22 SUM8_SPREAD_23 SUM8_SPREAD_24
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7 NARROW_8 NARROW_9 NARROW_10 NARROW_11 NARROW_12 NARROW_13 NARROW_14 NARROW_15 NARROW_16 NARROW_17 NARROW_18 NARROW_19 NARROW_20 NARROW_21 NARROW_22 NARROW_23 NARROW_24
+#elif ELEMS == 208
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7 UQ4_SPREAD_8 UQ4_SPREAD_9 UQ4_SPREAD_10 UQ4_SPREAD_11 UQ4_SPREAD_12 UQ4_SPREAD_13 UQ4_SPREAD_14 UQ4_SPREAD_15 UQ4_SPREAD_16 UQ4_SPREAD_17 UQ4_SPREAD_18 UQ4_SPREAD_19 UQ4_SPREAD_20 UQ4_SPREAD_21 UQ4_SPREAD_22 UQ4_SPREAD_23 UQ4_SPREAD_24 UQ4_SPREAD_25
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7 SUM8_SPREAD_8 SUM8_SPREAD_9 SUM8_SPREAD_10 SUM8_SPREAD_11 SUM8_SPREAD_12 SUM8_SPREAD_13 SUM8_SPREAD_14 SUM8_SPREAD_15 SUM8_SPREAD_16 SUM8_SPREAD_17 SUM8_SPREAD_18 SUM8_SPREAD_19 SUM8_SPREAD_20 SUM8_SPREAD_21 SUM8_SPREAD_22 SUM8_SPREAD_23 SUM8_SPREAD_24 SUM8_SPREAD_25
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7 NARROW_8 NARROW_9 NARROW_10 NARROW_11 NARROW_12 NARROW_13 NARROW_14 NARROW_15 NARROW_16 NARROW_17 NARROW_18 NARROW_19 NARROW_20 NARROW_21 NARROW_22 NARROW_23 NARROW_24 NARROW_25
+#elif ELEMS == 216
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7 UQ4_SPREAD_8 UQ4_SPREAD_9 UQ4_SPREAD_10 UQ4_SPREAD_11 UQ4_SPREAD_12 UQ4_SPREAD_13 UQ4_SPREAD_14 UQ4_SPREAD_15 UQ4_SPREAD_16 UQ4_SPREAD_17 UQ4_SPREAD_18 UQ4_SPREAD_19 UQ4_SPREAD_20 UQ4_SPREAD_21 UQ4_SPREAD_22 UQ4_SPREAD_23 UQ4_SPREAD_24 UQ4_SPREAD_25 UQ4_SPREAD_26
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7 SUM8_SPREAD_8 SUM8_SPREAD_9 SUM8_SPREAD_10 SUM8_SPREAD_11 SUM8_SPREAD_12 SUM8_SPREAD_13 SUM8_SPREAD_14 SUM8_SPREAD_15 SUM8_SPREAD_16 SUM8_SPREAD_17 SUM8_SPREAD_18 SUM8_SPREAD_19 SUM8_SPREAD_20 SUM8_SPREAD_21 SUM8_SPREAD_22 SUM8_SPREAD_23 SUM8_SPREAD_24 SUM8_SPREAD_25 SUM8_SPREAD_26
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7 NARROW_8 NARROW_9 NARROW_10 NARROW_11 NARROW_12 NARROW_13 NARROW_14 NARROW_15 NARROW_16 NARROW_17 NARROW_18 NARROW_19 NARROW_20 NARROW_21 NARROW_22 NARROW_23 NARROW_24 NARROW_25 NARROW_26
+#elif ELEMS == 224
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7 UQ4_SPREAD_8 UQ4_SPREAD_9 UQ4_SPREAD_10 UQ4_SPREAD_11 UQ4_SPREAD_12 UQ4_SPREAD_13 UQ4_SPREAD_14 UQ4_SPREAD_15 UQ4_SPREAD_16 UQ4_SPREAD_17 UQ4_SPREAD_18 UQ4_SPREAD_19 UQ4_SPREAD_20 UQ4_SPREAD_21 UQ4_SPREAD_22 UQ4_SPREAD_23 UQ4_SPREAD_24 UQ4_SPREAD_25 UQ4_SPREAD_26 UQ4_SPREAD_27
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7 SUM8_SPREAD_8 SUM8_SPREAD_9 SUM8_SPREAD_10 SUM8_SPREAD_11 SUM8_SPREAD_12 SUM8_SPREAD_13 SUM8_SPREAD_14 SUM8_SPREAD_15 SUM8_SPREAD_16 SUM8_SPREAD_17 SUM8_SPREAD_18 SUM8_SPREAD_19 SUM8_SPREAD_20 SUM8_SPREAD_21 SUM8_SPREAD_22 SUM8_SPREAD_23 SUM8_SPREAD_24 SUM8_SPREAD_25 SUM8_SPREAD_26 SUM8_SPREAD_27
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7 NARROW_8 NARROW_9 NARROW_10 NARROW_11 NARROW_12 NARROW_13 NARROW_14 NARROW_15 NARROW_16 NARROW_17 NARROW_18 NARROW_19 NARROW_20 NARROW_21 NARROW_22 NARROW_23 NARROW_24 NARROW_25 NARROW_26 NARROW_27
+#elif ELEMS == 232
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7 UQ4_SPREAD_8 UQ4_SPREAD_9 UQ4_SPREAD_10 UQ4_SPREAD_11 UQ4_SPREAD_12 UQ4_SPREAD_13 UQ4_SPREAD_14 UQ4_SPREAD_15 UQ4_SPREAD_16 UQ4_SPREAD_17 UQ4_SPREAD_18 UQ4_SPREAD_19 UQ4_SPREAD_20 UQ4_SPREAD_21 UQ4_SPREAD_22 UQ4_SPREAD_23 UQ4_SPREAD_24 UQ4_SPREAD_25 UQ4_SPREAD_26 UQ4_SPREAD_27 UQ4_SPREAD_28
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7 SUM8_SPREAD_8 SUM8_SPREAD_9 SUM8_SPREAD_10 SUM8_SPREAD_11 SUM8_SPREAD_12 SUM8_SPREAD_13 SUM8_SPREAD_14 SUM8_SPREAD_15 SUM8_SPREAD_16 SUM8_SPREAD_17 SUM8_SPREAD_18 SUM8_SPREAD_19 SUM8_SPREAD_20 SUM8_SPREAD_21 SUM8_SPREAD_22 SUM8_SPREAD_23 SUM8_SPREAD_24 SUM8_SPREAD_25 SUM8_SPREAD_26 SUM8_SPREAD_27 SUM8_SPREAD_28
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7 NARROW_8 NARROW_9 NARROW_10 NARROW_11 NARROW_12 NARROW_13 NARROW_14 NARROW_15 NARROW_16 NARROW_17 NARROW_18 NARROW_19 NARROW_20 NARROW_21 NARROW_22 NARROW_23 NARROW_24 NARROW_25 NARROW_26 NARROW_27 NARROW_28
+#elif ELEMS == 240
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7 UQ4_SPREAD_8 UQ4_SPREAD_9 UQ4_SPREAD_10 UQ4_SPREAD_11 UQ4_SPREAD_12 UQ4_SPREAD_13 UQ4_SPREAD_14 UQ4_SPREAD_15 UQ4_SPREAD_16 UQ4_SPREAD_17 UQ4_SPREAD_18 UQ4_SPREAD_19 UQ4_SPREAD_20 UQ4_SPREAD_21 UQ4_SPREAD_22 UQ4_SPREAD_23 UQ4_SPREAD_24 UQ4_SPREAD_25 UQ4_SPREAD_26 UQ4_SPREAD_27 UQ4_SPREAD_28 UQ4_SPREAD_29
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7 SUM8_SPREAD_8 SUM8_SPREAD_9 SUM8_SPREAD_10 SUM8_SPREAD_11 SUM8_SPREAD_12 SUM8_SPREAD_13 SUM8_SPREAD_14 SUM8_SPREAD_15 SUM8_SPREAD_16 SUM8_SPREAD_17 SUM8_SPREAD_18 SUM8_SPREAD_19 SUM8_SPREAD_20 SUM8_SPREAD_21 SUM8_SPREAD_22 SUM8_SPREAD_23 SUM8_SPREAD_24 SUM8_SPREAD_25 SUM8_SPREAD_26 SUM8_SPREAD_27 SUM8_SPREAD_28 SUM8_SPREAD_29
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7 NARROW_8 NARROW_9 NARROW_10 NARROW_11 NARROW_12 NARROW_13 NARROW_14 NARROW_15 NARROW_16 NARROW_17 NARROW_18 NARROW_19 NARROW_20 NARROW_21 NARROW_22 NARROW_23 NARROW_24 NARROW_25 NARROW_26 NARROW_27 NARROW_28 NARROW_29
+#elif ELEMS == 248
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7 UQ4_SPREAD_8 UQ4_SPREAD_9 UQ4_SPREAD_10 UQ4_SPREAD_11 UQ4_SPREAD_12 UQ4_SPREAD_13 UQ4_SPREAD_14 UQ4_SPREAD_15 UQ4_SPREAD_16 UQ4_SPREAD_17 UQ4_SPREAD_18 UQ4_SPREAD_19 UQ4_SPREAD_20 UQ4_SPREAD_21 UQ4_SPREAD_22 UQ4_SPREAD_23 UQ4_SPREAD_24 UQ4_SPREAD_25 UQ4_SPREAD_26 UQ4_SPREAD_27 UQ4_SPREAD_28 UQ4_SPREAD_29 UQ4_SPREAD_30
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7 SUM8_SPREAD_8 SUM8_SPREAD_9 SUM8_SPREAD_10 SUM8_SPREAD_11 SUM8_SPREAD_12 SUM8_SPREAD_13 SUM8_SPREAD_14 SUM8_SPREAD_15 SUM8_SPREAD_16 SUM8_SPREAD_17 SUM8_SPREAD_18 SUM8_SPREAD_19 SUM8_SPREAD_20 SUM8_SPREAD_21 SUM8_SPREAD_22 SUM8_SPREAD_23 SUM8_SPREAD_24 SUM8_SPREAD_25 SUM8_SPREAD_26 SUM8_SPREAD_27 SUM8_SPREAD_28 SUM8_SPREAD_29 SUM8_SPREAD_30
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7 NARROW_8 NARROW_9 NARROW_10 NARROW_11 NARROW_12 NARROW_13 NARROW_14 NARROW_15 NARROW_16 NARROW_17 NARROW_18 NARROW_19 NARROW_20 NARROW_21 NARROW_22 NARROW_23 NARROW_24 NARROW_25 NARROW_26 NARROW_27 NARROW_28 NARROW_29 NARROW_30
+#elif ELEMS == 256
+#define UQ4_SPREAD UQ4_SPREAD_0 UQ4_SPREAD_1 UQ4_SPREAD_2 UQ4_SPREAD_3 UQ4_SPREAD_4 UQ4_SPREAD_5 UQ4_SPREAD_6 UQ4_SPREAD_7 UQ4_SPREAD_8 UQ4_SPREAD_9 UQ4_SPREAD_10 UQ4_SPREAD_11 UQ4_SPREAD_12 UQ4_SPREAD_13 UQ4_SPREAD_14 UQ4_SPREAD_15 UQ4_SPREAD_16 UQ4_SPREAD_17 UQ4_SPREAD_18 UQ4_SPREAD_19 UQ4_SPREAD_20 UQ4_SPREAD_21 UQ4_SPREAD_22 UQ4_SPREAD_23 UQ4_SPREAD_24 UQ4_SPREAD_25 UQ4_SPREAD_26 UQ4_SPREAD_27 UQ4_SPREAD_28 UQ4_SPREAD_29 UQ4_SPREAD_30 UQ4_SPREAD_31
+#define SUM8_SPREAD SUM8_SPREAD_0 SUM8_SPREAD_1 SUM8_SPREAD_2 SUM8_SPREAD_3 SUM8_SPREAD_4 SUM8_SPREAD_5 SUM8_SPREAD_6 SUM8_SPREAD_7 SUM8_SPREAD_8 SUM8_SPREAD_9 SUM8_SPREAD_10 SUM8_SPREAD_11 SUM8_SPREAD_12 SUM8_SPREAD_13 SUM8_SPREAD_14 SUM8_SPREAD_15 SUM8_SPREAD_16 SUM8_SPREAD_17 SUM8_SPREAD_18 SUM8_SPREAD_19 SUM8_SPREAD_20 SUM8_SPREAD_21 SUM8_SPREAD_22 SUM8_SPREAD_23 SUM8_SPREAD_24 SUM8_SPREAD_25 SUM8_SPREAD_26 SUM8_SPREAD_27 SUM8_SPREAD_28 SUM8_SPREAD_29 SUM8_SPREAD_30 SUM8_SPREAD_31
+#define NARROW NARROW_0 NARROW_1 NARROW_2 NARROW_3 NARROW_4 NARROW_5 NARROW_6 NARROW_7 NARROW_8 NARROW_9 NARROW_10 NARROW_11 NARROW_12 NARROW_13 NARROW_14 NARROW_15 NARROW_16 NARROW_17 NARROW_18 NARROW_19 NARROW_20 NARROW_21 NARROW_22 NARROW_23 NARROW_24 NARROW_25 NARROW_26 NARROW_27 NARROW_28 NARROW_29 NARROW_30 NARROW_31
+#else
+#error "ELEMS must be a multiple of 8 up to 256"
+#endif
+#if ELEMS == 8
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2;
+#define ZERO_REST hdr.fixed.v4 = 0; hdr.fixed.v5 = 0; hdr.fixed.v6 = 0; hdr.fixed.v7 = 0;
+#elif ELEMS == 16
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4;
+#define ZERO_REST hdr.fixed.v8 = 0; hdr.fixed.v9 = 0; hdr.fixed.v10 = 0; hdr.fixed.v11 = 0; hdr.fixed.v12 = 0; hdr.fixed.v13 = 0; hdr.fixed.v14 = 0; hdr.fixed.v15 = 0;
+#elif ELEMS == 24
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8;
+#define ZERO_REST hdr.fixed.v12 = 0; hdr.fixed.v13 = 0; hdr.fixed.v14 = 0; hdr.fixed.v15 = 0; hdr.fixed.v16 = 0; hdr.fixed.v17 = 0; hdr.fixed.v18 = 0; hdr.fixed.v19 = 0; hdr.fixed.v20 = 0; hdr.fixed.v21 = 0; hdr.fixed.v22 = 0; hdr.fixed.v23 = 0;
+#elif ELEMS == 32
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8;
+#define ZERO_REST hdr.fixed.v16 = 0; hdr.fixed.v17 = 0; hdr.fixed.v18 = 0; hdr.fixed.v19 = 0; hdr.fixed.v20 = 0; hdr.fixed.v21 = 0; hdr.fixed.v22 = 0; hdr.fixed.v23 = 0; hdr.fixed.v24 = 0; hdr.fixed.v25 = 0; hdr.fixed.v26 = 0; hdr.fixed.v27 = 0; hdr.fixed.v28 = 0; hdr.fixed.v29 = 0; hdr.fixed.v30 = 0; hdr.fixed.v31 = 0;
+#elif ELEMS == 40
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16;
+#define ZERO_REST hdr.fixed.v20 = 0; hdr.fixed.v21 = 0; hdr.fixed.v22 = 0; hdr.fixed.v23 = 0; hdr.fixed.v24 = 0; hdr.fixed.v25 = 0; hdr.fixed.v26 = 0; hdr.fixed.v27 = 0; hdr.fixed.v28 = 0; hdr.fixed.v29 = 0; hdr.fixed.v30 = 0; hdr.fixed.v31 = 0; hdr.fixed.v32 = 0; hdr.fixed.v33 = 0; hdr.fixed.v34 = 0; hdr.fixed.v35 = 0; hdr.fixed.v36 = 0; hdr.fixed.v37 = 0; hdr.fixed.v38 = 0; hdr.fixed.v39 = 0;
+#elif ELEMS == 48
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16;
+#define ZERO_REST hdr.fixed.v24 = 0; hdr.fixed.v25 = 0; hdr.fixed.v26 = 0; hdr.fixed.v27 = 0; hdr.fixed.v28 = 0; hdr.fixed.v29 = 0; hdr.fixed.v30 = 0; hdr.fixed.v31 = 0; hdr.fixed.v32 = 0; hdr.fixed.v33 = 0; hdr.fixed.v34 = 0; hdr.fixed.v35 = 0; hdr.fixed.v36 = 0; hdr.fixed.v37 = 0; hdr.fixed.v38 = 0; hdr.fixed.v39 = 0; hdr.fixed.v40 = 0; hdr.fixed.v41 = 0; hdr.fixed.v42 = 0; hdr.fixed.v43 = 0; hdr.fixed.v44 = 0; hdr.fixed.v45 = 0; hdr.fixed.v46 = 0; hdr.fixed.v47 = 0;
+#elif ELEMS == 56
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16;
+#define ZERO_REST hdr.fixed.v28 = 0; hdr.fixed.v29 = 0; hdr.fixed.v30 = 0; hdr.fixed.v31 = 0; hdr.fixed.v32 = 0; hdr.fixed.v33 = 0; hdr.fixed.v34 = 0; hdr.fixed.v35 = 0; hdr.fixed.v36 = 0; hdr.fixed.v37 = 0; hdr.fixed.v38 = 0; hdr.fixed.v39 = 0; hdr.fixed.v40 = 0; hdr.fixed.v41 = 0; hdr.fixed.v42 = 0; hdr.fixed.v43 = 0; hdr.fixed.v44 = 0; hdr.fixed.v45 = 0; hdr.fixed.v46 = 0; hdr.fixed.v47 = 0; hdr.fixed.v48 = 0; hdr.fixed.v49 = 0; hdr.fixed.v50 = 0; hdr.fixed.v51 = 0; hdr.fixed.v52 = 0; hdr.fixed.v53 = 0; hdr.fixed.v54 = 0; hdr.fixed.v55 = 0;
+#elif ELEMS == 64
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16;
+#define ZERO_REST hdr.fixed.v32 = 0; hdr.fixed.v33 = 0; hdr.fixed.v34 = 0; hdr.fixed.v35 = 0; hdr.fixed.v36 = 0; hdr.fixed.v37 = 0; hdr.fixed.v38 = 0; hdr.fixed.v39 = 0; hdr.fixed.v40 = 0; hdr.fixed.v41 = 0; hdr.fixed.v42 = 0; hdr.fixed.v43 = 0; hdr.fixed.v44 = 0; hdr.fixed.v45 = 0; hdr.fixed.v46 = 0; hdr.fixed.v47 = 0; hdr.fixed.v48 = 0; hdr.fixed.v49 = 0; hdr.fixed.v50 = 0; hdr.fixed.v51 = 0; hdr.fixed.v52 = 0; hdr.fixed.v53 = 0; hdr.fixed.v54 = 0; hdr.fixed.v55 = 0; hdr.fixed.v56 = 0; hdr.fixed.v57 = 0; hdr.fixed.v58 = 0; hdr.fixed.v59 = 0; hdr.fixed.v60 = 0; hdr.fixed.v61 = 0; hdr.fixed.v62 = 0; hdr.fixed.v63 = 0;
+#elif ELEMS == 72
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v33; \
+    hdr.fixed.v34 = hdr.fixed.v34 | hdr.fixed.v35; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v34; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v32;
+#define ZERO_REST hdr.fixed.v36 = 0; hdr.fixed.v37 = 0; hdr.fixed.v38 = 0; hdr.fixed.v39 = 0; hdr.fixed.v40 = 0; hdr.fixed.v41 = 0; hdr.fixed.v42 = 0; hdr.fixed.v43 = 0; hdr.fixed.v44 = 0; hdr.fixed.v45 = 0; hdr.fixed.v46 = 0; hdr.fixed.v47 = 0; hdr.fixed.v48 = 0; hdr.fixed.v49 = 0; hdr.fixed.v50 = 0; hdr.fixed.v51 = 0; hdr.fixed.v52 = 0; hdr.fixed.v53 = 0; hdr.fixed.v54 = 0; hdr.fixed.v55 = 0; hdr.fixed.v56 = 0; hdr.fixed.v57 = 0; hdr.fixed.v58 = 0; hdr.fixed.v59 = 0; hdr.fixed.v60 = 0; hdr.fixed.v61 = 0; hdr.fixed.v62 = 0; hdr.fixed.v63 = 0; hdr.fixed.v64 = 0; hdr.fixed.v65 = 0; hdr.fixed.v66 = 0; hdr.fixed.v67 = 0; hdr.fixed.v68 = 0; hdr.fixed.v69 = 0; hdr.fixed.v70 = 0; hdr.fixed.v71 = 0;
+#elif ELEMS == 80
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v33; \
+    hdr.fixed.v34 = hdr.fixed.v34 | hdr.fixed.v35; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v37; \
+    hdr.fixed.v38 = hdr.fixed.v38 | hdr.fixed.v39; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v34; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v38; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v36; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v32;
+#define ZERO_REST hdr.fixed.v40 = 0; hdr.fixed.v41 = 0; hdr.fixed.v42 = 0; hdr.fixed.v43 = 0; hdr.fixed.v44 = 0; hdr.fixed.v45 = 0; hdr.fixed.v46 = 0; hdr.fixed.v47 = 0; hdr.fixed.v48 = 0; hdr.fixed.v49 = 0; hdr.fixed.v50 = 0; hdr.fixed.v51 = 0; hdr.fixed.v52 = 0; hdr.fixed.v53 = 0; hdr.fixed.v54 = 0; hdr.fixed.v55 = 0; hdr.fixed.v56 = 0; hdr.fixed.v57 = 0; hdr.fixed.v58 = 0; hdr.fixed.v59 = 0; hdr.fixed.v60 = 0; hdr.fixed.v61 = 0; hdr.fixed.v62 = 0; hdr.fixed.v63 = 0; hdr.fixed.v64 = 0; hdr.fixed.v65 = 0; hdr.fixed.v66 = 0; hdr.fixed.v67 = 0; hdr.fixed.v68 = 0; hdr.fixed.v69 = 0; hdr.fixed.v70 = 0; hdr.fixed.v71 = 0; hdr.fixed.v72 = 0; hdr.fixed.v73 = 0; hdr.fixed.v74 = 0; hdr.fixed.v75 = 0; hdr.fixed.v76 = 0; hdr.fixed.v77 = 0; hdr.fixed.v78 = 0; hdr.fixed.v79 = 0;
+#elif ELEMS == 88
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v33; \
+    hdr.fixed.v34 = hdr.fixed.v34 | hdr.fixed.v35; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v37; \
+    hdr.fixed.v38 = hdr.fixed.v38 | hdr.fixed.v39; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v41; \
+    hdr.fixed.v42 = hdr.fixed.v42 | hdr.fixed.v43; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v34; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v38; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v42; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v36; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v40; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v32;
+#define ZERO_REST hdr.fixed.v44 = 0; hdr.fixed.v45 = 0; hdr.fixed.v46 = 0; hdr.fixed.v47 = 0; hdr.fixed.v48 = 0; hdr.fixed.v49 = 0; hdr.fixed.v50 = 0; hdr.fixed.v51 = 0; hdr.fixed.v52 = 0; hdr.fixed.v53 = 0; hdr.fixed.v54 = 0; hdr.fixed.v55 = 0; hdr.fixed.v56 = 0; hdr.fixed.v57 = 0; hdr.fixed.v58 = 0; hdr.fixed.v59 = 0; hdr.fixed.v60 = 0; hdr.fixed.v61 = 0; hdr.fixed.v62 = 0; hdr.fixed.v63 = 0; hdr.fixed.v64 = 0; hdr.fixed.v65 = 0; hdr.fixed.v66 = 0; hdr.fixed.v67 = 0; hdr.fixed.v68 = 0; hdr.fixed.v69 = 0; hdr.fixed.v70 = 0; hdr.fixed.v71 = 0; hdr.fixed.v72 = 0; hdr.fixed.v73 = 0; hdr.fixed.v74 = 0; hdr.fixed.v75 = 0; hdr.fixed.v76 = 0; hdr.fixed.v77 = 0; hdr.fixed.v78 = 0; hdr.fixed.v79 = 0; hdr.fixed.v80 = 0; hdr.fixed.v81 = 0; hdr.fixed.v82 = 0; hdr.fixed.v83 = 0; hdr.fixed.v84 = 0; hdr.fixed.v85 = 0; hdr.fixed.v86 = 0; hdr.fixed.v87 = 0;
+#elif ELEMS == 96
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v33; \
+    hdr.fixed.v34 = hdr.fixed.v34 | hdr.fixed.v35; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v37; \
+    hdr.fixed.v38 = hdr.fixed.v38 | hdr.fixed.v39; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v41; \
+    hdr.fixed.v42 = hdr.fixed.v42 | hdr.fixed.v43; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v45; \
+    hdr.fixed.v46 = hdr.fixed.v46 | hdr.fixed.v47; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v34; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v38; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v42; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v46; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v36; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v44; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v40; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v32;
+#define ZERO_REST hdr.fixed.v48 = 0; hdr.fixed.v49 = 0; hdr.fixed.v50 = 0; hdr.fixed.v51 = 0; hdr.fixed.v52 = 0; hdr.fixed.v53 = 0; hdr.fixed.v54 = 0; hdr.fixed.v55 = 0; hdr.fixed.v56 = 0; hdr.fixed.v57 = 0; hdr.fixed.v58 = 0; hdr.fixed.v59 = 0; hdr.fixed.v60 = 0; hdr.fixed.v61 = 0; hdr.fixed.v62 = 0; hdr.fixed.v63 = 0; hdr.fixed.v64 = 0; hdr.fixed.v65 = 0; hdr.fixed.v66 = 0; hdr.fixed.v67 = 0; hdr.fixed.v68 = 0; hdr.fixed.v69 = 0; hdr.fixed.v70 = 0; hdr.fixed.v71 = 0; hdr.fixed.v72 = 0; hdr.fixed.v73 = 0; hdr.fixed.v74 = 0; hdr.fixed.v75 = 0; hdr.fixed.v76 = 0; hdr.fixed.v77 = 0; hdr.fixed.v78 = 0; hdr.fixed.v79 = 0; hdr.fixed.v80 = 0; hdr.fixed.v81 = 0; hdr.fixed.v82 = 0; hdr.fixed.v83 = 0; hdr.fixed.v84 = 0; hdr.fixed.v85 = 0; hdr.fixed.v86 = 0; hdr.fixed.v87 = 0; hdr.fixed.v88 = 0; hdr.fixed.v89 = 0; hdr.fixed.v90 = 0; hdr.fixed.v91 = 0; hdr.fixed.v92 = 0; hdr.fixed.v93 = 0; hdr.fixed.v94 = 0; hdr.fixed.v95 = 0;
+#elif ELEMS == 104
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v33; \
+    hdr.fixed.v34 = hdr.fixed.v34 | hdr.fixed.v35; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v37; \
+    hdr.fixed.v38 = hdr.fixed.v38 | hdr.fixed.v39; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v41; \
+    hdr.fixed.v42 = hdr.fixed.v42 | hdr.fixed.v43; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v45; \
+    hdr.fixed.v46 = hdr.fixed.v46 | hdr.fixed.v47; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v49; \
+    hdr.fixed.v50 = hdr.fixed.v50 | hdr.fixed.v51; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v34; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v38; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v42; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v46; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v50; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v36; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v44; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v40; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v48; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v32;
+#define ZERO_REST hdr.fixed.v52 = 0; hdr.fixed.v53 = 0; hdr.fixed.v54 = 0; hdr.fixed.v55 = 0; hdr.fixed.v56 = 0; hdr.fixed.v57 = 0; hdr.fixed.v58 = 0; hdr.fixed.v59 = 0; hdr.fixed.v60 = 0; hdr.fixed.v61 = 0; hdr.fixed.v62 = 0; hdr.fixed.v63 = 0; hdr.fixed.v64 = 0; hdr.fixed.v65 = 0; hdr.fixed.v66 = 0; hdr.fixed.v67 = 0; hdr.fixed.v68 = 0; hdr.fixed.v69 = 0; hdr.fixed.v70 = 0; hdr.fixed.v71 = 0; hdr.fixed.v72 = 0; hdr.fixed.v73 = 0; hdr.fixed.v74 = 0; hdr.fixed.v75 = 0; hdr.fixed.v76 = 0; hdr.fixed.v77 = 0; hdr.fixed.v78 = 0; hdr.fixed.v79 = 0; hdr.fixed.v80 = 0; hdr.fixed.v81 = 0; hdr.fixed.v82 = 0; hdr.fixed.v83 = 0; hdr.fixed.v84 = 0; hdr.fixed.v85 = 0; hdr.fixed.v86 = 0; hdr.fixed.v87 = 0; hdr.fixed.v88 = 0; hdr.fixed.v89 = 0; hdr.fixed.v90 = 0; hdr.fixed.v91 = 0; hdr.fixed.v92 = 0; hdr.fixed.v93 = 0; hdr.fixed.v94 = 0; hdr.fixed.v95 = 0; hdr.fixed.v96 = 0; hdr.fixed.v97 = 0; hdr.fixed.v98 = 0; hdr.fixed.v99 = 0; hdr.fixed.v100 = 0; hdr.fixed.v101 = 0; hdr.fixed.v102 = 0; hdr.fixed.v103 = 0;
+#elif ELEMS == 112
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v33; \
+    hdr.fixed.v34 = hdr.fixed.v34 | hdr.fixed.v35; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v37; \
+    hdr.fixed.v38 = hdr.fixed.v38 | hdr.fixed.v39; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v41; \
+    hdr.fixed.v42 = hdr.fixed.v42 | hdr.fixed.v43; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v45; \
+    hdr.fixed.v46 = hdr.fixed.v46 | hdr.fixed.v47; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v49; \
+    hdr.fixed.v50 = hdr.fixed.v50 | hdr.fixed.v51; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v53; \
+    hdr.fixed.v54 = hdr.fixed.v54 | hdr.fixed.v55; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v34; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v38; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v42; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v46; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v50; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v54; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v36; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v44; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v52; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v40; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v48; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v32;
+#define ZERO_REST hdr.fixed.v56 = 0; hdr.fixed.v57 = 0; hdr.fixed.v58 = 0; hdr.fixed.v59 = 0; hdr.fixed.v60 = 0; hdr.fixed.v61 = 0; hdr.fixed.v62 = 0; hdr.fixed.v63 = 0; hdr.fixed.v64 = 0; hdr.fixed.v65 = 0; hdr.fixed.v66 = 0; hdr.fixed.v67 = 0; hdr.fixed.v68 = 0; hdr.fixed.v69 = 0; hdr.fixed.v70 = 0; hdr.fixed.v71 = 0; hdr.fixed.v72 = 0; hdr.fixed.v73 = 0; hdr.fixed.v74 = 0; hdr.fixed.v75 = 0; hdr.fixed.v76 = 0; hdr.fixed.v77 = 0; hdr.fixed.v78 = 0; hdr.fixed.v79 = 0; hdr.fixed.v80 = 0; hdr.fixed.v81 = 0; hdr.fixed.v82 = 0; hdr.fixed.v83 = 0; hdr.fixed.v84 = 0; hdr.fixed.v85 = 0; hdr.fixed.v86 = 0; hdr.fixed.v87 = 0; hdr.fixed.v88 = 0; hdr.fixed.v89 = 0; hdr.fixed.v90 = 0; hdr.fixed.v91 = 0; hdr.fixed.v92 = 0; hdr.fixed.v93 = 0; hdr.fixed.v94 = 0; hdr.fixed.v95 = 0; hdr.fixed.v96 = 0; hdr.fixed.v97 = 0; hdr.fixed.v98 = 0; hdr.fixed.v99 = 0; hdr.fixed.v100 = 0; hdr.fixed.v101 = 0; hdr.fixed.v102 = 0; hdr.fixed.v103 = 0; hdr.fixed.v104 = 0; hdr.fixed.v105 = 0; hdr.fixed.v106 = 0; hdr.fixed.v107 = 0; hdr.fixed.v108 = 0; hdr.fixed.v109 = 0; hdr.fixed.v110 = 0; hdr.fixed.v111 = 0;
+#elif ELEMS == 120
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v33; \
+    hdr.fixed.v34 = hdr.fixed.v34 | hdr.fixed.v35; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v37; \
+    hdr.fixed.v38 = hdr.fixed.v38 | hdr.fixed.v39; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v41; \
+    hdr.fixed.v42 = hdr.fixed.v42 | hdr.fixed.v43; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v45; \
+    hdr.fixed.v46 = hdr.fixed.v46 | hdr.fixed.v47; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v49; \
+    hdr.fixed.v50 = hdr.fixed.v50 | hdr.fixed.v51; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v53; \
+    hdr.fixed.v54 = hdr.fixed.v54 | hdr.fixed.v55; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v57; \
+    hdr.fixed.v58 = hdr.fixed.v58 | hdr.fixed.v59; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v34; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v38; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v42; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v46; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v50; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v54; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v58; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v36; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v44; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v52; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v40; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v56; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v48; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v32;
+#define ZERO_REST hdr.fixed.v60 = 0; hdr.fixed.v61 = 0; hdr.fixed.v62 = 0; hdr.fixed.v63 = 0; hdr.fixed.v64 = 0; hdr.fixed.v65 = 0; hdr.fixed.v66 = 0; hdr.fixed.v67 = 0; hdr.fixed.v68 = 0; hdr.fixed.v69 = 0; hdr.fixed.v70 = 0; hdr.fixed.v71 = 0; hdr.fixed.v72 = 0; hdr.fixed.v73 = 0; hdr.fixed.v74 = 0; hdr.fixed.v75 = 0; hdr.fixed.v76 = 0; hdr.fixed.v77 = 0; hdr.fixed.v78 = 0; hdr.fixed.v79 = 0; hdr.fixed.v80 = 0; hdr.fixed.v81 = 0; hdr.fixed.v82 = 0; hdr.fixed.v83 = 0; hdr.fixed.v84 = 0; hdr.fixed.v85 = 0; hdr.fixed.v86 = 0; hdr.fixed.v87 = 0; hdr.fixed.v88 = 0; hdr.fixed.v89 = 0; hdr.fixed.v90 = 0; hdr.fixed.v91 = 0; hdr.fixed.v92 = 0; hdr.fixed.v93 = 0; hdr.fixed.v94 = 0; hdr.fixed.v95 = 0; hdr.fixed.v96 = 0; hdr.fixed.v97 = 0; hdr.fixed.v98 = 0; hdr.fixed.v99 = 0; hdr.fixed.v100 = 0; hdr.fixed.v101 = 0; hdr.fixed.v102 = 0; hdr.fixed.v103 = 0; hdr.fixed.v104 = 0; hdr.fixed.v105 = 0; hdr.fixed.v106 = 0; hdr.fixed.v107 = 0; hdr.fixed.v108 = 0; hdr.fixed.v109 = 0; hdr.fixed.v110 = 0; hdr.fixed.v111 = 0; hdr.fixed.v112 = 0; hdr.fixed.v113 = 0; hdr.fixed.v114 = 0; hdr.fixed.v115 = 0; hdr.fixed.v116 = 0; hdr.fixed.v117 = 0; hdr.fixed.v118 = 0; hdr.fixed.v119 = 0;
+#elif ELEMS == 128
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v33; \
+    hdr.fixed.v34 = hdr.fixed.v34 | hdr.fixed.v35; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v37; \
+    hdr.fixed.v38 = hdr.fixed.v38 | hdr.fixed.v39; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v41; \
+    hdr.fixed.v42 = hdr.fixed.v42 | hdr.fixed.v43; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v45; \
+    hdr.fixed.v46 = hdr.fixed.v46 | hdr.fixed.v47; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v49; \
+    hdr.fixed.v50 = hdr.fixed.v50 | hdr.fixed.v51; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v53; \
+    hdr.fixed.v54 = hdr.fixed.v54 | hdr.fixed.v55; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v57; \
+    hdr.fixed.v58 = hdr.fixed.v58 | hdr.fixed.v59; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v61; \
+    hdr.fixed.v62 = hdr.fixed.v62 | hdr.fixed.v63; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v34; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v38; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v42; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v46; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v50; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v54; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v58; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v62; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v36; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v44; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v52; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v60; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v40; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v56; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v48; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v32;
+#define ZERO_REST hdr.fixed.v64 = 0; hdr.fixed.v65 = 0; hdr.fixed.v66 = 0; hdr.fixed.v67 = 0; hdr.fixed.v68 = 0; hdr.fixed.v69 = 0; hdr.fixed.v70 = 0; hdr.fixed.v71 = 0; hdr.fixed.v72 = 0; hdr.fixed.v73 = 0; hdr.fixed.v74 = 0; hdr.fixed.v75 = 0; hdr.fixed.v76 = 0; hdr.fixed.v77 = 0; hdr.fixed.v78 = 0; hdr.fixed.v79 = 0; hdr.fixed.v80 = 0; hdr.fixed.v81 = 0; hdr.fixed.v82 = 0; hdr.fixed.v83 = 0; hdr.fixed.v84 = 0; hdr.fixed.v85 = 0; hdr.fixed.v86 = 0; hdr.fixed.v87 = 0; hdr.fixed.v88 = 0; hdr.fixed.v89 = 0; hdr.fixed.v90 = 0; hdr.fixed.v91 = 0; hdr.fixed.v92 = 0; hdr.fixed.v93 = 0; hdr.fixed.v94 = 0; hdr.fixed.v95 = 0; hdr.fixed.v96 = 0; hdr.fixed.v97 = 0; hdr.fixed.v98 = 0; hdr.fixed.v99 = 0; hdr.fixed.v100 = 0; hdr.fixed.v101 = 0; hdr.fixed.v102 = 0; hdr.fixed.v103 = 0; hdr.fixed.v104 = 0; hdr.fixed.v105 = 0; hdr.fixed.v106 = 0; hdr.fixed.v107 = 0; hdr.fixed.v108 = 0; hdr.fixed.v109 = 0; hdr.fixed.v110 = 0; hdr.fixed.v111 = 0; hdr.fixed.v112 = 0; hdr.fixed.v113 = 0; hdr.fixed.v114 = 0; hdr.fixed.v115 = 0; hdr.fixed.v116 = 0; hdr.fixed.v117 = 0; hdr.fixed.v118 = 0; hdr.fixed.v119 = 0; hdr.fixed.v120 = 0; hdr.fixed.v121 = 0; hdr.fixed.v122 = 0; hdr.fixed.v123 = 0; hdr.fixed.v124 = 0; hdr.fixed.v125 = 0; hdr.fixed.v126 = 0; hdr.fixed.v127 = 0;
+#elif ELEMS == 136
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v33; \
+    hdr.fixed.v34 = hdr.fixed.v34 | hdr.fixed.v35; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v37; \
+    hdr.fixed.v38 = hdr.fixed.v38 | hdr.fixed.v39; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v41; \
+    hdr.fixed.v42 = hdr.fixed.v42 | hdr.fixed.v43; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v45; \
+    hdr.fixed.v46 = hdr.fixed.v46 | hdr.fixed.v47; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v49; \
+    hdr.fixed.v50 = hdr.fixed.v50 | hdr.fixed.v51; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v53; \
+    hdr.fixed.v54 = hdr.fixed.v54 | hdr.fixed.v55; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v57; \
+    hdr.fixed.v58 = hdr.fixed.v58 | hdr.fixed.v59; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v61; \
+    hdr.fixed.v62 = hdr.fixed.v62 | hdr.fixed.v63; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v65; \
+    hdr.fixed.v66 = hdr.fixed.v66 | hdr.fixed.v67; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v34; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v38; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v42; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v46; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v50; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v54; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v58; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v62; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v66; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v36; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v44; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v52; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v60; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v40; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v56; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v48; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v32; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v64;
+#define ZERO_REST hdr.fixed.v68 = 0; hdr.fixed.v69 = 0; hdr.fixed.v70 = 0; hdr.fixed.v71 = 0; hdr.fixed.v72 = 0; hdr.fixed.v73 = 0; hdr.fixed.v74 = 0; hdr.fixed.v75 = 0; hdr.fixed.v76 = 0; hdr.fixed.v77 = 0; hdr.fixed.v78 = 0; hdr.fixed.v79 = 0; hdr.fixed.v80 = 0; hdr.fixed.v81 = 0; hdr.fixed.v82 = 0; hdr.fixed.v83 = 0; hdr.fixed.v84 = 0; hdr.fixed.v85 = 0; hdr.fixed.v86 = 0; hdr.fixed.v87 = 0; hdr.fixed.v88 = 0; hdr.fixed.v89 = 0; hdr.fixed.v90 = 0; hdr.fixed.v91 = 0; hdr.fixed.v92 = 0; hdr.fixed.v93 = 0; hdr.fixed.v94 = 0; hdr.fixed.v95 = 0; hdr.fixed.v96 = 0; hdr.fixed.v97 = 0; hdr.fixed.v98 = 0; hdr.fixed.v99 = 0; hdr.fixed.v100 = 0; hdr.fixed.v101 = 0; hdr.fixed.v102 = 0; hdr.fixed.v103 = 0; hdr.fixed.v104 = 0; hdr.fixed.v105 = 0; hdr.fixed.v106 = 0; hdr.fixed.v107 = 0; hdr.fixed.v108 = 0; hdr.fixed.v109 = 0; hdr.fixed.v110 = 0; hdr.fixed.v111 = 0; hdr.fixed.v112 = 0; hdr.fixed.v113 = 0; hdr.fixed.v114 = 0; hdr.fixed.v115 = 0; hdr.fixed.v116 = 0; hdr.fixed.v117 = 0; hdr.fixed.v118 = 0; hdr.fixed.v119 = 0; hdr.fixed.v120 = 0; hdr.fixed.v121 = 0; hdr.fixed.v122 = 0; hdr.fixed.v123 = 0; hdr.fixed.v124 = 0; hdr.fixed.v125 = 0; hdr.fixed.v126 = 0; hdr.fixed.v127 = 0;
+#elif ELEMS == 144
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v33; \
+    hdr.fixed.v34 = hdr.fixed.v34 | hdr.fixed.v35; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v37; \
+    hdr.fixed.v38 = hdr.fixed.v38 | hdr.fixed.v39; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v41; \
+    hdr.fixed.v42 = hdr.fixed.v42 | hdr.fixed.v43; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v45; \
+    hdr.fixed.v46 = hdr.fixed.v46 | hdr.fixed.v47; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v49; \
+    hdr.fixed.v50 = hdr.fixed.v50 | hdr.fixed.v51; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v53; \
+    hdr.fixed.v54 = hdr.fixed.v54 | hdr.fixed.v55; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v57; \
+    hdr.fixed.v58 = hdr.fixed.v58 | hdr.fixed.v59; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v61; \
+    hdr.fixed.v62 = hdr.fixed.v62 | hdr.fixed.v63; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v65; \
+    hdr.fixed.v66 = hdr.fixed.v66 | hdr.fixed.v67; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v69; \
+    hdr.fixed.v70 = hdr.fixed.v70 | hdr.fixed.v71; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v34; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v38; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v42; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v46; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v50; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v54; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v58; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v62; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v66; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v70; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v36; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v44; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v52; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v60; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v68; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v40; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v56; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v48; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v32; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v64;
+#define ZERO_REST hdr.fixed.v72 = 0; hdr.fixed.v73 = 0; hdr.fixed.v74 = 0; hdr.fixed.v75 = 0; hdr.fixed.v76 = 0; hdr.fixed.v77 = 0; hdr.fixed.v78 = 0; hdr.fixed.v79 = 0; hdr.fixed.v80 = 0; hdr.fixed.v81 = 0; hdr.fixed.v82 = 0; hdr.fixed.v83 = 0; hdr.fixed.v84 = 0; hdr.fixed.v85 = 0; hdr.fixed.v86 = 0; hdr.fixed.v87 = 0; hdr.fixed.v88 = 0; hdr.fixed.v89 = 0; hdr.fixed.v90 = 0; hdr.fixed.v91 = 0; hdr.fixed.v92 = 0; hdr.fixed.v93 = 0; hdr.fixed.v94 = 0; hdr.fixed.v95 = 0; hdr.fixed.v96 = 0; hdr.fixed.v97 = 0; hdr.fixed.v98 = 0; hdr.fixed.v99 = 0; hdr.fixed.v100 = 0; hdr.fixed.v101 = 0; hdr.fixed.v102 = 0; hdr.fixed.v103 = 0; hdr.fixed.v104 = 0; hdr.fixed.v105 = 0; hdr.fixed.v106 = 0; hdr.fixed.v107 = 0; hdr.fixed.v108 = 0; hdr.fixed.v109 = 0; hdr.fixed.v110 = 0; hdr.fixed.v111 = 0; hdr.fixed.v112 = 0; hdr.fixed.v113 = 0; hdr.fixed.v114 = 0; hdr.fixed.v115 = 0; hdr.fixed.v116 = 0; hdr.fixed.v117 = 0; hdr.fixed.v118 = 0; hdr.fixed.v119 = 0; hdr.fixed.v120 = 0; hdr.fixed.v121 = 0; hdr.fixed.v122 = 0; hdr.fixed.v123 = 0; hdr.fixed.v124 = 0; hdr.fixed.v125 = 0; hdr.fixed.v126 = 0; hdr.fixed.v127 = 0;
+#elif ELEMS == 152
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v33; \
+    hdr.fixed.v34 = hdr.fixed.v34 | hdr.fixed.v35; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v37; \
+    hdr.fixed.v38 = hdr.fixed.v38 | hdr.fixed.v39; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v41; \
+    hdr.fixed.v42 = hdr.fixed.v42 | hdr.fixed.v43; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v45; \
+    hdr.fixed.v46 = hdr.fixed.v46 | hdr.fixed.v47; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v49; \
+    hdr.fixed.v50 = hdr.fixed.v50 | hdr.fixed.v51; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v53; \
+    hdr.fixed.v54 = hdr.fixed.v54 | hdr.fixed.v55; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v57; \
+    hdr.fixed.v58 = hdr.fixed.v58 | hdr.fixed.v59; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v61; \
+    hdr.fixed.v62 = hdr.fixed.v62 | hdr.fixed.v63; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v65; \
+    hdr.fixed.v66 = hdr.fixed.v66 | hdr.fixed.v67; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v69; \
+    hdr.fixed.v70 = hdr.fixed.v70 | hdr.fixed.v71; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v73; \
+    hdr.fixed.v74 = hdr.fixed.v74 | hdr.fixed.v75; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v34; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v38; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v42; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v46; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v50; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v54; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v58; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v62; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v66; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v70; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v74; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v36; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v44; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v52; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v60; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v68; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v40; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v56; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v72; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v48; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v32; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v64;
+#define ZERO_REST hdr.fixed.v76 = 0; hdr.fixed.v77 = 0; hdr.fixed.v78 = 0; hdr.fixed.v79 = 0; hdr.fixed.v80 = 0; hdr.fixed.v81 = 0; hdr.fixed.v82 = 0; hdr.fixed.v83 = 0; hdr.fixed.v84 = 0; hdr.fixed.v85 = 0; hdr.fixed.v86 = 0; hdr.fixed.v87 = 0; hdr.fixed.v88 = 0; hdr.fixed.v89 = 0; hdr.fixed.v90 = 0; hdr.fixed.v91 = 0; hdr.fixed.v92 = 0; hdr.fixed.v93 = 0; hdr.fixed.v94 = 0; hdr.fixed.v95 = 0; hdr.fixed.v96 = 0; hdr.fixed.v97 = 0; hdr.fixed.v98 = 0; hdr.fixed.v99 = 0; hdr.fixed.v100 = 0; hdr.fixed.v101 = 0; hdr.fixed.v102 = 0; hdr.fixed.v103 = 0; hdr.fixed.v104 = 0; hdr.fixed.v105 = 0; hdr.fixed.v106 = 0; hdr.fixed.v107 = 0; hdr.fixed.v108 = 0; hdr.fixed.v109 = 0; hdr.fixed.v110 = 0; hdr.fixed.v111 = 0; hdr.fixed.v112 = 0; hdr.fixed.v113 = 0; hdr.fixed.v114 = 0; hdr.fixed.v115 = 0; hdr.fixed.v116 = 0; hdr.fixed.v117 = 0; hdr.fixed.v118 = 0; hdr.fixed.v119 = 0; hdr.fixed.v120 = 0; hdr.fixed.v121 = 0; hdr.fixed.v122 = 0; hdr.fixed.v123 = 0; hdr.fixed.v124 = 0; hdr.fixed.v125 = 0; hdr.fixed.v126 = 0; hdr.fixed.v127 = 0;
+#elif ELEMS == 160
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v33; \
+    hdr.fixed.v34 = hdr.fixed.v34 | hdr.fixed.v35; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v37; \
+    hdr.fixed.v38 = hdr.fixed.v38 | hdr.fixed.v39; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v41; \
+    hdr.fixed.v42 = hdr.fixed.v42 | hdr.fixed.v43; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v45; \
+    hdr.fixed.v46 = hdr.fixed.v46 | hdr.fixed.v47; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v49; \
+    hdr.fixed.v50 = hdr.fixed.v50 | hdr.fixed.v51; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v53; \
+    hdr.fixed.v54 = hdr.fixed.v54 | hdr.fixed.v55; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v57; \
+    hdr.fixed.v58 = hdr.fixed.v58 | hdr.fixed.v59; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v61; \
+    hdr.fixed.v62 = hdr.fixed.v62 | hdr.fixed.v63; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v65; \
+    hdr.fixed.v66 = hdr.fixed.v66 | hdr.fixed.v67; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v69; \
+    hdr.fixed.v70 = hdr.fixed.v70 | hdr.fixed.v71; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v73; \
+    hdr.fixed.v74 = hdr.fixed.v74 | hdr.fixed.v75; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v77; \
+    hdr.fixed.v78 = hdr.fixed.v78 | hdr.fixed.v79; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v34; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v38; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v42; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v46; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v50; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v54; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v58; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v62; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v66; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v70; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v74; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v78; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v36; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v44; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v52; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v60; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v68; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v76; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v40; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v56; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v72; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v48; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v32; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v64;
+#define ZERO_REST hdr.fixed.v80 = 0; hdr.fixed.v81 = 0; hdr.fixed.v82 = 0; hdr.fixed.v83 = 0; hdr.fixed.v84 = 0; hdr.fixed.v85 = 0; hdr.fixed.v86 = 0; hdr.fixed.v87 = 0; hdr.fixed.v88 = 0; hdr.fixed.v89 = 0; hdr.fixed.v90 = 0; hdr.fixed.v91 = 0; hdr.fixed.v92 = 0; hdr.fixed.v93 = 0; hdr.fixed.v94 = 0; hdr.fixed.v95 = 0; hdr.fixed.v96 = 0; hdr.fixed.v97 = 0; hdr.fixed.v98 = 0; hdr.fixed.v99 = 0; hdr.fixed.v100 = 0; hdr.fixed.v101 = 0; hdr.fixed.v102 = 0; hdr.fixed.v103 = 0; hdr.fixed.v104 = 0; hdr.fixed.v105 = 0; hdr.fixed.v106 = 0; hdr.fixed.v107 = 0; hdr.fixed.v108 = 0; hdr.fixed.v109 = 0; hdr.fixed.v110 = 0; hdr.fixed.v111 = 0; hdr.fixed.v112 = 0; hdr.fixed.v113 = 0; hdr.fixed.v114 = 0; hdr.fixed.v115 = 0; hdr.fixed.v116 = 0; hdr.fixed.v117 = 0; hdr.fixed.v118 = 0; hdr.fixed.v119 = 0; hdr.fixed.v120 = 0; hdr.fixed.v121 = 0; hdr.fixed.v122 = 0; hdr.fixed.v123 = 0; hdr.fixed.v124 = 0; hdr.fixed.v125 = 0; hdr.fixed.v126 = 0; hdr.fixed.v127 = 0;
+#elif ELEMS == 168
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v33; \
+    hdr.fixed.v34 = hdr.fixed.v34 | hdr.fixed.v35; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v37; \
+    hdr.fixed.v38 = hdr.fixed.v38 | hdr.fixed.v39; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v41; \
+    hdr.fixed.v42 = hdr.fixed.v42 | hdr.fixed.v43; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v45; \
+    hdr.fixed.v46 = hdr.fixed.v46 | hdr.fixed.v47; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v49; \
+    hdr.fixed.v50 = hdr.fixed.v50 | hdr.fixed.v51; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v53; \
+    hdr.fixed.v54 = hdr.fixed.v54 | hdr.fixed.v55; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v57; \
+    hdr.fixed.v58 = hdr.fixed.v58 | hdr.fixed.v59; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v61; \
+    hdr.fixed.v62 = hdr.fixed.v62 | hdr.fixed.v63; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v65; \
+    hdr.fixed.v66 = hdr.fixed.v66 | hdr.fixed.v67; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v69; \
+    hdr.fixed.v70 = hdr.fixed.v70 | hdr.fixed.v71; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v73; \
+    hdr.fixed.v74 = hdr.fixed.v74 | hdr.fixed.v75; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v77; \
+    hdr.fixed.v78 = hdr.fixed.v78 | hdr.fixed.v79; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v81; \
+    hdr.fixed.v82 = hdr.fixed.v82 | hdr.fixed.v83; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v34; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v38; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v42; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v46; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v50; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v54; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v58; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v62; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v66; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v70; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v74; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v78; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v82; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v36; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v44; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v52; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v60; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v68; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v76; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v40; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v56; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v72; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v48; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v80; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v32; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v64;
+#define ZERO_REST hdr.fixed.v84 = 0; hdr.fixed.v85 = 0; hdr.fixed.v86 = 0; hdr.fixed.v87 = 0; hdr.fixed.v88 = 0; hdr.fixed.v89 = 0; hdr.fixed.v90 = 0; hdr.fixed.v91 = 0; hdr.fixed.v92 = 0; hdr.fixed.v93 = 0; hdr.fixed.v94 = 0; hdr.fixed.v95 = 0; hdr.fixed.v96 = 0; hdr.fixed.v97 = 0; hdr.fixed.v98 = 0; hdr.fixed.v99 = 0; hdr.fixed.v100 = 0; hdr.fixed.v101 = 0; hdr.fixed.v102 = 0; hdr.fixed.v103 = 0; hdr.fixed.v104 = 0; hdr.fixed.v105 = 0; hdr.fixed.v106 = 0; hdr.fixed.v107 = 0; hdr.fixed.v108 = 0; hdr.fixed.v109 = 0; hdr.fixed.v110 = 0; hdr.fixed.v111 = 0; hdr.fixed.v112 = 0; hdr.fixed.v113 = 0; hdr.fixed.v114 = 0; hdr.fixed.v115 = 0; hdr.fixed.v116 = 0; hdr.fixed.v117 = 0; hdr.fixed.v118 = 0; hdr.fixed.v119 = 0; hdr.fixed.v120 = 0; hdr.fixed.v121 = 0; hdr.fixed.v122 = 0; hdr.fixed.v123 = 0; hdr.fixed.v124 = 0; hdr.fixed.v125 = 0; hdr.fixed.v126 = 0; hdr.fixed.v127 = 0;
+#elif ELEMS == 176
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v33; \
+    hdr.fixed.v34 = hdr.fixed.v34 | hdr.fixed.v35; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v37; \
+    hdr.fixed.v38 = hdr.fixed.v38 | hdr.fixed.v39; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v41; \
+    hdr.fixed.v42 = hdr.fixed.v42 | hdr.fixed.v43; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v45; \
+    hdr.fixed.v46 = hdr.fixed.v46 | hdr.fixed.v47; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v49; \
+    hdr.fixed.v50 = hdr.fixed.v50 | hdr.fixed.v51; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v53; \
+    hdr.fixed.v54 = hdr.fixed.v54 | hdr.fixed.v55; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v57; \
+    hdr.fixed.v58 = hdr.fixed.v58 | hdr.fixed.v59; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v61; \
+    hdr.fixed.v62 = hdr.fixed.v62 | hdr.fixed.v63; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v65; \
+    hdr.fixed.v66 = hdr.fixed.v66 | hdr.fixed.v67; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v69; \
+    hdr.fixed.v70 = hdr.fixed.v70 | hdr.fixed.v71; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v73; \
+    hdr.fixed.v74 = hdr.fixed.v74 | hdr.fixed.v75; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v77; \
+    hdr.fixed.v78 = hdr.fixed.v78 | hdr.fixed.v79; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v81; \
+    hdr.fixed.v82 = hdr.fixed.v82 | hdr.fixed.v83; \
+    hdr.fixed.v84 = hdr.fixed.v84 | hdr.fixed.v85; \
+    hdr.fixed.v86 = hdr.fixed.v86 | hdr.fixed.v87; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v34; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v38; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v42; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v46; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v50; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v54; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v58; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v62; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v66; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v70; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v74; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v78; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v82; \
+    hdr.fixed.v84 = hdr.fixed.v84 | hdr.fixed.v86; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v36; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v44; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v52; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v60; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v68; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v76; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v84; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v40; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v56; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v72; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v48; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v80; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v32; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v64;
+#define ZERO_REST hdr.fixed.v88 = 0; hdr.fixed.v89 = 0; hdr.fixed.v90 = 0; hdr.fixed.v91 = 0; hdr.fixed.v92 = 0; hdr.fixed.v93 = 0; hdr.fixed.v94 = 0; hdr.fixed.v95 = 0; hdr.fixed.v96 = 0; hdr.fixed.v97 = 0; hdr.fixed.v98 = 0; hdr.fixed.v99 = 0; hdr.fixed.v100 = 0; hdr.fixed.v101 = 0; hdr.fixed.v102 = 0; hdr.fixed.v103 = 0; hdr.fixed.v104 = 0; hdr.fixed.v105 = 0; hdr.fixed.v106 = 0; hdr.fixed.v107 = 0; hdr.fixed.v108 = 0; hdr.fixed.v109 = 0; hdr.fixed.v110 = 0; hdr.fixed.v111 = 0; hdr.fixed.v112 = 0; hdr.fixed.v113 = 0; hdr.fixed.v114 = 0; hdr.fixed.v115 = 0; hdr.fixed.v116 = 0; hdr.fixed.v117 = 0; hdr.fixed.v118 = 0; hdr.fixed.v119 = 0; hdr.fixed.v120 = 0; hdr.fixed.v121 = 0; hdr.fixed.v122 = 0; hdr.fixed.v123 = 0; hdr.fixed.v124 = 0; hdr.fixed.v125 = 0; hdr.fixed.v126 = 0; hdr.fixed.v127 = 0;
+#elif ELEMS == 184
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v33; \
+    hdr.fixed.v34 = hdr.fixed.v34 | hdr.fixed.v35; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v37; \
+    hdr.fixed.v38 = hdr.fixed.v38 | hdr.fixed.v39; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v41; \
+    hdr.fixed.v42 = hdr.fixed.v42 | hdr.fixed.v43; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v45; \
+    hdr.fixed.v46 = hdr.fixed.v46 | hdr.fixed.v47; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v49; \
+    hdr.fixed.v50 = hdr.fixed.v50 | hdr.fixed.v51; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v53; \
+    hdr.fixed.v54 = hdr.fixed.v54 | hdr.fixed.v55; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v57; \
+    hdr.fixed.v58 = hdr.fixed.v58 | hdr.fixed.v59; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v61; \
+    hdr.fixed.v62 = hdr.fixed.v62 | hdr.fixed.v63; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v65; \
+    hdr.fixed.v66 = hdr.fixed.v66 | hdr.fixed.v67; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v69; \
+    hdr.fixed.v70 = hdr.fixed.v70 | hdr.fixed.v71; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v73; \
+    hdr.fixed.v74 = hdr.fixed.v74 | hdr.fixed.v75; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v77; \
+    hdr.fixed.v78 = hdr.fixed.v78 | hdr.fixed.v79; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v81; \
+    hdr.fixed.v82 = hdr.fixed.v82 | hdr.fixed.v83; \
+    hdr.fixed.v84 = hdr.fixed.v84 | hdr.fixed.v85; \
+    hdr.fixed.v86 = hdr.fixed.v86 | hdr.fixed.v87; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v89; \
+    hdr.fixed.v90 = hdr.fixed.v90 | hdr.fixed.v91; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v34; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v38; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v42; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v46; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v50; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v54; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v58; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v62; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v66; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v70; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v74; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v78; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v82; \
+    hdr.fixed.v84 = hdr.fixed.v84 | hdr.fixed.v86; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v90; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v36; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v44; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v52; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v60; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v68; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v76; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v84; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v40; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v56; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v72; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v88; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v48; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v80; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v32; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v64;
+#define ZERO_REST hdr.fixed.v92 = 0; hdr.fixed.v93 = 0; hdr.fixed.v94 = 0; hdr.fixed.v95 = 0; hdr.fixed.v96 = 0; hdr.fixed.v97 = 0; hdr.fixed.v98 = 0; hdr.fixed.v99 = 0; hdr.fixed.v100 = 0; hdr.fixed.v101 = 0; hdr.fixed.v102 = 0; hdr.fixed.v103 = 0; hdr.fixed.v104 = 0; hdr.fixed.v105 = 0; hdr.fixed.v106 = 0; hdr.fixed.v107 = 0; hdr.fixed.v108 = 0; hdr.fixed.v109 = 0; hdr.fixed.v110 = 0; hdr.fixed.v111 = 0; hdr.fixed.v112 = 0; hdr.fixed.v113 = 0; hdr.fixed.v114 = 0; hdr.fixed.v115 = 0; hdr.fixed.v116 = 0; hdr.fixed.v117 = 0; hdr.fixed.v118 = 0; hdr.fixed.v119 = 0; hdr.fixed.v120 = 0; hdr.fixed.v121 = 0; hdr.fixed.v122 = 0; hdr.fixed.v123 = 0; hdr.fixed.v124 = 0; hdr.fixed.v125 = 0; hdr.fixed.v126 = 0; hdr.fixed.v127 = 0;
+#elif ELEMS == 192
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v33; \
+    hdr.fixed.v34 = hdr.fixed.v34 | hdr.fixed.v35; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v37; \
+    hdr.fixed.v38 = hdr.fixed.v38 | hdr.fixed.v39; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v41; \
+    hdr.fixed.v42 = hdr.fixed.v42 | hdr.fixed.v43; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v45; \
+    hdr.fixed.v46 = hdr.fixed.v46 | hdr.fixed.v47; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v49; \
+    hdr.fixed.v50 = hdr.fixed.v50 | hdr.fixed.v51; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v53; \
+    hdr.fixed.v54 = hdr.fixed.v54 | hdr.fixed.v55; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v57; \
+    hdr.fixed.v58 = hdr.fixed.v58 | hdr.fixed.v59; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v61; \
+    hdr.fixed.v62 = hdr.fixed.v62 | hdr.fixed.v63; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v65; \
+    hdr.fixed.v66 = hdr.fixed.v66 | hdr.fixed.v67; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v69; \
+    hdr.fixed.v70 = hdr.fixed.v70 | hdr.fixed.v71; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v73; \
+    hdr.fixed.v74 = hdr.fixed.v74 | hdr.fixed.v75; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v77; \
+    hdr.fixed.v78 = hdr.fixed.v78 | hdr.fixed.v79; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v81; \
+    hdr.fixed.v82 = hdr.fixed.v82 | hdr.fixed.v83; \
+    hdr.fixed.v84 = hdr.fixed.v84 | hdr.fixed.v85; \
+    hdr.fixed.v86 = hdr.fixed.v86 | hdr.fixed.v87; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v89; \
+    hdr.fixed.v90 = hdr.fixed.v90 | hdr.fixed.v91; \
+    hdr.fixed.v92 = hdr.fixed.v92 | hdr.fixed.v93; \
+    hdr.fixed.v94 = hdr.fixed.v94 | hdr.fixed.v95; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v34; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v38; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v42; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v46; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v50; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v54; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v58; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v62; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v66; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v70; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v74; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v78; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v82; \
+    hdr.fixed.v84 = hdr.fixed.v84 | hdr.fixed.v86; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v90; \
+    hdr.fixed.v92 = hdr.fixed.v92 | hdr.fixed.v94; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v36; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v44; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v52; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v60; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v68; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v76; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v84; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v92; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v40; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v56; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v72; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v88; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v48; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v80; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v32; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v64;
+#define ZERO_REST hdr.fixed.v96 = 0; hdr.fixed.v97 = 0; hdr.fixed.v98 = 0; hdr.fixed.v99 = 0; hdr.fixed.v100 = 0; hdr.fixed.v101 = 0; hdr.fixed.v102 = 0; hdr.fixed.v103 = 0; hdr.fixed.v104 = 0; hdr.fixed.v105 = 0; hdr.fixed.v106 = 0; hdr.fixed.v107 = 0; hdr.fixed.v108 = 0; hdr.fixed.v109 = 0; hdr.fixed.v110 = 0; hdr.fixed.v111 = 0; hdr.fixed.v112 = 0; hdr.fixed.v113 = 0; hdr.fixed.v114 = 0; hdr.fixed.v115 = 0; hdr.fixed.v116 = 0; hdr.fixed.v117 = 0; hdr.fixed.v118 = 0; hdr.fixed.v119 = 0; hdr.fixed.v120 = 0; hdr.fixed.v121 = 0; hdr.fixed.v122 = 0; hdr.fixed.v123 = 0; hdr.fixed.v124 = 0; hdr.fixed.v125 = 0; hdr.fixed.v126 = 0; hdr.fixed.v127 = 0;
+#elif ELEMS == 200
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v33; \
+    hdr.fixed.v34 = hdr.fixed.v34 | hdr.fixed.v35; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v37; \
+    hdr.fixed.v38 = hdr.fixed.v38 | hdr.fixed.v39; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v41; \
+    hdr.fixed.v42 = hdr.fixed.v42 | hdr.fixed.v43; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v45; \
+    hdr.fixed.v46 = hdr.fixed.v46 | hdr.fixed.v47; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v49; \
+    hdr.fixed.v50 = hdr.fixed.v50 | hdr.fixed.v51; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v53; \
+    hdr.fixed.v54 = hdr.fixed.v54 | hdr.fixed.v55; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v57; \
+    hdr.fixed.v58 = hdr.fixed.v58 | hdr.fixed.v59; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v61; \
+    hdr.fixed.v62 = hdr.fixed.v62 | hdr.fixed.v63; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v65; \
+    hdr.fixed.v66 = hdr.fixed.v66 | hdr.fixed.v67; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v69; \
+    hdr.fixed.v70 = hdr.fixed.v70 | hdr.fixed.v71; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v73; \
+    hdr.fixed.v74 = hdr.fixed.v74 | hdr.fixed.v75; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v77; \
+    hdr.fixed.v78 = hdr.fixed.v78 | hdr.fixed.v79; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v81; \
+    hdr.fixed.v82 = hdr.fixed.v82 | hdr.fixed.v83; \
+    hdr.fixed.v84 = hdr.fixed.v84 | hdr.fixed.v85; \
+    hdr.fixed.v86 = hdr.fixed.v86 | hdr.fixed.v87; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v89; \
+    hdr.fixed.v90 = hdr.fixed.v90 | hdr.fixed.v91; \
+    hdr.fixed.v92 = hdr.fixed.v92 | hdr.fixed.v93; \
+    hdr.fixed.v94 = hdr.fixed.v94 | hdr.fixed.v95; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v97; \
+    hdr.fixed.v98 = hdr.fixed.v98 | hdr.fixed.v99; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v34; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v38; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v42; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v46; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v50; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v54; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v58; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v62; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v66; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v70; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v74; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v78; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v82; \
+    hdr.fixed.v84 = hdr.fixed.v84 | hdr.fixed.v86; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v90; \
+    hdr.fixed.v92 = hdr.fixed.v92 | hdr.fixed.v94; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v98; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v36; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v44; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v52; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v60; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v68; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v76; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v84; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v92; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v40; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v56; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v72; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v88; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v48; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v80; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v32; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v96; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v64;
+#define ZERO_REST hdr.fixed.v100 = 0; hdr.fixed.v101 = 0; hdr.fixed.v102 = 0; hdr.fixed.v103 = 0; hdr.fixed.v104 = 0; hdr.fixed.v105 = 0; hdr.fixed.v106 = 0; hdr.fixed.v107 = 0; hdr.fixed.v108 = 0; hdr.fixed.v109 = 0; hdr.fixed.v110 = 0; hdr.fixed.v111 = 0; hdr.fixed.v112 = 0; hdr.fixed.v113 = 0; hdr.fixed.v114 = 0; hdr.fixed.v115 = 0; hdr.fixed.v116 = 0; hdr.fixed.v117 = 0; hdr.fixed.v118 = 0; hdr.fixed.v119 = 0; hdr.fixed.v120 = 0; hdr.fixed.v121 = 0; hdr.fixed.v122 = 0; hdr.fixed.v123 = 0; hdr.fixed.v124 = 0; hdr.fixed.v125 = 0; hdr.fixed.v126 = 0; hdr.fixed.v127 = 0;
+#elif ELEMS == 208
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v33; \
+    hdr.fixed.v34 = hdr.fixed.v34 | hdr.fixed.v35; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v37; \
+    hdr.fixed.v38 = hdr.fixed.v38 | hdr.fixed.v39; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v41; \
+    hdr.fixed.v42 = hdr.fixed.v42 | hdr.fixed.v43; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v45; \
+    hdr.fixed.v46 = hdr.fixed.v46 | hdr.fixed.v47; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v49; \
+    hdr.fixed.v50 = hdr.fixed.v50 | hdr.fixed.v51; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v53; \
+    hdr.fixed.v54 = hdr.fixed.v54 | hdr.fixed.v55; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v57; \
+    hdr.fixed.v58 = hdr.fixed.v58 | hdr.fixed.v59; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v61; \
+    hdr.fixed.v62 = hdr.fixed.v62 | hdr.fixed.v63; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v65; \
+    hdr.fixed.v66 = hdr.fixed.v66 | hdr.fixed.v67; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v69; \
+    hdr.fixed.v70 = hdr.fixed.v70 | hdr.fixed.v71; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v73; \
+    hdr.fixed.v74 = hdr.fixed.v74 | hdr.fixed.v75; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v77; \
+    hdr.fixed.v78 = hdr.fixed.v78 | hdr.fixed.v79; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v81; \
+    hdr.fixed.v82 = hdr.fixed.v82 | hdr.fixed.v83; \
+    hdr.fixed.v84 = hdr.fixed.v84 | hdr.fixed.v85; \
+    hdr.fixed.v86 = hdr.fixed.v86 | hdr.fixed.v87; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v89; \
+    hdr.fixed.v90 = hdr.fixed.v90 | hdr.fixed.v91; \
+    hdr.fixed.v92 = hdr.fixed.v92 | hdr.fixed.v93; \
+    hdr.fixed.v94 = hdr.fixed.v94 | hdr.fixed.v95; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v97; \
+    hdr.fixed.v98 = hdr.fixed.v98 | hdr.fixed.v99; \
+    hdr.fixed.v100 = hdr.fixed.v100 | hdr.fixed.v101; \
+    hdr.fixed.v102 = hdr.fixed.v102 | hdr.fixed.v103; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v34; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v38; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v42; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v46; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v50; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v54; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v58; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v62; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v66; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v70; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v74; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v78; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v82; \
+    hdr.fixed.v84 = hdr.fixed.v84 | hdr.fixed.v86; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v90; \
+    hdr.fixed.v92 = hdr.fixed.v92 | hdr.fixed.v94; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v98; \
+    hdr.fixed.v100 = hdr.fixed.v100 | hdr.fixed.v102; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v36; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v44; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v52; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v60; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v68; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v76; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v84; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v92; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v100; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v40; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v56; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v72; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v88; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v48; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v80; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v32; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v96; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v64;
+#define ZERO_REST hdr.fixed.v104 = 0; hdr.fixed.v105 = 0; hdr.fixed.v106 = 0; hdr.fixed.v107 = 0; hdr.fixed.v108 = 0; hdr.fixed.v109 = 0; hdr.fixed.v110 = 0; hdr.fixed.v111 = 0; hdr.fixed.v112 = 0; hdr.fixed.v113 = 0; hdr.fixed.v114 = 0; hdr.fixed.v115 = 0; hdr.fixed.v116 = 0; hdr.fixed.v117 = 0; hdr.fixed.v118 = 0; hdr.fixed.v119 = 0; hdr.fixed.v120 = 0; hdr.fixed.v121 = 0; hdr.fixed.v122 = 0; hdr.fixed.v123 = 0; hdr.fixed.v124 = 0; hdr.fixed.v125 = 0; hdr.fixed.v126 = 0; hdr.fixed.v127 = 0;
+#elif ELEMS == 216
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v33; \
+    hdr.fixed.v34 = hdr.fixed.v34 | hdr.fixed.v35; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v37; \
+    hdr.fixed.v38 = hdr.fixed.v38 | hdr.fixed.v39; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v41; \
+    hdr.fixed.v42 = hdr.fixed.v42 | hdr.fixed.v43; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v45; \
+    hdr.fixed.v46 = hdr.fixed.v46 | hdr.fixed.v47; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v49; \
+    hdr.fixed.v50 = hdr.fixed.v50 | hdr.fixed.v51; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v53; \
+    hdr.fixed.v54 = hdr.fixed.v54 | hdr.fixed.v55; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v57; \
+    hdr.fixed.v58 = hdr.fixed.v58 | hdr.fixed.v59; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v61; \
+    hdr.fixed.v62 = hdr.fixed.v62 | hdr.fixed.v63; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v65; \
+    hdr.fixed.v66 = hdr.fixed.v66 | hdr.fixed.v67; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v69; \
+    hdr.fixed.v70 = hdr.fixed.v70 | hdr.fixed.v71; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v73; \
+    hdr.fixed.v74 = hdr.fixed.v74 | hdr.fixed.v75; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v77; \
+    hdr.fixed.v78 = hdr.fixed.v78 | hdr.fixed.v79; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v81; \
+    hdr.fixed.v82 = hdr.fixed.v82 | hdr.fixed.v83; \
+    hdr.fixed.v84 = hdr.fixed.v84 | hdr.fixed.v85; \
+    hdr.fixed.v86 = hdr.fixed.v86 | hdr.fixed.v87; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v89; \
+    hdr.fixed.v90 = hdr.fixed.v90 | hdr.fixed.v91; \
+    hdr.fixed.v92 = hdr.fixed.v92 | hdr.fixed.v93; \
+    hdr.fixed.v94 = hdr.fixed.v94 | hdr.fixed.v95; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v97; \
+    hdr.fixed.v98 = hdr.fixed.v98 | hdr.fixed.v99; \
+    hdr.fixed.v100 = hdr.fixed.v100 | hdr.fixed.v101; \
+    hdr.fixed.v102 = hdr.fixed.v102 | hdr.fixed.v103; \
+    hdr.fixed.v104 = hdr.fixed.v104 | hdr.fixed.v105; \
+    hdr.fixed.v106 = hdr.fixed.v106 | hdr.fixed.v107; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v34; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v38; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v42; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v46; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v50; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v54; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v58; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v62; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v66; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v70; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v74; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v78; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v82; \
+    hdr.fixed.v84 = hdr.fixed.v84 | hdr.fixed.v86; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v90; \
+    hdr.fixed.v92 = hdr.fixed.v92 | hdr.fixed.v94; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v98; \
+    hdr.fixed.v100 = hdr.fixed.v100 | hdr.fixed.v102; \
+    hdr.fixed.v104 = hdr.fixed.v104 | hdr.fixed.v106; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v36; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v44; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v52; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v60; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v68; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v76; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v84; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v92; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v100; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v40; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v56; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v72; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v88; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v104; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v48; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v80; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v32; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v96; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v64;
+#define ZERO_REST hdr.fixed.v108 = 0; hdr.fixed.v109 = 0; hdr.fixed.v110 = 0; hdr.fixed.v111 = 0; hdr.fixed.v112 = 0; hdr.fixed.v113 = 0; hdr.fixed.v114 = 0; hdr.fixed.v115 = 0; hdr.fixed.v116 = 0; hdr.fixed.v117 = 0; hdr.fixed.v118 = 0; hdr.fixed.v119 = 0; hdr.fixed.v120 = 0; hdr.fixed.v121 = 0; hdr.fixed.v122 = 0; hdr.fixed.v123 = 0; hdr.fixed.v124 = 0; hdr.fixed.v125 = 0; hdr.fixed.v126 = 0; hdr.fixed.v127 = 0;
+#elif ELEMS == 224
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v33; \
+    hdr.fixed.v34 = hdr.fixed.v34 | hdr.fixed.v35; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v37; \
+    hdr.fixed.v38 = hdr.fixed.v38 | hdr.fixed.v39; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v41; \
+    hdr.fixed.v42 = hdr.fixed.v42 | hdr.fixed.v43; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v45; \
+    hdr.fixed.v46 = hdr.fixed.v46 | hdr.fixed.v47; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v49; \
+    hdr.fixed.v50 = hdr.fixed.v50 | hdr.fixed.v51; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v53; \
+    hdr.fixed.v54 = hdr.fixed.v54 | hdr.fixed.v55; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v57; \
+    hdr.fixed.v58 = hdr.fixed.v58 | hdr.fixed.v59; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v61; \
+    hdr.fixed.v62 = hdr.fixed.v62 | hdr.fixed.v63; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v65; \
+    hdr.fixed.v66 = hdr.fixed.v66 | hdr.fixed.v67; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v69; \
+    hdr.fixed.v70 = hdr.fixed.v70 | hdr.fixed.v71; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v73; \
+    hdr.fixed.v74 = hdr.fixed.v74 | hdr.fixed.v75; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v77; \
+    hdr.fixed.v78 = hdr.fixed.v78 | hdr.fixed.v79; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v81; \
+    hdr.fixed.v82 = hdr.fixed.v82 | hdr.fixed.v83; \
+    hdr.fixed.v84 = hdr.fixed.v84 | hdr.fixed.v85; \
+    hdr.fixed.v86 = hdr.fixed.v86 | hdr.fixed.v87; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v89; \
+    hdr.fixed.v90 = hdr.fixed.v90 | hdr.fixed.v91; \
+    hdr.fixed.v92 = hdr.fixed.v92 | hdr.fixed.v93; \
+    hdr.fixed.v94 = hdr.fixed.v94 | hdr.fixed.v95; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v97; \
+    hdr.fixed.v98 = hdr.fixed.v98 | hdr.fixed.v99; \
+    hdr.fixed.v100 = hdr.fixed.v100 | hdr.fixed.v101; \
+    hdr.fixed.v102 = hdr.fixed.v102 | hdr.fixed.v103; \
+    hdr.fixed.v104 = hdr.fixed.v104 | hdr.fixed.v105; \
+    hdr.fixed.v106 = hdr.fixed.v106 | hdr.fixed.v107; \
+    hdr.fixed.v108 = hdr.fixed.v108 | hdr.fixed.v109; \
+    hdr.fixed.v110 = hdr.fixed.v110 | hdr.fixed.v111; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v34; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v38; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v42; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v46; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v50; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v54; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v58; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v62; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v66; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v70; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v74; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v78; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v82; \
+    hdr.fixed.v84 = hdr.fixed.v84 | hdr.fixed.v86; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v90; \
+    hdr.fixed.v92 = hdr.fixed.v92 | hdr.fixed.v94; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v98; \
+    hdr.fixed.v100 = hdr.fixed.v100 | hdr.fixed.v102; \
+    hdr.fixed.v104 = hdr.fixed.v104 | hdr.fixed.v106; \
+    hdr.fixed.v108 = hdr.fixed.v108 | hdr.fixed.v110; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v36; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v44; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v52; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v60; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v68; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v76; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v84; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v92; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v100; \
+    hdr.fixed.v104 = hdr.fixed.v104 | hdr.fixed.v108; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v40; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v56; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v72; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v88; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v104; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v48; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v80; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v32; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v96; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v64;
+#define ZERO_REST hdr.fixed.v112 = 0; hdr.fixed.v113 = 0; hdr.fixed.v114 = 0; hdr.fixed.v115 = 0; hdr.fixed.v116 = 0; hdr.fixed.v117 = 0; hdr.fixed.v118 = 0; hdr.fixed.v119 = 0; hdr.fixed.v120 = 0; hdr.fixed.v121 = 0; hdr.fixed.v122 = 0; hdr.fixed.v123 = 0; hdr.fixed.v124 = 0; hdr.fixed.v125 = 0; hdr.fixed.v126 = 0; hdr.fixed.v127 = 0;
+#elif ELEMS == 232
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v33; \
+    hdr.fixed.v34 = hdr.fixed.v34 | hdr.fixed.v35; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v37; \
+    hdr.fixed.v38 = hdr.fixed.v38 | hdr.fixed.v39; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v41; \
+    hdr.fixed.v42 = hdr.fixed.v42 | hdr.fixed.v43; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v45; \
+    hdr.fixed.v46 = hdr.fixed.v46 | hdr.fixed.v47; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v49; \
+    hdr.fixed.v50 = hdr.fixed.v50 | hdr.fixed.v51; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v53; \
+    hdr.fixed.v54 = hdr.fixed.v54 | hdr.fixed.v55; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v57; \
+    hdr.fixed.v58 = hdr.fixed.v58 | hdr.fixed.v59; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v61; \
+    hdr.fixed.v62 = hdr.fixed.v62 | hdr.fixed.v63; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v65; \
+    hdr.fixed.v66 = hdr.fixed.v66 | hdr.fixed.v67; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v69; \
+    hdr.fixed.v70 = hdr.fixed.v70 | hdr.fixed.v71; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v73; \
+    hdr.fixed.v74 = hdr.fixed.v74 | hdr.fixed.v75; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v77; \
+    hdr.fixed.v78 = hdr.fixed.v78 | hdr.fixed.v79; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v81; \
+    hdr.fixed.v82 = hdr.fixed.v82 | hdr.fixed.v83; \
+    hdr.fixed.v84 = hdr.fixed.v84 | hdr.fixed.v85; \
+    hdr.fixed.v86 = hdr.fixed.v86 | hdr.fixed.v87; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v89; \
+    hdr.fixed.v90 = hdr.fixed.v90 | hdr.fixed.v91; \
+    hdr.fixed.v92 = hdr.fixed.v92 | hdr.fixed.v93; \
+    hdr.fixed.v94 = hdr.fixed.v94 | hdr.fixed.v95; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v97; \
+    hdr.fixed.v98 = hdr.fixed.v98 | hdr.fixed.v99; \
+    hdr.fixed.v100 = hdr.fixed.v100 | hdr.fixed.v101; \
+    hdr.fixed.v102 = hdr.fixed.v102 | hdr.fixed.v103; \
+    hdr.fixed.v104 = hdr.fixed.v104 | hdr.fixed.v105; \
+    hdr.fixed.v106 = hdr.fixed.v106 | hdr.fixed.v107; \
+    hdr.fixed.v108 = hdr.fixed.v108 | hdr.fixed.v109; \
+    hdr.fixed.v110 = hdr.fixed.v110 | hdr.fixed.v111; \
+    hdr.fixed.v112 = hdr.fixed.v112 | hdr.fixed.v113; \
+    hdr.fixed.v114 = hdr.fixed.v114 | hdr.fixed.v115; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v34; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v38; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v42; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v46; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v50; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v54; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v58; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v62; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v66; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v70; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v74; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v78; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v82; \
+    hdr.fixed.v84 = hdr.fixed.v84 | hdr.fixed.v86; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v90; \
+    hdr.fixed.v92 = hdr.fixed.v92 | hdr.fixed.v94; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v98; \
+    hdr.fixed.v100 = hdr.fixed.v100 | hdr.fixed.v102; \
+    hdr.fixed.v104 = hdr.fixed.v104 | hdr.fixed.v106; \
+    hdr.fixed.v108 = hdr.fixed.v108 | hdr.fixed.v110; \
+    hdr.fixed.v112 = hdr.fixed.v112 | hdr.fixed.v114; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v36; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v44; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v52; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v60; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v68; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v76; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v84; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v92; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v100; \
+    hdr.fixed.v104 = hdr.fixed.v104 | hdr.fixed.v108; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v40; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v56; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v72; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v88; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v104; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v48; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v80; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v112; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v32; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v96; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v64;
+#define ZERO_REST hdr.fixed.v116 = 0; hdr.fixed.v117 = 0; hdr.fixed.v118 = 0; hdr.fixed.v119 = 0; hdr.fixed.v120 = 0; hdr.fixed.v121 = 0; hdr.fixed.v122 = 0; hdr.fixed.v123 = 0; hdr.fixed.v124 = 0; hdr.fixed.v125 = 0; hdr.fixed.v126 = 0; hdr.fixed.v127 = 0;
+#elif ELEMS == 240
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v33; \
+    hdr.fixed.v34 = hdr.fixed.v34 | hdr.fixed.v35; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v37; \
+    hdr.fixed.v38 = hdr.fixed.v38 | hdr.fixed.v39; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v41; \
+    hdr.fixed.v42 = hdr.fixed.v42 | hdr.fixed.v43; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v45; \
+    hdr.fixed.v46 = hdr.fixed.v46 | hdr.fixed.v47; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v49; \
+    hdr.fixed.v50 = hdr.fixed.v50 | hdr.fixed.v51; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v53; \
+    hdr.fixed.v54 = hdr.fixed.v54 | hdr.fixed.v55; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v57; \
+    hdr.fixed.v58 = hdr.fixed.v58 | hdr.fixed.v59; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v61; \
+    hdr.fixed.v62 = hdr.fixed.v62 | hdr.fixed.v63; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v65; \
+    hdr.fixed.v66 = hdr.fixed.v66 | hdr.fixed.v67; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v69; \
+    hdr.fixed.v70 = hdr.fixed.v70 | hdr.fixed.v71; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v73; \
+    hdr.fixed.v74 = hdr.fixed.v74 | hdr.fixed.v75; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v77; \
+    hdr.fixed.v78 = hdr.fixed.v78 | hdr.fixed.v79; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v81; \
+    hdr.fixed.v82 = hdr.fixed.v82 | hdr.fixed.v83; \
+    hdr.fixed.v84 = hdr.fixed.v84 | hdr.fixed.v85; \
+    hdr.fixed.v86 = hdr.fixed.v86 | hdr.fixed.v87; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v89; \
+    hdr.fixed.v90 = hdr.fixed.v90 | hdr.fixed.v91; \
+    hdr.fixed.v92 = hdr.fixed.v92 | hdr.fixed.v93; \
+    hdr.fixed.v94 = hdr.fixed.v94 | hdr.fixed.v95; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v97; \
+    hdr.fixed.v98 = hdr.fixed.v98 | hdr.fixed.v99; \
+    hdr.fixed.v100 = hdr.fixed.v100 | hdr.fixed.v101; \
+    hdr.fixed.v102 = hdr.fixed.v102 | hdr.fixed.v103; \
+    hdr.fixed.v104 = hdr.fixed.v104 | hdr.fixed.v105; \
+    hdr.fixed.v106 = hdr.fixed.v106 | hdr.fixed.v107; \
+    hdr.fixed.v108 = hdr.fixed.v108 | hdr.fixed.v109; \
+    hdr.fixed.v110 = hdr.fixed.v110 | hdr.fixed.v111; \
+    hdr.fixed.v112 = hdr.fixed.v112 | hdr.fixed.v113; \
+    hdr.fixed.v114 = hdr.fixed.v114 | hdr.fixed.v115; \
+    hdr.fixed.v116 = hdr.fixed.v116 | hdr.fixed.v117; \
+    hdr.fixed.v118 = hdr.fixed.v118 | hdr.fixed.v119; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v34; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v38; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v42; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v46; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v50; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v54; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v58; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v62; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v66; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v70; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v74; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v78; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v82; \
+    hdr.fixed.v84 = hdr.fixed.v84 | hdr.fixed.v86; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v90; \
+    hdr.fixed.v92 = hdr.fixed.v92 | hdr.fixed.v94; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v98; \
+    hdr.fixed.v100 = hdr.fixed.v100 | hdr.fixed.v102; \
+    hdr.fixed.v104 = hdr.fixed.v104 | hdr.fixed.v106; \
+    hdr.fixed.v108 = hdr.fixed.v108 | hdr.fixed.v110; \
+    hdr.fixed.v112 = hdr.fixed.v112 | hdr.fixed.v114; \
+    hdr.fixed.v116 = hdr.fixed.v116 | hdr.fixed.v118; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v36; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v44; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v52; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v60; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v68; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v76; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v84; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v92; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v100; \
+    hdr.fixed.v104 = hdr.fixed.v104 | hdr.fixed.v108; \
+    hdr.fixed.v112 = hdr.fixed.v112 | hdr.fixed.v116; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v40; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v56; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v72; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v88; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v104; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v48; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v80; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v112; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v32; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v96; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v64;
+#define ZERO_REST hdr.fixed.v120 = 0; hdr.fixed.v121 = 0; hdr.fixed.v122 = 0; hdr.fixed.v123 = 0; hdr.fixed.v124 = 0; hdr.fixed.v125 = 0; hdr.fixed.v126 = 0; hdr.fixed.v127 = 0;
+#elif ELEMS == 248
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v33; \
+    hdr.fixed.v34 = hdr.fixed.v34 | hdr.fixed.v35; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v37; \
+    hdr.fixed.v38 = hdr.fixed.v38 | hdr.fixed.v39; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v41; \
+    hdr.fixed.v42 = hdr.fixed.v42 | hdr.fixed.v43; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v45; \
+    hdr.fixed.v46 = hdr.fixed.v46 | hdr.fixed.v47; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v49; \
+    hdr.fixed.v50 = hdr.fixed.v50 | hdr.fixed.v51; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v53; \
+    hdr.fixed.v54 = hdr.fixed.v54 | hdr.fixed.v55; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v57; \
+    hdr.fixed.v58 = hdr.fixed.v58 | hdr.fixed.v59; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v61; \
+    hdr.fixed.v62 = hdr.fixed.v62 | hdr.fixed.v63; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v65; \
+    hdr.fixed.v66 = hdr.fixed.v66 | hdr.fixed.v67; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v69; \
+    hdr.fixed.v70 = hdr.fixed.v70 | hdr.fixed.v71; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v73; \
+    hdr.fixed.v74 = hdr.fixed.v74 | hdr.fixed.v75; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v77; \
+    hdr.fixed.v78 = hdr.fixed.v78 | hdr.fixed.v79; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v81; \
+    hdr.fixed.v82 = hdr.fixed.v82 | hdr.fixed.v83; \
+    hdr.fixed.v84 = hdr.fixed.v84 | hdr.fixed.v85; \
+    hdr.fixed.v86 = hdr.fixed.v86 | hdr.fixed.v87; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v89; \
+    hdr.fixed.v90 = hdr.fixed.v90 | hdr.fixed.v91; \
+    hdr.fixed.v92 = hdr.fixed.v92 | hdr.fixed.v93; \
+    hdr.fixed.v94 = hdr.fixed.v94 | hdr.fixed.v95; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v97; \
+    hdr.fixed.v98 = hdr.fixed.v98 | hdr.fixed.v99; \
+    hdr.fixed.v100 = hdr.fixed.v100 | hdr.fixed.v101; \
+    hdr.fixed.v102 = hdr.fixed.v102 | hdr.fixed.v103; \
+    hdr.fixed.v104 = hdr.fixed.v104 | hdr.fixed.v105; \
+    hdr.fixed.v106 = hdr.fixed.v106 | hdr.fixed.v107; \
+    hdr.fixed.v108 = hdr.fixed.v108 | hdr.fixed.v109; \
+    hdr.fixed.v110 = hdr.fixed.v110 | hdr.fixed.v111; \
+    hdr.fixed.v112 = hdr.fixed.v112 | hdr.fixed.v113; \
+    hdr.fixed.v114 = hdr.fixed.v114 | hdr.fixed.v115; \
+    hdr.fixed.v116 = hdr.fixed.v116 | hdr.fixed.v117; \
+    hdr.fixed.v118 = hdr.fixed.v118 | hdr.fixed.v119; \
+    hdr.fixed.v120 = hdr.fixed.v120 | hdr.fixed.v121; \
+    hdr.fixed.v122 = hdr.fixed.v122 | hdr.fixed.v123; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v34; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v38; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v42; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v46; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v50; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v54; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v58; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v62; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v66; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v70; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v74; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v78; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v82; \
+    hdr.fixed.v84 = hdr.fixed.v84 | hdr.fixed.v86; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v90; \
+    hdr.fixed.v92 = hdr.fixed.v92 | hdr.fixed.v94; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v98; \
+    hdr.fixed.v100 = hdr.fixed.v100 | hdr.fixed.v102; \
+    hdr.fixed.v104 = hdr.fixed.v104 | hdr.fixed.v106; \
+    hdr.fixed.v108 = hdr.fixed.v108 | hdr.fixed.v110; \
+    hdr.fixed.v112 = hdr.fixed.v112 | hdr.fixed.v114; \
+    hdr.fixed.v116 = hdr.fixed.v116 | hdr.fixed.v118; \
+    hdr.fixed.v120 = hdr.fixed.v120 | hdr.fixed.v122; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v36; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v44; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v52; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v60; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v68; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v76; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v84; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v92; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v100; \
+    hdr.fixed.v104 = hdr.fixed.v104 | hdr.fixed.v108; \
+    hdr.fixed.v112 = hdr.fixed.v112 | hdr.fixed.v116; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v40; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v56; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v72; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v88; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v104; \
+    hdr.fixed.v112 = hdr.fixed.v112 | hdr.fixed.v120; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v48; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v80; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v112; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v32; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v96; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v64;
+#define ZERO_REST hdr.fixed.v124 = 0; hdr.fixed.v125 = 0; hdr.fixed.v126 = 0; hdr.fixed.v127 = 0;
+#elif ELEMS == 256
+#define OR_TREE hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v1; \
+    hdr.fixed.v2 = hdr.fixed.v2 | hdr.fixed.v3; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v5; \
+    hdr.fixed.v6 = hdr.fixed.v6 | hdr.fixed.v7; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v9; \
+    hdr.fixed.v10 = hdr.fixed.v10 | hdr.fixed.v11; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v13; \
+    hdr.fixed.v14 = hdr.fixed.v14 | hdr.fixed.v15; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v17; \
+    hdr.fixed.v18 = hdr.fixed.v18 | hdr.fixed.v19; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v21; \
+    hdr.fixed.v22 = hdr.fixed.v22 | hdr.fixed.v23; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v25; \
+    hdr.fixed.v26 = hdr.fixed.v26 | hdr.fixed.v27; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v29; \
+    hdr.fixed.v30 = hdr.fixed.v30 | hdr.fixed.v31; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v33; \
+    hdr.fixed.v34 = hdr.fixed.v34 | hdr.fixed.v35; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v37; \
+    hdr.fixed.v38 = hdr.fixed.v38 | hdr.fixed.v39; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v41; \
+    hdr.fixed.v42 = hdr.fixed.v42 | hdr.fixed.v43; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v45; \
+    hdr.fixed.v46 = hdr.fixed.v46 | hdr.fixed.v47; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v49; \
+    hdr.fixed.v50 = hdr.fixed.v50 | hdr.fixed.v51; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v53; \
+    hdr.fixed.v54 = hdr.fixed.v54 | hdr.fixed.v55; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v57; \
+    hdr.fixed.v58 = hdr.fixed.v58 | hdr.fixed.v59; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v61; \
+    hdr.fixed.v62 = hdr.fixed.v62 | hdr.fixed.v63; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v65; \
+    hdr.fixed.v66 = hdr.fixed.v66 | hdr.fixed.v67; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v69; \
+    hdr.fixed.v70 = hdr.fixed.v70 | hdr.fixed.v71; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v73; \
+    hdr.fixed.v74 = hdr.fixed.v74 | hdr.fixed.v75; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v77; \
+    hdr.fixed.v78 = hdr.fixed.v78 | hdr.fixed.v79; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v81; \
+    hdr.fixed.v82 = hdr.fixed.v82 | hdr.fixed.v83; \
+    hdr.fixed.v84 = hdr.fixed.v84 | hdr.fixed.v85; \
+    hdr.fixed.v86 = hdr.fixed.v86 | hdr.fixed.v87; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v89; \
+    hdr.fixed.v90 = hdr.fixed.v90 | hdr.fixed.v91; \
+    hdr.fixed.v92 = hdr.fixed.v92 | hdr.fixed.v93; \
+    hdr.fixed.v94 = hdr.fixed.v94 | hdr.fixed.v95; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v97; \
+    hdr.fixed.v98 = hdr.fixed.v98 | hdr.fixed.v99; \
+    hdr.fixed.v100 = hdr.fixed.v100 | hdr.fixed.v101; \
+    hdr.fixed.v102 = hdr.fixed.v102 | hdr.fixed.v103; \
+    hdr.fixed.v104 = hdr.fixed.v104 | hdr.fixed.v105; \
+    hdr.fixed.v106 = hdr.fixed.v106 | hdr.fixed.v107; \
+    hdr.fixed.v108 = hdr.fixed.v108 | hdr.fixed.v109; \
+    hdr.fixed.v110 = hdr.fixed.v110 | hdr.fixed.v111; \
+    hdr.fixed.v112 = hdr.fixed.v112 | hdr.fixed.v113; \
+    hdr.fixed.v114 = hdr.fixed.v114 | hdr.fixed.v115; \
+    hdr.fixed.v116 = hdr.fixed.v116 | hdr.fixed.v117; \
+    hdr.fixed.v118 = hdr.fixed.v118 | hdr.fixed.v119; \
+    hdr.fixed.v120 = hdr.fixed.v120 | hdr.fixed.v121; \
+    hdr.fixed.v122 = hdr.fixed.v122 | hdr.fixed.v123; \
+    hdr.fixed.v124 = hdr.fixed.v124 | hdr.fixed.v125; \
+    hdr.fixed.v126 = hdr.fixed.v126 | hdr.fixed.v127; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v2; \
+    hdr.fixed.v4 = hdr.fixed.v4 | hdr.fixed.v6; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v10; \
+    hdr.fixed.v12 = hdr.fixed.v12 | hdr.fixed.v14; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v18; \
+    hdr.fixed.v20 = hdr.fixed.v20 | hdr.fixed.v22; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v26; \
+    hdr.fixed.v28 = hdr.fixed.v28 | hdr.fixed.v30; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v34; \
+    hdr.fixed.v36 = hdr.fixed.v36 | hdr.fixed.v38; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v42; \
+    hdr.fixed.v44 = hdr.fixed.v44 | hdr.fixed.v46; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v50; \
+    hdr.fixed.v52 = hdr.fixed.v52 | hdr.fixed.v54; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v58; \
+    hdr.fixed.v60 = hdr.fixed.v60 | hdr.fixed.v62; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v66; \
+    hdr.fixed.v68 = hdr.fixed.v68 | hdr.fixed.v70; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v74; \
+    hdr.fixed.v76 = hdr.fixed.v76 | hdr.fixed.v78; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v82; \
+    hdr.fixed.v84 = hdr.fixed.v84 | hdr.fixed.v86; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v90; \
+    hdr.fixed.v92 = hdr.fixed.v92 | hdr.fixed.v94; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v98; \
+    hdr.fixed.v100 = hdr.fixed.v100 | hdr.fixed.v102; \
+    hdr.fixed.v104 = hdr.fixed.v104 | hdr.fixed.v106; \
+    hdr.fixed.v108 = hdr.fixed.v108 | hdr.fixed.v110; \
+    hdr.fixed.v112 = hdr.fixed.v112 | hdr.fixed.v114; \
+    hdr.fixed.v116 = hdr.fixed.v116 | hdr.fixed.v118; \
+    hdr.fixed.v120 = hdr.fixed.v120 | hdr.fixed.v122; \
+    hdr.fixed.v124 = hdr.fixed.v124 | hdr.fixed.v126; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v4; \
+    hdr.fixed.v8 = hdr.fixed.v8 | hdr.fixed.v12; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v20; \
+    hdr.fixed.v24 = hdr.fixed.v24 | hdr.fixed.v28; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v36; \
+    hdr.fixed.v40 = hdr.fixed.v40 | hdr.fixed.v44; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v52; \
+    hdr.fixed.v56 = hdr.fixed.v56 | hdr.fixed.v60; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v68; \
+    hdr.fixed.v72 = hdr.fixed.v72 | hdr.fixed.v76; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v84; \
+    hdr.fixed.v88 = hdr.fixed.v88 | hdr.fixed.v92; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v100; \
+    hdr.fixed.v104 = hdr.fixed.v104 | hdr.fixed.v108; \
+    hdr.fixed.v112 = hdr.fixed.v112 | hdr.fixed.v116; \
+    hdr.fixed.v120 = hdr.fixed.v120 | hdr.fixed.v124; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v8; \
+    hdr.fixed.v16 = hdr.fixed.v16 | hdr.fixed.v24; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v40; \
+    hdr.fixed.v48 = hdr.fixed.v48 | hdr.fixed.v56; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v72; \
+    hdr.fixed.v80 = hdr.fixed.v80 | hdr.fixed.v88; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v104; \
+    hdr.fixed.v112 = hdr.fixed.v112 | hdr.fixed.v120; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v16; \
+    hdr.fixed.v32 = hdr.fixed.v32 | hdr.fixed.v48; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v80; \
+    hdr.fixed.v96 = hdr.fixed.v96 | hdr.fixed.v112; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v32; \
+    hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v96; \
+    hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v64;
+#define ZERO_REST 
 #endif
 
 #endif

@@ -2,10 +2,12 @@
 """Writes p4src/tna/elements_tna.p4: the per-element repetitions of the Tofino profile,
 and p4src/twin/elements_twin.p4, those its v1model twin has in place of TNA externs.
 
-Each macro lists ELEMS copies of one declaration or statement (or ELEMS / 2, one per pair
-register), in segments of SEG elements: ELEMS picks how many segments. The payload field
-macros are the ones p4src/include/headers.p4 expects, so the TNA program shares its header
-layouts (read-only) with the v1model program.
+Each macro lists one declaration or statement per 32-bit word of the sums (WORDS of them,
+the FIXED32 payload's fields), per pair register (WORDS / 2) or per element (ELEMS), in
+segments of SEG: WORDS or ELEMS picks how many segments. WORDS is ELEMS, or ELEMS / 2 where
+the program sums UQ4/SUM8 lanes only (LANES_ONLY: two 16-bit lanes a word, word j holding
+elements 2j and 2j + 1). The payload field macros are the ones p4src/include/headers.p4
+expects, so the TNA program shares its header layouts (read-only) with the v1model program.
 """
 
 import argparse
@@ -15,11 +17,12 @@ from pathlib import Path
 OUT = Path(__file__).resolve().parent / "elements_tna.p4"
 TWIN_OUT = Path(__file__).resolve().parents[1] / "twin" / "elements_twin.p4"
 SEG = 8
-MAX_ELEMS = 128
+MAX_WORDS = 128
+MAX_ELEMS = 256
 
-PER_ELEM = {
+# Per word of the sums (chosen by WORDS).
+PER_WORD = {
     "FIXED_FIELDS": "bit<32> v{i};",
-    "CNAT_FIELDS": "bit<8> c{i};",
     "DECODE_DECLS": "DecodeCode() dec{i};",
     "DECODE_APPLY": "dec{i}.apply(hdr.cnat.c{i}, hdr.fixed.v{i});",
     "ROUND_DECLS": "RoundCode() rnd{i}; Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly{i}) hsh{i};",
@@ -34,6 +37,26 @@ PER_ELEM = {
     "ROUND_ADD": "hdr.fixed.v{i} = hdr.fixed.v{i} + meta.r{i};",
     "ROUND_CODE": "cod{i}.apply(hdr.fixed.v{i}, hdr.cnat.c{i});",
     "CODE_DECLS": "CodeOf() cod{i};",
+}
+# Per element (chosen by ELEMS): the byte and nibble payloads.
+PER_ELEM = {
+    "CNAT_FIELDS": "bit<8> c{i};",
+    "NIB_FIELDS": "bit<4> n{i};",
+}
+# Per group of four elements: the v1model program's UQ4 and SUM8 views of the same bytes.
+PER_GROUP = {
+    "UQ_FIELDS": "bit<16> q{g};",
+    "SUM_FIELDS": "bit<32> s{g};",
+}
+# UQ4/SUM8 lanes (p4src/tna/lanes_tna.p4): elements 2j and 2j + 1 in the 16-bit lanes of
+# word j, the first in the high one, as the wire orders them; one 32-bit add sums both. A
+# lane's sum stays below 2^16 (at most 32 children of at most 255), so no carry crosses.
+# Each spread is two steps (a 32-bit word takes one write per action on Tofino).
+PER_LANE_WORD = {
+    "UQ4_SPREAD": "@in_hash {{ hdr.fixed.v{j} = 12w0 ++ hdr.uq4.n{a} ++ 12w0 ++ hdr.uq4.n{b}; }}",
+    "SUM8_SPREAD": "@in_hash {{ hdr.fixed.v{j} = 8w0 ++ hdr.sum8.c{a} ++ 8w0 ++ hdr.sum8.c{b}; }}",
+    "NARROW": "@in_hash {{ hdr.sum8.c{a} = hdr.fixed.v{j}[23:16]; }} "
+              "@in_hash {{ hdr.sum8.c{b} = hdr.fixed.v{j}[7:0]; }}",
 }
 # The twin's (p4src/twin/codec_twin.p4): v1model's one CRC-32 over the key and the element's
 # index, where Tofino's Hash extern takes a polynomial per element.
@@ -57,6 +80,17 @@ PER_PAIR = {
     "PAIR_DECLS": "PairSumS{stage}() pair{k};",
     "PAIR_APPLY": "pair{k}.apply(hdr.fixed.v{lo}, hdr.fixed.v{hi}, meta);",
 }
+
+
+def or_tree(words: int) -> list[str]:
+    """Word 0 ORed with every other word, pairwise (log2 steps, each a stage at most): the
+    lanes' high bytes then say whether any sum is outside 0..255."""
+    out, step = [], 1
+    while step < words:
+        out += [f"hdr.fixed.v{j} = hdr.fixed.v{j} | hdr.fixed.v{j + step};"
+                for j in range(0, words, 2 * step) if j + step < words]
+        step *= 2
+    return out
 
 
 def polys(n: int) -> list[int]:
@@ -119,7 +153,6 @@ def code_entries() -> list[str]:
     return [f"{w32(v)} &&& {w32(m)} : code(8w{c});" for v, m, c in code_rows()]
 
 
-NSEG = MAX_ELEMS // SEG
 
 
 def define(name: str, items: list[str]) -> list[str]:
@@ -127,23 +160,43 @@ def define(name: str, items: list[str]) -> list[str]:
     return [f"#define {name} \\\n    " + " \\\n    ".join(items), ""]
 
 
-def segments(name: str, items_of) -> list[str]:
-    """NAME_0 .. NAME_{NSEG-1}: segment s holds items_of(s)."""
-    return [line for s in range(NSEG) for line in define(f"{name}_{s}", items_of(s))]
+def segments(name: str, items_of, nseg: int) -> list[str]:
+    """NAME_0 .. NAME_{nseg-1}: segment s holds items_of(s)."""
+    return [line for s in range(nseg) for line in define(f"{name}_{s}", items_of(s))]
 
 
-def chooser(names: list[str]) -> list[str]:
-    """Each NAME as the segments ELEMS takes."""
+def chooser(names: list[str], var: str = "ELEMS", most: int = MAX_ELEMS) -> list[str]:
+    """Each NAME as the segments `var` takes."""
     lines = []
-    for s in range(1, NSEG + 1):
-        lines.append(f"#{'if' if s == 1 else 'elif'} ELEMS == {s * SEG}")
+    for s in range(1, most // SEG + 1):
+        lines.append(f"#{'if' if s == 1 else 'elif'} {var} == {s * SEG}")
         lines += [f"#define {n} " + " ".join(f"{n}_{j}" for j in range(s)) for n in names]
-    return lines + ["#else", f'#error "ELEMS must be a multiple of {SEG} up to {MAX_ELEMS}"',
+    return lines + ["#else", f'#error "{var} must be a multiple of {SEG} up to {most}"',
                     "#endif"]
 
 
 def elements(s: int) -> range:
     return range(s * SEG, (s + 1) * SEG)
+
+
+def lane_words() -> list[str]:
+    """The lanes' macros: per word of lanes (segment s: elements 8s..8s+7, words 4s..4s+3),
+    OR_TREE over the ELEMS / 2 words of a packet's lanes, and ZERO_REST for the words above
+    them where WORDS is ELEMS (so the pair registers past the lanes add zeros)."""
+    lines = []
+    for name, stmt in PER_LANE_WORD.items():
+        lines += segments(name, lambda s, stmt=stmt: [
+            stmt.format(j=j, a=2 * j, b=2 * j + 1)
+            for j in range(s * SEG // 2, (s + 1) * SEG // 2)],
+            MAX_ELEMS // SEG)
+    lines += chooser(list(PER_LANE_WORD))
+    for s in range(1, MAX_ELEMS // SEG + 1):
+        lines.append(f"#{'if' if s == 1 else 'elif'} ELEMS == {s * SEG}")
+        tree = or_tree(s * SEG // 2) or ["/* one word */"]
+        lines.append("#define OR_TREE " + " \\\n    ".join(tree))
+        lines.append("#define ZERO_REST " + " ".join(
+            f"hdr.fixed.v{j} = 0;" for j in range(s * SEG // 2, min(s * SEG, MAX_WORDS))))
+    return lines + ["#endif", ""]
 
 
 def render() -> str:
@@ -154,16 +207,24 @@ def render() -> str:
                                        for c in range(256)])
     lines += define("ROUND_ENTRIES", round_entries())
     lines += define("CODE_ENTRIES", code_entries())
-    for name, stmt in PER_ELEM.items():
+    for name, stmt in PER_WORD.items():
         lines += segments(name, lambda s, stmt=stmt: [stmt.format(i=i, poly=p[i])
-                                                      for i in elements(s)])
+                                                      for i in elements(s)], MAX_WORDS // SEG)
     for name, stmt in PER_PAIR.items():
         lines += segments(name, lambda s, stmt=stmt: [
             stmt.format(k=k, lo=2 * k, hi=2 * k + 1, stage=pair_stage(k))
-            for k in range(s * SEG // 2, (s + 1) * SEG // 2)])
-    stages = sorted({pair_stage(k) for k in range(MAX_ELEMS // 2)})
+            for k in range(s * SEG // 2, (s + 1) * SEG // 2)], MAX_WORDS // SEG)
+    stages = sorted({pair_stage(k) for k in range(MAX_WORDS // 2)})
     lines += define("PAIR_TYPES", [f"PAIR_SUM(PairSumS{st}, {st})" for st in stages])
-    lines += [*chooser([*PER_ELEM, *PER_PAIR]), "", "#endif"]
+    lines += chooser([*PER_WORD, *PER_PAIR], "WORDS", MAX_WORDS) + [""]
+    for name, stmt in PER_ELEM.items():
+        lines += segments(name, lambda s, stmt=stmt: [stmt.format(i=i) for i in elements(s)],
+                          MAX_ELEMS // SEG)
+    for name, stmt in PER_GROUP.items():
+        lines += segments(name, lambda s, stmt=stmt: [
+            stmt.format(g=g) for g in range(s * SEG // 4, (s + 1) * SEG // 4)], MAX_ELEMS // SEG)
+    lines += chooser([*PER_ELEM, *PER_GROUP]) + [""]
+    lines += lane_words() + ["#endif"]
     return "\n".join(lines) + "\n"
 
 
@@ -171,8 +232,9 @@ def render_twin() -> str:
     lines = ["// Generated by p4src/tna/gen_tna.py; edit the generator, not this.",
              "#ifndef NATSWITCH_ELEMENTS_TWIN_P4", "#define NATSWITCH_ELEMENTS_TWIN_P4", ""]
     for name, stmt in TWIN_PER_ELEM.items():
-        lines += segments(name, lambda s, stmt=stmt: [stmt.format(i=i) for i in elements(s)])
-    lines += [*chooser(list(TWIN_PER_ELEM)), "", "#endif"]
+        lines += segments(name, lambda s, stmt=stmt: [stmt.format(i=i) for i in elements(s)],
+                          MAX_WORDS // SEG)
+    lines += [*chooser(list(TWIN_PER_ELEM), "WORDS", MAX_WORDS), "", "#endif"]
     return "\n".join(lines) + "\n"
 
 

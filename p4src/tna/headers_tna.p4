@@ -5,8 +5,12 @@
 // payload field macros it expects come from elements_tna.p4 for this ELEMS.
 #include "elements_tna.p4"
 #define NATSWITCH_ELEMENTS_P4
+#define FOUR_BIT 1
 #include "../include/constants.p4"
 #include "../include/headers.p4"
+
+const bit<16> UDP_LEN_UQ4 = 8 + AGG_HDR_BYTES + ELEMS / 2;
+const bit<16> UDP_LEN_SUM8 = 8 + AGG_HDR_BYTES + ELEMS;
 
 // Between passes (Tofino 1): the slot's register index and what to do with the result.
 // It rides in front of the Ethernet header, on the recirculation port only.
@@ -14,16 +18,24 @@ header recirc_h {
     bit<16> ridx;
     bit<16> grp;
     bit<16> port;       // unicast port when grp is 0
-    bit<8>  recompress;
+    // The bridge's first byte for the second pass, bit for bit: Tofino copies it from one
+    // source (a byte of constants and a copied field would be two).
+    bit<2>  recompress;
+    bit<1>  to_recirc;
+    bit<1>  is_agg;
+    bit<4>  flags_pad;
     bit<8>  pad;
     bit<32> seed;
 }
 
-// Ingress to egress: what the egress does to the packet.
+// Ingress to egress: what the egress does to the packet. Five bytes: on Tofino 1 the
+// egress parser reads at most 160 bytes, this header and the sums it narrows included.
 header bridge_h {
-    bit<8>  recompress;     // re-compress the FIXED32 sums to CNAT8
-    bit<8>  to_recirc;      // leaving for a second pass: untouched
-    bit<8>  is_agg;         // an aggregation packet (a result, a partial sum)
+    bit<2>  recompress;     // 1: re-compress the FIXED32 sums to CNAT8; 2: narrow the lanes
+                            // to SUM8
+    bit<1>  to_recirc;      // leaving for a second pass: untouched
+    bit<1>  is_agg;         // an aggregation packet (a result, a partial sum)
+    bit<4>  pad;
     bit<32> seed;           // the job's seed (DESIGN contract 10)
 }
 
@@ -36,6 +48,8 @@ struct tna_headers_t {
     agg_h      agg;
     fixed_h    fixed;
     cnat_h     cnat;
+    nib_h      uq4;         // a UQ4 contribution: two 4-bit integers a byte
+    cnat_h     sum8;        // SUM8 bytes: a partial sum up, a result down
 }
 
 struct ig_meta_t {
@@ -43,6 +57,7 @@ struct ig_meta_t {
     bool    ipv4_bad;
     bool    len_ok;         // the UDP length fits the payload's encoding
     bool    enc_bad;        // no payload the profile sums (another encoding)
+    bool    lanes;          // a UQ4 or SUM8 payload, summed in 16-bit lanes
     bool    job_ok;
     bool    child_ok;
     bool    admitted;       // passed the checks: the use register was run

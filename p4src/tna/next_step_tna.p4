@@ -27,7 +27,10 @@ control NextStep(inout tna_headers_t hdr, inout ig_meta_t meta, in PortId_t in_p
         hdr.recirc.ridx = meta.ridx;
         hdr.recirc.grp = grp;
         hdr.recirc.port = (bit<16>)port;
-        hdr.recirc.recompress = recompress;
+        hdr.recirc.recompress = (bit<2>)recompress;
+        hdr.recirc.to_recirc = 0;
+        hdr.recirc.is_agg = 1;
+        hdr.recirc.flags_pad = 0;
         hdr.recirc.pad = 0;
         hdr.recirc.seed = meta.seed;
         hdr.bridge.to_recirc = 1;
@@ -36,14 +39,18 @@ control NextStep(inout tna_headers_t hdr, inout ig_meta_t meta, in PortId_t in_p
     action second_pass_mcast() {
         tm.mcast_grp_a = hdr.recirc.grp;
         hdr.bridge.recompress = hdr.recirc.recompress;
-        hdr.bridge.is_agg = 1;
+        hdr.bridge.to_recirc = hdr.recirc.to_recirc;
+        hdr.bridge.is_agg = hdr.recirc.is_agg;
+        hdr.bridge.pad = hdr.recirc.flags_pad;
         hdr.bridge.seed = hdr.recirc.seed;
         hdr.recirc.setInvalid();
     }
     action second_pass_ucast() {
         tm.ucast_egress_port = (PortId_t)hdr.recirc.port;
         hdr.bridge.recompress = hdr.recirc.recompress;
-        hdr.bridge.is_agg = 1;
+        hdr.bridge.to_recirc = hdr.recirc.to_recirc;
+        hdr.bridge.is_agg = hdr.recirc.is_agg;
+        hdr.bridge.pad = hdr.recirc.flags_pad;
         hdr.bridge.seed = hdr.recirc.seed;
         hdr.recirc.setInvalid();
     }
@@ -51,18 +58,19 @@ control NextStep(inout tna_headers_t hdr, inout ig_meta_t meta, in PortId_t in_p
     action out_mcast(bit<8> msg_type, bit<16> grp, bit<8> recompress) {
         result_header(msg_type);
         tm.mcast_grp_a = grp;
-        hdr.bridge.recompress = recompress;
+        hdr.bridge.recompress = (bit<2>)recompress;
         hdr.bridge.is_agg = 1;
         hdr.bridge.seed = meta.seed;
     }
     action out_ucast(bit<8> msg_type, PortId_t port, bit<8> recompress) {
         result_header(msg_type);
         tm.ucast_egress_port = port;
-        hdr.bridge.recompress = recompress;
+        hdr.bridge.recompress = (bit<2>)recompress;
         hdr.bridge.is_agg = 1;
         hdr.bridge.seed = meta.seed;
     }
 #endif
+    // recompress: 1 re-compress the sums to CNAT8 (egress), 2 narrow the lanes to SUM8.
     action up(bit<8> recompress) {
 #ifdef LO_LANE_PASS
         go_out(MSG_CONTRIB, 0, (PortId_t)meta.parent_port, recompress);
@@ -115,19 +123,25 @@ control NextStep(inout tna_headers_t hdr, inout ig_meta_t meta, in PortId_t in_p
             (true, false, false, _, _, _, _, _): second_pass_mcast();
             (false, true, false, _, _, _, _, _): down();
             (false, false, true, 0, false, _, ENC_CNAT8, _): up(1);
+            (false, false, true, 0, false, _, ENC_SUM8, _): up(2);
             (false, false, true, 0, false, _, _, _): up(0);
             (false, false, true, 0, true, 0, ENC_CNAT8, _): multicast(1);
+            (false, false, true, 0, true, 0, ENC_SUM8, _): multicast(2);
             (false, false, true, 0, true, 0, _, _): multicast(0);
             (false, false, true, 0, true, _, ENC_CNAT8, _): answer(1);
+            (false, false, true, 0, true, _, ENC_SUM8, _): answer(2);
             (false, false, true, 0, true, _, _, _): answer(0);
             (false, false, true, _, _, _, _, _): absorbed();
 #else
             (false, true, false, _, _, _, _): down();
             (false, false, true, 0, false, _, ENC_CNAT8): up(1);
+            (false, false, true, 0, false, _, ENC_SUM8): up(2);
             (false, false, true, 0, false, _, _): up(0);
             (false, false, true, 0, true, 0, ENC_CNAT8): multicast(1);
+            (false, false, true, 0, true, 0, ENC_SUM8): multicast(2);
             (false, false, true, 0, true, 0, _): multicast(0);
             (false, false, true, 0, true, _, ENC_CNAT8): answer(1);
+            (false, false, true, 0, true, _, ENC_SUM8): answer(2);
             (false, false, true, 0, true, _, _): answer(0);
             (false, false, true, _, _, _, _): absorbed();
 #endif

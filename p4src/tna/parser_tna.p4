@@ -14,6 +14,7 @@ parser TnaIngressParser(packet_in pkt, out tna_headers_t hdr, out ig_meta_t meta
         meta.first = false;
         meta.down = false;
         meta.pass2 = false;
+        meta.lanes = false;
         meta.bm_seen = 0;
         meta.remaining = 0;
         transition select(ig_intr_md.ingress_port) {
@@ -57,6 +58,10 @@ parser TnaIngressParser(packet_in pkt, out tna_headers_t hdr, out ig_meta_t meta
 #ifdef WITH_CNAT8
             ENC_CNAT8: parse_cnat;
 #endif
+#ifdef WITH_UQ4
+            ENC_UQ4: parse_uq4;
+            ENC_SUM8: parse_sum8;
+#endif
             default: accept;
         }
     }
@@ -70,11 +75,21 @@ parser TnaIngressParser(packet_in pkt, out tna_headers_t hdr, out ig_meta_t meta
         transition accept;
     }
 #endif
+#ifdef WITH_UQ4
+    state parse_uq4 {
+        pkt.extract(hdr.uq4);
+        transition accept;
+    }
+    state parse_sum8 {
+        pkt.extract(hdr.sum8);
+        transition accept;
+    }
+#endif
 }
 
 // A packet going round again, or routed, is left as it is (its payload unparsed); an
 // aggregation packet the ingress sends out is parsed up to the AGG header, and up to the
-// sums when the egress re-compresses them.
+// sums when the egress re-compresses them (1: to CNAT8) or narrows them (2: to SUM8).
 parser TnaEgressParser(packet_in pkt, out tna_headers_t hdr, out eg_meta_t meta,
                        out egress_intrinsic_metadata_t eg_intr_md) {
     state start {
@@ -94,10 +109,13 @@ parser TnaEgressParser(packet_in pkt, out tna_headers_t hdr, out eg_meta_t meta,
 #ifdef CNAT8_RESULTS
             1: parse_fixed;
 #endif
+#ifdef WITH_UQ4
+            2: parse_fixed;
+#endif
             default: accept;
         }
     }
-#ifdef CNAT8_RESULTS
+#if defined(CNAT8_RESULTS) || defined(WITH_UQ4)
     state parse_fixed {
         pkt.extract(hdr.fixed);
         transition accept;

@@ -26,6 +26,22 @@
 #define WITH_CNAT8
 #endif
 
+// -DWITH_UQ4 adds UQ4 and SUM8 contributions, summed in 16-bit lanes two to a 32-bit word
+// (lanes_tna.p4), and SUM8 results. -DLANES_ONLY sums those only: the sums are ELEMS / 2
+// words, so a pair register adds four elements, and FIXED32 and CNAT8 packets are
+// BAD_ENCODING. WORDS is the 32-bit words of the sums (the FIXED32 payload's fields).
+#if defined(LANES_ONLY) && !defined(WITH_UQ4)
+#define WITH_UQ4
+#endif
+#if defined(LANES_ONLY) && defined(WITH_CNAT8)
+#error "LANES_ONLY sums UQ4 and SUM8 only"
+#endif
+#ifdef LANES_ONLY
+#define WORDS (ELEMS / 2)
+#else
+#define WORDS ELEMS
+#endif
+
 // Tofino 1's stateful ALUs return one 32-bit word: a pair register's second lane is read
 // in a second pass. Tofino 2's return both.
 #if __TARGET_TOFINO__ == 1

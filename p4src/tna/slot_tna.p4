@@ -128,20 +128,26 @@ control SlotState(inout tna_headers_t hdr, inout ig_meta_t meta, in PortId_t por
             meta.sess_x: ternary;
             meta.exp_chk: ternary;
             meta.slot_chk: ternary;
+            meta.lanes: ternary;
+            meta.result_enc: ternary;
         }
         actions = { drop; result_in; admit; }
         const entries = {
-            (true, _, _, _, _, _, _, _, _): drop(DROP_BAD_CHECKSUM);
-            (_, true, _, _, _, _, _, _, _): drop(DROP_BAD_ENCODING);
-            (_, _, false, _, _, _, _, _, _): drop(DROP_BAD_LENGTH);
-            (_, _, _, false, _, _, _, _, _): drop(DROP_UNKNOWN_JOB);
-            (_, _, _, _, MSG_RESULT, _, _, _, _): result_in();
-            (_, _, _, _, MSG_CONTRIB, false, _, _, _): drop(DROP_FOREIGN_PORT);
-            (_, _, _, _, MSG_CONTRIB, _, 0, 0xff, _): drop(DROP_BAD_EXP);
-            (_, _, _, _, MSG_CONTRIB, _, 0, _, 0x8000 &&& 0x8000): drop(DROP_BAD_SLOT);
-            (_, _, _, _, MSG_CONTRIB, _, 0, _, _): admit();
-            (_, _, _, _, MSG_CONTRIB, _, _, _, _): drop(DROP_WRONG_SESSION);
-            (_, _, _, _, _, _, _, _, _): drop(DROP_BAD_TYPE);
+            (true, _, _, _, _, _, _, _, _, _, _): drop(DROP_BAD_CHECKSUM);
+            (_, true, _, _, _, _, _, _, _, _, _): drop(DROP_BAD_ENCODING);
+            (_, _, false, _, _, _, _, _, _, _, _): drop(DROP_BAD_LENGTH);
+            (_, _, _, false, _, _, _, _, _, _, _): drop(DROP_UNKNOWN_JOB);
+            // UQ4/SUM8 lanes for jobs whose results are SUM8, and only for them
+            (_, _, _, _, _, _, _, _, _, false, ENC_SUM8): drop(DROP_BAD_ENCODING);
+            (_, _, _, _, _, _, _, _, _, true, ENC_FIXED32): drop(DROP_BAD_ENCODING);
+            (_, _, _, _, _, _, _, _, _, true, ENC_CNAT8): drop(DROP_BAD_ENCODING);
+            (_, _, _, _, MSG_RESULT, _, _, _, _, _, _): result_in();
+            (_, _, _, _, MSG_CONTRIB, false, _, _, _, _, _): drop(DROP_FOREIGN_PORT);
+            (_, _, _, _, MSG_CONTRIB, _, 0, 0xff, _, _, _): drop(DROP_BAD_EXP);
+            (_, _, _, _, MSG_CONTRIB, _, 0, _, 0x8000 &&& 0x8000, _, _): drop(DROP_BAD_SLOT);
+            (_, _, _, _, MSG_CONTRIB, _, 0, _, _, _, _): admit();
+            (_, _, _, _, MSG_CONTRIB, _, _, _, _, _, _): drop(DROP_WRONG_SESSION);
+            (_, _, _, _, _, _, _, _, _, _, _): drop(DROP_BAD_TYPE);
         }
         size = 16;
     }

@@ -11,6 +11,7 @@
 #define ELEMS 16
 #endif
 #define CNAT8_RESULTS 1
+#define WITH_UQ4 1
 #include "../tna/sizes_tna.p4"
 #include "../tna/headers_tna.p4"
 #include "elements_twin.p4"
@@ -20,6 +21,7 @@
 #include "slot_twin.p4"
 #include "pairsum_twin.p4"
 #include "codec_twin.p4"
+#include "../tna/lanes_tna.p4"
 #include "next_step_twin.p4"
 
 control NatIngress(inout tna_headers_t hdr, inout twin_meta_t m, inout standard_metadata_t sm) {
@@ -29,21 +31,29 @@ control NatIngress(inout tna_headers_t hdr, inout twin_meta_t m, inout standard_
     SlotState() slot;
     NextStep() next;
     DECODE_DECLS
+    SpreadLanes() spread;
     PairSums() sums;
 
     action fits() { m.ig.len_ok = true; }
+    action fits_lanes() { m.ig.len_ok = true; m.ig.lanes = true; }
     action no_payload() { m.ig.enc_bad = true; }
     table payload {
         // (BMv2 matches validity exactly only; no entry leaves it out)
-        key = { hdr.fixed.isValid(): exact; hdr.cnat.isValid(): exact; hdr.udp.length: ternary; }
-        actions = { fits; no_payload; NoAction; }
+        key = {
+            hdr.fixed.isValid(): exact; hdr.cnat.isValid(): exact;
+            hdr.uq4.isValid(): exact; hdr.sum8.isValid(): exact;
+            hdr.udp.length: ternary;
+        }
+        actions = { fits; fits_lanes; no_payload; NoAction; }
         const entries = {
-            (true, false, UDP_LEN_FIXED32): fits();
-            (false, true, UDP_LEN_CNAT8): fits();
-            (false, false, _): no_payload();
+            (true, false, false, false, UDP_LEN_FIXED32): fits();
+            (false, true, false, false, UDP_LEN_CNAT8): fits();
+            (false, false, true, false, UDP_LEN_UQ4): fits_lanes();
+            (false, false, false, true, UDP_LEN_SUM8): fits_lanes();
+            (false, false, false, false, _): no_payload();
         }
         default_action = NoAction();
-        size = 4;
+        size = 8;
     }
 
     apply {
@@ -53,6 +63,7 @@ control NatIngress(inout tna_headers_t hdr, inout twin_meta_t m, inout standard_
         hdr.bridge.recompress = 0;
         hdr.bridge.to_recirc = 0;
         hdr.bridge.is_agg = 0;
+        hdr.bridge.pad = 0;
         hdr.bridge.seed = 0;
         if (sm.parser_error != error.NoError) {
             // Tofino's parser drops a frame cut short; here it is counted.
@@ -73,6 +84,8 @@ control NatIngress(inout tna_headers_t hdr, inout twin_meta_t m, inout standard_
                 // carries from here on (the TNA program writes the same PHV fields).
                 hdr.fixed.setValid();
                 DECODE_APPLY
+            } else if (hdr.uq4.isValid() || hdr.sum8.isValid()) {
+                spread.apply(hdr);
             }
             sums.apply(hdr, m.ig);
             next.apply(hdr, m.ig, sm);
@@ -83,6 +96,12 @@ control NatIngress(inout tna_headers_t hdr, inout twin_meta_t m, inout standard_
                     hdr.cnat.setInvalid();
                     hdr.agg.encoding = ENC_FIXED32;
                 }
+            } else if (hdr.sum8.isValid() && m.ig.down) {
+                hdr.fixed.setInvalid();         // a SUM8 result on its way down: as it came
+            } else if (hdr.uq4.isValid() || hdr.sum8.isValid()) {
+                hdr.uq4.setInvalid();
+                hdr.sum8.setInvalid();
+                hdr.agg.encoding = ENC_FIXED32;
             }
         }
         if (m.ig.drop_reason != DROP_NONE) {
@@ -94,8 +113,11 @@ control NatIngress(inout tna_headers_t hdr, inout twin_meta_t m, inout standard_
 
 control NatEgress(inout tna_headers_t hdr, inout twin_meta_t m, inout standard_metadata_t sm) {
     counter(NUM_PORTS, CounterType.packets_and_bytes) port_tx;
+    counter(DROP_REASONS, CounterType.packets_and_bytes) drops;
     ResultAddressing() addr;
     Recompress() recompress;
+    NarrowLanes() narrow;
+    bool overflow = false;
 
     apply {
         if (hdr.agg.isValid()) {
@@ -103,6 +125,15 @@ control NatEgress(inout tna_headers_t hdr, inout twin_meta_t m, inout standard_m
             // use, not of the copy or of its arrival.
             if (hdr.bridge.recompress == 1 && hdr.fixed.isValid()) {
                 recompress.apply(hdr, m.eg);
+            }
+            // As the TNA program: every copy narrows alike, one the lanes cannot carry is
+            // dropped and counted.
+            if (hdr.bridge.recompress == 2 && hdr.fixed.isValid()) {
+                narrow.apply(hdr, overflow);
+                if (overflow) {
+                    drops.count((bit<32>)DROP_SUM_OVERFLOW);
+                    mark_to_drop(sm);
+                }
             }
             addr.apply(hdr, sm);
         }

@@ -18,17 +18,18 @@ control NextStep(inout tna_headers_t hdr, inout ig_meta_t meta, inout standard_m
     action out_mcast(bit<8> msg_type, bit<16> grp, bit<8> recompress) {
         result_header(msg_type);
         sm.mcast_grp = grp;
-        hdr.bridge.recompress = recompress;
+        hdr.bridge.recompress = (bit<2>)recompress;
         hdr.bridge.is_agg = 1;
         hdr.bridge.seed = meta.seed;
     }
     action out_ucast(bit<8> msg_type, bit<9> port, bit<8> recompress) {
         result_header(msg_type);
         sm.egress_spec = port;
-        hdr.bridge.recompress = recompress;
+        hdr.bridge.recompress = (bit<2>)recompress;
         hdr.bridge.is_agg = 1;
         hdr.bridge.seed = meta.seed;
     }
+    // recompress: 1 re-compress the sums to CNAT8 (egress), 2 narrow the lanes to SUM8.
     action up(bit<8> recompress) { out_ucast(MSG_CONTRIB, meta.parent_port, recompress); }
     action answer(bit<8> recompress) { out_ucast(MSG_RESULT, sm.ingress_port, recompress); }
     action multicast(bit<8> recompress) { out_mcast(MSG_RESULT, meta.grp, recompress); }
@@ -52,10 +53,13 @@ control NextStep(inout tna_headers_t hdr, inout ig_meta_t meta, inout standard_m
         const entries = {
             (false, true, false, _, _, _, _): down();
             (false, false, true, 0, 0, _, ENC_CNAT8): up(1);
+            (false, false, true, 0, 0, _, ENC_SUM8): up(2);
             (false, false, true, 0, 0, _, _): up(0);
             (false, false, true, 0, 1, 0, ENC_CNAT8): multicast(1);
+            (false, false, true, 0, 1, 0, ENC_SUM8): multicast(2);
             (false, false, true, 0, 1, 0, _): multicast(0);
             (false, false, true, 0, 1, _, ENC_CNAT8): answer(1);
+            (false, false, true, 0, 1, _, ENC_SUM8): answer(2);
             (false, false, true, 0, 1, _, _): answer(0);
             (false, false, true, _, _, _, _): absorbed();
         }

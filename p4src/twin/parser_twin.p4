@@ -54,6 +54,8 @@ parser TwinParser(packet_in pkt, out tna_headers_t hdr, inout twin_meta_t m,
         transition select(hdr.agg.encoding) {
             ENC_FIXED32: parse_fixed;
             ENC_CNAT8: parse_cnat;
+            ENC_UQ4: parse_uq4;
+            ENC_SUM8: parse_sum8;
             default: accept;
         }
     }
@@ -63,6 +65,14 @@ parser TwinParser(packet_in pkt, out tna_headers_t hdr, inout twin_meta_t m,
     }
     state parse_cnat {
         pkt.extract(hdr.cnat);
+        transition accept;
+    }
+    state parse_uq4 {
+        pkt.extract(hdr.uq4);
+        transition accept;
+    }
+    state parse_sum8 {
+        pkt.extract(hdr.sum8);
         transition accept;
     }
 }

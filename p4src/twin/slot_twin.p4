@@ -92,20 +92,26 @@ control SlotState(inout tna_headers_t hdr, inout ig_meta_t meta, in bit<9> port)
             meta.sess_x: ternary;
             meta.exp_chk: ternary;
             meta.slot_chk: ternary;
+            (bit<1>)meta.lanes: ternary @name("meta.lanes");
+            meta.result_enc: ternary;
         }
         actions = { drop; result_in; admit; }
         const entries = {
-            (1, _, _, _, _, _, _, _, _): drop(DROP_BAD_CHECKSUM);
-            (_, 1, _, _, _, _, _, _, _): drop(DROP_BAD_ENCODING);
-            (_, _, 0, _, _, _, _, _, _): drop(DROP_BAD_LENGTH);
-            (_, _, _, 0, _, _, _, _, _): drop(DROP_UNKNOWN_JOB);
-            (_, _, _, _, MSG_RESULT, _, _, _, _): result_in();
-            (_, _, _, _, MSG_CONTRIB, 0, _, _, _): drop(DROP_FOREIGN_PORT);
-            (_, _, _, _, MSG_CONTRIB, _, 0, 0xff, _): drop(DROP_BAD_EXP);
-            (_, _, _, _, MSG_CONTRIB, _, 0, _, 0x8000 &&& 0x8000): drop(DROP_BAD_SLOT);
-            (_, _, _, _, MSG_CONTRIB, _, 0, _, _): admit();
-            (_, _, _, _, MSG_CONTRIB, _, _, _, _): drop(DROP_WRONG_SESSION);
-            (_, _, _, _, _, _, _, _, _): drop(DROP_BAD_TYPE);
+            (1, _, _, _, _, _, _, _, _, _, _): drop(DROP_BAD_CHECKSUM);
+            (_, 1, _, _, _, _, _, _, _, _, _): drop(DROP_BAD_ENCODING);
+            (_, _, 0, _, _, _, _, _, _, _, _): drop(DROP_BAD_LENGTH);
+            (_, _, _, 0, _, _, _, _, _, _, _): drop(DROP_UNKNOWN_JOB);
+            // UQ4/SUM8 lanes for jobs whose results are SUM8, and only for them
+            (_, _, _, _, _, _, _, _, _, 0, ENC_SUM8): drop(DROP_BAD_ENCODING);
+            (_, _, _, _, _, _, _, _, _, 1, ENC_FIXED32): drop(DROP_BAD_ENCODING);
+            (_, _, _, _, _, _, _, _, _, 1, ENC_CNAT8): drop(DROP_BAD_ENCODING);
+            (_, _, _, _, MSG_RESULT, _, _, _, _, _, _): result_in();
+            (_, _, _, _, MSG_CONTRIB, 0, _, _, _, _, _): drop(DROP_FOREIGN_PORT);
+            (_, _, _, _, MSG_CONTRIB, _, 0, 0xff, _, _, _): drop(DROP_BAD_EXP);
+            (_, _, _, _, MSG_CONTRIB, _, 0, _, 0x8000 &&& 0x8000, _, _): drop(DROP_BAD_SLOT);
+            (_, _, _, _, MSG_CONTRIB, _, 0, _, _, _, _): admit();
+            (_, _, _, _, MSG_CONTRIB, _, _, _, _, _, _): drop(DROP_WRONG_SESSION);
+            (_, _, _, _, _, _, _, _, _, _, _): drop(DROP_BAD_TYPE);
         }
         size = 16;
     }

@@ -25,6 +25,7 @@ from tests.dataplane.packets import (
     EARLY,
     FOREIGN_PORT,
     STALE,
+    SUM_OVERFLOW,
     UNKNOWN_JOB,
     WRONG_SESSION,
 )
@@ -150,6 +151,81 @@ def test_cnat8_results_are_unbiased_and_every_copy_rounds_alike(fabric):
     assert all(len(set(d[:, i])) == 2 for i in np.flatnonzero(between))
 
 
+def test_uq4_and_sum8_sum_exactly_in_lanes_and_a_sum_a_byte_cannot_carry_is_dropped(fabric):
+    """UQ4 integers (every value in every position over 16 chunks) and a SUM8 contribution
+    (a child switch's partial sum, added as it is) sum in the pair registers' 16-bit lanes
+    into SUM8 results equal to the integer reference, every copy and a retransmission's
+    answer alike. A sum above 255 cannot travel as SUM8: every copy of its result is
+    dropped in the egress (SUM_OVERFLOW), and the answer to a retransmission; no result goes
+    out. A SUM8 job takes UQ4 and SUM8 only, a FIXED32 job neither (BAD_ENCODING); a UQ4
+    packet of the wrong length is BAD_LENGTH. None of it harms a slot: the next uses sum as ever."""
+    topo = fabric.program([JobSpec(128, HOSTS, slots=4, encoding="sum8", partials="sum8"),
+                           JobSpec(129, HOSTS, slots=4, encoding="fixed32")])
+    s = fabric.session()
+    every = (np.arange(ELEMS) % 16).astype(np.uint8)
+
+    def wire_form(values, enc):           # UQ4 goes packed, two to a byte
+        return codec.pack4(values) if enc == wire.ENC_UQ4 else values
+
+    def check(chunk, pay, encs):
+        for h, enc in encs.items():
+            send_chunk(fabric, topo, 128, s, chunk, {h: wire_form(pay[h], enc)}, enc)
+        got = results(fabric, topo, HOSTS)
+        want = sum(signed(codec.switch_decode(pay[h], encs[h])) for h in HOSTS)
+        for hdr, payload in got.values():
+            assert (hdr.encoding, hdr.count, hdr.chunk) == (wire.ENC_SUM8, 3, chunk)
+            assert np.array_equal(signed(payload), signed(want)), chunk
+        return got["h1"][1]
+
+    uq4 = dict.fromkeys(HOSTS, wire.ENC_UQ4)
+    for chunk in range(16):
+        pay = {h: np.roll(every, chunk + 5 * i) for i, h in enumerate(HOSTS)}
+        last = check(chunk, pay, uq4)
+    send_chunk(fabric, topo, 128, s, 15, {"h2": codec.pack4(pay["h2"])}, wire.ENC_UQ4)
+    assert bytes(results(fabric, topo, ["h2"])["h2"][1]) == bytes(last)
+    partial = np.full(ELEMS, 200, np.uint8)
+    partial[::3] = 225                                   # with two 15s: 255, the most
+    check(16, {"h1": partial, "h2": every[::-1].copy(), "h3": np.full(ELEMS, 15, np.uint8)},
+          {"h1": wire.ENC_SUM8, "h2": wire.ENC_UQ4, "h3": wire.ENC_UQ4})
+    # One lane above 255, the high one of its word, then the low one: dropped, both uses.
+    before = fabric.counters("s1")
+    for chunk, k in ((17, 4), (18, 7)):
+        over = np.zeros(ELEMS, np.uint8)
+        over[k] = 250
+        send_chunk(fabric, topo, 128, s, chunk, {"h1": over}, wire.ENC_SUM8)
+        send_chunk(fabric, topo, 128, s, chunk, {h: codec.pack4(every) for h in HOSTS[1:]},
+                   wire.ENC_UQ4)
+    send_chunk(fabric, topo, 128, s, 17, {"h2": codec.pack4(every)}, wire.ENC_UQ4)  # again
+    f1 = framer(topo, "h1")
+    bad = {BAD_ENCODING: [
+        f1.build(wire.MSG_CONTRIB, wire.ENC_FIXED32, 128, s, 3, 0, 127, 1, 19,
+                 np.ones(ELEMS, np.int32)),
+        f1.build(wire.MSG_CONTRIB, wire.ENC_UQ4, 129, s, 3, 0, 127, 1, 3, codec.pack4(every)),
+        f1.build(wire.MSG_CONTRIB, wire.ENC_SUM8, 129, s, 3, 0, 127, 1, 3, every)]}
+    short = bytearray(f1.build(wire.MSG_CONTRIB, wire.ENC_UQ4, 128, s, 3, 0, 127, 1, 19,
+                               codec.pack4(every)))
+    short[38:40] = (int.from_bytes(short[38:40], "big") - 1).to_bytes(2, "big")
+    bad[BAD_LENGTH] = [bytes(short[:-1])]
+    for frames in bad.values():
+        for frame in frames:
+            fabric.send("h1", frame)
+    # Narrowed in the egress, as on Tofino: each copy of the two uses' results (three
+    # workers each) and the answer to the one asking again is dropped there.
+    copies = 2 * len(HOSTS) + 1
+    want = {("s1", "drops_in", r): len(f) for r, f in bad.items()}
+    want["s1", "drops_out", SUM_OVERFLOW] = copies
+    delta = fabric.wait_counters(before, want, switches=("s1",))
+    assert delta.of("s1", "drops_in") == {r: len(f) for r, f in bad.items()}
+    assert delta.of("s1", "drops_out") == {SUM_OVERFLOW: copies}
+    assert not any(fabric.quiet(HOSTS).values())
+    pay = {h: np.roll(every, i) for i, h in enumerate(HOSTS)}
+    check(19, pay, uq4)
+    send_chunk(fabric, topo, 129, s, 3, dict.fromkeys(HOSTS, np.ones(ELEMS, np.int32)),
+               wire.ENC_FIXED32)
+    for hdr, payload in results(fabric, topo, HOSTS).values():
+        assert hdr.encoding == wire.ENC_FIXED32 and np.all(signed(payload) == 3)
+
+
 def test_each_check_drops_and_counts_and_touches_no_slot(fabric):
     """The admit table's entries in their order, and the slot's STALE and EARLY: each bad
     packet is counted by its reason and sends nothing; the use goes on unharmed."""
@@ -227,7 +303,9 @@ def test_a_new_session_opens_every_slot_afresh(fabric):
 
 
 def twin_chaos(fabric, tree: str, result: str, contrib: int, seed: int, job_id: int):
-    topo = fabric.program([JobSpec(job_id, TREES[tree], slots=4, encoding=result)])
+    partials = "sum8" if result == "sum8" else "fixed32"
+    topo = fabric.program([JobSpec(job_id, TREES[tree], slots=4, encoding=result,
+                                   partials=partials)])
     fabric.uncompared()
     session = fabric.session()
     rng = np.random.default_rng(seed)
@@ -253,14 +331,15 @@ def twin_chaos(fabric, tree: str, result: str, contrib: int, seed: int, job_id: 
 
 
 # CNAT8 both ways on one switch; on the tree FIXED32 contributions and CNAT8 results, which
-# cross a leaf on their way down. (CNAT8 up and FIXED32 down: the exact-sums test above, and
-# the rerun test's tree.)
-@pytest.mark.parametrize("tree,result,contrib", [
-    ("one-switch", "cnat8", wire.ENC_CNAT8),
-    ("two-level", "cnat8", wire.ENC_FIXED32),
+# cross a leaf on their way down, and UQ4 in lanes with SUM8 partial sums up and SUM8
+# results down. (CNAT8 up and FIXED32 down: the exact-sums test above, and the rerun test's
+# tree.)
+@pytest.mark.parametrize("tree,result,contrib,job_id", [
+    ("one-switch", "cnat8", wire.ENC_CNAT8, 124),
+    ("two-level", "cnat8", wire.ENC_FIXED32, 125),
+    ("two-level", "sum8", wire.ENC_UQ4, 126),
 ])
-def test_exact_sums_under_chaos(fabric, tree, result, contrib):
-    job_id = 124 + list(TREES).index(tree)
+def test_exact_sums_under_chaos(fabric, tree, result, contrib, job_id):
     twin_chaos(fabric, tree, result, contrib, seed=job_id, job_id=job_id)
 
 
