@@ -265,7 +265,7 @@ def main(argv=None) -> int:
         except ValueError as e:
             ap.error(str(e))
         args.elems, args.build = prof.elems, {"build": prof.build}
-        if "uq4" in args.encodings and not prof.four_bit:
+        if "uq4" in args.encodings and "uq4" not in prof.four_bit:
             ap.error(f"--encodings uq4: profile {prof.name} has no 4-bit encodings (its "
                      f"{prof.elems}-element packets cannot grow into a byte per element)")
     if args.repeat is not None:

@@ -24,8 +24,9 @@ wide4 job `--elems 1024`.
 `tofino` is another program: the v1model twin of the Tofino profile (p4src/twin/, built into
 p4src/build/twin/), 16 elements per packet as the Tofino 1 and 2 programs compiled with
 CNAT8 both ways sum in one pass (p4src/tna/build_tofino.py). It takes FIXED32 and CNAT8
-contributions and FIXED32 or CNAT8 results on dense jobs, and sends results with UDP
-checksum 0 (its workers take that as none).
+contributions with FIXED32 or CNAT8 results, and UQ4 with SUM8 results (in the lanes of the
+Tofino programs compiled with them), on dense jobs, and sends results with UDP checksum 0
+(its workers take that as none).
 """
 
 from __future__ import annotations
@@ -64,9 +65,13 @@ class Profile:
         return 3 * self.elems > MAX_GROWTH
 
     @property
-    def four_bit(self) -> bool:
-        """NAT4 and UQ4 here: a 4-bit packet may grow into a byte per element (FOUR_BIT)."""
-        return not self.twin and self.elems // 2 <= MAX_GROWTH
+    def four_bit(self) -> tuple[str, ...]:
+        """The 4-bit encodings here: NAT4 and UQ4 where a 4-bit packet may grow into a byte
+        per element (FOUR_BIT); UQ4 alone on the Tofino profile, which sums its integers in
+        lanes and has no NAT4 decode."""
+        if self.twin:
+            return ("uq4",)
+        return ("nat4", "uq4") if self.elems // 2 <= MAX_GROWTH else ()
 
     @property
     def zero_checksum(self) -> bool:
@@ -106,22 +111,28 @@ def elems_in(prog: dict) -> int | None:
     return len(cnat[0]["fields"]) if len(cnat) == 1 else None
 
 
+def _tree(topo: Topology, job: JobSpec):
+    from controller.tree import build_tree  # tree.py builds on topology.py
+    return build_tree(topo, job)
+
+
 def job_problem(prof: Profile, topo: Topology, job: JobSpec) -> str | None:
     """Why the profile's program cannot aggregate `job`, or None."""
     if prof.twin:
         if job.mode == "sparse":
             return (f"job {job.id}: profile {prof.name} (the Tofino profile) has no sparse "
                     f"jobs; use mode dense or the default profile")
-        if "sum8" in (job.encoding, job.partials):
-            return (f"job {job.id}: profile {prof.name} (the Tofino profile) sums FIXED32 and "
-                    f"CNAT8 only: use results and partials fixed32 or cnat8")
+        if (job.encoding == "sum8") != (job.partials == "sum8") and \
+                len(_tree(topo, job).nodes) > 1:
+            return (f"job {job.id}: profile {prof.name} (the Tofino profile) sums UQ4/SUM8 "
+                    f"lanes apart from FIXED32 and CNAT8: results {job.encoding} and partials "
+                    f"{job.partials} mix them; use sum8 for both or for neither")
         return None
     if job.mode == "sparse" and "sum8" in (job.encoding, job.partials):
         return (f"job {job.id}: sparse jobs take FIXED32 or CNAT8 contributions, so their "
                 f"results are fixed32 or cnat8, not sum8")
     if not prof.cnat8_only:
         return None
-    from controller.tree import build_tree  # tree.py builds on topology.py
 
     grow = 3 * prof.elems
     # 4-bit contributions grow into sum8 (UQ4) or cnat8 (NAT4) sums by ELEMS/2 bytes
@@ -139,7 +150,7 @@ def job_problem(prof: Profile, topo: Topology, job: JobSpec) -> str | None:
                 f"{takes}: {job.encoding} results would grow a CNAT8 packet by {grow} bytes "
                 f"(BMv2 allows {MAX_GROWTH}) and a FIXED32 packet does not fit a {MTU}-byte "
                 f"MTU; use results {' or '.join(small)} or the default profile")
-    if job.partials not in small and len(build_tree(topo, job).nodes) > 1:
+    if job.partials not in small and len(_tree(topo, job).nodes) > 1:
         return (f"job {job.id}: profile {prof.name} ({prof.elems} elements per packet) "
                 f"cannot send {job.partials} partial sums up a tree of several switches "
                 f"(a packet would grow by {grow} bytes, BMv2 allows {MAX_GROWTH}); use "

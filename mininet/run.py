@@ -364,10 +364,12 @@ def make_plan(args) -> Plan:
         from worker.allreduce.job import encoding_problem
         if args.sparse:
             raise UsageError(f"--encoding {encoding}: sparse jobs take cnat8 or fixed32")
-        if not prof.four_bit:
-            raise UsageError(f"--encoding {encoding}: profile {prof.name} has no 4-bit "
-                             f"encodings (a 4-bit packet of {prof.elems} elements cannot grow "
-                             f"into a byte per element); use the default or wide4 profile")
+        if encoding not in prof.four_bit:
+            why = ("the Tofino profile sums UQ4 in lanes and has no NAT4 decode" if prof.twin
+                   else f"a 4-bit packet of {prof.elems} elements cannot grow into a byte "
+                        f"per element")
+            raise UsageError(f"--encoding {encoding}: profile {prof.name} has no {encoding} "
+                             f"({why}); use the default or wide4 profile")
         code = wire_encoding(encoding)
         for job in jobs:
             switches = len({topo.attachment(w).node for w in job.workers})
