@@ -172,7 +172,7 @@ p4-twin:
 # compiled one after the other (a minute to several each), its full output in
 # p4src/build/tofino-out/ (not committed), the summary of the compiler's report in
 # p4src/build/tofino/VARIANT.json (committed; tests/test_p4_tofino.py recompiles one).
-TOFINO_VARIANTS ?= fixed32-t1 cnat8-in-t1 cnat8-t1 fixed32-t2 cnat8-in-t2 cnat8-t2
+TOFINO_VARIANTS ?= fixed32-t1 cnat8-in-t1 cnat8-t1 uq4-t1 fixed32-t2 cnat8-in-t2 cnat8-t2 uq4-t2
 p4-tofino:
 	@command -v $(P4C_TOFINO) >/dev/null || { echo "$(P4C_TOFINO) is not on PATH; p4src/build/tofino/ stays as committed"; exit 1; }
 	python3 p4src/tna/gen_tna.py

@@ -22,7 +22,7 @@ SUMMARIES = Path(__file__).resolve().parents[1] / "p4src" / "build" / "tofino"
 TNA_SIZES = SUMMARIES.parents[1] / "tna" / "sizes_tna.p4"
 FRAME_OVERHEAD = 14 + IP_UDP_AGG
 # payload bytes per element (contribution, result) of each Tofino variant's encodings
-PAYLOAD_BYTES = {"fixed32": (4, 4), "cnat8-in": (1, 4), "cnat8": (1, 1)}
+PAYLOAD_BYTES = {"fixed32": (4, 4), "cnat8-in": (1, 4), "cnat8": (1, 1), "uq4": (0.5, 1)}
 # the projection's methods and the variants that can carry them
 METHOD_VARIANTS = {"cnat": ("cnat8", "cnat8-in"), "int32": ("fixed32",)}
 SWITCHES = {"line-rate": None, "tofino1": "tofino", "tofino2": "tofino2"}
@@ -60,7 +60,7 @@ def tna_pool_size() -> int:
     return int(m.group(1))
 
 
-def per_element(elems: int, payload_bytes: int) -> float:
+def per_element(elems: int, payload_bytes: float) -> float:
     return (FRAME_OVERHEAD + payload_bytes * elems) / elems
 
 

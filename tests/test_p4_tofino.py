@@ -113,9 +113,12 @@ def test_committed_summaries_cover_every_variant():
         summary = json.loads((SUMMARIES / f"{name}.json").read_text())
         assert summary["target"] == target and summary["elements_per_pass"] == elems
         assert summary["recirculations_per_result"] == recirc
-        # A pass fits the pipe: the sums' registers, two elements each, are in it.
+        # A pass fits the pipe: the sums' registers, two int32 elements each or four in
+        # 16-bit lanes, are in it.
         assert summary["stages_ingress"] <= summary["stages_available"]
-        assert summary["pair_registers"] * 2 == elems
+        lanes = "-DLANES_ONLY" in build_tofino.VARIANTS[name][3]
+        assert summary["elements_per_pair_register"] == (4 if lanes else 2)
+        assert summary["pair_registers"] * summary["elements_per_pair_register"] == elems
 
 
 # The variant the test recompiles: the SwitchML-style FIXED32 profile on Tofino 1 (about a

@@ -6,8 +6,8 @@ variant is compiled (VARIANTS) into OUTDIR (default build/tofino-out/VARIANT, no
 committed); `summary VARIANT OUTDIR` prints the summary read from OUTDIR/pipe/logs
 (resources.json, metrics.json, table_summary.log, phv_allocation_summary_N.log) as JSON;
 `build VARIANT` does both and writes p4src/build/tofino/VARIANT.json, the committed file a
-test compares; `probe VARIANT` compiles it with 8 elements more and keeps the compiler's
-errors in p4src/build/tofino/VARIANT.next.json (what binds).
+test compares; `probe VARIANT` compiles it with one step more (8 elements, 16 for lanes)
+and keeps the compiler's errors in p4src/build/tofino/VARIANT.next.json (what binds).
 """
 
 import json
@@ -28,7 +28,9 @@ P4C = "p4c-tofino"
 # Elements per pass: the most, in steps of 8, that compile (docs/results.md "On Tofino").
 # Recirculations: Tofino 1 reads a pair register's first lane in a second pass.
 # fixed32: FIXED32 in and out (SwitchML's design); cnat8-in: CNAT8 contributions decoded by
-# table, FIXED32 results; cnat8: CNAT8 both ways, results re-compressed in the egress.
+# table, FIXED32 results; cnat8: CNAT8 both ways, results re-compressed in the egress; uq4:
+# UQ4 and SUM8 contributions in 16-bit lanes, SUM8 results (LANES_ONLY: four elements a
+# pair register, so its elements per pass go in steps of 16).
 VARIANTS = {
     "fixed32-t1": ("tofino", "tna", 64, [], 1),
     "cnat8-in-t1": ("tofino", "tna", 48, ["-DWITH_CNAT8"], 1),
@@ -36,7 +38,14 @@ VARIANTS = {
     "fixed32-t2": ("tofino2", "t2na", 88, [], 0),
     "cnat8-in-t2": ("tofino2", "t2na", 72, ["-DWITH_CNAT8"], 0),
     "cnat8-t2": ("tofino2", "t2na", 16, ["-DCNAT8_RESULTS"], 0),
+    "uq4-t1": ("tofino", "tna", 16, ["-DLANES_ONLY"], 1),
+    "uq4-t2": ("tofino2", "t2na", 32, ["-DLANES_ONLY"], 0),
 }
+
+
+def step(name: str) -> int:
+    """The elements one more step of a variant adds: a word of sums, or two lanes' worth."""
+    return 16 if "-DLANES_ONLY" in VARIANTS[name][3] else 8
 
 
 def command(name: str, outdir: Path, elems: int | None = None) -> list[str]:
@@ -55,8 +64,8 @@ def compile_variant(name: str, outdir: Path) -> float:
 
 
 def probe(name: str, outdir: Path) -> dict:
-    """Compiles the variant with 8 elements more than it has: what the compiler says."""
-    elems = VARIANTS[name][2] + 8
+    """Compiles the variant with one step more than it has: what the compiler says."""
+    elems = VARIANTS[name][2] + step(name)
     outdir.mkdir(parents=True, exist_ok=True)
     run = subprocess.run(command(name, outdir, elems), cwd=P4SRC, timeout=7200,
                          capture_output=True, text=True)
@@ -125,8 +134,10 @@ def summarize(name: str, outdir: Path) -> dict:
         "stages_ingress": _stages_line(summary_log, "ingress"),
         "stages_egress": _stages_line(summary_log, "egress"),
         "stateful_alus": sum(s["stateful_alus"] for s in per_stage),
-        # The sums' registers the compiler placed (two elements each), the rest the slot's.
+        # The sums' registers the compiler placed, the rest the slot's: two int32 elements
+        # each, or four in 16-bit lanes (LANES_ONLY).
         "pair_registers": sum(1 for u in users if re.search(r"\.pair\d+\.acc$", u)),
+        "elements_per_pair_register": 4 if "-DLANES_ONLY" in flags else 2,
         "stateful_alus_available": stages[0]["meter_alus"]["nAlus"] * res["nStages"],
         "srams": metrics["mau"]["srams"],
         "tcams": metrics["mau"]["tcams"],
