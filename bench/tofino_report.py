@@ -18,6 +18,7 @@ ENCODINGS = {
     "fixed32": "FIXED32 / FIXED32 (SwitchML's design)",
     "cnat8-in": "CNAT8 / FIXED32",
     "cnat8": "CNAT8 / CNAT8",
+    "uq4": "UQ4 / SUM8 (16-bit lanes)",
 }
 TARGETS = {"tofino": "Tofino 1", "tofino2": "Tofino 2"}
 
@@ -108,7 +109,7 @@ def probes() -> dict[str, dict]:
 
 
 def binding(rows: list[dict], nxt: dict[str, dict]) -> list[str]:
-    """What the compiler said at 8 elements more than each variant has."""
+    """What the compiler said at one step more than each variant has."""
     out = []
     for r in rows:
         p = nxt.get(r["variant"])
@@ -178,6 +179,15 @@ NOTES = [
     "probe), and CNAT8 contributions need their codes and their decoded values in the PHV "
     "at once. CNAT8 results add the egress's random bits, one 32-bit word an element.",
     "",
+    "**UQ4 / SUM8 in 16-bit lanes.** THC-style 4-bit integers need no decode: the nibbles "
+    "of two elements go to the two 16-bit lanes of a 32-bit word, so a pair register adds "
+    "four elements, and the sums are narrowed back to bytes in the egress with an overflow "
+    "test (SUM_OVERFLOW). Each of those copies is a hash-unit table of its own (Tofino's "
+    "ALUs do not move a byte to another offset of a container): on Tofino 1 they and the "
+    "pair registers take the stages (32 elements need 17 of 12, so 16 fit), on Tofino 2 "
+    "the PHV binds (32 fit; at 64 the sums' words and their bytes do not all find "
+    "containers, the probe). Half a byte an element up, a byte down.",
+    "",
     "So on a Tofino C_nat saves bytes on the way up, not elements in the pipe: CNAT8 "
     "contributions of one pass move about half the bytes per element FIXED32 ones do "
     "(below), but a pass sums fewer of them than of int32, CNAT8 results of 16 elements "
@@ -195,7 +205,8 @@ TWIN = [
     "admit, count, exponent, next-step and pair-register tables with the same keys and "
     "entries (`tests/test_twin_mirrors_tna.py` compares them), and its decode and "
     "leading-one tables, their rows installed by the controller over P4Runtime, at 16 "
-    "elements per pass (the CNAT8 / CNAT8 rows above). It takes the Tofino 2 form (both "
+    "elements per pass (the CNAT8 / CNAT8 rows above; UQ4 and SUM8 in the same lanes "
+    "and egress narrowing as the uq4 rows). It takes the Tofino 2 form (both "
     "lanes in one pass), draws its rounding bits from v1model's one CRC-32 with the "
     "element's index in the key (the TNA program has a polynomial per element), and applies "
     "the control plane's reset of `use` when a new session first touches a cell, since "
@@ -234,7 +245,8 @@ def section() -> list[str]:
            "it takes; no packet ran through it.", "",
            *table(rows), "",
            "*Elements per pass*: the elements one packet carries, all summed in one pass, as "
-           "compiled; where the compile with 8 more failed (below), the most in steps of 8 that "
+           "compiled; where the compile with one step more (8 elements, 16 for lanes) failed "
+           "(below), the most in such steps that "
            "fit, elsewhere a lower bound. *Stateful ALUs*: the sums' pair registers "
            "(two int32 lanes each) + the slot's (`use`, `bitmap`, `remaining`, `max_exp`). "
            "*Recirculations per result*: on Tofino 1 the packet that completes a use (or asks "
@@ -244,7 +256,7 @@ def section() -> list[str]:
            ""]
     nxt = probes()
     if nxt:
-        out += ["What binds, as the compiler said at 8 elements more (`build_tofino.py probe`, "
+        out += ["What binds, as the compiler said at one step more (`build_tofino.py probe`, "
                 "`p4src/build/tofino/*.next.json`):", "", *binding(rows, nxt), ""]
     out += NOTES
     out += TWIN
