@@ -62,7 +62,7 @@ def test_the_runs_seed_reaches_every_jobs_topology_entry():
     (["--encoding", "nat4", "--result-encoding", "fixed32"], "NAT4 contributions need cnat8"),
     (["--encoding", "uq4", "--topo", "fat-tree", "--partials", "fixed32"],
      "UQ4 contributions need sum8 partial sums"),
-    (["--encoding", "nat4", "--profile", "wide"], "has no 4-bit encodings"),
+    (["--encoding", "nat4", "--profile", "wide"], "profile wide has no nat4"),
     (["--encoding", "uq4", "--sparse"], "sparse jobs take FIXED32 or CNAT8"),
 ])
 def test_a_bad_option_is_refused_before_anything_is_built(argv, message):
