@@ -273,3 +273,23 @@ def test_the_controller_cli_refuses_a_job_before_pushing_the_wide_program():
     assert ctl._load_pipeline(args, star(2).with_jobs([JobSpec(1, hosts, encoding="cnat8")]))
     args.profile = "default"
     assert ctl._load_pipeline(args, fixed)
+
+
+def test_the_tofino_profile_keeps_lanes_apart_from_fixed32_and_cnat8_up_a_tree():
+    """The Tofino profile sums UQ4/SUM8 in lanes its admit table keeps for jobs whose
+    results are SUM8: a job whose partial sums travel in the other kind is refused before
+    any switch could drop them (BAD_ENCODING); on one switch there are no partials. Its
+    4-bit encoding is UQ4 alone, and sparse jobs are refused."""
+    tofino, hosts = PROFILES["tofino"], ("h1", "h2", "h3")
+    assert tofino.four_bit == ("uq4",)
+    for enc, parts in (("sum8", "sum8"), ("cnat8", "cnat8"), ("fixed32", "fixed32"),
+                       ("cnat8", "fixed32")):
+        check_jobs(tofino, leaf_spine(2, 1, 2).with_jobs([JobSpec(1, hosts, encoding=enc,
+                                                                  partials=parts)]))
+    for enc, parts in (("sum8", "cnat8"), ("sum8", "fixed32"), ("cnat8", "sum8")):
+        tree = leaf_spine(2, 1, 2).with_jobs([JobSpec(1, hosts, encoding=enc, partials=parts)])
+        assert "use sum8 for both or for neither" in job_problem(tofino, tree, tree.jobs[0])
+        check_jobs(tofino, star(3).with_jobs([JobSpec(1, hosts, encoding=enc, partials=parts)]))
+    sparse = star(3).with_jobs([JobSpec(1, hosts, encoding="cnat8", mode="sparse")])
+    with pytest.raises(ValueError, match="has no sparse jobs"):
+        check_jobs(tofino, sparse)
