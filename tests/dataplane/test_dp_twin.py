@@ -157,10 +157,12 @@ def test_uq4_and_sum8_sum_exactly_in_lanes_and_a_sum_a_byte_cannot_carry_is_drop
     into SUM8 results equal to the integer reference, every copy and a retransmission's
     answer alike. A sum above 255 cannot travel as SUM8: every copy of its result is
     dropped in the egress (SUM_OVERFLOW), and the answer to a retransmission; no result goes
-    out. A SUM8 job takes UQ4 and SUM8 only, a FIXED32 job neither (BAD_ENCODING); a UQ4
-    packet of the wrong length is BAD_LENGTH. None of it harms a slot: the next uses sum as ever."""
+    out. A SUM8 job takes UQ4 and SUM8 only, a FIXED32 or CNAT8 job neither (BAD_ENCODING);
+    a UQ4 packet of the wrong length is BAD_LENGTH. None of it harms a slot: the next uses
+    sum as ever."""
     topo = fabric.program([JobSpec(128, HOSTS, slots=4, encoding="sum8", partials="sum8"),
-                           JobSpec(129, HOSTS, slots=4, encoding="fixed32")])
+                           JobSpec(129, HOSTS, slots=4, encoding="fixed32"),
+                           JobSpec(130, HOSTS, slots=4, encoding="cnat8")])
     s = fabric.session()
     every = (np.arange(ELEMS) % 16).astype(np.uint8)
 
@@ -201,7 +203,8 @@ def test_uq4_and_sum8_sum_exactly_in_lanes_and_a_sum_a_byte_cannot_carry_is_drop
         f1.build(wire.MSG_CONTRIB, wire.ENC_FIXED32, 128, s, 3, 0, 127, 1, 19,
                  np.ones(ELEMS, np.int32)),
         f1.build(wire.MSG_CONTRIB, wire.ENC_UQ4, 129, s, 3, 0, 127, 1, 3, codec.pack4(every)),
-        f1.build(wire.MSG_CONTRIB, wire.ENC_SUM8, 129, s, 3, 0, 127, 1, 3, every)]}
+        f1.build(wire.MSG_CONTRIB, wire.ENC_SUM8, 129, s, 3, 0, 127, 1, 3, every),
+        f1.build(wire.MSG_CONTRIB, wire.ENC_UQ4, 130, s, 3, 0, 127, 1, 3, codec.pack4(every))]}
     short = bytearray(f1.build(wire.MSG_CONTRIB, wire.ENC_UQ4, 128, s, 3, 0, 127, 1, 19,
                                codec.pack4(every)))
     short[38:40] = (int.from_bytes(short[38:40], "big") - 1).to_bytes(2, "big")
