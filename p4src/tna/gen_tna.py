@@ -51,7 +51,8 @@ PER_GROUP = {
 # UQ4/SUM8 lanes (p4src/tna/lanes_tna.p4): elements 2j and 2j + 1 in the 16-bit lanes of
 # word j, the first in the high one, as the wire orders them; one 32-bit add sums both. A
 # lane's sum stays below 2^16 (at most 32 children of at most 255), so no carry crosses.
-# Each spread is two steps (a 32-bit word takes one write per action on Tofino).
+# Each is a hash-unit copy (the ALUs cannot move a nibble or byte to another offset of a
+# container), and each @in_hash statement becomes a logical table of its own.
 PER_LANE_WORD = {
     "UQ4_SPREAD": "@in_hash {{ hdr.fixed.v{j} = 12w0 ++ hdr.uq4.n{a} ++ 12w0 ++ hdr.uq4.n{b}; }}",
     "SUM8_SPREAD": "@in_hash {{ hdr.fixed.v{j} = 8w0 ++ hdr.sum8.c{a} ++ 8w0 ++ hdr.sum8.c{b}; }}",
