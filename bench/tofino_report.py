@@ -5,29 +5,36 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SUMMARIES = REPO / "p4src" / "build" / "tofino"
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+from controller import switch_wire as sw  # noqa: E402
 from controller.switch_wire import FRAME_OVERHEAD  # noqa: E402
 
 ENCODINGS = {
     "fixed32": "FIXED32 / FIXED32 (SwitchML's design)",
     "cnat8-in": "CNAT8 / FIXED32",
     "cnat8": "CNAT8 / CNAT8",
+    "cnat8-mp": "CNAT8 / CNAT8, several passes a packet",
     "uq4": "UQ4 / SUM8 (16-bit lanes)",
 }
 TARGETS = {"tofino": "Tofino 1", "tofino2": "Tofino 2"}
 
 
+def enc_name(variant: str) -> str:
+    return ENCODINGS.get(sw.encoding(variant), sw.encoding(variant))
+
+
 def load() -> list[dict]:
-    rows = [json.loads(p.read_text()) for p in sorted(SUMMARIES.glob("*.json"))
-            if not p.stem.endswith(".next")]
+    """The summaries switch_wire reads (sw.SUMMARIES), probes excluded."""
     order = list(ENCODINGS)
-    return sorted(rows, key=lambda r: (r["target"], order.index(r["variant"].rsplit("-", 1)[0])))
+    return sorted(sw.summaries(), key=lambda r: (
+        r["target"], order.index(e) if (e := sw.encoding(r["variant"])) in order else len(order),
+        r["variant"]))
 
 
 def table(rows: list[dict]) -> list[str]:
@@ -36,33 +43,33 @@ def table(rows: list[dict]) -> list[str]:
            "recirculations per result |",
            "| --- | --- | ---: | --- | --- | ---: | ---: | ---: | ---: |"]
     for r in rows:
-        enc = ENCODINGS[r["variant"].rsplit("-", 1)[0]]
+        enc = enc_name(r["variant"])
         sums = r["pair_registers"]
         out.append(
             f"| {TARGETS[r['target']]} | {enc} | {r['elements_per_pass']} | "
             f"{r['stages_ingress']}, {r['stages_egress']} of {r['stages_available']} | "
             f"{r['stateful_alus']} ({sums} + {r['stateful_alus'] - sums}) of "
             f"{r['stateful_alus_available']} | {r['srams']} | {r['tcams']} | "
-            f"{r['phv_overall_bits']} | {r['recirculations_per_result']} |")
+            f"{r['phv_overall_bits']} | {r.get('recirculations_per_result', '-')} |")
     return out
 
 
 def wire(rows: list[dict]) -> list[str]:
-    """Bytes per element each way at a variant's elements per packet: arithmetic on the
-    frame (controller/switch_wire.py), not a measurement."""
-    from controller.switch_wire import PAYLOAD_BYTES, encoding, per_element
-
-    out = ["| target | up / down | elements per packet | bytes per element up | down |",
-           "| --- | --- | ---: | ---: | ---: |"]
+    """Bytes per element each way at a variant's elements per packet (passes x elements per
+    pass): arithmetic on the frame (controller/switch_wire.py), not a measurement."""
+    out = ["| target | up / down | elements per pass | passes per packet | elements per packet "
+           "| bytes per element up | down |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
-        enc = encoding(r["variant"])
-        n = r["elements_per_pass"]
-        up, down = (per_element(n, b) for b in PAYLOAD_BYTES[enc])
-        out.append(f"| {TARGETS[r['target']]} | {ENCODINGS[enc]} | {n} | {up:.2f} | "
+        pk = sw.packet(r)
+        n = pk["elements_per_packet"]
+        up, down = (sw.per_element(n, b) for b in sw.PAYLOAD_BYTES[sw.encoding(r["variant"])])
+        out.append(f"| {TARGETS[r['target']]} | {enc_name(r['variant'])} | "
+                   f"{r['elements_per_pass']} | {pk['passes_per_packet']} | {n} | {up:.2f} | "
                    f"{down:.2f} |")
     n = 168
-    out.append(f"| v1model (BMv2, softswitch) | CNAT8 / CNAT8 | {n} | "
-               f"{per_element(n, 1):.2f} | {per_element(n, 1):.2f} |")
+    out.append(f"| v1model (BMv2, softswitch) | CNAT8 / CNAT8 | {n} | 1 | {n} | "
+               f"{sw.per_element(n, 1):.2f} | {sw.per_element(n, 1):.2f} |")
     return out
 
 
@@ -81,31 +88,134 @@ SWITCH_NAMES = {"line-rate": "v1model at line rate", "tofino1": "Tofino 1",
                 "tofino2": "Tofino 2"}
 
 
-def projections() -> list[str]:
-    """mininet/steptime.py's projection of each model on each switch: the line-rate
-    v1model profile against the Tofino profile's compiled elements per pass and pool."""
+GBITS = (10.0, 25.0, 100.0)
+
+
+def project_all() -> list[dict]:
+    """mininet/steptime.py's projection of each model on each switch at each rate: the
+    line-rate v1model profile against the Tofino profile's compiled packets, passes and
+    pool."""
     from report import MODELS
 
     model = _steptime()
+    out = []
+    for name, params, ms, _ in MODELS:
+        for gbit in GBITS:
+            ring = model.project(params, ms / 1e3, gbit, 8, "ring")
+            for switch in SWITCH_NAMES:
+                out.append({"model": name, "gbit": gbit, "switch": switch, "ring": ring,
+                            **{m: model.project(params, ms / 1e3, gbit, 8, m, switch=switch)
+                               for m in ("cnat", "int32")}})
+    return out
+
+
+def projections(res: list[dict]) -> list[str]:
     out = ["| model | Gbit/s | switch | C_nat INA s/step | (packet, bound) | int32 INA "
            "s/step | ring s/step | C_nat vs ring | C_nat vs int32 INA |",
            "| --- | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: |"]
-    for name, params, ms, _ in MODELS:
-        for gbit in (10.0, 25.0, 100.0):
-            ring = model.project(params, ms / 1e3, gbit, 8, "ring")
-            for sw, label in SWITCH_NAMES.items():
-                c = model.project(params, ms / 1e3, gbit, 8, "cnat", switch=sw)
-                i = model.project(params, ms / 1e3, gbit, 8, "int32", switch=sw)
-                out.append(f"| {name} | {gbit:g} | {label} | {c.step_s:.3f} | "
-                           f"{c.variant or 'default'}, {c.elems}/packet, {c.bound} | "
-                           f"{i.step_s:.3f} | {ring.step_s:.3f} | "
-                           f"{ring.step_s / c.step_s:.2f}x | {i.step_s / c.step_s:.2f}x |")
+    for r in res:
+        c, i, ring = r["cnat"], r["int32"], r["ring"]
+        out.append(f"| {r['model']} | {r['gbit']:g} | {SWITCH_NAMES[r['switch']]} | "
+                   f"{c.step_s:.3f} | {c.variant or 'default'}, {c.elements_per_packet}/packet"
+                   f" in {_passes(c.passes_per_packet)}, "
+                   f"{c.bound} | {i.step_s:.3f} | {ring.step_s:.3f} | "
+                   f"{ring.step_s / c.step_s:.2f}x | {i.step_s / c.step_s:.2f}x |")
     return out
+
+
+def _passes(n: int) -> str:
+    return f"{n} pass" + ("es" if n != 1 else "")
+
+
+def _cnat_wires(switch: str) -> list:
+    try:
+        return sw.wires(switch, "cnat")
+    except ValueError:              # no C_nat variant compiled for this target
+        return []
+
+
+def _span(values) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:.2f}x" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}x"
+
+
+def _list(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def projection_notes(rows: list[dict]) -> list[str]:
+    """What the projection rows assume, with the compiled figures they take."""
+    model = _steptime()
+    pools = sorted({sw.packet(r)["pool_size"] for r in rows})
+    line = math.ceil(100e9 * 10e-6 / 8 / (model.BYTES["cnat"] * model.ELEMS["cnat"]))
+    pipes = "; ".join(model.pipes_line(s) for s in ("tofino1", "tofino2"))
+    return [
+        "Seconds per step from those packets (`mininet/steptime.py project --switch tofino1`, "
+        "`tofino2` or `line-rate`; the models, compute times and the 8 workers, 10 us round "
+        "trip and no overlap of the projections above): each method's packet carries the "
+        "elements per packet its variant was compiled for, a worker waits for its link's "
+        "busier direction, and a job's window is at most the slots its Tofino program was "
+        f"compiled with ({_list([str(p) for p in pools])}). Where several compiled variants "
+        "carry C_nat, the faster is taken; *packet* names it, its elements per packet and "
+        "the passes each contribution takes. The line-rate rows are the v1model profile's "
+        f"168 elements per packet with a window as large as the link needs ({line} slots at "
+        "100 Gbit/s). Every pass is work for a pipe and every pass after a packet's first "
+        "comes back through a port in loopback: the *pipe* term is the busiest pipe's passes "
+        "per step over its packet rate, the *loopback* term the bytes that come back into a "
+        "pipe over its loopback ports' rate (docs/STEPTIME.md \"Pipes and passes\"; a tie "
+        f"goes to the link). Assumed: {pipes}. What comes from the compiler: the elements "
+        "per pass, the passes and harvest passes per packet, the pipes they take and the "
+        "pool; the rest is this arithmetic."]
+
+
+def projection_after(res: list[dict], rows: list[dict]) -> list[str]:
+    """Sentences from the projections and the summaries, whatever they say."""
+    tof = [r for r in res if r["switch"] != "line-rate"]
+    line = [r for r in res if r["switch"] == "line-rate"]
+
+    def ratios(rs, a):
+        return [r[a].step_s / r["cnat"].step_s for r in rs]
+
+    out = [f"A step of int32 INA takes {_span(ratios(tof, 'int32'))} the time of C_nat INA's "
+           f"on a Tofino ({_span(ratios(line, 'int32'))} at line rate), the ring's "
+           f"{_span(ratios(tof, 'ring'))} ({_span(ratios(line, 'ring'))} at line rate)."]
+    taken = []
+    for switch in ("tofino1", "tofino2"):
+        by = {}
+        for r in res:
+            if r["switch"] == switch:
+                c = r["cnat"]
+                by.setdefault((c.variant, c.elements_per_packet, c.passes_per_packet),
+                              set()).add(r["gbit"])
+        taken += [f"{v} ({n} elements per packet, {_passes(p)}) at "
+                  f"{_list([f'{g:g}' for g in sorted(gs)])} Gbit/s on "
+                  f"{SWITCH_NAMES[switch]}" for (v, n, p), gs in sorted(by.items())]
+    bounds = {}
+    for r in tof:
+        bounds[r["cnat"].bound] = bounds.get(r["cnat"].bound, 0) + 1
+    out.append(f"C_nat INA is carried by {_list(taken)}; what bounds it in its {len(tof)} "
+               "Tofino rows: " + _list([f"the {b} in {n}" for b, n in
+                                        sorted(bounds.items(), key=lambda x: -x[1])]) + ".")
+    ws = [w for switch in ("tofino1", "tofino2") for w in _cnat_wires(switch)
+          if any(r["variant"] == w.variant for r in rows)]
+    if ws:
+        model = _steptime()
+        fills = [f"{w.variant} {math.ceil(100e9 * 10e-6 / 8 / w.packet_bytes)} (pool {w.pool})"
+                 for w in ws]
+        widest = max(ws, key=lambda w: (w.elems, w.variant))
+        n = model.ELEMS["cnat"]
+        out.append("Slots a C_nat packet needs in flight to fill 100 Gbit/s over a 10 us round "
+                   f"trip: {_list(fills)}. The line-rate rows carry "
+                   f"{n} elements per packet summed at line rate; the widest compiled C_nat "
+                   f"packet carries {widest.elems} ({widest.variant}), and {n} would take "
+                   f"{_passes(math.ceil(n / widest.elements_per_pass))} of its "
+                   f"{widest.elements_per_pass}.")
+    return [" ".join(out)]
 
 
 def probes() -> dict[str, dict]:
     return {json.loads(p.read_text())["variant"]: json.loads(p.read_text())
-            for p in sorted(SUMMARIES.glob("*.next.json"))}
+            for p in sorted(sw.SUMMARIES.glob("*.next.json"))}
 
 
 def binding(rows: list[dict], nxt: dict[str, dict]) -> list[str]:
@@ -114,19 +224,16 @@ def binding(rows: list[dict], nxt: dict[str, dict]) -> list[str]:
     for r in rows:
         p = nxt.get(r["variant"])
         if not p:
-            out.append(f"- {TARGETS[r['target']]}, "
-                       f"{ENCODINGS[r['variant'].rsplit('-', 1)[0]]}: not probed.")
+            out.append(f"- {TARGETS[r['target']]}, {enc_name(r['variant'])}: not probed.")
             continue
         said = "; ".join(f"`{e}`" for e in p["errors"][:2]) or "no error"
-        out.append(f"- {TARGETS[r['target']]}, {ENCODINGS[r['variant'].rsplit('-', 1)[0]]}, "
+        out.append(f"- {TARGETS[r['target']]}, {enc_name(r['variant'])}, "
                    f"{p['elements_per_pass']} elements: "
                    + ("compiles." if p["fits"] else f"the compiler stops: {said}."))
     return out
 
 
-# What the rows mean beside SwitchML's published design, and what binds; the figures they
-# cite are the table's and the probes'.
-PROJECTION_NOTES = [
+NOTES = [
     "Seconds per step from those packets (`mininet/steptime.py project --switch tofino1`, "
     "`tofino2` or `line-rate`; the models, compute times and the 8 workers, 10 us round "
     "trip and no overlap of the projections above): each method's packet carries one pass's "
@@ -260,11 +367,14 @@ def section() -> list[str]:
                 "`p4src/build/tofino/*.next.json`):", "", *binding(rows, nxt), ""]
     out += NOTES
     out += TWIN
+    res = project_all()
     out += ["### Projections from what fits (arithmetic, not measurements)", "",
-            "Bytes per element on the wire if a packet carries one pass's elements (frames "
-            f"counted as bench/wire.py counts them: {FRAME_OVERHEAD} bytes of Ethernet, IPv4, "
-            "UDP and AGG headers per packet, no FCS):", "", *wire(rows), "",
-            *PROJECTION_NOTES, "", *projections(), "", *PROJECTION_AFTER, ""]
+            "Bytes per element on the wire if a packet carries its variant's elements per "
+            "packet, elements per pass x passes per packet (frames counted as bench/wire.py "
+            f"counts them: {FRAME_OVERHEAD} bytes of Ethernet, IPv4, UDP and AGG headers per "
+            "packet, no FCS):", "", *wire(rows), "",
+            *projection_notes(rows), "", *projections(res), "",
+            *projection_after(res, rows), ""]
     return out
 
 

@@ -1,12 +1,14 @@
 """Bytes per element on a worker's link for the switch a projection assumes: the v1model
-profile at line rate (168 elements per packet), or the Tofino profile at the elements per
-pass its compiler reported (p4src/build/tofino/, written by p4src/tna/build_tofino.py).
+profile at line rate (168 elements per packet), or the Tofino profile as its compiler
+reported it (p4src/build/tofino/, written by p4src/tna/build_tofino.py), and what its passes
+ask of a Tofino's pipes.
 
-A packet carries one pass's elements: more would take recirculations per packet, which a
-switch at line rate cannot spend. A frame is counted as bench/wire.py counts it: Ethernet
-header (no FCS), IPv4, UDP, AGG, payload. Up and down differ where contributions and
-results have different encodings; a worker's link is full duplex, so its busier direction
-is what a step waits for.
+A Tofino packet carries `elements_per_packet` = `elements_per_pass` x `passes_per_packet`
+elements: the switch sums one segment a pass, the passes walking its pipes through ports in
+loopback (PIPES says what a pipe and its loopback ports take). A frame is counted as
+bench/wire.py counts it: Ethernet header (no FCS), IPv4, UDP, AGG, payload. Up and down
+differ where contributions and results have different encodings; a worker's link is full
+duplex, so its busier direction is what a step waits for.
 """
 
 from __future__ import annotations
@@ -22,10 +24,49 @@ SUMMARIES = Path(__file__).resolve().parents[1] / "p4src" / "build" / "tofino"
 TNA_SIZES = SUMMARIES.parents[1] / "tna" / "sizes_tna.p4"
 FRAME_OVERHEAD = 14 + IP_UDP_AGG
 # payload bytes per element (contribution, result) of each Tofino variant's encodings
-PAYLOAD_BYTES = {"fixed32": (4, 4), "cnat8-in": (1, 4), "cnat8": (1, 1), "uq4": (0.5, 1)}
+PAYLOAD_BYTES = {"fixed32": (4, 4), "cnat8-in": (1, 4), "cnat8": (1, 1), "uq4": (0.5, 1),
+                 "cnat8-mp": (1, 1)}
 # the projection's methods and the variants that can carry them
-METHOD_VARIANTS = {"cnat": ("cnat8", "cnat8-in"), "int32": ("fixed32",)}
+METHOD_VARIANTS = {"cnat": ("cnat8", "cnat8-in", "cnat8-mp"), "int32": ("fixed32",)}
 SWITCHES = {"line-rate": None, "tofino1": "tofino", "tofino2": "tofino2"}
+
+
+@dataclass(frozen=True)
+class Pipes:
+    """What a target's pipes take (docs/STEPTIME.md "Pipes and passes" names each source)."""
+
+    name: str
+    count: int                  # pipes (the port id's two pipe bits: tofino*_specs.p4)
+    pps: float                  # passes a pipe's ingress takes per second
+    ports: dict                 # front-panel ports per pipe by speed, Gbit/s
+    recirc_gbit: float          # a pipe's dedicated recirculation port
+
+    @property
+    def port_gbit(self) -> float:
+        return max(self.ports)
+
+    def ports_at(self, gbit: float) -> int:
+        """Ports of one pipe a link of `gbit` can take (0: none runs that fast)."""
+        return max((n for s, n in self.ports.items() if s >= gbit), default=0)
+
+    def loopback_gbit(self, pipe: int) -> float:
+        """SwitchML's layout: pipe 0's front-panel ports are the workers', so a pass comes
+        back into pipe 0 through its recirculation port alone; pipes 1.. have all their
+        front-panel ports at top speed in loopback beside theirs."""
+        front = 0.0 if pipe == 0 else self.ports[self.port_gbit] * self.port_gbit
+        return front + self.recirc_gbit
+
+
+# Tofino 1: one packet a clock per pipe, 1.22e9/s at 1.22 GHz (V. Gurevich, Intel,
+# p4lang/open-p4studio#64); 260 x 25G SerDes over 4 pipes (Barefoot, SIGCOMM 2018 P4
+# tutorial slides), 16 x 100G front-panel ports a pipe (p4lang/p4app-switchML
+# controller/switchml.py). Tofino 2: 6e9 packets/s over 4 pipes (Hot Chips 32, AnandTech's
+# live blog); 32 x 400, 128 x 100 or 256 x 10/25/50 GbE (Packet Pushers BiB 065). The
+# recirculation port's rate was not found: assumed 100 Gbit/s on both.
+PIPES = {
+    "tofino": Pipes("Tofino 1", 4, 1.22e9, {100: 16, 50: 32, 25: 64, 10: 64}, 100.0),
+    "tofino2": Pipes("Tofino 2", 4, 6e9 / 4, {400: 8, 100: 32, 50: 64, 25: 64, 10: 64}, 100.0),
+}
 
 
 @dataclass(frozen=True)
@@ -38,9 +79,13 @@ class Wire:
     elems: int              # elements per packet
     up: float               # bytes per element, worker to switch
     down: float             # switch to worker
-    recirculations: int     # extra passes a result takes (Tofino 1: 1)
+    harvest: int            # extra passes of the packet that completes a use
     pool: int | None        # slots the compiled program has for a job's window (None: as
                             # many as fill the link's rate x round trip)
+    passes: int = 1         # passes every contribution takes
+    pipes: int = 1          # pipes the passes spread over
+    elements_per_pass: int | None = None
+    target: str | None = None   # PIPES key (None: a line-rate switch, no pipes modelled)
 
     @property
     def busiest(self) -> float:
@@ -50,10 +95,27 @@ class Wire:
     def packet_bytes(self) -> float:
         return self.busiest * self.elems
 
+    def walk(self, workers: int) -> tuple[list[int], list[int]]:
+        """Per pipe, the passes its ingress takes per use (one slot's packets: each worker's
+        contribution, then the harvest) and how many of them came in through its loopback
+        ports. Pass k of a contribution sums segment k in pipe k mod pipes (SwitchML's
+        walk); the first comes from the worker's port in pipe 0. The packet that completes
+        the use then reads the segments back from the last, each in the pipe holding its
+        sums (the last segment is read by the pass that summed it)."""
+        ingress, loop = [0] * self.pipes, [0] * self.pipes
+        for k in range(self.passes):
+            ingress[k % self.pipes] += workers
+            loop[k % self.pipes] += workers if k else 0
+        for i in range(1, self.harvest + 1):
+            pipe = (self.passes - 1 - i) % self.passes % self.pipes
+            ingress[pipe] += 1
+            loop[pipe] += 1
+        return ingress, loop
+
 
 def tna_pool_size() -> int:
-    """The slots every Tofino summary was compiled with (POOL_SIZE; the shadow copies
-    double the registers): the most packets a job can have in flight there."""
+    """The slots a Tofino summary without `pool_size` was compiled with (POOL_SIZE; the
+    shadow copies double the registers): the most packets a job can have in flight there."""
     m = re.search(r"^#define POOL_SIZE (\d+)", TNA_SIZES.read_text(), re.M)
     if not m:
         raise ValueError(f"{TNA_SIZES}: no POOL_SIZE")
@@ -64,11 +126,24 @@ def per_element(elems: int, payload_bytes: float) -> float:
     return (FRAME_OVERHEAD + payload_bytes * elems) / elems
 
 
-def summaries(target: str) -> list[dict]:
-    """The compiler's summaries of `target` (tofino, tofino2), probes excluded."""
+def summaries(target: str | None = None) -> list[dict]:
+    """The compiler's summaries of `target` (tofino, tofino2; None: all), probes excluded."""
     rows = [json.loads(p.read_text()) for p in sorted(SUMMARIES.glob("*.json"))
             if not p.stem.endswith(".next")]
-    return [r for r in rows if r["target"] == target]
+    return [r for r in rows if target is None or r["target"] == target]
+
+
+def packet(summary: dict) -> dict:
+    """A summary's packet: passes_per_packet, elements_per_packet, harvest_passes, pipes and
+    pool_size, with what a single-pass summary written before them means."""
+    passes = summary.get("passes_per_packet", 1)
+    return {"passes_per_packet": passes,
+            "elements_per_packet": summary.get("elements_per_packet",
+                                               summary["elements_per_pass"] * passes),
+            "harvest_passes": summary.get("harvest_passes",
+                                          summary.get("recirculations_per_result", 0)),
+            "pipes": summary.get("pipes", 1),
+            "pool_size": summary.get("pool_size") or tna_pool_size()}
 
 
 def encoding(variant: str) -> str:
@@ -89,19 +164,39 @@ def wires(switch: str, method: str) -> list[Wire]:
         n = PROFILES["default"].elems
         b = 1 if method == "cnat" else 4
         return [Wire(switch, method, "default", n, per_element(n, b), per_element(n, b), 0,
-                     None)]
+                     None, elements_per_pass=n)]
     rows = [r for r in summaries(target) if encoding(r["variant"]) in METHOD_VARIANTS[method]]
     if not rows:
         raise ValueError(f"no compiled summary of {method} for {switch} in {SUMMARIES} "
                          "(make p4-tofino writes them)")
-    out, pool = [], tna_pool_size()
+    out = []
     for r in rows:
-        n, (bu, bd) = r["elements_per_pass"], PAYLOAD_BYTES[encoding(r["variant"])]
-        out.append(Wire(switch, method, r["variant"], n, per_element(n, bu),
-                          per_element(n, bd), r["recirculations_per_result"], pool))
+        p, (bu, bd) = packet(r), PAYLOAD_BYTES[encoding(r["variant"])]
+        n = p["elements_per_packet"]
+        out.append(Wire(switch, method, r["variant"], n, per_element(n, bu), per_element(n, bd),
+                        p["harvest_passes"], p["pool_size"], p["passes_per_packet"],
+                        p["pipes"], r["elements_per_pass"], target))
     return out
 
 
 def wire(switch: str, method: str) -> Wire:
     """Of wires(), the one whose busier direction carries the fewest bytes per element."""
     return min(wires(switch, method), key=lambda w: (w.busiest, w.variant))
+
+
+def fit(switch: str, workers: int, gbit: float) -> None:
+    """Refuses a job whose workers' links do not fit pipe 0 of `switch`: a job's slots are
+    one pipe's registers, so its workers' ports are that pipe's (the others loop passes
+    back)."""
+    target = SWITCHES.get(switch)
+    if target is None:
+        return
+    spec = PIPES[target]
+    n = spec.ports_at(gbit)
+    if not n:
+        raise ValueError(f"no {spec.name} port runs at {gbit:g} Gbit/s "
+                         f"(at most {spec.port_gbit:g})")
+    if workers > n:
+        raise ValueError(f"{workers} workers at {gbit:g} Gbit/s do not fit pipe 0 of a "
+                         f"{spec.name}: it has {n} ports of that speed, and a job's workers "
+                         "share the pipe whose registers hold its slots")

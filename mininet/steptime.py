@@ -312,16 +312,41 @@ class Projection:
     bytes_per_step: float
     slots_to_fill: int | None
     switch: str = "line-rate"
-    elems: int | None = None        # elements per packet (None: the ring)
+    elements_per_packet: int | None = None  # None: the ring
     variant: str | None = None      # the compiled Tofino variant that carried it
+    passes_per_packet: int | None = None    # passes a contribution takes (None: the ring)
+    harvest_passes: int | None = None       # extra passes of the packet completing a use
+    pipes: int | None = None        # pipes the passes spread over (None: no pipes modelled)
 
 
-def _switch_wires(switch: str, method: str) -> list:
+def _switch_wire():
     root = str(Path(__file__).resolve().parents[1])      # controller/ is the checkout's
     if root not in sys.path:
         sys.path.insert(0, root)
-    from controller.switch_wire import wires
-    return wires(switch, method)
+    from controller import switch_wire
+    return switch_wire
+
+
+def _switch_wires(switch: str, method: str) -> list:
+    return _switch_wire().wires(switch, method)
+
+
+def pass_terms(w, workers: int, params: float) -> tuple[float, float]:
+    """Seconds per step the pipes and their loopback ports take for `w`'s packets
+    (docs/STEPTIME.md "Pipes and passes"): the busiest pipe's passes per use times the uses
+    (packets a worker sends per step) over a pipe's packet rate; and the bytes that come
+    back into a pipe through its loopback ports, every pass a full packet of the busier
+    direction, over their rate, for the pipe where that takes longest."""
+    if w.target is None:
+        return 0.0, 0.0
+    spec = _switch_wire().PIPES[w.target]
+    ingress, loop = w.walk(workers)
+    pipe = math.ceil(params / w.elems) * max(ingress) / spec.pps
+    # as the link term: the step's bytes, so that one packet a use at a link's rate costs
+    # exactly the link's time
+    loopback = max(params * (n * w.busiest) * 8 / (spec.loopback_gbit(k) * 1e9)
+                   for k, n in enumerate(loop))
+    return pipe, loopback
 
 
 def project(params: float, compute_s: float, gbit: float, workers: int, method: str,
@@ -331,9 +356,10 @@ def project(params: float, compute_s: float, gbit: float, workers: int, method: 
     one switch at line rate (or switch_pps packets/s), links of `gbit`; `window` slots
     (default: enough to fill rate x round trip); `overlap`: the share of compute that hides
     communication (0: none). `switch`: line-rate (the v1model profile's packets, as this
-    testbed measured them) or tofino1 / tofino2 (one pass's elements per packet and the
-    slot pool, as compiled for a Tofino: controller/switch_wire.py); where several compiled
-    variants carry the method, the fastest."""
+    testbed measured them) or tofino1 / tofino2 (the elements per packet, passes and slot
+    pool as compiled for a Tofino, controller/switch_wire.py, with what the passes ask of
+    its pipes and loopback ports); where several compiled variants carry the method, the
+    fastest."""
     rate = gbit * 1e9
     hidden = overlap * compute_s
     if method == "ring":
@@ -344,26 +370,34 @@ def project(params: float, compute_s: float, gbit: float, workers: int, method: 
         step = compute_s - hidden + max(comm, hidden)
         return Projection(method, gbit, step, comm, "link", params * per_elem, None, switch)
     if switch == "line-rate" and method in BYTES:
-        packets_of = [(BYTES[method], ELEMS[method], None, None)]
+        sw = _switch_wire()
+        ws = [sw.Wire(switch, method, "default", ELEMS[method], BYTES[method], BYTES[method],
+                      0, None, elements_per_pass=ELEMS[method])]
+        variant = False                                     # no compiled variant to name
     else:
-        packets_of = [(w.busiest, w.elems, w.pool, w.variant)
-                      for w in _switch_wires(switch, method)]
+        _switch_wire().fit(switch, workers, gbit)
+        ws = _switch_wires(switch, method)
+        variant = True
     best = None
-    for per_elem, elems, pool, variant in packets_of:
-        packet = per_elem * elems
+    for w in ws:
+        per_elem, elems = w.busiest, w.elems
         packets = math.ceil(params / elems)
         link = params * per_elem * 8 / rate
-        slots = math.ceil(rate * rtt_s / 8 / packet)       # bandwidth x delay in packets
-        w = window or slots
-        if pool:                # a compiled program's slot pool caps the window
-            w = min(w, pool)
-        terms = {"link": link, "window": packets / w * rtt_s,
-                 "switch": workers * packets / switch_pps if switch_pps else 0.0}
+        slots = math.ceil(rate * rtt_s / 8 / w.packet_bytes)   # bandwidth x delay
+        win = window or slots
+        if w.pool:              # a compiled program's slot pool caps the window
+            win = min(win, w.pool)
+        pipe, loopback = pass_terms(w, workers, params)
+        # a tie goes to the earlier term: the link before the passes that match it
+        terms = {"link": link, "window": packets / win * rtt_s,
+                 "switch": workers * packets / switch_pps if switch_pps else 0.0,
+                 "pipe": pipe, "loopback": loopback}
         bound = max(terms, key=terms.get)
         comm = terms[bound] + rtt_s                         # the last result's round trip
         step = compute_s - hidden + max(comm, hidden)
         p = Projection(method, gbit, step, comm, bound, params * per_elem, slots, switch,
-                       elems, variant)
+                       elems, w.variant if variant else None, w.passes, w.harvest,
+                       w.pipes if w.target else None)
         if best is None or p.step_s < best.step_s:
             best = p
     return best
@@ -444,10 +478,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="steps to accuracy (the same for every method): adds time to accuracy")
     j.add_argument("--switch", choices=("line-rate", "tofino1", "tofino2"), default="line-rate",
                    help="the switch's packets: line-rate (the v1model profile, 168 elements "
-                        "per packet, the default) or a Tofino's elements per pass as its "
-                        "compiler reported them (p4src/build/tofino/)")
+                        "per packet, the default) or a Tofino's elements per packet and "
+                        "passes as its compiler reported them (p4src/build/tofino/), with "
+                        "what the passes ask of its pipes")
     j.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return ap
+
+
+def pipes_line(switch: str) -> str:
+    """The pipe rate and loopback ports a Tofino projection assumes (switch_wire.PIPES)."""
+    sw = _switch_wire()
+    spec = sw.PIPES[sw.SWITCHES[switch]]
+    top = spec.port_gbit
+    ports = ", ".join(f"{n} x {g:g}" for g, n in sorted(spec.ports.items(), reverse=True))
+    return (f"{spec.name}: {spec.count} pipes of {spec.pps / 1e9:g}e9 passes/s each; the "
+            f"workers' ports in pipe 0 ({ports} Gbit/s); passes loop back into pipe 0 "
+            f"through its recirculation port ({spec.recirc_gbit:g} Gbit/s, assumed), into "
+            f"pipes 1-{spec.count - 1} through their {spec.ports[top]} x {top:g} Gbit/s "
+            "front-panel ports in loopback and theirs (SwitchML's layout)")
 
 
 def main(argv=None) -> int:
@@ -501,13 +549,17 @@ def main(argv=None) -> int:
           f"workers, compute {args.compute_ms:g} ms/step, overlap {args.overlap:g}, round "
           f"trip {args.rtt_us:g} us, " + ("line-rate switch" if args.switch == "line-rate"
                                          else f"{args.switch} at its compiled elements per "
-                                              "pass, at line rate"))
+                                              "pass x passes per packet, the passes on "
+                                              "its pipes"))
+    if args.switch != "line-rate":
+        print("  " + pipes_line(args.switch))
     for m in sorted({r.method for r in rows if r.variant}):
         for w in _switch_wires(args.switch, m):
-            print(f"  {m}: {w.variant}, {w.elems} elements per packet, {w.up:.2f} B/element "
-                  f"up, {w.down:.2f} down, {w.recirculations} recirculation(s) per result, "
-                  f"a window of at most {w.pool} slots")
-    head = f"{'Gbit/s':>7}  {'method':<10} {'ms/step':>9} {'comm ms':>9} {'bound':<7} " \
+            print(f"  {m}: {w.variant}, {w.elems} elements per packet ({w.passes} pass(es) "
+                  f"of {w.elements_per_pass}, over {w.pipes} pipe(s)), {w.harvest} harvest "
+                  f"pass(es), {w.up:.2f} B/element up, {w.down:.2f} down, a window of at "
+                  f"most {w.pool} slots")
+    head = f"{'Gbit/s':>7}  {'method':<10} {'ms/step':>9} {'comm ms':>9} {'bound':<8} " \
            f"{'MB/step':>8} {'slots':>6}" + ("  variant     " if args.switch != "line-rate"
                                              else "") + \
         ("  time to accuracy" if args.steps else "")
@@ -519,7 +571,7 @@ def main(argv=None) -> int:
         vs = f"  ({base[r.gbit] / r.step_s:.2f}x ring)" if base[r.gbit] and r.method != "ring" \
             else ""
         print(f"{r.gbit:>7g}  {r.method:<10} {r.step_s * 1e3:9.2f} {r.comm_s * 1e3:9.2f} "
-              f"{r.bound:<7} {r.bytes_per_step / 1e6:8.1f} {r.slots_to_fill or '-':>6}"
+              f"{r.bound:<8} {r.bytes_per_step / 1e6:8.1f} {r.slots_to_fill or '-':>6}"
               + (f"  {r.variant or '-':<12}" if args.switch != "line-rate" else "")
               + f"{tta}{vs}")
     if args.steps:

@@ -104,3 +104,39 @@ def test_the_fourbit_table_stands_without_a_convergence_run():
                             "elements_per_s": 1.2e6}}
     md = "\n".join(fourbit_report.section(None, None, speed, None, None))
     assert "*Accuracy*: not run." in md and "| 1.35 | 1.35 | - | - | - |" in md
+
+
+def test_the_tofino_projection_prose_follows_the_summaries(tmp_path, monkeypatch):
+    """docs/results.md "Projections from what fits": its sentences are the projections'
+    figures, for the committed summaries and for a multi-pass variant beside them."""
+    import json
+
+    import tofino_report as t
+
+    committed = t.sw.SUMMARIES
+    for f in committed.glob("*.json"):
+        if "-mp-" not in f.name:
+            (tmp_path / f.name).write_text(f.read_text())
+    mp = dict(json.loads((committed / "cnat8-t1.json").read_text()), variant="cnat8-mp-t1",
+              passes_per_packet=8, elements_per_packet=128, harvest_passes=7, pipes=4,
+              pool_size=2048)
+    (tmp_path / "cnat8-mp-t1.json").write_text(json.dumps(mp))
+    for folder in (committed, tmp_path):
+        monkeypatch.setattr(t.sw, "SUMMARIES", folder)
+        rows, res = t.load(), t.project_all()
+        (text,) = t.projection_after(res, rows)
+        tof = [r for r in res if r["switch"] != "line-rate"]
+        vs = [r["int32"].step_s / r["cnat"].step_s for r in tof]
+        assert f"int32 INA takes {min(vs):.2f}-{max(vs):.2f}x the time of C_nat INA's" in text
+        bounds = [r["cnat"].bound for r in tof]
+        for b in set(bounds):
+            assert f"the {b} in {bounds.count(b)}" in text
+        for r in tof:
+            c = r["cnat"]
+            assert f"{c.variant} ({c.elements_per_packet} elements per packet" in text
+        table = "\n".join(t.wire(rows))
+        if folder == tmp_path:
+            assert any(r["cnat"].variant == "cnat8-mp-t1" for r in tof)
+            assert "8 passes" in text and "(pool 2048)" in text
+            assert "| Tofino 1 | CNAT8 / CNAT8, several passes a packet | 16 | 8 | 128 | 1.45 |" \
+                in table

@@ -274,3 +274,59 @@ def bound(kind="link", link=0.9, switch=0.1, hosts=0.2, kernel=0.1, other=0.0, c
 def test_a_run_is_network_bound_only_with_the_link_ahead_and_cpu_to_spare(b, problem):
     why = netbound.check(b)
     assert (not why) if problem is None else any(problem in w for w in why), why
+
+
+# ------------------------------------------------- a Tofino's pipes (issue 48)
+
+
+def test_workers_that_do_not_fit_pipe_0_are_refused():
+    # Tofino 1: 16 x 100G front-panel ports a pipe, 64 lanes for 25G; Tofino 2: 8 x 400G,
+    # 32 x 100G. A job's workers share pipe 0, whose registers hold its slots.
+    assert steptime.project(25.6e6, 0.1, 100, 16, "cnat", switch="tofino1").step_s > 0
+    with pytest.raises(ValueError, match="17 workers at 100 Gbit/s do not fit pipe 0 of a "
+                                         "Tofino 1: it has 16 ports"):
+        steptime.project(25.6e6, 0.1, 100, 17, "cnat", switch="tofino1")
+    assert steptime.project(25.6e6, 0.1, 25, 64, "int32", switch="tofino1").step_s > 0
+    with pytest.raises(ValueError, match="65 workers at 25 Gbit/s"):
+        steptime.project(25.6e6, 0.1, 25, 65, "int32", switch="tofino1")
+    assert steptime.project(25.6e6, 0.1, 100, 32, "cnat", switch="tofino2").step_s > 0
+    with pytest.raises(ValueError, match="Tofino 2: it has 32 ports"):
+        steptime.project(25.6e6, 0.1, 100, 33, "cnat", switch="tofino2")
+    with pytest.raises(ValueError, match="no Tofino 1 port runs at 200 Gbit/s"):
+        steptime.project(25.6e6, 0.1, 200, 8, "cnat", switch="tofino1")
+    # a line-rate switch has no pipes, the ring no switch
+    assert steptime.project(25.6e6, 0.1, 100, 64, "cnat").bound == "link"
+    assert steptime.project(25.6e6, 0.1, 100, 64, "ring", switch="tofino1").bound == "link"
+    r = subprocess.run([sys.executable, str(REPO / "mininet" / "steptime.py"), "project",
+                        "--params", "1e6", "--compute-ms", "1", "--gbit", "100", "--workers",
+                        "17", "--switch", "tofino1"], capture_output=True, text=True)
+    assert r.returncode == 2 and "17 workers at 100 Gbit/s do not fit pipe 0" in r.stderr
+
+
+def test_json_rows_and_the_text_name_passes_pipes_and_loopback(tmp_path, monkeypatch, capsys):
+    sw = steptime._switch_wire()          # the module the projection reads
+    for f in (REPO / "p4src" / "build" / "tofino").glob("*.json"):
+        if "-mp-" not in f.name:
+            (tmp_path / f.name).write_text(f.read_text())
+    mp = dict(json.loads((tmp_path / "cnat8-t1.json").read_text()), variant="cnat8-mp-t1",
+              passes_per_packet=8, elements_per_packet=128, harvest_passes=7, pipes=4,
+              pool_size=2048)
+    (tmp_path / "cnat8-mp-t1.json").write_text(json.dumps(mp))
+    monkeypatch.setattr(sw, "SUMMARIES", tmp_path)
+    args = ["project", "--params", "25.6e6", "--compute-ms", "100", "--gbit", "10", "100",
+            "--switch", "tofino1"]
+    assert steptime.main([*args, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    keys = ("elements_per_packet", "passes_per_packet", "harvest_passes", "pipes")
+    assert all(set(keys) <= set(r) for r in rows)
+    by = {(r["gbit"], r["method"]): r for r in rows}
+    # at 10 Gbit/s the fewest bytes per element win: 128 codes under one frame's headers
+    assert [by[10.0, "cnat"][k] for k in ("variant", *keys)] == ["cnat8-mp-t1", 128, 8, 7, 4]
+    assert [by[10.0, "int32"][k] for k in keys] == [64, 1, 1, 1]
+    assert by[10.0, "ring"]["passes_per_packet"] is None and by[10.0, "ring"]["pipes"] is None
+    assert steptime.main(args) == 0
+    text = capsys.readouterr().out
+    assert "cnat8-mp-t1, 128 elements per packet (8 pass(es) of 16, over 4 pipe(s)), 7 " \
+           "harvest pass(es)" in text
+    assert "4 pipes of 1.22e9 passes/s" in text and "recirculation port (100 Gbit/s" in text
+    assert "16 x 100 Gbit/s front-panel ports in loopback" in text

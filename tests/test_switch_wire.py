@@ -23,27 +23,32 @@ SUMMARIES = {json.loads(p.read_text())["variant"]: json.loads(p.read_text())
 
 @pytest.mark.parametrize("switch, target", [("tofino1", "tofino"), ("tofino2", "tofino2")])
 @pytest.mark.parametrize("method", ["cnat", "int32"])
-def test_a_tofino_packet_carries_one_pass_of_the_compiled_summary(switch, target, method):
+def test_a_tofino_packet_carries_the_compiled_summarys_elements(switch, target, method):
     ws = sw.wires(switch, method)
     compiled = {v: s for v, s in SUMMARIES.items() if s["target"] == target
                 and sw.encoding(v) in sw.METHOD_VARIANTS[method]}
     assert {w.variant for w in ws} == set(compiled) and ws
     for w in ws:
         s = compiled[w.variant]
-        n = s["elements_per_pass"]
-        assert w.elems == n and w.recirculations == s["recirculations_per_result"]
+        passes = s.get("passes_per_packet", 1)
+        n = s.get("elements_per_packet", s["elements_per_pass"])
+        assert n == s["elements_per_pass"] * passes
+        assert w.elems == n and w.passes == passes and w.elements_per_pass == s["elements_per_pass"]
+        assert w.harvest == s.get("harvest_passes", s.get("recirculations_per_result"))
         up, down = sw.PAYLOAD_BYTES[sw.encoding(w.variant)]
         # a frame: Ethernet 14, IPv4 20, UDP 8, AGG 16, then the payload
         assert w.up * n == pytest.approx(58 + up * n)
         assert w.down * n == pytest.approx(58 + down * n)
-        assert w.pool == sw.tna_pool_size()
+        assert w.pool == s.get("pool_size", sw.tna_pool_size())
     assert sw.wire(switch, method).busiest == min(w.busiest for w in ws)
 
 
 def test_the_pool_is_the_one_the_tofino_program_is_compiled_with():
     text = (REPO / "p4src" / "tna" / "sizes_tna.p4").read_text()
     assert f"#define POOL_SIZE {sw.tna_pool_size()}\n" in text
-    assert f"#define SLOT_REGS {2 * sw.tna_pool_size()}\n" in text    # shadow copies
+    # shadow copies: two registers a slot
+    assert (f"#define SLOT_REGS {2 * sw.tna_pool_size()}\n" in text
+            or "#define SLOT_REGS (2 * POOL_SIZE)\n" in text)
 
 
 def test_unknown_switches_and_methods_are_refused_by_name():
@@ -63,8 +68,10 @@ def test_the_window_of_a_tofino_projection_is_capped_by_its_pool():
         packets = math.ceil(25.6e6 / w.elems)
         window = min(math.ceil(100e9 * 10e-6 / 8 / w.packet_bytes), w.pool)
         link = 25.6e6 * w.busiest * 8 / 100e9
-        # the projection takes the fastest variant, each no faster than its link or window
-        assert p.comm_s <= max(link, packets / window * 10e-6) + 10e-6 + 1e-12
+        # the projection takes the fastest variant, each no faster than its link, window,
+        # pipes or loopback ports
+        slowest = max(link, packets / window * 10e-6, *steptime.pass_terms(w, 8, 25.6e6))
+        assert p.comm_s <= slowest + 10e-6 + 1e-12
     assert p.comm_s >= min(25.6e6 * w.busiest * 8 / 100e9 for w in sw.wires("tofino1", "cnat"))
     # 10 Gbit/s: 169 slots fill the round trip, the link binds, the fewest bytes win
     slow = steptime.project(25.6e6, 0.0, 10, 8, "cnat", switch="tofino1")
@@ -78,7 +85,8 @@ def test_line_rate_projection_is_unchanged_and_compiled_packets_cost_more():
     line = steptime.project(1e8, 0.1, 10, 8, "cnat")
     for switch in ("tofino1", "tofino2"):
         t = steptime.project(1e8, 0.1, 10, 8, "cnat", switch=switch)
-        assert t.step_s > line.step_s and t.variant and t.elems < line.elems
+        assert t.step_s > line.step_s and t.variant
+        assert t.elements_per_packet < line.elements_per_packet
 
 
 def test_project_cli_names_the_compiled_variants_and_refuses_a_bad_switch():
@@ -94,3 +102,141 @@ def test_project_cli_names_the_compiled_variants_and_refuses_a_bad_switch():
     r = subprocess.run([*cmd, "--switch", "tofino2", "--methods", "cnat-wide"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "'cnat-wide' has no packets on the tofino2 switch" in r.stderr
+
+
+# ------------------------------------------------- several passes a packet (issue 48)
+
+
+def multi_pass(tmp_path, monkeypatch, target="tofino", **keys) -> Path:
+    """The committed summaries plus a cnat8-mp one made from cnat8-t1's (`keys` override its
+    packet), in a folder switch_wire reads instead of p4src/build/tofino/."""
+    tmp_path.mkdir(exist_ok=True)
+    for f in (REPO / "p4src" / "build" / "tofino").glob("*.json"):
+        if "-mp-" not in f.name:
+            (tmp_path / f.name).write_text(f.read_text())
+    t = "t1" if target == "tofino" else "t2"
+    s = dict(SUMMARIES["cnat8-t1"], variant=f"cnat8-mp-{t}", target=target,
+             elements_per_pass=16, passes_per_packet=8, elements_per_packet=128,
+             harvest_passes=7, pipes=4, pool_size=2048)
+    s.update(keys)
+    (tmp_path / f"cnat8-mp-{t}.json").write_text(json.dumps(s))
+    monkeypatch.setattr(sw, "SUMMARIES", tmp_path)
+    return tmp_path
+
+
+def mp_wire(switch="tofino1") -> sw.Wire:
+    (w,) = [w for w in sw.wires(switch, "cnat") if "-mp-" in w.variant]
+    return w
+
+
+def test_a_multi_pass_packet_carries_elements_per_packet(tmp_path, monkeypatch):
+    multi_pass(tmp_path, monkeypatch)
+    w = mp_wire()
+    assert (w.elems, w.elements_per_pass, w.passes, w.harvest, w.pipes, w.pool) == \
+        (128, 16, 8, 7, 4, 2048)
+    # one frame's headers over 128 one-byte codes each way
+    assert w.up == w.down == pytest.approx((58 + 128) / 128)
+    assert w.packet_bytes == pytest.approx(58 + 128)
+    # the fewest bytes per element of the C_nat variants
+    assert sw.wire("tofino1", "cnat").variant == "cnat8-mp-t1"
+
+
+def test_a_summary_without_the_new_keys_is_one_pass_of_its_elements(tmp_path, monkeypatch):
+    old = {k: v for k, v in SUMMARIES["cnat8-t1"].items()
+           if k not in ("passes_per_packet", "elements_per_packet", "harvest_passes", "pipes",
+                        "pool_size")}
+    assert sw.packet(old) == {"passes_per_packet": 1, "elements_per_packet": 16,
+                              "harvest_passes": old["recirculations_per_result"], "pipes": 1,
+                              "pool_size": sw.tna_pool_size()}
+
+
+@pytest.mark.parametrize("passes", [1, 2, 3, 4, 5, 8, 13])
+@pytest.mark.parametrize("pipes", [1, 2, 4])
+@pytest.mark.parametrize("workers", [2, 8])
+def test_the_walk_loads_the_workers_pipe_most(passes, pipes, workers):
+    # no harvest (Tofino 2's single pass), or every segment but the last read back once
+    for harvest in {0, passes - 1}:
+        w = sw.Wire("tofino1", "cnat", "x", 16 * passes, 1.0, 1.0, harvest, 512, passes, pipes,
+                    16, "tofino")
+        ingress, loop = w.walk(workers)
+        # every contribution's passes and the harvest, each once; all but each first pass
+        # come back through a loopback port
+        assert sum(ingress) == workers * passes + harvest
+        assert sum(loop) == workers * (passes - 1) + harvest
+        # harvest pass i reads segment passes-1-i, in the pipe that summed it
+        share = sum((passes - 1 - i) % passes % pipes == 0 for i in range(1, harvest + 1))
+        assert ingress[0] == workers * math.ceil(passes / pipes) + share == max(ingress)
+        assert loop[0] == workers * (math.ceil(passes / pipes) - 1) + share
+
+
+def test_a_single_pass_walk_is_the_tofino_1_harvest_recirculation():
+    (t1,) = [w for w in sw.wires("tofino1", "cnat") if w.variant == "cnat8-t1"]
+    assert t1.walk(8) == ([9], [1])         # 8 contributions, then one pass for the lanes
+    (t2,) = [w for w in sw.wires("tofino2", "cnat") if w.variant == "cnat8-t2"]
+    assert t2.walk(8) == ([8], [0])
+
+
+def test_the_pipe_binds_where_passes_outrun_its_packet_rate(tmp_path, monkeypatch):
+    # 4 passes of 16 over 4 pipes, the harvest read back in 3: pipe 0 takes each worker's
+    # first pass and one harvest pass a use
+    multi_pass(tmp_path, monkeypatch, passes_per_packet=4, elements_per_packet=64,
+               harvest_passes=3)
+    spec, w, params = sw.PIPES["tofino"], mp_wire(), 25.6e6
+    uses = math.ceil(params / 64)
+    p = steptime.project(params, 0.0, 100, 16, "cnat", switch="tofino1")
+    assert p.variant == "cnat8-mp-t1" and p.bound == "pipe"
+    assert (p.elements_per_packet, p.passes_per_packet, p.harvest_passes, p.pipes) == \
+        (64, 4, 3, 4)
+    assert p.comm_s == pytest.approx(uses * (16 + 1) / spec.pps + 10e-6)
+    # 16 workers' links at 100 Gbit/s bring more packets than pipe 0 takes
+    link = params * w.busiest * 8 / 100e9
+    assert uses * 17 / spec.pps > link
+    # with 4 workers the same passes fit in a pipe and the link binds again
+    q = steptime.project(params, 0.0, 100, 4, "cnat", switch="tofino1")
+    assert q.bound == "link" and q.comm_s == pytest.approx(link + 10e-6)
+
+
+def test_passes_wrapping_into_pipe_0_bind_its_recirculation_port(tmp_path, monkeypatch):
+    # 8 passes over 4 pipes: pass 4 of every contribution and 2 harvest passes come back
+    # into pipe 0, whose front-panel ports are the workers', through its recirculation port
+    multi_pass(tmp_path, monkeypatch)
+    w, params = mp_wire(), 25.6e6
+    assert w.walk(8)[1][0] == 8 + 2
+    p = steptime.project(params, 0.0, 25, 8, "cnat", switch="tofino1")
+    assert p.variant == "cnat8-mp-t1" and p.bound == "loopback"
+    recirc = sw.PIPES["tofino"].recirc_gbit * 1e9
+    assert p.comm_s == pytest.approx(params * 10 * w.busiest * 8 / recirc + 10e-6)
+
+
+def test_the_passes_leave_single_pass_projections_as_they_were(tmp_path, monkeypatch):
+    """The committed single-pass variants project as before the pipes were modelled: the
+    slower of link and window per variant, the fastest variant, whether or not a
+    multi-pass variant sits beside them."""
+    def before(switch, method, gbit, workers, params=25.6e6, rtt=10e-6):
+        best = None
+        for w in sw.wires(switch, method):
+            if w.passes > 1:
+                continue
+            slots = math.ceil(gbit * 1e9 * rtt / 8 / w.packet_bytes)
+            window = math.ceil(params / w.elems) / min(slots, w.pool) * rtt
+            comm = max(params * w.busiest * 8 / (gbit * 1e9), window) + rtt
+            best = comm if best is None else min(best, comm)
+        return best
+
+    single = tmp_path / "single"
+    single.mkdir()
+    for v, summary in SUMMARIES.items():
+        if sw.packet(summary)["passes_per_packet"] == 1:
+            (single / f"{v}.json").write_text(json.dumps(summary))
+    monkeypatch.setattr(sw, "SUMMARIES", single)
+    for method in ("cnat", "int32"):
+        for switch in ("tofino1", "tofino2"):
+            for gbit in (10, 25, 100):
+                for workers in (2, 8, 16):
+                    p = steptime.project(25.6e6, 0.0, gbit, workers, method, switch=switch)
+                    assert p.comm_s == before(switch, method, gbit, workers)
+    # a multi-pass C_nat variant beside them leaves int32's alone
+    multi_pass(tmp_path / "mp", monkeypatch)
+    for switch in ("tofino1", "tofino2"):
+        p = steptime.project(25.6e6, 0.0, 100, 8, "int32", switch=switch)
+        assert p.comm_s == before(switch, "int32", 100, 8)
