@@ -31,7 +31,7 @@ TOPO  ?= star
 RUN_ARGS ?=
 
 .PHONY: help setup debs toolchain toolchain-tofino venv test lint p4 p4-default p4-wide p4-wide4 \
-	p4-tofino p4-twin run-mininet bench \
+	p4-tofino p4-twin p4-twin-mp run-mininet bench \
 	clean
 
 help:
@@ -45,7 +45,8 @@ help:
 	@echo "                  and p4src/build/wide4/ (1024, ~10 min; make p4-wide4 forces it);"
 	@echo "                  needs p4c-bm2-ss on PATH"
 	@echo "make p4-twin      recompile the Tofino profile's v1model twin (p4src/twin/, 16"
-	@echo "                  elements per pass) into p4src/build/twin/; needs p4c-bm2-ss"
+	@echo "                  elements per pass) into p4src/build/twin/, and make p4-twin-mp"
+	@echo "                  its walk of 4 passes (64 per packet) into build/twin-mp/"
 	@echo "make p4-tofino    compile the Tofino profile (p4src/tna/) for Tofino 1 and 2 and"
 	@echo "                  write the compiler's summaries into p4src/build/tofino/;"
 	@echo "                  needs p4c-tofino on PATH (make setup installs it where it can)"
@@ -138,9 +139,11 @@ p4:
 	    echo "$$dir/ was compiled from these sources (make p4-$$prof rebuilds it)"; \
 	  else $(MAKE) --no-print-directory p4-$$prof || exit 1; fi; \
 	done
-	@if [ "$$(python3 p4src/build_tools.py hash-twin)" = "$$(cat $(P4OUT)/twin/agg.sha256 2>/dev/null)" ]; then \
-	  echo "$(P4OUT)/twin/ was compiled from these sources (make p4-twin rebuilds it)"; \
-	else $(MAKE) --no-print-directory p4-twin || exit 1; fi
+	@for t in twin twin-mp; do \
+	  if [ "$$(python3 p4src/build_tools.py hash-twin)" = "$$(cat $(P4OUT)/$$t/agg.sha256 2>/dev/null)" ]; then \
+	    echo "$(P4OUT)/$$t/ was compiled from these sources (make p4-$$t rebuilds it)"; \
+	  else $(MAKE) --no-print-directory p4-$$t || exit 1; fi; \
+	done
 
 p4-default:
 	@command -v $(P4C) >/dev/null || { echo "$(P4C) is not on PATH; p4src/build/ stays as committed"; exit 1; }
@@ -168,11 +171,20 @@ p4-twin:
 	python3 p4src/build_tools.py compile-twin $(P4OUT)/twin 16
 	python3 p4src/build_tools.py hash-twin > $(P4OUT)/twin/agg.sha256
 
+# The twin of the cnat8-mp variants (p4src/tna/passes_tna.p4): packets of 4 segments of 16
+# CNAT8 codes, one summed a pass, the passes recirculated (profile tofino-mp).
+p4-twin-mp:
+	@command -v $(P4C) >/dev/null || { echo "$(P4C) is not on PATH; p4src/build/twin-mp/ stays as committed"; exit 1; }
+	python3 p4src/tna/gen_tna.py
+	python3 p4src/build_tools.py compile-twin $(P4OUT)/twin-mp 16 4
+	python3 p4src/build_tools.py hash-twin > $(P4OUT)/twin-mp/agg.sha256
+
 # The Tofino profile (docs/PROTOCOL.md "Tofino profile"): each variant of p4src/tna/build_tofino.py
 # compiled one after the other (a minute to several each), its full output in
 # p4src/build/tofino-out/ (not committed), the summary of the compiler's report in
 # p4src/build/tofino/VARIANT.json (committed; tests/test_p4_tofino.py recompiles one).
-TOFINO_VARIANTS ?= fixed32-t1 cnat8-in-t1 cnat8-t1 uq4-t1 fixed32-t2 cnat8-in-t2 cnat8-t2 uq4-t2
+TOFINO_VARIANTS ?= fixed32-t1 cnat8-in-t1 cnat8-t1 uq4-t1 cnat8-mp-t1 fixed32-t2 cnat8-in-t2 \
+	cnat8-t2 uq4-t2 cnat8-mp-t2
 p4-tofino:
 	@command -v $(P4C_TOFINO) >/dev/null || { echo "$(P4C_TOFINO) is not on PATH; p4src/build/tofino/ stays as committed"; exit 1; }
 	python3 p4src/tna/gen_tna.py

@@ -6,7 +6,8 @@ way this program is compiled, writing OUTDIR/agg.json (without indentation: a
 third of the size, same content) and OUTDIR/agg.p4info.txt; `hash` prints the
 sha256 over every source the compiled program depends on. `compile-twin` and
 `hash-twin` do the same for the v1model twin of the Tofino profile
-(twin/agg_twin.p4, which shares p4src/tna/'s headers and sizes).
+(twin/agg_twin.p4, which shares p4src/tna/'s headers, sizes and walk), PASSES > 1
+for the walk of packets of several segments.
 """
 
 import hashlib
@@ -30,7 +31,8 @@ def sources(program: str = "agg") -> list[Path]:
     if program == "twin":
         files = [HERE / "tna" / "gen_tna.py", *sorted((HERE / "twin").glob("*.p4")),
                  *(HERE / "tna" / f for f in ("sizes_tna.p4", "headers_tna.p4",
-                                               "elements_tna.p4", "lanes_tna.p4")),
+                                               "elements_tna.p4", "lanes_tna.p4",
+                                               "passes_tna.p4")),
                  *(HERE / "include" / f for f in ("constants.p4", "headers.p4"))]
     else:
         files = [HERE / "agg.p4", HERE / "gen_elements.py",
@@ -51,12 +53,13 @@ def minify(path: Path) -> None:
     path.write_text(json.dumps(data, separators=(",", ":"), sort_keys=True) + "\n")
 
 
-def compile_program(outdir: Path, elems: int, program: str = "agg") -> None:
+def compile_program(outdir: Path, elems: int, program: str = "agg", passes: int = 1) -> None:
     outdir = outdir.resolve()
     outdir.mkdir(parents=True, exist_ok=True)
     # Run from p4src/ on a relative path: the JSON's source_info then names
     # files as p4src/ sees them, the same in every checkout.
-    subprocess.run([P4C, *P4C_FLAGS, f"-DELEMS={elems}",
+    walk = [f"-DPASSES={passes}"] if passes > 1 else []
+    subprocess.run([P4C, *P4C_FLAGS, f"-DELEMS={elems}", *walk,
                     "--p4runtime-files", str(outdir / "agg.p4info.txt"),
                     "-o", str(outdir / "agg.json"), PROGRAMS[program]], check=True, cwd=HERE,
                    timeout=7200)    # the wide profile takes ~17 CPU minutes
@@ -70,11 +73,12 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["compile"] and len(argv) in (2, 3):
         compile_program(Path(argv[1]), int(argv[2]) if len(argv) == 3 else 168)
         return 0
-    if argv[:1] == ["compile-twin"] and len(argv) == 3:
-        compile_program(Path(argv[1]), int(argv[2]), "twin")
+    if argv[:1] == ["compile-twin"] and len(argv) in (3, 4):
+        compile_program(Path(argv[1]), int(argv[2]), "twin",
+                        int(argv[3]) if len(argv) == 4 else 1)
         return 0
     print("usage: build_tools.py hash | hash-twin | compile OUTDIR [ELEMS] | "
-          "compile-twin OUTDIR ELEMS", file=sys.stderr)
+          "compile-twin OUTDIR ELEMS [PASSES]", file=sys.stderr)
     return 2
 
 

@@ -109,16 +109,32 @@ def test_recompression_uses_every_random_bit_below_the_leading_one():
 def test_committed_summaries_cover_every_variant():
     found = [p.stem for p in SUMMARIES.glob("*.json") if not p.stem.endswith(".next")]
     assert sorted(found) == sorted(build_tofino.VARIANTS)
-    for name, (target, _, elems, _, recirc) in build_tofino.VARIANTS.items():
+    for name, (target, _, elems, _, harvest) in build_tofino.VARIANTS.items():
         summary = json.loads((SUMMARIES / f"{name}.json").read_text())
+        passes = build_tofino.passes(name)
         assert summary["target"] == target and summary["elements_per_pass"] == elems
-        assert summary["recirculations_per_result"] == recirc
-        # A pass fits the pipe: the sums' registers, two int32 elements each or four in
-        # 16-bit lanes, are in it.
+        assert (summary["passes_per_packet"], summary["elements_per_packet"]) == \
+            (passes, elems * passes)
+        # every pass but a contribution's first, then the harvest
+        assert summary["harvest_passes"] == harvest
+        assert summary["recirculations_per_result"] == passes - 1 + harvest
+        # A pass fits the pipe: the sums' registers, two int32 elements each, four in 16-bit
+        # lanes or one in the walk's, are in it.
         assert summary["stages_ingress"] <= summary["stages_available"]
+        assert summary["stages_egress"] <= summary["stages_available"]
         lanes = "-DLANES_ONLY" in build_tofino.VARIANTS[name][3]
-        assert summary["elements_per_pair_register"] == (4 if lanes else 2)
+        assert summary["elements_per_pair_register"] == (4 if lanes else 1 if passes > 1
+                                                         else 2)
         assert summary["pair_registers"] * summary["elements_per_pair_register"] == elems
+
+
+def test_the_walk_carries_the_targets_elements_per_packet():
+    """Issue 48's targets, as compiled: CNAT8 both ways, at least 64 elements a packet on
+    Tofino 1 and 128 on Tofino 2, every pass within the pipe's stages."""
+    for name, most in (("cnat8-mp-t1", 64), ("cnat8-mp-t2", 128)):
+        s = json.loads((SUMMARIES / f"{name}.json").read_text())
+        assert "-DCNAT8_RESULTS" in s["flags"] and s["elements_per_packet"] >= most
+        assert s["passes_per_packet"] > 1 and s["harvest_passes"] == s["passes_per_packet"] - 1
 
 
 # The variant the test recompiles: the SwitchML-style FIXED32 profile on Tofino 1 (about a
@@ -135,3 +151,62 @@ def test_recompiling_gives_the_committed_summary(tmp_path):
     fresh = build_tofino.summarize(RECOMPILED, tmp_path)
     committed = json.loads((SUMMARIES / f"{RECOMPILED}.json").read_text())
     assert fresh == committed, "make p4-tofino and commit p4src/build/tofino/"
+
+
+def walk_table(passes: int) -> dict:
+    """gen_tna's walk_step entries for `passes` segments, keyed (harvest, seg, dest) with
+    dest None for a wildcard, as (action, [arguments])."""
+    out = {}
+    for e in gen_tna.walk_entries(passes):
+        m = re.fullmatch(r"\((\d), (\d+), (\w+)\) : (\w+)\(([\d, ]*)\);", e)
+        args = [int(a) for a in m[5].split(",") if a.strip()]
+        out[int(m[1]), int(m[2]), None if m[3] == "_" else m[3]] = (m[4], args)
+    return out
+
+
+def step(table, harvest, seg, dest):
+    return table.get((harvest, seg, dest)) or table[harvest, seg, None]
+
+
+@pytest.mark.parametrize("passes", [2, 3, 4, 8])
+@pytest.mark.parametrize("dest", ["OUT_MCAST", "OUT_UCAST", "OUT_NONE"])
+def test_the_walk_sums_every_segment_once_and_harvests_them_in_order(passes, dest):
+    """A packet walked through the generated entries and passes_tna.p4's actions: pass k
+    sums segment k at its own cells (SLOT_REGS after segment k - 1's), consuming it; a
+    completing packet then reads the segments back last first, each prepended to the codes
+    already harvested, and leaves with segments 0..N-1 in order; a packet for a use still
+    open is absorbed after its last segment."""
+    slot_regs, base = 1024, 7
+    table = walk_table(passes)
+    payload = list(range(passes))          # the segments the packet carries, in order
+    harvest, seg, ridx, summed, read = 0, 0, base, [], []
+    summed.append((payload.pop(0), ridx))  # the first pass sums segment 0
+    while True:
+        action, args = step(table, harvest, seg, dest)
+        if action == "absorb":
+            assert dest == "OUT_NONE" and not payload and harvest == 0
+            break
+        if action in ("out_mcast", "out_ucast"):
+            assert action == {"OUT_MCAST": "out_mcast", "OUT_UCAST": "out_ucast"}[dest]
+            payload.insert(0, ("sum", seg))             # the egress re-compresses it
+            read.append((seg, ridx))
+            break
+        if action == "consume":                         # consume(seg): ridx += SLOT_REGS
+            (nxt,) = args
+            assert harvest == 0 and nxt == seg + 1
+            ridx += slot_regs
+            seg = nxt
+            summed.append((payload.pop(0), ridx))
+        else:                                           # harvest(seg, read): ridx -= SLOT_REGS
+            assert action == "harvest"
+            nxt, this = args
+            assert this == seg and nxt == seg - 1
+            payload.insert(0, ("sum", seg))             # this pass's sums, re-compressed
+            read.append((seg, ridx))
+            ridx -= slot_regs
+            harvest, seg = 1, nxt
+    assert summed == [(k, base + k * slot_regs) for k in range(passes)]
+    if dest != "OUT_NONE":
+        assert payload == [("sum", k) for k in range(passes)]
+        # each segment read where it was summed, last first
+        assert read == [(k, base + k * slot_regs) for k in reversed(range(passes))]

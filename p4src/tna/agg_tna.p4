@@ -4,7 +4,8 @@
 // a table), -DCNAT8_RESULTS CNAT8 results and partial sums (re-compressed by tables in the
 // egress), -DWITH_UQ4 UQ4 and SUM8 in 16-bit lanes with SUM8 results (-DLANES_ONLY: those
 // only, four elements a pair register); without them the program sums FIXED32 only, the
-// SwitchML way.
+// SwitchML way. -DPASSES=N (with -DCNAT8_RESULTS): packets of N segments of ELEMS codes,
+// one summed a pass (passes_tna.p4).
 #include <core.p4>
 #if __TARGET_TOFINO__ == 2
 #include <t2na.p4>
@@ -13,6 +14,7 @@
 #endif
 
 #include "sizes_tna.p4"
+#include "arch_tna.p4"
 #include "headers_tna.p4"
 #include "parser_tna.p4"
 #include "forwarding_tna.p4"
@@ -20,6 +22,8 @@
 #include "pairsum_tna.p4"
 #include "codec_tna.p4"
 #include "lanes_tna.p4"
+#include "passes_tna.p4"
+#include "esum_tna.p4"
 #include "next_step_tna.p4"
 #include "deparser_tna.p4"
 
@@ -38,7 +42,12 @@ control TnaIngress(inout tna_headers_t hdr, inout ig_meta_t meta,
 #ifdef WITH_UQ4
     SpreadLanes() spread;
 #endif
+#if PASSES > 1
+    WalkStep() walk;
+    ESUM_DECLS
+#else
     PAIR_DECLS
+#endif
 
     action fits() { meta.len_ok = true; }
     action fits_lanes() { meta.len_ok = true; meta.lanes = true; }
@@ -53,7 +62,11 @@ control TnaIngress(inout tna_headers_t hdr, inout ig_meta_t meta,
         }
         actions = { fits; fits_lanes; no_payload; NoAction; }
         const entries = {
-#ifdef WITH_UQ4
+#if PASSES > 1
+            // CNAT8 packets of every segment only
+            (false, true, UDP_LEN_PACKET): fits();
+            (_, _, _): no_payload();
+#elif defined(WITH_UQ4)
 #ifndef LANES_ONLY
             (true, false, false, false, UDP_LEN_FIXED32): fits();
 #else
@@ -79,8 +92,21 @@ control TnaIngress(inout tna_headers_t hdr, inout ig_meta_t meta,
         hdr.bridge.recompress = 0;
         hdr.bridge.to_recirc = 0;
         hdr.bridge.is_agg = 0;
+#if PASSES > 1
+        hdr.bridge.seg = 0;
+        hdr.bridge.walked = 0;
+#else
         hdr.bridge.pad = 0;
         hdr.bridge.seed = 0;
+#endif
+#if PASSES > 1
+        if (meta.walking) {
+            // A later pass: its segment's codes were parsed, or none when harvesting.
+            if (hdr.walk.harvest == 1) {
+                hdr.fixed.setValid();
+            }
+        } else
+#endif
 #ifdef LO_LANE_PASS
         if (hdr.recirc.isValid()) {
             // Second pass of a result: the pair registers' first lanes (below).
@@ -112,9 +138,19 @@ control TnaIngress(inout tna_headers_t hdr, inout ig_meta_t meta,
             spread.apply(hdr);
         }
 #endif
+#if PASSES > 1
+        ESUM_APPLY
+        if (!meta.walking) {
+            next.apply(hdr, meta, ig_intr_md.ingress_port, dprsr, tm);
+        }
+        if (hdr.walk.isValid()) {
+            walk.apply(hdr, meta, dprsr, tm);
+        }
+#else
         PAIR_APPLY
         next.apply(hdr, meta, ig_intr_md.ingress_port, dprsr, tm);
-#ifdef WITH_CNAT8
+#endif
+#if defined(WITH_CNAT8) && PASSES == 1
         // A CNAT8 result on its way down a tree passes as it came.
         if (hdr.cnat.isValid() && !meta.down) {
             hdr.fixed.setValid();
@@ -171,8 +207,13 @@ control TnaEgress(inout tna_headers_t hdr, inout eg_meta_t meta,
                 ROUND_CODE
                 hdr.fixed.setInvalid();
                 hdr.agg.encoding = ENC_CNAT8;
+#if PASSES > 1
+                hdr.udp.length = UDP_LEN_PACKET;
+                hdr.ipv4.total_len = UDP_LEN_PACKET + 20;
+#else
                 hdr.udp.length = UDP_LEN_CNAT8;
                 hdr.ipv4.total_len = UDP_LEN_CNAT8 + 20;
+#endif
             }
 #endif
 #ifdef WITH_UQ4
@@ -187,6 +228,12 @@ control TnaEgress(inout tna_headers_t hdr, inout eg_meta_t meta,
 #endif
             addr.apply(hdr, eg_intr_md.egress_port);
         }
+#if PASSES > 1
+        // The walk is over where the packet leaves for a host or a parent.
+        if (hdr.bridge.to_recirc == 0) {
+            hdr.walk.setInvalid();
+        }
+#endif
         hdr.bridge.setInvalid();
     }
 }

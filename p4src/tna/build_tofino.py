@@ -24,13 +24,15 @@ OUT = P4SRC / "build" / "tofino-out"
 SUMMARIES = P4SRC / "build" / "tofino"
 P4C = "p4c-tofino"
 
-# name: (target, arch, elements per pass, extra flags, recirculations a result takes).
+# name: (target, arch, elements per pass, extra flags, harvest passes a result takes).
 # Elements per pass: the most, in steps of 8, that compile (docs/results.md "On Tofino").
-# Recirculations: Tofino 1 reads a pair register's first lane in a second pass.
+# Harvest passes: Tofino 1 reads a pair register's first lane in a second pass; a packet of
+# PASSES segments (-DPASSES=N, passes_tna.p4) reads its sums back in N - 1 passes more.
 # fixed32: FIXED32 in and out (SwitchML's design); cnat8-in: CNAT8 contributions decoded by
 # table, FIXED32 results; cnat8: CNAT8 both ways, results re-compressed in the egress; uq4:
 # UQ4 and SUM8 contributions in 16-bit lanes, SUM8 results (LANES_ONLY: four elements a
-# pair register, so its elements per pass go in steps of 16).
+# pair register, so its elements per pass go in steps of 16); cnat8-mp: CNAT8 both ways in
+# packets of several segments, one summed a pass, the passes walking the pipes.
 VARIANTS = {
     "fixed32-t1": ("tofino", "tna", 64, [], 1),
     "cnat8-in-t1": ("tofino", "tna", 48, ["-DWITH_CNAT8"], 1),
@@ -40,7 +42,27 @@ VARIANTS = {
     "cnat8-t2": ("tofino2", "t2na", 16, ["-DCNAT8_RESULTS"], 0),
     "uq4-t1": ("tofino", "tna", 16, ["-DLANES_ONLY"], 1),
     "uq4-t2": ("tofino2", "t2na", 32, ["-DLANES_ONLY"], 0),
+    # A pool of 2048 slots: a window that covers 100 Gbit/s x a round trip the passes
+    # lengthen (docs/STEPTIME.md "Pipes and passes"); the registers take SRAM, not stages.
+    "cnat8-mp-t1": ("tofino", "tna", 16, ["-DCNAT8_RESULTS", "-DPASSES=4", "-DPOOL_SIZE=2048"],
+                    3),
+    "cnat8-mp-t2": ("tofino2", "t2na", 16,
+                    ["-DCNAT8_RESULTS", "-DPASSES=8", "-DPOOL_SIZE=2048"], 7),
 }
+PIPES = 4           # both targets' pipes (sizes_tna.p4's PIPES)
+POOL_SIZE = 512     # sizes_tna.p4's default
+
+
+def flag(name: str, key: str, default: int) -> int:
+    """A -DKEY=N of the variant's flags, or the program's default."""
+    for f in VARIANTS[name][3]:
+        if f.startswith(f"-D{key}="):
+            return int(f.split("=", 1)[1])
+    return default
+
+
+def passes(name: str) -> int:
+    return flag(name, "PASSES", 1)
 
 
 def step(name: str) -> int:
@@ -129,15 +151,23 @@ def summarize(name: str, outdir: Path) -> dict:
         "arch": arch,
         "flags": flags,
         "elements_per_pass": elems,
-        "recirculations_per_result": recirc,
+        # A packet's segments, one summed a pass; the pipes those passes walk; the passes
+        # the packet that completes a use takes beyond them to read the sums back.
+        "passes_per_packet": passes(name),
+        "elements_per_packet": elems * passes(name),
+        "pipes": min(passes(name), PIPES),
+        "harvest_passes": recirc,
+        "recirculations_per_result": passes(name) - 1 + recirc,
+        "pool_size": flag(name, "POOL_SIZE", POOL_SIZE),
         "stages_available": res["nStages"],
         "stages_ingress": _stages_line(summary_log, "ingress"),
         "stages_egress": _stages_line(summary_log, "egress"),
         "stateful_alus": sum(s["stateful_alus"] for s in per_stage),
         # The sums' registers the compiler placed, the rest the slot's: two int32 elements
-        # each, or four in 16-bit lanes (LANES_ONLY).
-        "pair_registers": sum(1 for u in users if re.search(r"\.pair\d+\.acc$", u)),
-        "elements_per_pair_register": 4 if "-DLANES_ONLY" in flags else 2,
+        # each, four in 16-bit lanes (LANES_ONLY), one in the walk's (PASSES > 1).
+        "pair_registers": sum(1 for u in users if re.search(r"\.(pair|esum)\d+\.acc$", u)),
+        "elements_per_pair_register": 4 if "-DLANES_ONLY" in flags else
+        1 if passes(name) > 1 else 2,
         "stateful_alus_available": stages[0]["meter_alus"]["nAlus"] * res["nStages"],
         "srams": metrics["mau"]["srams"],
         "tcams": metrics["mau"]["tcams"],

@@ -2523,6 +2523,361 @@
     PAIR_SUM(PairSumS18, 18) \
     PAIR_SUM(PairSumS19, 19)
 
+#define ESUM_DECLS_0 \
+    ElemSumS3() esum0; \
+    ElemSumS3() esum1; \
+    ElemSumS4() esum2; \
+    ElemSumS4() esum3; \
+    ElemSumS4() esum4; \
+    ElemSumS4() esum5; \
+    ElemSumS5() esum6; \
+    ElemSumS5() esum7;
+
+#define ESUM_DECLS_1 \
+    ElemSumS5() esum8; \
+    ElemSumS5() esum9; \
+    ElemSumS6() esum10; \
+    ElemSumS6() esum11; \
+    ElemSumS6() esum12; \
+    ElemSumS6() esum13; \
+    ElemSumS7() esum14; \
+    ElemSumS7() esum15;
+
+#define ESUM_DECLS_2 \
+    ElemSumS7() esum16; \
+    ElemSumS7() esum17; \
+    ElemSumS8() esum18; \
+    ElemSumS8() esum19; \
+    ElemSumS8() esum20; \
+    ElemSumS8() esum21; \
+    ElemSumS9() esum22; \
+    ElemSumS9() esum23;
+
+#define ESUM_DECLS_3 \
+    ElemSumS9() esum24; \
+    ElemSumS9() esum25; \
+    ElemSumS10() esum26; \
+    ElemSumS10() esum27; \
+    ElemSumS10() esum28; \
+    ElemSumS10() esum29; \
+    ElemSumS11() esum30; \
+    ElemSumS11() esum31;
+
+#define ESUM_DECLS_4 \
+    ElemSumS11() esum32; \
+    ElemSumS11() esum33; \
+    ElemSumS12() esum34; \
+    ElemSumS12() esum35; \
+    ElemSumS12() esum36; \
+    ElemSumS12() esum37; \
+    ElemSumS13() esum38; \
+    ElemSumS13() esum39;
+
+#define ESUM_DECLS_5 \
+    ElemSumS13() esum40; \
+    ElemSumS13() esum41; \
+    ElemSumS14() esum42; \
+    ElemSumS14() esum43; \
+    ElemSumS14() esum44; \
+    ElemSumS14() esum45; \
+    ElemSumS15() esum46; \
+    ElemSumS15() esum47;
+
+#define ESUM_DECLS_6 \
+    ElemSumS15() esum48; \
+    ElemSumS15() esum49; \
+    ElemSumS16() esum50; \
+    ElemSumS16() esum51; \
+    ElemSumS16() esum52; \
+    ElemSumS16() esum53; \
+    ElemSumS17() esum54; \
+    ElemSumS17() esum55;
+
+#define ESUM_DECLS_7 \
+    ElemSumS17() esum56; \
+    ElemSumS17() esum57; \
+    ElemSumS18() esum58; \
+    ElemSumS18() esum59; \
+    ElemSumS18() esum60; \
+    ElemSumS18() esum61; \
+    ElemSumS19() esum62; \
+    ElemSumS19() esum63;
+
+#define ESUM_DECLS_8 \
+    ElemSumS19() esum64; \
+    ElemSumS19() esum65; \
+    ElemSumS20() esum66; \
+    ElemSumS20() esum67; \
+    ElemSumS20() esum68; \
+    ElemSumS20() esum69; \
+    ElemSumS21() esum70; \
+    ElemSumS21() esum71;
+
+#define ESUM_DECLS_9 \
+    ElemSumS21() esum72; \
+    ElemSumS21() esum73; \
+    ElemSumS22() esum74; \
+    ElemSumS22() esum75; \
+    ElemSumS22() esum76; \
+    ElemSumS22() esum77; \
+    ElemSumS23() esum78; \
+    ElemSumS23() esum79;
+
+#define ESUM_DECLS_10 \
+    ElemSumS23() esum80; \
+    ElemSumS23() esum81; \
+    ElemSumS24() esum82; \
+    ElemSumS24() esum83; \
+    ElemSumS24() esum84; \
+    ElemSumS24() esum85; \
+    ElemSumS25() esum86; \
+    ElemSumS25() esum87;
+
+#define ESUM_DECLS_11 \
+    ElemSumS25() esum88; \
+    ElemSumS25() esum89; \
+    ElemSumS26() esum90; \
+    ElemSumS26() esum91; \
+    ElemSumS26() esum92; \
+    ElemSumS26() esum93; \
+    ElemSumS27() esum94; \
+    ElemSumS27() esum95;
+
+#define ESUM_DECLS_12 \
+    ElemSumS27() esum96; \
+    ElemSumS27() esum97; \
+    ElemSumS28() esum98; \
+    ElemSumS28() esum99; \
+    ElemSumS28() esum100; \
+    ElemSumS28() esum101; \
+    ElemSumS29() esum102; \
+    ElemSumS29() esum103;
+
+#define ESUM_DECLS_13 \
+    ElemSumS29() esum104; \
+    ElemSumS29() esum105; \
+    ElemSumS30() esum106; \
+    ElemSumS30() esum107; \
+    ElemSumS30() esum108; \
+    ElemSumS30() esum109; \
+    ElemSumS31() esum110; \
+    ElemSumS31() esum111;
+
+#define ESUM_DECLS_14 \
+    ElemSumS31() esum112; \
+    ElemSumS31() esum113; \
+    ElemSumS32() esum114; \
+    ElemSumS32() esum115; \
+    ElemSumS32() esum116; \
+    ElemSumS32() esum117; \
+    ElemSumS33() esum118; \
+    ElemSumS33() esum119;
+
+#define ESUM_DECLS_15 \
+    ElemSumS33() esum120; \
+    ElemSumS33() esum121; \
+    ElemSumS34() esum122; \
+    ElemSumS34() esum123; \
+    ElemSumS34() esum124; \
+    ElemSumS34() esum125; \
+    ElemSumS35() esum126; \
+    ElemSumS35() esum127;
+
+#define ESUM_APPLY_0 \
+    esum0.apply(hdr.fixed.v0, hdr, meta); \
+    esum1.apply(hdr.fixed.v1, hdr, meta); \
+    esum2.apply(hdr.fixed.v2, hdr, meta); \
+    esum3.apply(hdr.fixed.v3, hdr, meta); \
+    esum4.apply(hdr.fixed.v4, hdr, meta); \
+    esum5.apply(hdr.fixed.v5, hdr, meta); \
+    esum6.apply(hdr.fixed.v6, hdr, meta); \
+    esum7.apply(hdr.fixed.v7, hdr, meta);
+
+#define ESUM_APPLY_1 \
+    esum8.apply(hdr.fixed.v8, hdr, meta); \
+    esum9.apply(hdr.fixed.v9, hdr, meta); \
+    esum10.apply(hdr.fixed.v10, hdr, meta); \
+    esum11.apply(hdr.fixed.v11, hdr, meta); \
+    esum12.apply(hdr.fixed.v12, hdr, meta); \
+    esum13.apply(hdr.fixed.v13, hdr, meta); \
+    esum14.apply(hdr.fixed.v14, hdr, meta); \
+    esum15.apply(hdr.fixed.v15, hdr, meta);
+
+#define ESUM_APPLY_2 \
+    esum16.apply(hdr.fixed.v16, hdr, meta); \
+    esum17.apply(hdr.fixed.v17, hdr, meta); \
+    esum18.apply(hdr.fixed.v18, hdr, meta); \
+    esum19.apply(hdr.fixed.v19, hdr, meta); \
+    esum20.apply(hdr.fixed.v20, hdr, meta); \
+    esum21.apply(hdr.fixed.v21, hdr, meta); \
+    esum22.apply(hdr.fixed.v22, hdr, meta); \
+    esum23.apply(hdr.fixed.v23, hdr, meta);
+
+#define ESUM_APPLY_3 \
+    esum24.apply(hdr.fixed.v24, hdr, meta); \
+    esum25.apply(hdr.fixed.v25, hdr, meta); \
+    esum26.apply(hdr.fixed.v26, hdr, meta); \
+    esum27.apply(hdr.fixed.v27, hdr, meta); \
+    esum28.apply(hdr.fixed.v28, hdr, meta); \
+    esum29.apply(hdr.fixed.v29, hdr, meta); \
+    esum30.apply(hdr.fixed.v30, hdr, meta); \
+    esum31.apply(hdr.fixed.v31, hdr, meta);
+
+#define ESUM_APPLY_4 \
+    esum32.apply(hdr.fixed.v32, hdr, meta); \
+    esum33.apply(hdr.fixed.v33, hdr, meta); \
+    esum34.apply(hdr.fixed.v34, hdr, meta); \
+    esum35.apply(hdr.fixed.v35, hdr, meta); \
+    esum36.apply(hdr.fixed.v36, hdr, meta); \
+    esum37.apply(hdr.fixed.v37, hdr, meta); \
+    esum38.apply(hdr.fixed.v38, hdr, meta); \
+    esum39.apply(hdr.fixed.v39, hdr, meta);
+
+#define ESUM_APPLY_5 \
+    esum40.apply(hdr.fixed.v40, hdr, meta); \
+    esum41.apply(hdr.fixed.v41, hdr, meta); \
+    esum42.apply(hdr.fixed.v42, hdr, meta); \
+    esum43.apply(hdr.fixed.v43, hdr, meta); \
+    esum44.apply(hdr.fixed.v44, hdr, meta); \
+    esum45.apply(hdr.fixed.v45, hdr, meta); \
+    esum46.apply(hdr.fixed.v46, hdr, meta); \
+    esum47.apply(hdr.fixed.v47, hdr, meta);
+
+#define ESUM_APPLY_6 \
+    esum48.apply(hdr.fixed.v48, hdr, meta); \
+    esum49.apply(hdr.fixed.v49, hdr, meta); \
+    esum50.apply(hdr.fixed.v50, hdr, meta); \
+    esum51.apply(hdr.fixed.v51, hdr, meta); \
+    esum52.apply(hdr.fixed.v52, hdr, meta); \
+    esum53.apply(hdr.fixed.v53, hdr, meta); \
+    esum54.apply(hdr.fixed.v54, hdr, meta); \
+    esum55.apply(hdr.fixed.v55, hdr, meta);
+
+#define ESUM_APPLY_7 \
+    esum56.apply(hdr.fixed.v56, hdr, meta); \
+    esum57.apply(hdr.fixed.v57, hdr, meta); \
+    esum58.apply(hdr.fixed.v58, hdr, meta); \
+    esum59.apply(hdr.fixed.v59, hdr, meta); \
+    esum60.apply(hdr.fixed.v60, hdr, meta); \
+    esum61.apply(hdr.fixed.v61, hdr, meta); \
+    esum62.apply(hdr.fixed.v62, hdr, meta); \
+    esum63.apply(hdr.fixed.v63, hdr, meta);
+
+#define ESUM_APPLY_8 \
+    esum64.apply(hdr.fixed.v64, hdr, meta); \
+    esum65.apply(hdr.fixed.v65, hdr, meta); \
+    esum66.apply(hdr.fixed.v66, hdr, meta); \
+    esum67.apply(hdr.fixed.v67, hdr, meta); \
+    esum68.apply(hdr.fixed.v68, hdr, meta); \
+    esum69.apply(hdr.fixed.v69, hdr, meta); \
+    esum70.apply(hdr.fixed.v70, hdr, meta); \
+    esum71.apply(hdr.fixed.v71, hdr, meta);
+
+#define ESUM_APPLY_9 \
+    esum72.apply(hdr.fixed.v72, hdr, meta); \
+    esum73.apply(hdr.fixed.v73, hdr, meta); \
+    esum74.apply(hdr.fixed.v74, hdr, meta); \
+    esum75.apply(hdr.fixed.v75, hdr, meta); \
+    esum76.apply(hdr.fixed.v76, hdr, meta); \
+    esum77.apply(hdr.fixed.v77, hdr, meta); \
+    esum78.apply(hdr.fixed.v78, hdr, meta); \
+    esum79.apply(hdr.fixed.v79, hdr, meta);
+
+#define ESUM_APPLY_10 \
+    esum80.apply(hdr.fixed.v80, hdr, meta); \
+    esum81.apply(hdr.fixed.v81, hdr, meta); \
+    esum82.apply(hdr.fixed.v82, hdr, meta); \
+    esum83.apply(hdr.fixed.v83, hdr, meta); \
+    esum84.apply(hdr.fixed.v84, hdr, meta); \
+    esum85.apply(hdr.fixed.v85, hdr, meta); \
+    esum86.apply(hdr.fixed.v86, hdr, meta); \
+    esum87.apply(hdr.fixed.v87, hdr, meta);
+
+#define ESUM_APPLY_11 \
+    esum88.apply(hdr.fixed.v88, hdr, meta); \
+    esum89.apply(hdr.fixed.v89, hdr, meta); \
+    esum90.apply(hdr.fixed.v90, hdr, meta); \
+    esum91.apply(hdr.fixed.v91, hdr, meta); \
+    esum92.apply(hdr.fixed.v92, hdr, meta); \
+    esum93.apply(hdr.fixed.v93, hdr, meta); \
+    esum94.apply(hdr.fixed.v94, hdr, meta); \
+    esum95.apply(hdr.fixed.v95, hdr, meta);
+
+#define ESUM_APPLY_12 \
+    esum96.apply(hdr.fixed.v96, hdr, meta); \
+    esum97.apply(hdr.fixed.v97, hdr, meta); \
+    esum98.apply(hdr.fixed.v98, hdr, meta); \
+    esum99.apply(hdr.fixed.v99, hdr, meta); \
+    esum100.apply(hdr.fixed.v100, hdr, meta); \
+    esum101.apply(hdr.fixed.v101, hdr, meta); \
+    esum102.apply(hdr.fixed.v102, hdr, meta); \
+    esum103.apply(hdr.fixed.v103, hdr, meta);
+
+#define ESUM_APPLY_13 \
+    esum104.apply(hdr.fixed.v104, hdr, meta); \
+    esum105.apply(hdr.fixed.v105, hdr, meta); \
+    esum106.apply(hdr.fixed.v106, hdr, meta); \
+    esum107.apply(hdr.fixed.v107, hdr, meta); \
+    esum108.apply(hdr.fixed.v108, hdr, meta); \
+    esum109.apply(hdr.fixed.v109, hdr, meta); \
+    esum110.apply(hdr.fixed.v110, hdr, meta); \
+    esum111.apply(hdr.fixed.v111, hdr, meta);
+
+#define ESUM_APPLY_14 \
+    esum112.apply(hdr.fixed.v112, hdr, meta); \
+    esum113.apply(hdr.fixed.v113, hdr, meta); \
+    esum114.apply(hdr.fixed.v114, hdr, meta); \
+    esum115.apply(hdr.fixed.v115, hdr, meta); \
+    esum116.apply(hdr.fixed.v116, hdr, meta); \
+    esum117.apply(hdr.fixed.v117, hdr, meta); \
+    esum118.apply(hdr.fixed.v118, hdr, meta); \
+    esum119.apply(hdr.fixed.v119, hdr, meta);
+
+#define ESUM_APPLY_15 \
+    esum120.apply(hdr.fixed.v120, hdr, meta); \
+    esum121.apply(hdr.fixed.v121, hdr, meta); \
+    esum122.apply(hdr.fixed.v122, hdr, meta); \
+    esum123.apply(hdr.fixed.v123, hdr, meta); \
+    esum124.apply(hdr.fixed.v124, hdr, meta); \
+    esum125.apply(hdr.fixed.v125, hdr, meta); \
+    esum126.apply(hdr.fixed.v126, hdr, meta); \
+    esum127.apply(hdr.fixed.v127, hdr, meta);
+
+#define ESUM_TYPES \
+    ELEM_SUM(ElemSumS3, 3) \
+    ELEM_SUM(ElemSumS4, 4) \
+    ELEM_SUM(ElemSumS5, 5) \
+    ELEM_SUM(ElemSumS6, 6) \
+    ELEM_SUM(ElemSumS7, 7) \
+    ELEM_SUM(ElemSumS8, 8) \
+    ELEM_SUM(ElemSumS9, 9) \
+    ELEM_SUM(ElemSumS10, 10) \
+    ELEM_SUM(ElemSumS11, 11) \
+    ELEM_SUM(ElemSumS12, 12) \
+    ELEM_SUM(ElemSumS13, 13) \
+    ELEM_SUM(ElemSumS14, 14) \
+    ELEM_SUM(ElemSumS15, 15) \
+    ELEM_SUM(ElemSumS16, 16) \
+    ELEM_SUM(ElemSumS17, 17) \
+    ELEM_SUM(ElemSumS18, 18) \
+    ELEM_SUM(ElemSumS19, 19) \
+    ELEM_SUM(ElemSumS20, 20) \
+    ELEM_SUM(ElemSumS21, 21) \
+    ELEM_SUM(ElemSumS22, 22) \
+    ELEM_SUM(ElemSumS23, 23) \
+    ELEM_SUM(ElemSumS24, 24) \
+    ELEM_SUM(ElemSumS25, 25) \
+    ELEM_SUM(ElemSumS26, 26) \
+    ELEM_SUM(ElemSumS27, 27) \
+    ELEM_SUM(ElemSumS28, 28) \
+    ELEM_SUM(ElemSumS29, 29) \
+    ELEM_SUM(ElemSumS30, 30) \
+    ELEM_SUM(ElemSumS31, 31) \
+    ELEM_SUM(ElemSumS32, 32) \
+    ELEM_SUM(ElemSumS33, 33) \
+    ELEM_SUM(ElemSumS34, 34) \
+    ELEM_SUM(ElemSumS35, 35)
+
 #if WORDS == 8
 #define FIXED_FIELDS FIXED_FIELDS_0
 #define DECODE_DECLS DECODE_DECLS_0
@@ -2538,6 +2893,8 @@
 #define CODE_DECLS CODE_DECLS_0
 #define PAIR_DECLS PAIR_DECLS_0
 #define PAIR_APPLY PAIR_APPLY_0
+#define ESUM_DECLS ESUM_DECLS_0
+#define ESUM_APPLY ESUM_APPLY_0
 #elif WORDS == 16
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1
@@ -2553,6 +2910,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1
+#define ESUM_DECLS ESUM_DECLS_0 ESUM_DECLS_1
+#define ESUM_APPLY ESUM_APPLY_0 ESUM_APPLY_1
 #elif WORDS == 24
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2
@@ -2568,6 +2927,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2
+#define ESUM_DECLS ESUM_DECLS_0 ESUM_DECLS_1 ESUM_DECLS_2
+#define ESUM_APPLY ESUM_APPLY_0 ESUM_APPLY_1 ESUM_APPLY_2
 #elif WORDS == 32
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3
@@ -2583,6 +2944,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3
+#define ESUM_DECLS ESUM_DECLS_0 ESUM_DECLS_1 ESUM_DECLS_2 ESUM_DECLS_3
+#define ESUM_APPLY ESUM_APPLY_0 ESUM_APPLY_1 ESUM_APPLY_2 ESUM_APPLY_3
 #elif WORDS == 40
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3 FIXED_FIELDS_4
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3 DECODE_DECLS_4
@@ -2598,6 +2961,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4
+#define ESUM_DECLS ESUM_DECLS_0 ESUM_DECLS_1 ESUM_DECLS_2 ESUM_DECLS_3 ESUM_DECLS_4
+#define ESUM_APPLY ESUM_APPLY_0 ESUM_APPLY_1 ESUM_APPLY_2 ESUM_APPLY_3 ESUM_APPLY_4
 #elif WORDS == 48
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3 FIXED_FIELDS_4 FIXED_FIELDS_5
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3 DECODE_DECLS_4 DECODE_DECLS_5
@@ -2613,6 +2978,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5
+#define ESUM_DECLS ESUM_DECLS_0 ESUM_DECLS_1 ESUM_DECLS_2 ESUM_DECLS_3 ESUM_DECLS_4 ESUM_DECLS_5
+#define ESUM_APPLY ESUM_APPLY_0 ESUM_APPLY_1 ESUM_APPLY_2 ESUM_APPLY_3 ESUM_APPLY_4 ESUM_APPLY_5
 #elif WORDS == 56
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3 FIXED_FIELDS_4 FIXED_FIELDS_5 FIXED_FIELDS_6
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3 DECODE_DECLS_4 DECODE_DECLS_5 DECODE_DECLS_6
@@ -2628,6 +2995,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6
+#define ESUM_DECLS ESUM_DECLS_0 ESUM_DECLS_1 ESUM_DECLS_2 ESUM_DECLS_3 ESUM_DECLS_4 ESUM_DECLS_5 ESUM_DECLS_6
+#define ESUM_APPLY ESUM_APPLY_0 ESUM_APPLY_1 ESUM_APPLY_2 ESUM_APPLY_3 ESUM_APPLY_4 ESUM_APPLY_5 ESUM_APPLY_6
 #elif WORDS == 64
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3 FIXED_FIELDS_4 FIXED_FIELDS_5 FIXED_FIELDS_6 FIXED_FIELDS_7
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3 DECODE_DECLS_4 DECODE_DECLS_5 DECODE_DECLS_6 DECODE_DECLS_7
@@ -2643,6 +3012,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7
+#define ESUM_DECLS ESUM_DECLS_0 ESUM_DECLS_1 ESUM_DECLS_2 ESUM_DECLS_3 ESUM_DECLS_4 ESUM_DECLS_5 ESUM_DECLS_6 ESUM_DECLS_7
+#define ESUM_APPLY ESUM_APPLY_0 ESUM_APPLY_1 ESUM_APPLY_2 ESUM_APPLY_3 ESUM_APPLY_4 ESUM_APPLY_5 ESUM_APPLY_6 ESUM_APPLY_7
 #elif WORDS == 72
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3 FIXED_FIELDS_4 FIXED_FIELDS_5 FIXED_FIELDS_6 FIXED_FIELDS_7 FIXED_FIELDS_8
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3 DECODE_DECLS_4 DECODE_DECLS_5 DECODE_DECLS_6 DECODE_DECLS_7 DECODE_DECLS_8
@@ -2658,6 +3029,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7 CODE_DECLS_8
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7 PAIR_DECLS_8
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7 PAIR_APPLY_8
+#define ESUM_DECLS ESUM_DECLS_0 ESUM_DECLS_1 ESUM_DECLS_2 ESUM_DECLS_3 ESUM_DECLS_4 ESUM_DECLS_5 ESUM_DECLS_6 ESUM_DECLS_7 ESUM_DECLS_8
+#define ESUM_APPLY ESUM_APPLY_0 ESUM_APPLY_1 ESUM_APPLY_2 ESUM_APPLY_3 ESUM_APPLY_4 ESUM_APPLY_5 ESUM_APPLY_6 ESUM_APPLY_7 ESUM_APPLY_8
 #elif WORDS == 80
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3 FIXED_FIELDS_4 FIXED_FIELDS_5 FIXED_FIELDS_6 FIXED_FIELDS_7 FIXED_FIELDS_8 FIXED_FIELDS_9
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3 DECODE_DECLS_4 DECODE_DECLS_5 DECODE_DECLS_6 DECODE_DECLS_7 DECODE_DECLS_8 DECODE_DECLS_9
@@ -2673,6 +3046,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7 CODE_DECLS_8 CODE_DECLS_9
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7 PAIR_DECLS_8 PAIR_DECLS_9
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7 PAIR_APPLY_8 PAIR_APPLY_9
+#define ESUM_DECLS ESUM_DECLS_0 ESUM_DECLS_1 ESUM_DECLS_2 ESUM_DECLS_3 ESUM_DECLS_4 ESUM_DECLS_5 ESUM_DECLS_6 ESUM_DECLS_7 ESUM_DECLS_8 ESUM_DECLS_9
+#define ESUM_APPLY ESUM_APPLY_0 ESUM_APPLY_1 ESUM_APPLY_2 ESUM_APPLY_3 ESUM_APPLY_4 ESUM_APPLY_5 ESUM_APPLY_6 ESUM_APPLY_7 ESUM_APPLY_8 ESUM_APPLY_9
 #elif WORDS == 88
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3 FIXED_FIELDS_4 FIXED_FIELDS_5 FIXED_FIELDS_6 FIXED_FIELDS_7 FIXED_FIELDS_8 FIXED_FIELDS_9 FIXED_FIELDS_10
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3 DECODE_DECLS_4 DECODE_DECLS_5 DECODE_DECLS_6 DECODE_DECLS_7 DECODE_DECLS_8 DECODE_DECLS_9 DECODE_DECLS_10
@@ -2688,6 +3063,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7 CODE_DECLS_8 CODE_DECLS_9 CODE_DECLS_10
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7 PAIR_DECLS_8 PAIR_DECLS_9 PAIR_DECLS_10
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7 PAIR_APPLY_8 PAIR_APPLY_9 PAIR_APPLY_10
+#define ESUM_DECLS ESUM_DECLS_0 ESUM_DECLS_1 ESUM_DECLS_2 ESUM_DECLS_3 ESUM_DECLS_4 ESUM_DECLS_5 ESUM_DECLS_6 ESUM_DECLS_7 ESUM_DECLS_8 ESUM_DECLS_9 ESUM_DECLS_10
+#define ESUM_APPLY ESUM_APPLY_0 ESUM_APPLY_1 ESUM_APPLY_2 ESUM_APPLY_3 ESUM_APPLY_4 ESUM_APPLY_5 ESUM_APPLY_6 ESUM_APPLY_7 ESUM_APPLY_8 ESUM_APPLY_9 ESUM_APPLY_10
 #elif WORDS == 96
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3 FIXED_FIELDS_4 FIXED_FIELDS_5 FIXED_FIELDS_6 FIXED_FIELDS_7 FIXED_FIELDS_8 FIXED_FIELDS_9 FIXED_FIELDS_10 FIXED_FIELDS_11
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3 DECODE_DECLS_4 DECODE_DECLS_5 DECODE_DECLS_6 DECODE_DECLS_7 DECODE_DECLS_8 DECODE_DECLS_9 DECODE_DECLS_10 DECODE_DECLS_11
@@ -2703,6 +3080,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7 CODE_DECLS_8 CODE_DECLS_9 CODE_DECLS_10 CODE_DECLS_11
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7 PAIR_DECLS_8 PAIR_DECLS_9 PAIR_DECLS_10 PAIR_DECLS_11
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7 PAIR_APPLY_8 PAIR_APPLY_9 PAIR_APPLY_10 PAIR_APPLY_11
+#define ESUM_DECLS ESUM_DECLS_0 ESUM_DECLS_1 ESUM_DECLS_2 ESUM_DECLS_3 ESUM_DECLS_4 ESUM_DECLS_5 ESUM_DECLS_6 ESUM_DECLS_7 ESUM_DECLS_8 ESUM_DECLS_9 ESUM_DECLS_10 ESUM_DECLS_11
+#define ESUM_APPLY ESUM_APPLY_0 ESUM_APPLY_1 ESUM_APPLY_2 ESUM_APPLY_3 ESUM_APPLY_4 ESUM_APPLY_5 ESUM_APPLY_6 ESUM_APPLY_7 ESUM_APPLY_8 ESUM_APPLY_9 ESUM_APPLY_10 ESUM_APPLY_11
 #elif WORDS == 104
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3 FIXED_FIELDS_4 FIXED_FIELDS_5 FIXED_FIELDS_6 FIXED_FIELDS_7 FIXED_FIELDS_8 FIXED_FIELDS_9 FIXED_FIELDS_10 FIXED_FIELDS_11 FIXED_FIELDS_12
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3 DECODE_DECLS_4 DECODE_DECLS_5 DECODE_DECLS_6 DECODE_DECLS_7 DECODE_DECLS_8 DECODE_DECLS_9 DECODE_DECLS_10 DECODE_DECLS_11 DECODE_DECLS_12
@@ -2718,6 +3097,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7 CODE_DECLS_8 CODE_DECLS_9 CODE_DECLS_10 CODE_DECLS_11 CODE_DECLS_12
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7 PAIR_DECLS_8 PAIR_DECLS_9 PAIR_DECLS_10 PAIR_DECLS_11 PAIR_DECLS_12
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7 PAIR_APPLY_8 PAIR_APPLY_9 PAIR_APPLY_10 PAIR_APPLY_11 PAIR_APPLY_12
+#define ESUM_DECLS ESUM_DECLS_0 ESUM_DECLS_1 ESUM_DECLS_2 ESUM_DECLS_3 ESUM_DECLS_4 ESUM_DECLS_5 ESUM_DECLS_6 ESUM_DECLS_7 ESUM_DECLS_8 ESUM_DECLS_9 ESUM_DECLS_10 ESUM_DECLS_11 ESUM_DECLS_12
+#define ESUM_APPLY ESUM_APPLY_0 ESUM_APPLY_1 ESUM_APPLY_2 ESUM_APPLY_3 ESUM_APPLY_4 ESUM_APPLY_5 ESUM_APPLY_6 ESUM_APPLY_7 ESUM_APPLY_8 ESUM_APPLY_9 ESUM_APPLY_10 ESUM_APPLY_11 ESUM_APPLY_12
 #elif WORDS == 112
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3 FIXED_FIELDS_4 FIXED_FIELDS_5 FIXED_FIELDS_6 FIXED_FIELDS_7 FIXED_FIELDS_8 FIXED_FIELDS_9 FIXED_FIELDS_10 FIXED_FIELDS_11 FIXED_FIELDS_12 FIXED_FIELDS_13
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3 DECODE_DECLS_4 DECODE_DECLS_5 DECODE_DECLS_6 DECODE_DECLS_7 DECODE_DECLS_8 DECODE_DECLS_9 DECODE_DECLS_10 DECODE_DECLS_11 DECODE_DECLS_12 DECODE_DECLS_13
@@ -2733,6 +3114,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7 CODE_DECLS_8 CODE_DECLS_9 CODE_DECLS_10 CODE_DECLS_11 CODE_DECLS_12 CODE_DECLS_13
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7 PAIR_DECLS_8 PAIR_DECLS_9 PAIR_DECLS_10 PAIR_DECLS_11 PAIR_DECLS_12 PAIR_DECLS_13
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7 PAIR_APPLY_8 PAIR_APPLY_9 PAIR_APPLY_10 PAIR_APPLY_11 PAIR_APPLY_12 PAIR_APPLY_13
+#define ESUM_DECLS ESUM_DECLS_0 ESUM_DECLS_1 ESUM_DECLS_2 ESUM_DECLS_3 ESUM_DECLS_4 ESUM_DECLS_5 ESUM_DECLS_6 ESUM_DECLS_7 ESUM_DECLS_8 ESUM_DECLS_9 ESUM_DECLS_10 ESUM_DECLS_11 ESUM_DECLS_12 ESUM_DECLS_13
+#define ESUM_APPLY ESUM_APPLY_0 ESUM_APPLY_1 ESUM_APPLY_2 ESUM_APPLY_3 ESUM_APPLY_4 ESUM_APPLY_5 ESUM_APPLY_6 ESUM_APPLY_7 ESUM_APPLY_8 ESUM_APPLY_9 ESUM_APPLY_10 ESUM_APPLY_11 ESUM_APPLY_12 ESUM_APPLY_13
 #elif WORDS == 120
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3 FIXED_FIELDS_4 FIXED_FIELDS_5 FIXED_FIELDS_6 FIXED_FIELDS_7 FIXED_FIELDS_8 FIXED_FIELDS_9 FIXED_FIELDS_10 FIXED_FIELDS_11 FIXED_FIELDS_12 FIXED_FIELDS_13 FIXED_FIELDS_14
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3 DECODE_DECLS_4 DECODE_DECLS_5 DECODE_DECLS_6 DECODE_DECLS_7 DECODE_DECLS_8 DECODE_DECLS_9 DECODE_DECLS_10 DECODE_DECLS_11 DECODE_DECLS_12 DECODE_DECLS_13 DECODE_DECLS_14
@@ -2748,6 +3131,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7 CODE_DECLS_8 CODE_DECLS_9 CODE_DECLS_10 CODE_DECLS_11 CODE_DECLS_12 CODE_DECLS_13 CODE_DECLS_14
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7 PAIR_DECLS_8 PAIR_DECLS_9 PAIR_DECLS_10 PAIR_DECLS_11 PAIR_DECLS_12 PAIR_DECLS_13 PAIR_DECLS_14
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7 PAIR_APPLY_8 PAIR_APPLY_9 PAIR_APPLY_10 PAIR_APPLY_11 PAIR_APPLY_12 PAIR_APPLY_13 PAIR_APPLY_14
+#define ESUM_DECLS ESUM_DECLS_0 ESUM_DECLS_1 ESUM_DECLS_2 ESUM_DECLS_3 ESUM_DECLS_4 ESUM_DECLS_5 ESUM_DECLS_6 ESUM_DECLS_7 ESUM_DECLS_8 ESUM_DECLS_9 ESUM_DECLS_10 ESUM_DECLS_11 ESUM_DECLS_12 ESUM_DECLS_13 ESUM_DECLS_14
+#define ESUM_APPLY ESUM_APPLY_0 ESUM_APPLY_1 ESUM_APPLY_2 ESUM_APPLY_3 ESUM_APPLY_4 ESUM_APPLY_5 ESUM_APPLY_6 ESUM_APPLY_7 ESUM_APPLY_8 ESUM_APPLY_9 ESUM_APPLY_10 ESUM_APPLY_11 ESUM_APPLY_12 ESUM_APPLY_13 ESUM_APPLY_14
 #elif WORDS == 128
 #define FIXED_FIELDS FIXED_FIELDS_0 FIXED_FIELDS_1 FIXED_FIELDS_2 FIXED_FIELDS_3 FIXED_FIELDS_4 FIXED_FIELDS_5 FIXED_FIELDS_6 FIXED_FIELDS_7 FIXED_FIELDS_8 FIXED_FIELDS_9 FIXED_FIELDS_10 FIXED_FIELDS_11 FIXED_FIELDS_12 FIXED_FIELDS_13 FIXED_FIELDS_14 FIXED_FIELDS_15
 #define DECODE_DECLS DECODE_DECLS_0 DECODE_DECLS_1 DECODE_DECLS_2 DECODE_DECLS_3 DECODE_DECLS_4 DECODE_DECLS_5 DECODE_DECLS_6 DECODE_DECLS_7 DECODE_DECLS_8 DECODE_DECLS_9 DECODE_DECLS_10 DECODE_DECLS_11 DECODE_DECLS_12 DECODE_DECLS_13 DECODE_DECLS_14 DECODE_DECLS_15
@@ -2763,6 +3148,8 @@
 #define CODE_DECLS CODE_DECLS_0 CODE_DECLS_1 CODE_DECLS_2 CODE_DECLS_3 CODE_DECLS_4 CODE_DECLS_5 CODE_DECLS_6 CODE_DECLS_7 CODE_DECLS_8 CODE_DECLS_9 CODE_DECLS_10 CODE_DECLS_11 CODE_DECLS_12 CODE_DECLS_13 CODE_DECLS_14 CODE_DECLS_15
 #define PAIR_DECLS PAIR_DECLS_0 PAIR_DECLS_1 PAIR_DECLS_2 PAIR_DECLS_3 PAIR_DECLS_4 PAIR_DECLS_5 PAIR_DECLS_6 PAIR_DECLS_7 PAIR_DECLS_8 PAIR_DECLS_9 PAIR_DECLS_10 PAIR_DECLS_11 PAIR_DECLS_12 PAIR_DECLS_13 PAIR_DECLS_14 PAIR_DECLS_15
 #define PAIR_APPLY PAIR_APPLY_0 PAIR_APPLY_1 PAIR_APPLY_2 PAIR_APPLY_3 PAIR_APPLY_4 PAIR_APPLY_5 PAIR_APPLY_6 PAIR_APPLY_7 PAIR_APPLY_8 PAIR_APPLY_9 PAIR_APPLY_10 PAIR_APPLY_11 PAIR_APPLY_12 PAIR_APPLY_13 PAIR_APPLY_14 PAIR_APPLY_15
+#define ESUM_DECLS ESUM_DECLS_0 ESUM_DECLS_1 ESUM_DECLS_2 ESUM_DECLS_3 ESUM_DECLS_4 ESUM_DECLS_5 ESUM_DECLS_6 ESUM_DECLS_7 ESUM_DECLS_8 ESUM_DECLS_9 ESUM_DECLS_10 ESUM_DECLS_11 ESUM_DECLS_12 ESUM_DECLS_13 ESUM_DECLS_14 ESUM_DECLS_15
+#define ESUM_APPLY ESUM_APPLY_0 ESUM_APPLY_1 ESUM_APPLY_2 ESUM_APPLY_3 ESUM_APPLY_4 ESUM_APPLY_5 ESUM_APPLY_6 ESUM_APPLY_7 ESUM_APPLY_8 ESUM_APPLY_9 ESUM_APPLY_10 ESUM_APPLY_11 ESUM_APPLY_12 ESUM_APPLY_13 ESUM_APPLY_14 ESUM_APPLY_15
 #else
 #error "WORDS must be a multiple of 8 up to 128"
 #endif
@@ -6678,6 +7065,99 @@
     hdr.fixed.v64 = hdr.fixed.v64 | hdr.fixed.v96; \
     hdr.fixed.v0 = hdr.fixed.v0 | hdr.fixed.v64;
 #define ZERO_REST 
+#endif
+
+#if PASSES == 2
+#define WALK_ENTRIES \
+    (0, 0, _) : consume(1); \
+    (0, 1, OUT_NONE) : absorb(); \
+    (0, 1, _) : harvest(0, 1); \
+    (1, 0, OUT_MCAST) : out_mcast(); \
+    (1, 0, OUT_UCAST) : out_ucast();
+#elif PASSES == 3
+#define WALK_ENTRIES \
+    (0, 0, _) : consume(1); \
+    (0, 1, _) : consume(2); \
+    (0, 2, OUT_NONE) : absorb(); \
+    (0, 2, _) : harvest(1, 2); \
+    (1, 1, _) : harvest(0, 1); \
+    (1, 0, OUT_MCAST) : out_mcast(); \
+    (1, 0, OUT_UCAST) : out_ucast();
+#elif PASSES == 4
+#define WALK_ENTRIES \
+    (0, 0, _) : consume(1); \
+    (0, 1, _) : consume(2); \
+    (0, 2, _) : consume(3); \
+    (0, 3, OUT_NONE) : absorb(); \
+    (0, 3, _) : harvest(2, 3); \
+    (1, 2, _) : harvest(1, 2); \
+    (1, 1, _) : harvest(0, 1); \
+    (1, 0, OUT_MCAST) : out_mcast(); \
+    (1, 0, OUT_UCAST) : out_ucast();
+#elif PASSES == 5
+#define WALK_ENTRIES \
+    (0, 0, _) : consume(1); \
+    (0, 1, _) : consume(2); \
+    (0, 2, _) : consume(3); \
+    (0, 3, _) : consume(4); \
+    (0, 4, OUT_NONE) : absorb(); \
+    (0, 4, _) : harvest(3, 4); \
+    (1, 3, _) : harvest(2, 3); \
+    (1, 2, _) : harvest(1, 2); \
+    (1, 1, _) : harvest(0, 1); \
+    (1, 0, OUT_MCAST) : out_mcast(); \
+    (1, 0, OUT_UCAST) : out_ucast();
+#elif PASSES == 6
+#define WALK_ENTRIES \
+    (0, 0, _) : consume(1); \
+    (0, 1, _) : consume(2); \
+    (0, 2, _) : consume(3); \
+    (0, 3, _) : consume(4); \
+    (0, 4, _) : consume(5); \
+    (0, 5, OUT_NONE) : absorb(); \
+    (0, 5, _) : harvest(4, 5); \
+    (1, 4, _) : harvest(3, 4); \
+    (1, 3, _) : harvest(2, 3); \
+    (1, 2, _) : harvest(1, 2); \
+    (1, 1, _) : harvest(0, 1); \
+    (1, 0, OUT_MCAST) : out_mcast(); \
+    (1, 0, OUT_UCAST) : out_ucast();
+#elif PASSES == 7
+#define WALK_ENTRIES \
+    (0, 0, _) : consume(1); \
+    (0, 1, _) : consume(2); \
+    (0, 2, _) : consume(3); \
+    (0, 3, _) : consume(4); \
+    (0, 4, _) : consume(5); \
+    (0, 5, _) : consume(6); \
+    (0, 6, OUT_NONE) : absorb(); \
+    (0, 6, _) : harvest(5, 6); \
+    (1, 5, _) : harvest(4, 5); \
+    (1, 4, _) : harvest(3, 4); \
+    (1, 3, _) : harvest(2, 3); \
+    (1, 2, _) : harvest(1, 2); \
+    (1, 1, _) : harvest(0, 1); \
+    (1, 0, OUT_MCAST) : out_mcast(); \
+    (1, 0, OUT_UCAST) : out_ucast();
+#elif PASSES == 8
+#define WALK_ENTRIES \
+    (0, 0, _) : consume(1); \
+    (0, 1, _) : consume(2); \
+    (0, 2, _) : consume(3); \
+    (0, 3, _) : consume(4); \
+    (0, 4, _) : consume(5); \
+    (0, 5, _) : consume(6); \
+    (0, 6, _) : consume(7); \
+    (0, 7, OUT_NONE) : absorb(); \
+    (0, 7, _) : harvest(6, 7); \
+    (1, 6, _) : harvest(5, 6); \
+    (1, 5, _) : harvest(4, 5); \
+    (1, 4, _) : harvest(3, 4); \
+    (1, 3, _) : harvest(2, 3); \
+    (1, 2, _) : harvest(1, 2); \
+    (1, 1, _) : harvest(0, 1); \
+    (1, 0, OUT_MCAST) : out_mcast(); \
+    (1, 0, OUT_UCAST) : out_ucast();
 #endif
 
 #endif

@@ -65,6 +65,14 @@ TWIN_PER_ELEM = {
     "ROUND_DECLS_TWIN": "RoundCode() rnd{i};",
     "DRAW_TWIN": "hash(meta.r{i}, HashAlgorithm.crc32, 32w0, {{ ROUND_KEY, 8w{i} }}, "
                  "33w0x100000000);",
+    # CRC-32 is linear: two elements' bits differ by a pattern fixed by their keys, and
+    # where its low bits are 0 they round alike every use. MurmurHash3's finalizer mixes
+    # every bit into the low ones (the walk's twin, PASSES > 1).
+    "MIX_TWIN": "meta.r{i} = meta.r{i} ^ (meta.r{i} >> 16); "
+                "meta.r{i} = meta.r{i} * 32w0x85ebca6b; "
+                "meta.r{i} = meta.r{i} ^ (meta.r{i} >> 13); "
+                "meta.r{i} = meta.r{i} * 32w0xc2b2ae35; "
+                "meta.r{i} = meta.r{i} ^ (meta.r{i} >> 16);",
 }
 # The first stage the slot's flags reach (jobs 0, admit and use 1, bitmap 2), and how
 # many pair registers share it with the remaining and max_exp registers (4 ALUs a stage).
@@ -81,6 +89,32 @@ PER_PAIR = {
     "PAIR_DECLS": "PairSumS{stage}() pair{k};",
     "PAIR_APPLY": "pair{k}.apply(hdr.fixed.v{lo}, hdr.fixed.v{hi}, meta);",
 }
+# The walk's registers (PASSES > 1, esum_tna.p4): one element each, four to a stage as the
+# pair registers (the TNA program pins them: unpinned, Tofino 1 needs a 13th stage).
+PER_ELEM_SUM = {
+    "ESUM_DECLS": "ElemSumS{stage}() esum{i};",
+    "ESUM_APPLY": "esum{i}.apply(hdr.fixed.v{i}, hdr, meta);",
+}
+MAX_PASSES = 8
+
+
+def walk_entries(passes: int) -> list[str]:
+    """passes_tna.p4's walk_step for `passes` segments: consume 1..passes-1, then the
+    harvest from the last segment down to 0 (harvest(next, read)), then out."""
+    last = passes - 1
+    out = [f"(0, {k}, _) : consume({k + 1});" for k in range(last)]
+    out += [f"(0, {last}, OUT_NONE) : absorb();", f"(0, {last}, _) : harvest({last - 1}, {last});"]
+    out += [f"(1, {k}, _) : harvest({k - 1}, {k});" for k in range(last - 1, 0, -1)]
+    return out + ["(1, 0, OUT_MCAST) : out_mcast();", "(1, 0, OUT_UCAST) : out_ucast();"]
+
+
+def walks() -> list[str]:
+    """WALK_ENTRIES for each PASSES from 2 to MAX_PASSES."""
+    lines = []
+    for n in range(2, MAX_PASSES + 1):
+        lines.append(f"#{'if' if n == 2 else 'elif'} PASSES == {n}")
+        lines += define("WALK_ENTRIES", walk_entries(n))[:1]
+    return lines + ["#endif", ""]
 
 
 def or_tree(words: int) -> list[str]:
@@ -217,7 +251,12 @@ def render() -> str:
             for k in range(s * SEG // 2, (s + 1) * SEG // 2)], MAX_WORDS // SEG)
     stages = sorted({pair_stage(k) for k in range(MAX_WORDS // 2)})
     lines += define("PAIR_TYPES", [f"PAIR_SUM(PairSumS{st}, {st})" for st in stages])
-    lines += chooser([*PER_WORD, *PER_PAIR], "WORDS", MAX_WORDS) + [""]
+    for name, stmt in PER_ELEM_SUM.items():
+        lines += segments(name, lambda s, stmt=stmt: [stmt.format(i=i, stage=pair_stage(i))
+                                                      for i in elements(s)], MAX_WORDS // SEG)
+    stages = sorted({pair_stage(i) for i in range(MAX_WORDS)})
+    lines += define("ESUM_TYPES", [f"ELEM_SUM(ElemSumS{st}, {st})" for st in stages])
+    lines += chooser([*PER_WORD, *PER_PAIR, *PER_ELEM_SUM], "WORDS", MAX_WORDS) + [""]
     for name, stmt in PER_ELEM.items():
         lines += segments(name, lambda s, stmt=stmt: [stmt.format(i=i) for i in elements(s)],
                           MAX_ELEMS // SEG)
@@ -225,7 +264,7 @@ def render() -> str:
         lines += segments(name, lambda s, stmt=stmt: [
             stmt.format(g=g) for g in range(s * SEG // 4, (s + 1) * SEG // 4)], MAX_ELEMS // SEG)
     lines += chooser([*PER_ELEM, *PER_GROUP]) + [""]
-    lines += lane_words() + ["#endif"]
+    lines += lane_words() + walks() + ["#endif"]
     return "\n".join(lines) + "\n"
 
 

@@ -30,18 +30,48 @@ header recirc_h {
 
 // Ingress to egress: what the egress does to the packet. Five bytes: on Tofino 1 the
 // egress parser reads at most 160 bytes, this header and the sums it narrows included.
+// The walk's (PASSES > 1) is one byte: its seed rides in the walk header, which the egress
+// parses in front of the sums it re-compresses.
 header bridge_h {
     bit<2>  recompress;     // 1: re-compress the FIXED32 sums to CNAT8; 2: narrow the lanes
                             // to SUM8
     bit<1>  to_recirc;      // leaving for a second pass: untouched
     bit<1>  is_agg;         // an aggregation packet (a result, a partial sum)
+#if PASSES > 1
+    bit<3>  seg;            // the segment whose sums the egress re-compresses
+    bit<1>  walked;         // the walk header is in front of the Ethernet header
+#else
     bit<4>  pad;
     bit<32> seed;           // the job's seed (DESIGN contract 10)
+#endif
 }
+
+#if PASSES > 1
+#if PASSES > 8
+#error "PASSES: at most 8 (the walk's segment is 3 bits)"
+#endif
+const bit<16> UDP_LEN_PACKET = 8 + AGG_HDR_BYTES + PASSES * ELEMS;
+
+// Between the passes of one packet (passes_tna.p4), in front of the Ethernet header on the
+// loopback ports only: the slot's decisions, made once in the first pass. Nine bytes, for
+// Tofino 1's egress parser (above).
+header walk_h {
+    bit<16> ridx;           // the register index of this pass's segment
+    bit<3>  seg;            // the segment this pass sums (or reads, harvesting)
+    bit<2>  op;             // OP_PUT, OP_ADD or OP_GET on the segment's registers
+    bit<1>  harvest;        // 1: the sums are read back, one segment a pass, last first
+    bit<2>  dest;           // where the result goes once harvested (OUT_*)
+    bit<16> to;             // its multicast group (OUT_MCAST) or port (OUT_UCAST)
+    bit<32> seed;           // the job's seed (DESIGN contract 10)
+}
+#endif
 
 struct tna_headers_t {
     bridge_h   bridge;
     recirc_h   recirc;
+#if PASSES > 1
+    walk_h     walk;
+#endif
     ethernet_h eth;
     ipv4_h     ipv4;
     udp_h      udp;
@@ -87,6 +117,9 @@ struct ig_meta_t {
     bit<8>  exp;
     bool    down;           // a result from the parent, multicast to the children
     bool    pass2;          // second pass: read the pair registers' first lanes
+#if PASSES > 1
+    bool    walking;        // a later pass of a packet (the walk header is valid)
+#endif
 }
 
 struct eg_meta_t {

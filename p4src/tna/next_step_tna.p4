@@ -54,6 +54,23 @@ control NextStep(inout tna_headers_t hdr, inout ig_meta_t meta, in PortId_t in_p
         hdr.bridge.seed = hdr.recirc.seed;
         hdr.recirc.setInvalid();
     }
+#elif PASSES > 1
+    // The walk (passes_tna.p4): every pass of the packet sums its segment; where the
+    // result goes is decided here, in the first, and carried.
+    action walk(bit<2> dest, bit<16> to) {
+        hdr.walk.setValid();
+        hdr.walk.ridx = meta.ridx;
+        hdr.walk.seg = 0;
+        hdr.walk.harvest = 0;
+        hdr.walk.dest = dest;
+        hdr.walk.to = to;
+        hdr.walk.seed = meta.seed;
+    }
+    action walk_out(bit<8> msg_type, bit<2> dest, bit<16> to) {
+        result_header(msg_type);
+        walk(dest, to);
+    }
+    action walk_on() { walk(OUT_NONE, 0); }
 #else
     action out_mcast(bit<8> msg_type, bit<16> grp, bit<8> recompress) {
         result_header(msg_type);
@@ -71,6 +88,11 @@ control NextStep(inout tna_headers_t hdr, inout ig_meta_t meta, in PortId_t in_p
     }
 #endif
     // recompress: 1 re-compress the sums to CNAT8 (egress), 2 narrow the lanes to SUM8.
+#if PASSES > 1
+    action up() { walk_out(MSG_CONTRIB, OUT_UCAST, (bit<16>)meta.parent_port); }
+    action answer() { walk_out(MSG_RESULT, OUT_UCAST, (bit<16>)in_port); }
+    action multicast() { walk_out(MSG_RESULT, OUT_MCAST, meta.grp); }
+#else
     action up(bit<8> recompress) {
 #ifdef LO_LANE_PASS
         go_out(MSG_CONTRIB, 0, (PortId_t)meta.parent_port, recompress);
@@ -92,6 +114,7 @@ control NextStep(inout tna_headers_t hdr, inout ig_meta_t meta, in PortId_t in_p
         out_mcast(MSG_RESULT, meta.grp, recompress);
 #endif
     }
+#endif
     action absorbed() { dprsr.drop_ctl = 1; }
     action down() {
         tm.mcast_grp_a = meta.grp;
@@ -115,9 +138,23 @@ control NextStep(inout tna_headers_t hdr, inout ig_meta_t meta, in PortId_t in_p
 #ifdef LO_LANE_PASS
             second_pass_mcast; second_pass_ucast;
 #endif
+#if PASSES > 1
+            walk_on;
+#endif
             up; answer; multicast; absorbed; down; NoAction;
         }
         const entries = {
+#if PASSES > 1
+            // Results and partial sums are CNAT8 (the admit table refuses other jobs); a
+            // new contribution walks on to add its other segments, a duplicate of a use
+            // still open has nothing to add.
+            (false, true, false, _, _, _, _): down();
+            (false, false, true, 0, false, _, _): up();
+            (false, false, true, 0, true, 0, _): multicast();
+            (false, false, true, 0, true, _, _): answer();
+            (false, false, true, _, _, 0, _): walk_on();
+            (false, false, true, _, _, _, _): absorbed();
+#else
 #ifdef LO_LANE_PASS
             (true, false, false, _, _, _, _, 0): second_pass_ucast();
             (true, false, false, _, _, _, _, _): second_pass_mcast();
@@ -144,6 +181,7 @@ control NextStep(inout tna_headers_t hdr, inout ig_meta_t meta, in PortId_t in_p
             (false, false, true, 0, true, _, ENC_SUM8): answer(2);
             (false, false, true, 0, true, _, _): answer(0);
             (false, false, true, _, _, _, _): absorbed();
+#endif
 #endif
         }
         default_action = NoAction();

@@ -89,6 +89,8 @@ control NAME(inout bit<32> a, inout bit<32> b, in ig_meta_t meta) { \
 }
 #endif
 
+#if PASSES == 1
 PAIR_TYPES
+#endif
 
 #endif

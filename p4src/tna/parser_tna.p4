@@ -4,6 +4,11 @@
 parser TnaIngressParser(packet_in pkt, out tna_headers_t hdr, out ig_meta_t meta,
                         out ingress_intrinsic_metadata_t ig_intr_md) {
     Checksum() ipv4_csum;
+#if PASSES > 1
+    // The ports the control plane put in loopback for the walk (passes_tna.p4): only they
+    // carry a walk header, and only the switch itself sends to them.
+    value_set<PortId_t>(PASSES) loop_ports;
+#endif
     state start {
         pkt.extract(ig_intr_md);
         pkt.advance(PORT_METADATA_SIZE);
@@ -17,11 +22,38 @@ parser TnaIngressParser(packet_in pkt, out tna_headers_t hdr, out ig_meta_t meta
         meta.lanes = false;
         meta.bm_seen = 0;
         meta.remaining = 0;
+#if PASSES > 1
+        meta.walking = false;
+        transition select(ig_intr_md.ingress_port) {
+            loop_ports: parse_walk;
+            default: parse_eth;
+        }
+#else
         transition select(ig_intr_md.ingress_port) {
             RECIRC_PORT: parse_recirc;
             default: parse_eth;
         }
+#endif
     }
+#if PASSES > 1
+    state parse_walk {
+        pkt.extract(hdr.walk);
+        meta.walking = true;
+        meta.ridx = hdr.walk.ridx;
+        transition select(hdr.walk.harvest) {
+            0: parse_eth;
+            default: parse_harvest;
+        }
+    }
+    // Harvesting: the codes already read back stay unparsed behind the headers.
+    state parse_harvest {
+        pkt.extract(hdr.eth);
+        pkt.extract(hdr.ipv4);
+        pkt.extract(hdr.udp);
+        pkt.extract(hdr.agg);
+        transition accept;
+    }
+#endif
     state parse_recirc {
         pkt.extract(hdr.recirc);
         transition parse_eth;
@@ -95,11 +127,27 @@ parser TnaEgressParser(packet_in pkt, out tna_headers_t hdr, out eg_meta_t meta,
     state start {
         pkt.extract(eg_intr_md);
         pkt.extract(hdr.bridge);
+#if PASSES > 1
+        // The walk header is in front where the packet harvests (to a loopback port) or
+        // leaves at the end of its walk.
+        transition select(hdr.bridge.walked, hdr.bridge.to_recirc, hdr.bridge.is_agg) {
+            (0, 0, 1): parse_agg;
+            (1, _, 1): parse_walk;
+            default: accept;
+        }
+#else
         transition select(hdr.bridge.to_recirc, hdr.bridge.is_agg) {
             (0, 1): parse_agg;
             default: accept;
         }
+#endif
     }
+#if PASSES > 1
+    state parse_walk {
+        pkt.extract(hdr.walk);
+        transition parse_agg;
+    }
+#endif
     state parse_agg {
         pkt.extract(hdr.eth);
         pkt.extract(hdr.ipv4);

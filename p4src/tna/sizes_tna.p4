@@ -6,9 +6,12 @@
 #ifndef ELEMS
 #define ELEMS 64
 #endif
-// The slot pool and table sizes of the v1model program (p4src/include/sizes.p4).
+// The slot pool and table sizes of the v1model program (p4src/include/sizes.p4); a build
+// may give a larger pool (-DPOOL_SIZE=N, a power of two).
+#ifndef POOL_SIZE
 #define POOL_SIZE 512
-#define SLOT_REGS 1024
+#endif
+#define SLOT_REGS (2 * POOL_SIZE)
 #define MAX_JOBS 64
 #define MAX_CHILD_ENTRIES 2048
 #define MAX_ROUTES 4096
@@ -42,9 +45,21 @@
 #define WORDS ELEMS
 #endif
 
+// Passes per packet (passes_tna.p4): a packet carries PASSES segments of ELEMS CNAT8
+// codes, one summed a pass, the passes walking the pipes through ports in loopback. Each
+// segment has registers of its own (SLOT_REGS cells a segment), so the control plane may
+// send any pass to any pipe.
+#ifndef PASSES
+#define PASSES 1
+#endif
+#if PASSES > 1 && !defined(CNAT8_RESULTS)
+#error "PASSES > 1 sums CNAT8 contributions into CNAT8 results only (-DCNAT8_RESULTS)"
+#endif
+
 // Tofino 1's stateful ALUs return one 32-bit word: a pair register's second lane is read
-// in a second pass. Tofino 2's return both.
-#if __TARGET_TOFINO__ == 1
+// in a second pass. Tofino 2's return both. The walk of PASSES > 1 keeps one element a
+// register, so every pass reads its sums at once.
+#if __TARGET_TOFINO__ == 1 && PASSES == 1
 #define LO_LANE_PASS 1
 #endif
 

@@ -141,6 +141,10 @@ control SlotState(inout tna_headers_t hdr, inout ig_meta_t meta, in PortId_t por
             (_, _, _, _, _, _, _, _, _, false, ENC_SUM8): drop(DROP_BAD_ENCODING);
             (_, _, _, _, _, _, _, _, _, true, ENC_FIXED32): drop(DROP_BAD_ENCODING);
             (_, _, _, _, _, _, _, _, _, true, ENC_CNAT8): drop(DROP_BAD_ENCODING);
+#if PASSES > 1
+            // the walk re-compresses every result and partial sum to CNAT8
+            (_, _, _, _, _, _, _, _, _, _, ENC_FIXED32): drop(DROP_BAD_ENCODING);
+#endif
             (_, _, _, _, MSG_RESULT, _, _, _, _, _, _): result_in();
             (_, _, _, _, MSG_CONTRIB, false, _, _, _, _, _): drop(DROP_FOREIGN_PORT);
             (_, _, _, _, MSG_CONTRIB, _, 0, 0xff, _, _, _): drop(DROP_BAD_EXP);
