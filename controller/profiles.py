@@ -26,7 +26,9 @@ p4src/build/twin/), 16 elements per packet as the Tofino 1 and 2 programs compil
 CNAT8 both ways sum in one pass (p4src/tna/build_tofino.py). It takes FIXED32 and CNAT8
 contributions with FIXED32 or CNAT8 results, and UQ4 with SUM8 results (in the lanes of the
 Tofino programs compiled with them), on dense jobs, and sends results with UDP checksum 0
-(its workers take that as none).
+(its workers take that as none). `tofino-mp` is the same twin compiled with the walk of the
+cnat8-mp variants (p4src/build/twin-mp/): packets of 64 CNAT8 codes, 4 segments of 16 summed
+one a pass, CNAT8 contributions with CNAT8 results and partial sums only.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class Profile:
     elems: int
     build: Path
     twin: bool = False      # the Tofino profile's twin (p4src/twin/), not p4src/agg.p4
+    passes: int = 1         # passes a packet takes (elems of them a segment each)
 
     @property
     def p4info(self) -> Path:
@@ -70,7 +73,7 @@ class Profile:
         per element (FOUR_BIT); UQ4 alone on the Tofino profile, which sums its integers in
         lanes and has no NAT4 decode."""
         if self.twin:
-            return ("uq4",)
+            return ("uq4",) if self.passes == 1 else ()
         return ("nat4", "uq4") if self.elems // 2 <= MAX_GROWTH else ()
 
     @property
@@ -89,7 +92,8 @@ class Profile:
 PROFILES = {"default": Profile("default", 168, BUILD),
             "wide": Profile("wide", 1456, BUILD / "wide"),
             "wide4": Profile("wide4", 1024, BUILD / "wide4"),
-            "tofino": Profile("tofino", 16, BUILD / "twin", twin=True)}
+            "tofino": Profile("tofino", 16, BUILD / "twin", twin=True),
+            "tofino-mp": Profile("tofino-mp", 64, BUILD / "twin-mp", twin=True, passes=4)}
 
 
 def profile(name: str) -> Profile:
@@ -106,9 +110,14 @@ def elems_of(bmv2_json: str | Path) -> int | None:
 
 
 def elems_in(prog: dict) -> int | None:
-    """elems_of() of a loaded BMv2 JSON."""
+    """elems_of() of a loaded BMv2 JSON: a pass's CNAT8 codes times the passes, the
+    entries of the walk's `loops` table (one per segment) where there is one."""
     cnat = [h for h in prog.get("header_types", []) if h.get("name") == "cnat_h"]
-    return len(cnat[0]["fields"]) if len(cnat) == 1 else None
+    if len(cnat) != 1:
+        return None
+    loops = [t["max_size"] for pipe in prog.get("pipelines", []) for t in pipe.get("tables", [])
+             if t.get("name") == "NatIngress.walk.loops"]
+    return len(cnat[0]["fields"]) * (loops[0] if loops else 1)
 
 
 def _tree(topo: Topology, job: JobSpec):
@@ -122,8 +131,14 @@ def job_problem(prof: Profile, topo: Topology, job: JobSpec) -> str | None:
         if job.mode == "sparse":
             return (f"job {job.id}: profile {prof.name} (the Tofino profile) has no sparse "
                     f"jobs; use mode dense or the default profile")
-        if (job.encoding == "sum8") != (job.partials == "sum8") and \
-                len(_tree(topo, job).nodes) > 1:
+        multi = len(_tree(topo, job).nodes) > 1
+        if prof.passes > 1 and (job.encoding != "cnat8" or multi and job.partials != "cnat8"):
+            sent = job.encoding if job.encoding != "cnat8" else job.partials
+            return (f"job {job.id}: profile {prof.name} walks packets of {prof.passes} "
+                    f"segments and re-compresses every result and partial sum to CNAT8: "
+                    f"{sent} is not sent; use results cnat8 (and partials cnat8 on a tree) "
+                    f"or the tofino profile")
+        if (job.encoding == "sum8") != (job.partials == "sum8") and multi:
             return (f"job {job.id}: profile {prof.name} (the Tofino profile) sums UQ4/SUM8 "
                     f"lanes apart from FIXED32 and CNAT8: results {job.encoding} and partials "
                     f"{job.partials} mix them; use sum8 for both or for neither")

@@ -35,7 +35,8 @@ def desired_state(topo: Topology, sessions: Mapping[int, int],
             raise ControllerError("the Tofino profile has no egress impairment to drop "
                                   "packets with (docs/PROTOCOL.md \"Tofino profile\"): run "
                                   "it without link loss")
-        parts = (twin.entries(topo, trees, sessions, twin.elems_of(p4info)),)
+        parts = (twin.entries(topo, trees, sessions, twin.elems_of(p4info),
+                              twin.passes_of(p4info)),)
     else:
         parts = (impairment.entries(topo), aggregation.entries(topo, trees, sessions))
     for part in (forwarding.entries(topo), addressing.entries(topo), *parts):

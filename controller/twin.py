@@ -31,7 +31,12 @@ JOB_CHILD = "NatIngress.slot.job_child"
 CHILDREN = "NatIngress.slot.children"
 SET_CHILD = "NatIngress.slot.set_child"
 JOB_ID, VERSION, PORT = "hdr.agg.job_id", "hdr.agg.version", "port"
-TABLES = (JOBS, CHILDREN)
+# The walk of a packet of several segments (p4src/tna/passes_tna.p4): the port each pass
+# leaves through. The twin recirculates in its egress, so its port is one no host sits
+# behind (the TNA program's are the ports the control plane put in loopback).
+LOOPS, LOOP, SEG = "NatIngress.walk.loops", "NatIngress.walk.loop", "hdr.walk.seg"
+TWIN_LOOP_PORT = 510
+TABLES = (JOBS, CHILDREN, LOOPS)
 M32 = 0xFFFFFFFF
 # The per-element tables: their names end in the element's index.
 ELEMENT_TABLE = re.compile(r"NatIngress\.dec(\d+)\.decode|NatEgress\.recompress\.(?:rnd|cod)"
@@ -58,7 +63,21 @@ def element_tables(p4info) -> list[str]:
 
 
 def elems_of(p4info) -> int:
+    """Elements per pass: one decode table each."""
     return sum(1 for n in p4info.tables if re.fullmatch(r"NatIngress\.dec\d+\.decode", n))
+
+
+def passes_of(p4info) -> int:
+    """Passes per packet: the walk's `loops` holds one port per segment (1: no walk)."""
+    return p4info.table(LOOPS).size if p4info.has_table(LOOPS) else 1
+
+
+def loop_entries(passes: int) -> list[Entity]:
+    """The port of every segment's pass (none for a program of one pass)."""
+    if passes < 2:
+        return []
+    return [TableEntry.make(LOOPS, {SEG: k}, LOOP, {"port": TWIN_LOOP_PORT})
+            for k in range(passes)]
 
 
 @lru_cache(maxsize=4)
@@ -113,7 +132,9 @@ def switch_entries(tree: JobTree, switch: str, region: Region, session: int,
 
 
 def entries(topo: Topology, trees: list[JobTree], sessions: Mapping[int, int],
-            elems: int) -> dict[str, list[Entity]]:
-    """Every switch's twin entries: the codec tables and the jobs in these sessions."""
+            elems: int, passes: int = 1) -> dict[str, list[Entity]]:
+    """Every switch's twin entries: the codec tables, the walk's ports (a program of
+    several passes) and the jobs in these sessions."""
     jobs = aggregation.entries(topo, trees, sessions, make=switch_entries)
-    return {name: [*codec_entries(elems), *rows] for name, rows in jobs.items()}
+    return {name: [*codec_entries(elems), *loop_entries(passes), *rows]
+            for name, rows in jobs.items()}

@@ -79,6 +79,12 @@ class DiffFabric(Fabric):
         self.soft.session()
         return self.bmv2.session()
 
+    @property
+    def current(self) -> int:
+        """The session the programmed jobs are in (the same on both targets)."""
+        assert self.soft.current == self.bmv2.current
+        return self.bmv2.current
+
     def set_sessions(self, sessions: dict[int, int]) -> None:
         self.soft.set_sessions(sessions)
         self.bmv2.set_sessions(sessions)
@@ -113,11 +119,14 @@ class DiffFabric(Fabric):
                 self._wait(switch, port, n + self.skew.get(key, 0) + self.bmv2.own.get(key, 0))
 
     def _soft_rx(self) -> dict[tuple[str, int], int]:
+        """softswitch's port_rx of every port of every switch, and of port 0, where a
+        recirculated packet comes in (simple_switch resets its metadata): a program that
+        walks a packet through several passes is waited for pass by pass."""
         out = {}
         for name, sw in self.soft.switches.items():
             rx = sw.counters[PORT_RX]
-            for p in self.base.ports(name):
-                out[name, p.port] = rx.read(p.port)[0]
+            for port in {0, *(p.port for p in self.base.ports(name))}:
+                out[name, port] = rx.read(port)[0]
         return out
 
     def _wait(self, switch: str, port: int, want: int) -> None:

@@ -65,7 +65,8 @@ def test_profiles_are_the_generators_and_the_builds():
     agg = [p for p in ALL.values() if not p.twin]
     assert sorted(p.elems for p in agg) == sorted(gen_elements.PROFILES)
     for prof in ALL.values():
-        assert elems_in_build(prof.build) == elems_of(prof.bmv2_json) == prof.elems
+        # a walk's packet is its passes' segments (p4src/tna/passes_tna.p4)
+        assert elems_in_build(prof.build) * prof.passes == elems_of(prof.bmv2_json) == prof.elems
     assert ALL["default"].build == BUILD
 
 
@@ -102,23 +103,30 @@ def test_twin_build_matches_its_sources_and_the_tofino_variant():
         sys.path.pop(0)
     from controller.profiles import PROFILES as ALL
 
-    twin = ALL["tofino"]
-    assert (twin.build / "agg.sha256").read_text().strip() == source_hash("hash-twin"), (
-        "p4src/twin/ or p4src/tna/ changed since p4src/build/twin/ was compiled: run "
-        "`make p4-twin` and commit p4src/build/twin/")
+    twin, walk = ALL["tofino"], ALL["tofino-mp"]
+    for prof, target in ((twin, "p4-twin"), (walk, "p4-twin-mp")):
+        assert (prof.build / "agg.sha256").read_text().strip() == source_hash("hash-twin"), (
+            f"p4src/twin/ or p4src/tna/ changed since {prof.build} was compiled: run "
+            f"`make {target}` and commit it")
     assert elems_in_build(twin.build) == twin.elems
     assert {build_tofino.VARIANTS[v][2] for v in ("cnat8-t1", "cnat8-t2")} == {twin.elems}
+    # the walk's twin: the cnat8-mp-t1 variant's segments and passes
+    _, _, elems, flags, _ = build_tofino.VARIANTS["cnat8-mp-t1"]
+    assert (elems_in_build(walk.build), walk.passes) == (elems, build_tofino.passes("cnat8-mp-t1"))
 
 
 @pytest.mark.p4c
 @pytest.mark.skipif(shutil.which("p4c-bm2-ss") is None,
                     reason="p4c-bm2-ss is not on PATH: cannot recompile p4src/twin/ to compare")
-def test_recompiling_the_twin_gives_the_committed_build(tmp_path):
+@pytest.mark.parametrize("name", ["tofino", "tofino-mp"])
+def test_recompiling_the_twin_gives_the_committed_build(tmp_path, name):
     from controller.profiles import PROFILES as ALL
 
-    build = ALL["tofino"].build
+    prof = ALL[name]
+    build = prof.build
     subprocess.run([sys.executable, str(REPO / "p4src" / "build_tools.py"), "compile-twin",
-                    str(tmp_path), str(ALL["tofino"].elems)], check=True, capture_output=True)
+                    str(tmp_path), str(prof.elems // prof.passes), str(prof.passes)],
+                   check=True, capture_output=True)
     assert json.loads((tmp_path / "agg.json").read_text()) == json.loads(
         (build / "agg.json").read_text())
     assert (tmp_path / "agg.p4info.txt").read_text() == (build / "agg.p4info.txt").read_text()

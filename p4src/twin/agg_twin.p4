@@ -2,8 +2,9 @@
 // profile"): the same register layout, checks, decode and re-compression tables and
 // elements per pass as the TNA program, on BMv2 and softswitch, so that the design the
 // Tofino compiler placed is the design the tests run. It takes the Tofino 2 form (both
-// lanes of a pair register in one pass; no recirculation). This file only wires the
-// controls kept one per file beside it and in p4src/tna/.
+// lanes of a pair register in one pass; no recirculation); -DPASSES=N builds the walk of
+// packets of N segments (p4src/tna/passes_tna.p4), its passes recirculated. This file only
+// wires the controls kept one per file beside it and in p4src/tna/.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -13,6 +14,7 @@
 #define CNAT8_RESULTS 1
 #define WITH_UQ4 1
 #include "../tna/sizes_tna.p4"
+#include "arch_twin.p4"
 #include "../tna/headers_tna.p4"
 #include "elements_twin.p4"
 #include "twin_meta.p4"
@@ -22,6 +24,8 @@
 #include "pairsum_twin.p4"
 #include "codec_twin.p4"
 #include "../tna/lanes_tna.p4"
+#include "../tna/passes_tna.p4"
+#include "esum_twin.p4"
 #include "next_step_twin.p4"
 
 control NatIngress(inout tna_headers_t hdr, inout twin_meta_t m, inout standard_metadata_t sm) {
@@ -32,7 +36,12 @@ control NatIngress(inout tna_headers_t hdr, inout twin_meta_t m, inout standard_
     NextStep() next;
     DECODE_DECLS
     SpreadLanes() spread;
+#if PASSES > 1
+    ElemSums() sums;
+    WalkStep() walk;
+#else
     PairSums() sums;
+#endif
 
     action fits() { m.ig.len_ok = true; }
     action fits_lanes() { m.ig.len_ok = true; m.ig.lanes = true; }
@@ -46,10 +55,18 @@ control NatIngress(inout tna_headers_t hdr, inout twin_meta_t m, inout standard_
         }
         actions = { fits; fits_lanes; no_payload; NoAction; }
         const entries = {
+#if PASSES > 1
+            // CNAT8 packets of every segment only
+            (false, true, false, false, UDP_LEN_PACKET): fits();
+            (true, false, false, false, _): no_payload();
+            (false, false, true, false, _): no_payload();
+            (false, false, false, true, _): no_payload();
+#else
             (true, false, false, false, UDP_LEN_FIXED32): fits();
             (false, true, false, false, UDP_LEN_CNAT8): fits();
             (false, false, true, false, UDP_LEN_UQ4): fits_lanes();
             (false, false, false, true, UDP_LEN_SUM8): fits_lanes();
+#endif
             (false, false, false, false, _): no_payload();
         }
         default_action = NoAction();
@@ -63,11 +80,22 @@ control NatIngress(inout tna_headers_t hdr, inout twin_meta_t m, inout standard_
         hdr.bridge.recompress = 0;
         hdr.bridge.to_recirc = 0;
         hdr.bridge.is_agg = 0;
+#if PASSES > 1
+        hdr.bridge.seg = 0;
+        hdr.bridge.walked = 0;
+#else
         hdr.bridge.pad = 0;
         hdr.bridge.seed = 0;
+#endif
         if (sm.parser_error != error.NoError) {
             // Tofino's parser drops a frame cut short; here it is counted.
             m.ig.drop_reason = DROP_BAD_LENGTH;
+#if PASSES > 1
+        } else if (m.ig.walking) {
+            // A later pass: its segment's codes were parsed, or none when harvesting (the
+            // sums then go where the codes' values would).
+            hdr.fixed.setValid();
+#endif
         } else if (!hdr.agg.isValid()) {
             if (m.ig.ipv4_bad) {
                 m.ig.drop_reason = DROP_BAD_CHECKSUM;
@@ -79,6 +107,26 @@ control NatIngress(inout tna_headers_t hdr, inout twin_meta_t m, inout standard_
         } else {
             payload.apply();
             slot.apply(hdr, m.ig, sm.ingress_port);
+#if PASSES > 1
+        }
+        // Every pass: the segment's codes, its sums, and the walk's next step (one place,
+        // so that each table has one successor, as BMv2 needs).
+        if (hdr.agg.isValid() && sm.parser_error == error.NoError) {
+            if (hdr.cnat.isValid()) {
+                hdr.fixed.setValid();
+                DECODE_APPLY
+            }
+            sums.apply(hdr, m.ig);
+            if (!m.ig.walking) {
+                next.apply(hdr, m.ig, sm);
+            }
+            if (hdr.walk.isValid()) {
+                walk.apply(hdr, m.ig, sm);
+            }
+            if (hdr.cnat.isValid() && m.ig.down) {
+                hdr.fixed.setInvalid();         // a CNAT8 result on its way down: as it came
+            }
+#else
             if (hdr.cnat.isValid()) {
                 // The codes' values go where a FIXED32 payload's would, which the packet
                 // carries from here on (the TNA program writes the same PHV fields).
@@ -103,6 +151,7 @@ control NatIngress(inout tna_headers_t hdr, inout twin_meta_t m, inout standard_
                 hdr.sum8.setInvalid();
                 hdr.agg.encoding = ENC_FIXED32;
             }
+#endif
         }
         if (m.ig.drop_reason != DROP_NONE) {
             drops.count((bit<32>)m.ig.drop_reason);
@@ -137,6 +186,16 @@ control NatEgress(inout tna_headers_t hdr, inout twin_meta_t m, inout standard_m
             }
             addr.apply(hdr, sm);
         }
+#if PASSES > 1
+        // The walk goes on through the ingress (v1model's recirculation: the port the
+        // ingress chose from `loops` stands for the TNA program's loopback port), or is
+        // over where the packet leaves for a host or a parent.
+        if (hdr.bridge.to_recirc == 1) {
+            recirculate_preserving_field_list(0);
+        } else {
+            hdr.walk.setInvalid();
+        }
+#endif
         hdr.bridge.setInvalid();
         port_tx.count((bit<32>)sm.egress_port);
     }

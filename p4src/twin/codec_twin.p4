@@ -42,7 +42,13 @@ control CodeOf(in bit<32> s, inout bit<8> c) {
 // The random bits of element i: v1model's hash has one CRC-32, so the element's index
 // joins the key where the TNA program gives each element a polynomial of its own. Not the
 // session, as there: a rerun of the seed in a new session rounds alike.
+// A packet of several segments has the segment in the key too, and the seed in its walk
+// header (p4src/tna/codec_tna.p4).
+#if PASSES > 1
+#define ROUND_KEY hdr.walk.seed, hdr.agg.job_id, hdr.agg.chunk, (bit<8>)hdr.bridge.seg
+#else
 #define ROUND_KEY hdr.bridge.seed, hdr.agg.job_id, hdr.agg.chunk
+#endif
 
 // The FIXED32 sums to CNAT8 codes, every element at once (p4src/tna/agg_tna.p4's egress).
 control Recompress(inout tna_headers_t hdr, inout eg_meta_t meta) {
@@ -52,13 +58,21 @@ control Recompress(inout tna_headers_t hdr, inout eg_meta_t meta) {
     apply {
         hdr.cnat.setValid();
         DRAW_TWIN
+#if PASSES > 1
+        MIX_TWIN
+#endif
         ROUND_LEAD
         add_random();
         ROUND_CODE
         hdr.fixed.setInvalid();
         hdr.agg.encoding = ENC_CNAT8;
+#if PASSES > 1
+        hdr.udp.length = UDP_LEN_PACKET;
+        hdr.ipv4.total_len = UDP_LEN_PACKET + 20;
+#else
         hdr.udp.length = UDP_LEN_CNAT8;
         hdr.ipv4.total_len = UDP_LEN_CNAT8 + 20;
+#endif
     }
 }
 

@@ -322,54 +322,230 @@
     hash(meta.r126, HashAlgorithm.crc32, 32w0, { ROUND_KEY, 8w126 }, 33w0x100000000); \
     hash(meta.r127, HashAlgorithm.crc32, 32w0, { ROUND_KEY, 8w127 }, 33w0x100000000);
 
+#define MIX_TWIN_0 \
+    meta.r0 = meta.r0 ^ (meta.r0 >> 16); meta.r0 = meta.r0 * 32w0x85ebca6b; meta.r0 = meta.r0 ^ (meta.r0 >> 13); meta.r0 = meta.r0 * 32w0xc2b2ae35; meta.r0 = meta.r0 ^ (meta.r0 >> 16); \
+    meta.r1 = meta.r1 ^ (meta.r1 >> 16); meta.r1 = meta.r1 * 32w0x85ebca6b; meta.r1 = meta.r1 ^ (meta.r1 >> 13); meta.r1 = meta.r1 * 32w0xc2b2ae35; meta.r1 = meta.r1 ^ (meta.r1 >> 16); \
+    meta.r2 = meta.r2 ^ (meta.r2 >> 16); meta.r2 = meta.r2 * 32w0x85ebca6b; meta.r2 = meta.r2 ^ (meta.r2 >> 13); meta.r2 = meta.r2 * 32w0xc2b2ae35; meta.r2 = meta.r2 ^ (meta.r2 >> 16); \
+    meta.r3 = meta.r3 ^ (meta.r3 >> 16); meta.r3 = meta.r3 * 32w0x85ebca6b; meta.r3 = meta.r3 ^ (meta.r3 >> 13); meta.r3 = meta.r3 * 32w0xc2b2ae35; meta.r3 = meta.r3 ^ (meta.r3 >> 16); \
+    meta.r4 = meta.r4 ^ (meta.r4 >> 16); meta.r4 = meta.r4 * 32w0x85ebca6b; meta.r4 = meta.r4 ^ (meta.r4 >> 13); meta.r4 = meta.r4 * 32w0xc2b2ae35; meta.r4 = meta.r4 ^ (meta.r4 >> 16); \
+    meta.r5 = meta.r5 ^ (meta.r5 >> 16); meta.r5 = meta.r5 * 32w0x85ebca6b; meta.r5 = meta.r5 ^ (meta.r5 >> 13); meta.r5 = meta.r5 * 32w0xc2b2ae35; meta.r5 = meta.r5 ^ (meta.r5 >> 16); \
+    meta.r6 = meta.r6 ^ (meta.r6 >> 16); meta.r6 = meta.r6 * 32w0x85ebca6b; meta.r6 = meta.r6 ^ (meta.r6 >> 13); meta.r6 = meta.r6 * 32w0xc2b2ae35; meta.r6 = meta.r6 ^ (meta.r6 >> 16); \
+    meta.r7 = meta.r7 ^ (meta.r7 >> 16); meta.r7 = meta.r7 * 32w0x85ebca6b; meta.r7 = meta.r7 ^ (meta.r7 >> 13); meta.r7 = meta.r7 * 32w0xc2b2ae35; meta.r7 = meta.r7 ^ (meta.r7 >> 16);
+
+#define MIX_TWIN_1 \
+    meta.r8 = meta.r8 ^ (meta.r8 >> 16); meta.r8 = meta.r8 * 32w0x85ebca6b; meta.r8 = meta.r8 ^ (meta.r8 >> 13); meta.r8 = meta.r8 * 32w0xc2b2ae35; meta.r8 = meta.r8 ^ (meta.r8 >> 16); \
+    meta.r9 = meta.r9 ^ (meta.r9 >> 16); meta.r9 = meta.r9 * 32w0x85ebca6b; meta.r9 = meta.r9 ^ (meta.r9 >> 13); meta.r9 = meta.r9 * 32w0xc2b2ae35; meta.r9 = meta.r9 ^ (meta.r9 >> 16); \
+    meta.r10 = meta.r10 ^ (meta.r10 >> 16); meta.r10 = meta.r10 * 32w0x85ebca6b; meta.r10 = meta.r10 ^ (meta.r10 >> 13); meta.r10 = meta.r10 * 32w0xc2b2ae35; meta.r10 = meta.r10 ^ (meta.r10 >> 16); \
+    meta.r11 = meta.r11 ^ (meta.r11 >> 16); meta.r11 = meta.r11 * 32w0x85ebca6b; meta.r11 = meta.r11 ^ (meta.r11 >> 13); meta.r11 = meta.r11 * 32w0xc2b2ae35; meta.r11 = meta.r11 ^ (meta.r11 >> 16); \
+    meta.r12 = meta.r12 ^ (meta.r12 >> 16); meta.r12 = meta.r12 * 32w0x85ebca6b; meta.r12 = meta.r12 ^ (meta.r12 >> 13); meta.r12 = meta.r12 * 32w0xc2b2ae35; meta.r12 = meta.r12 ^ (meta.r12 >> 16); \
+    meta.r13 = meta.r13 ^ (meta.r13 >> 16); meta.r13 = meta.r13 * 32w0x85ebca6b; meta.r13 = meta.r13 ^ (meta.r13 >> 13); meta.r13 = meta.r13 * 32w0xc2b2ae35; meta.r13 = meta.r13 ^ (meta.r13 >> 16); \
+    meta.r14 = meta.r14 ^ (meta.r14 >> 16); meta.r14 = meta.r14 * 32w0x85ebca6b; meta.r14 = meta.r14 ^ (meta.r14 >> 13); meta.r14 = meta.r14 * 32w0xc2b2ae35; meta.r14 = meta.r14 ^ (meta.r14 >> 16); \
+    meta.r15 = meta.r15 ^ (meta.r15 >> 16); meta.r15 = meta.r15 * 32w0x85ebca6b; meta.r15 = meta.r15 ^ (meta.r15 >> 13); meta.r15 = meta.r15 * 32w0xc2b2ae35; meta.r15 = meta.r15 ^ (meta.r15 >> 16);
+
+#define MIX_TWIN_2 \
+    meta.r16 = meta.r16 ^ (meta.r16 >> 16); meta.r16 = meta.r16 * 32w0x85ebca6b; meta.r16 = meta.r16 ^ (meta.r16 >> 13); meta.r16 = meta.r16 * 32w0xc2b2ae35; meta.r16 = meta.r16 ^ (meta.r16 >> 16); \
+    meta.r17 = meta.r17 ^ (meta.r17 >> 16); meta.r17 = meta.r17 * 32w0x85ebca6b; meta.r17 = meta.r17 ^ (meta.r17 >> 13); meta.r17 = meta.r17 * 32w0xc2b2ae35; meta.r17 = meta.r17 ^ (meta.r17 >> 16); \
+    meta.r18 = meta.r18 ^ (meta.r18 >> 16); meta.r18 = meta.r18 * 32w0x85ebca6b; meta.r18 = meta.r18 ^ (meta.r18 >> 13); meta.r18 = meta.r18 * 32w0xc2b2ae35; meta.r18 = meta.r18 ^ (meta.r18 >> 16); \
+    meta.r19 = meta.r19 ^ (meta.r19 >> 16); meta.r19 = meta.r19 * 32w0x85ebca6b; meta.r19 = meta.r19 ^ (meta.r19 >> 13); meta.r19 = meta.r19 * 32w0xc2b2ae35; meta.r19 = meta.r19 ^ (meta.r19 >> 16); \
+    meta.r20 = meta.r20 ^ (meta.r20 >> 16); meta.r20 = meta.r20 * 32w0x85ebca6b; meta.r20 = meta.r20 ^ (meta.r20 >> 13); meta.r20 = meta.r20 * 32w0xc2b2ae35; meta.r20 = meta.r20 ^ (meta.r20 >> 16); \
+    meta.r21 = meta.r21 ^ (meta.r21 >> 16); meta.r21 = meta.r21 * 32w0x85ebca6b; meta.r21 = meta.r21 ^ (meta.r21 >> 13); meta.r21 = meta.r21 * 32w0xc2b2ae35; meta.r21 = meta.r21 ^ (meta.r21 >> 16); \
+    meta.r22 = meta.r22 ^ (meta.r22 >> 16); meta.r22 = meta.r22 * 32w0x85ebca6b; meta.r22 = meta.r22 ^ (meta.r22 >> 13); meta.r22 = meta.r22 * 32w0xc2b2ae35; meta.r22 = meta.r22 ^ (meta.r22 >> 16); \
+    meta.r23 = meta.r23 ^ (meta.r23 >> 16); meta.r23 = meta.r23 * 32w0x85ebca6b; meta.r23 = meta.r23 ^ (meta.r23 >> 13); meta.r23 = meta.r23 * 32w0xc2b2ae35; meta.r23 = meta.r23 ^ (meta.r23 >> 16);
+
+#define MIX_TWIN_3 \
+    meta.r24 = meta.r24 ^ (meta.r24 >> 16); meta.r24 = meta.r24 * 32w0x85ebca6b; meta.r24 = meta.r24 ^ (meta.r24 >> 13); meta.r24 = meta.r24 * 32w0xc2b2ae35; meta.r24 = meta.r24 ^ (meta.r24 >> 16); \
+    meta.r25 = meta.r25 ^ (meta.r25 >> 16); meta.r25 = meta.r25 * 32w0x85ebca6b; meta.r25 = meta.r25 ^ (meta.r25 >> 13); meta.r25 = meta.r25 * 32w0xc2b2ae35; meta.r25 = meta.r25 ^ (meta.r25 >> 16); \
+    meta.r26 = meta.r26 ^ (meta.r26 >> 16); meta.r26 = meta.r26 * 32w0x85ebca6b; meta.r26 = meta.r26 ^ (meta.r26 >> 13); meta.r26 = meta.r26 * 32w0xc2b2ae35; meta.r26 = meta.r26 ^ (meta.r26 >> 16); \
+    meta.r27 = meta.r27 ^ (meta.r27 >> 16); meta.r27 = meta.r27 * 32w0x85ebca6b; meta.r27 = meta.r27 ^ (meta.r27 >> 13); meta.r27 = meta.r27 * 32w0xc2b2ae35; meta.r27 = meta.r27 ^ (meta.r27 >> 16); \
+    meta.r28 = meta.r28 ^ (meta.r28 >> 16); meta.r28 = meta.r28 * 32w0x85ebca6b; meta.r28 = meta.r28 ^ (meta.r28 >> 13); meta.r28 = meta.r28 * 32w0xc2b2ae35; meta.r28 = meta.r28 ^ (meta.r28 >> 16); \
+    meta.r29 = meta.r29 ^ (meta.r29 >> 16); meta.r29 = meta.r29 * 32w0x85ebca6b; meta.r29 = meta.r29 ^ (meta.r29 >> 13); meta.r29 = meta.r29 * 32w0xc2b2ae35; meta.r29 = meta.r29 ^ (meta.r29 >> 16); \
+    meta.r30 = meta.r30 ^ (meta.r30 >> 16); meta.r30 = meta.r30 * 32w0x85ebca6b; meta.r30 = meta.r30 ^ (meta.r30 >> 13); meta.r30 = meta.r30 * 32w0xc2b2ae35; meta.r30 = meta.r30 ^ (meta.r30 >> 16); \
+    meta.r31 = meta.r31 ^ (meta.r31 >> 16); meta.r31 = meta.r31 * 32w0x85ebca6b; meta.r31 = meta.r31 ^ (meta.r31 >> 13); meta.r31 = meta.r31 * 32w0xc2b2ae35; meta.r31 = meta.r31 ^ (meta.r31 >> 16);
+
+#define MIX_TWIN_4 \
+    meta.r32 = meta.r32 ^ (meta.r32 >> 16); meta.r32 = meta.r32 * 32w0x85ebca6b; meta.r32 = meta.r32 ^ (meta.r32 >> 13); meta.r32 = meta.r32 * 32w0xc2b2ae35; meta.r32 = meta.r32 ^ (meta.r32 >> 16); \
+    meta.r33 = meta.r33 ^ (meta.r33 >> 16); meta.r33 = meta.r33 * 32w0x85ebca6b; meta.r33 = meta.r33 ^ (meta.r33 >> 13); meta.r33 = meta.r33 * 32w0xc2b2ae35; meta.r33 = meta.r33 ^ (meta.r33 >> 16); \
+    meta.r34 = meta.r34 ^ (meta.r34 >> 16); meta.r34 = meta.r34 * 32w0x85ebca6b; meta.r34 = meta.r34 ^ (meta.r34 >> 13); meta.r34 = meta.r34 * 32w0xc2b2ae35; meta.r34 = meta.r34 ^ (meta.r34 >> 16); \
+    meta.r35 = meta.r35 ^ (meta.r35 >> 16); meta.r35 = meta.r35 * 32w0x85ebca6b; meta.r35 = meta.r35 ^ (meta.r35 >> 13); meta.r35 = meta.r35 * 32w0xc2b2ae35; meta.r35 = meta.r35 ^ (meta.r35 >> 16); \
+    meta.r36 = meta.r36 ^ (meta.r36 >> 16); meta.r36 = meta.r36 * 32w0x85ebca6b; meta.r36 = meta.r36 ^ (meta.r36 >> 13); meta.r36 = meta.r36 * 32w0xc2b2ae35; meta.r36 = meta.r36 ^ (meta.r36 >> 16); \
+    meta.r37 = meta.r37 ^ (meta.r37 >> 16); meta.r37 = meta.r37 * 32w0x85ebca6b; meta.r37 = meta.r37 ^ (meta.r37 >> 13); meta.r37 = meta.r37 * 32w0xc2b2ae35; meta.r37 = meta.r37 ^ (meta.r37 >> 16); \
+    meta.r38 = meta.r38 ^ (meta.r38 >> 16); meta.r38 = meta.r38 * 32w0x85ebca6b; meta.r38 = meta.r38 ^ (meta.r38 >> 13); meta.r38 = meta.r38 * 32w0xc2b2ae35; meta.r38 = meta.r38 ^ (meta.r38 >> 16); \
+    meta.r39 = meta.r39 ^ (meta.r39 >> 16); meta.r39 = meta.r39 * 32w0x85ebca6b; meta.r39 = meta.r39 ^ (meta.r39 >> 13); meta.r39 = meta.r39 * 32w0xc2b2ae35; meta.r39 = meta.r39 ^ (meta.r39 >> 16);
+
+#define MIX_TWIN_5 \
+    meta.r40 = meta.r40 ^ (meta.r40 >> 16); meta.r40 = meta.r40 * 32w0x85ebca6b; meta.r40 = meta.r40 ^ (meta.r40 >> 13); meta.r40 = meta.r40 * 32w0xc2b2ae35; meta.r40 = meta.r40 ^ (meta.r40 >> 16); \
+    meta.r41 = meta.r41 ^ (meta.r41 >> 16); meta.r41 = meta.r41 * 32w0x85ebca6b; meta.r41 = meta.r41 ^ (meta.r41 >> 13); meta.r41 = meta.r41 * 32w0xc2b2ae35; meta.r41 = meta.r41 ^ (meta.r41 >> 16); \
+    meta.r42 = meta.r42 ^ (meta.r42 >> 16); meta.r42 = meta.r42 * 32w0x85ebca6b; meta.r42 = meta.r42 ^ (meta.r42 >> 13); meta.r42 = meta.r42 * 32w0xc2b2ae35; meta.r42 = meta.r42 ^ (meta.r42 >> 16); \
+    meta.r43 = meta.r43 ^ (meta.r43 >> 16); meta.r43 = meta.r43 * 32w0x85ebca6b; meta.r43 = meta.r43 ^ (meta.r43 >> 13); meta.r43 = meta.r43 * 32w0xc2b2ae35; meta.r43 = meta.r43 ^ (meta.r43 >> 16); \
+    meta.r44 = meta.r44 ^ (meta.r44 >> 16); meta.r44 = meta.r44 * 32w0x85ebca6b; meta.r44 = meta.r44 ^ (meta.r44 >> 13); meta.r44 = meta.r44 * 32w0xc2b2ae35; meta.r44 = meta.r44 ^ (meta.r44 >> 16); \
+    meta.r45 = meta.r45 ^ (meta.r45 >> 16); meta.r45 = meta.r45 * 32w0x85ebca6b; meta.r45 = meta.r45 ^ (meta.r45 >> 13); meta.r45 = meta.r45 * 32w0xc2b2ae35; meta.r45 = meta.r45 ^ (meta.r45 >> 16); \
+    meta.r46 = meta.r46 ^ (meta.r46 >> 16); meta.r46 = meta.r46 * 32w0x85ebca6b; meta.r46 = meta.r46 ^ (meta.r46 >> 13); meta.r46 = meta.r46 * 32w0xc2b2ae35; meta.r46 = meta.r46 ^ (meta.r46 >> 16); \
+    meta.r47 = meta.r47 ^ (meta.r47 >> 16); meta.r47 = meta.r47 * 32w0x85ebca6b; meta.r47 = meta.r47 ^ (meta.r47 >> 13); meta.r47 = meta.r47 * 32w0xc2b2ae35; meta.r47 = meta.r47 ^ (meta.r47 >> 16);
+
+#define MIX_TWIN_6 \
+    meta.r48 = meta.r48 ^ (meta.r48 >> 16); meta.r48 = meta.r48 * 32w0x85ebca6b; meta.r48 = meta.r48 ^ (meta.r48 >> 13); meta.r48 = meta.r48 * 32w0xc2b2ae35; meta.r48 = meta.r48 ^ (meta.r48 >> 16); \
+    meta.r49 = meta.r49 ^ (meta.r49 >> 16); meta.r49 = meta.r49 * 32w0x85ebca6b; meta.r49 = meta.r49 ^ (meta.r49 >> 13); meta.r49 = meta.r49 * 32w0xc2b2ae35; meta.r49 = meta.r49 ^ (meta.r49 >> 16); \
+    meta.r50 = meta.r50 ^ (meta.r50 >> 16); meta.r50 = meta.r50 * 32w0x85ebca6b; meta.r50 = meta.r50 ^ (meta.r50 >> 13); meta.r50 = meta.r50 * 32w0xc2b2ae35; meta.r50 = meta.r50 ^ (meta.r50 >> 16); \
+    meta.r51 = meta.r51 ^ (meta.r51 >> 16); meta.r51 = meta.r51 * 32w0x85ebca6b; meta.r51 = meta.r51 ^ (meta.r51 >> 13); meta.r51 = meta.r51 * 32w0xc2b2ae35; meta.r51 = meta.r51 ^ (meta.r51 >> 16); \
+    meta.r52 = meta.r52 ^ (meta.r52 >> 16); meta.r52 = meta.r52 * 32w0x85ebca6b; meta.r52 = meta.r52 ^ (meta.r52 >> 13); meta.r52 = meta.r52 * 32w0xc2b2ae35; meta.r52 = meta.r52 ^ (meta.r52 >> 16); \
+    meta.r53 = meta.r53 ^ (meta.r53 >> 16); meta.r53 = meta.r53 * 32w0x85ebca6b; meta.r53 = meta.r53 ^ (meta.r53 >> 13); meta.r53 = meta.r53 * 32w0xc2b2ae35; meta.r53 = meta.r53 ^ (meta.r53 >> 16); \
+    meta.r54 = meta.r54 ^ (meta.r54 >> 16); meta.r54 = meta.r54 * 32w0x85ebca6b; meta.r54 = meta.r54 ^ (meta.r54 >> 13); meta.r54 = meta.r54 * 32w0xc2b2ae35; meta.r54 = meta.r54 ^ (meta.r54 >> 16); \
+    meta.r55 = meta.r55 ^ (meta.r55 >> 16); meta.r55 = meta.r55 * 32w0x85ebca6b; meta.r55 = meta.r55 ^ (meta.r55 >> 13); meta.r55 = meta.r55 * 32w0xc2b2ae35; meta.r55 = meta.r55 ^ (meta.r55 >> 16);
+
+#define MIX_TWIN_7 \
+    meta.r56 = meta.r56 ^ (meta.r56 >> 16); meta.r56 = meta.r56 * 32w0x85ebca6b; meta.r56 = meta.r56 ^ (meta.r56 >> 13); meta.r56 = meta.r56 * 32w0xc2b2ae35; meta.r56 = meta.r56 ^ (meta.r56 >> 16); \
+    meta.r57 = meta.r57 ^ (meta.r57 >> 16); meta.r57 = meta.r57 * 32w0x85ebca6b; meta.r57 = meta.r57 ^ (meta.r57 >> 13); meta.r57 = meta.r57 * 32w0xc2b2ae35; meta.r57 = meta.r57 ^ (meta.r57 >> 16); \
+    meta.r58 = meta.r58 ^ (meta.r58 >> 16); meta.r58 = meta.r58 * 32w0x85ebca6b; meta.r58 = meta.r58 ^ (meta.r58 >> 13); meta.r58 = meta.r58 * 32w0xc2b2ae35; meta.r58 = meta.r58 ^ (meta.r58 >> 16); \
+    meta.r59 = meta.r59 ^ (meta.r59 >> 16); meta.r59 = meta.r59 * 32w0x85ebca6b; meta.r59 = meta.r59 ^ (meta.r59 >> 13); meta.r59 = meta.r59 * 32w0xc2b2ae35; meta.r59 = meta.r59 ^ (meta.r59 >> 16); \
+    meta.r60 = meta.r60 ^ (meta.r60 >> 16); meta.r60 = meta.r60 * 32w0x85ebca6b; meta.r60 = meta.r60 ^ (meta.r60 >> 13); meta.r60 = meta.r60 * 32w0xc2b2ae35; meta.r60 = meta.r60 ^ (meta.r60 >> 16); \
+    meta.r61 = meta.r61 ^ (meta.r61 >> 16); meta.r61 = meta.r61 * 32w0x85ebca6b; meta.r61 = meta.r61 ^ (meta.r61 >> 13); meta.r61 = meta.r61 * 32w0xc2b2ae35; meta.r61 = meta.r61 ^ (meta.r61 >> 16); \
+    meta.r62 = meta.r62 ^ (meta.r62 >> 16); meta.r62 = meta.r62 * 32w0x85ebca6b; meta.r62 = meta.r62 ^ (meta.r62 >> 13); meta.r62 = meta.r62 * 32w0xc2b2ae35; meta.r62 = meta.r62 ^ (meta.r62 >> 16); \
+    meta.r63 = meta.r63 ^ (meta.r63 >> 16); meta.r63 = meta.r63 * 32w0x85ebca6b; meta.r63 = meta.r63 ^ (meta.r63 >> 13); meta.r63 = meta.r63 * 32w0xc2b2ae35; meta.r63 = meta.r63 ^ (meta.r63 >> 16);
+
+#define MIX_TWIN_8 \
+    meta.r64 = meta.r64 ^ (meta.r64 >> 16); meta.r64 = meta.r64 * 32w0x85ebca6b; meta.r64 = meta.r64 ^ (meta.r64 >> 13); meta.r64 = meta.r64 * 32w0xc2b2ae35; meta.r64 = meta.r64 ^ (meta.r64 >> 16); \
+    meta.r65 = meta.r65 ^ (meta.r65 >> 16); meta.r65 = meta.r65 * 32w0x85ebca6b; meta.r65 = meta.r65 ^ (meta.r65 >> 13); meta.r65 = meta.r65 * 32w0xc2b2ae35; meta.r65 = meta.r65 ^ (meta.r65 >> 16); \
+    meta.r66 = meta.r66 ^ (meta.r66 >> 16); meta.r66 = meta.r66 * 32w0x85ebca6b; meta.r66 = meta.r66 ^ (meta.r66 >> 13); meta.r66 = meta.r66 * 32w0xc2b2ae35; meta.r66 = meta.r66 ^ (meta.r66 >> 16); \
+    meta.r67 = meta.r67 ^ (meta.r67 >> 16); meta.r67 = meta.r67 * 32w0x85ebca6b; meta.r67 = meta.r67 ^ (meta.r67 >> 13); meta.r67 = meta.r67 * 32w0xc2b2ae35; meta.r67 = meta.r67 ^ (meta.r67 >> 16); \
+    meta.r68 = meta.r68 ^ (meta.r68 >> 16); meta.r68 = meta.r68 * 32w0x85ebca6b; meta.r68 = meta.r68 ^ (meta.r68 >> 13); meta.r68 = meta.r68 * 32w0xc2b2ae35; meta.r68 = meta.r68 ^ (meta.r68 >> 16); \
+    meta.r69 = meta.r69 ^ (meta.r69 >> 16); meta.r69 = meta.r69 * 32w0x85ebca6b; meta.r69 = meta.r69 ^ (meta.r69 >> 13); meta.r69 = meta.r69 * 32w0xc2b2ae35; meta.r69 = meta.r69 ^ (meta.r69 >> 16); \
+    meta.r70 = meta.r70 ^ (meta.r70 >> 16); meta.r70 = meta.r70 * 32w0x85ebca6b; meta.r70 = meta.r70 ^ (meta.r70 >> 13); meta.r70 = meta.r70 * 32w0xc2b2ae35; meta.r70 = meta.r70 ^ (meta.r70 >> 16); \
+    meta.r71 = meta.r71 ^ (meta.r71 >> 16); meta.r71 = meta.r71 * 32w0x85ebca6b; meta.r71 = meta.r71 ^ (meta.r71 >> 13); meta.r71 = meta.r71 * 32w0xc2b2ae35; meta.r71 = meta.r71 ^ (meta.r71 >> 16);
+
+#define MIX_TWIN_9 \
+    meta.r72 = meta.r72 ^ (meta.r72 >> 16); meta.r72 = meta.r72 * 32w0x85ebca6b; meta.r72 = meta.r72 ^ (meta.r72 >> 13); meta.r72 = meta.r72 * 32w0xc2b2ae35; meta.r72 = meta.r72 ^ (meta.r72 >> 16); \
+    meta.r73 = meta.r73 ^ (meta.r73 >> 16); meta.r73 = meta.r73 * 32w0x85ebca6b; meta.r73 = meta.r73 ^ (meta.r73 >> 13); meta.r73 = meta.r73 * 32w0xc2b2ae35; meta.r73 = meta.r73 ^ (meta.r73 >> 16); \
+    meta.r74 = meta.r74 ^ (meta.r74 >> 16); meta.r74 = meta.r74 * 32w0x85ebca6b; meta.r74 = meta.r74 ^ (meta.r74 >> 13); meta.r74 = meta.r74 * 32w0xc2b2ae35; meta.r74 = meta.r74 ^ (meta.r74 >> 16); \
+    meta.r75 = meta.r75 ^ (meta.r75 >> 16); meta.r75 = meta.r75 * 32w0x85ebca6b; meta.r75 = meta.r75 ^ (meta.r75 >> 13); meta.r75 = meta.r75 * 32w0xc2b2ae35; meta.r75 = meta.r75 ^ (meta.r75 >> 16); \
+    meta.r76 = meta.r76 ^ (meta.r76 >> 16); meta.r76 = meta.r76 * 32w0x85ebca6b; meta.r76 = meta.r76 ^ (meta.r76 >> 13); meta.r76 = meta.r76 * 32w0xc2b2ae35; meta.r76 = meta.r76 ^ (meta.r76 >> 16); \
+    meta.r77 = meta.r77 ^ (meta.r77 >> 16); meta.r77 = meta.r77 * 32w0x85ebca6b; meta.r77 = meta.r77 ^ (meta.r77 >> 13); meta.r77 = meta.r77 * 32w0xc2b2ae35; meta.r77 = meta.r77 ^ (meta.r77 >> 16); \
+    meta.r78 = meta.r78 ^ (meta.r78 >> 16); meta.r78 = meta.r78 * 32w0x85ebca6b; meta.r78 = meta.r78 ^ (meta.r78 >> 13); meta.r78 = meta.r78 * 32w0xc2b2ae35; meta.r78 = meta.r78 ^ (meta.r78 >> 16); \
+    meta.r79 = meta.r79 ^ (meta.r79 >> 16); meta.r79 = meta.r79 * 32w0x85ebca6b; meta.r79 = meta.r79 ^ (meta.r79 >> 13); meta.r79 = meta.r79 * 32w0xc2b2ae35; meta.r79 = meta.r79 ^ (meta.r79 >> 16);
+
+#define MIX_TWIN_10 \
+    meta.r80 = meta.r80 ^ (meta.r80 >> 16); meta.r80 = meta.r80 * 32w0x85ebca6b; meta.r80 = meta.r80 ^ (meta.r80 >> 13); meta.r80 = meta.r80 * 32w0xc2b2ae35; meta.r80 = meta.r80 ^ (meta.r80 >> 16); \
+    meta.r81 = meta.r81 ^ (meta.r81 >> 16); meta.r81 = meta.r81 * 32w0x85ebca6b; meta.r81 = meta.r81 ^ (meta.r81 >> 13); meta.r81 = meta.r81 * 32w0xc2b2ae35; meta.r81 = meta.r81 ^ (meta.r81 >> 16); \
+    meta.r82 = meta.r82 ^ (meta.r82 >> 16); meta.r82 = meta.r82 * 32w0x85ebca6b; meta.r82 = meta.r82 ^ (meta.r82 >> 13); meta.r82 = meta.r82 * 32w0xc2b2ae35; meta.r82 = meta.r82 ^ (meta.r82 >> 16); \
+    meta.r83 = meta.r83 ^ (meta.r83 >> 16); meta.r83 = meta.r83 * 32w0x85ebca6b; meta.r83 = meta.r83 ^ (meta.r83 >> 13); meta.r83 = meta.r83 * 32w0xc2b2ae35; meta.r83 = meta.r83 ^ (meta.r83 >> 16); \
+    meta.r84 = meta.r84 ^ (meta.r84 >> 16); meta.r84 = meta.r84 * 32w0x85ebca6b; meta.r84 = meta.r84 ^ (meta.r84 >> 13); meta.r84 = meta.r84 * 32w0xc2b2ae35; meta.r84 = meta.r84 ^ (meta.r84 >> 16); \
+    meta.r85 = meta.r85 ^ (meta.r85 >> 16); meta.r85 = meta.r85 * 32w0x85ebca6b; meta.r85 = meta.r85 ^ (meta.r85 >> 13); meta.r85 = meta.r85 * 32w0xc2b2ae35; meta.r85 = meta.r85 ^ (meta.r85 >> 16); \
+    meta.r86 = meta.r86 ^ (meta.r86 >> 16); meta.r86 = meta.r86 * 32w0x85ebca6b; meta.r86 = meta.r86 ^ (meta.r86 >> 13); meta.r86 = meta.r86 * 32w0xc2b2ae35; meta.r86 = meta.r86 ^ (meta.r86 >> 16); \
+    meta.r87 = meta.r87 ^ (meta.r87 >> 16); meta.r87 = meta.r87 * 32w0x85ebca6b; meta.r87 = meta.r87 ^ (meta.r87 >> 13); meta.r87 = meta.r87 * 32w0xc2b2ae35; meta.r87 = meta.r87 ^ (meta.r87 >> 16);
+
+#define MIX_TWIN_11 \
+    meta.r88 = meta.r88 ^ (meta.r88 >> 16); meta.r88 = meta.r88 * 32w0x85ebca6b; meta.r88 = meta.r88 ^ (meta.r88 >> 13); meta.r88 = meta.r88 * 32w0xc2b2ae35; meta.r88 = meta.r88 ^ (meta.r88 >> 16); \
+    meta.r89 = meta.r89 ^ (meta.r89 >> 16); meta.r89 = meta.r89 * 32w0x85ebca6b; meta.r89 = meta.r89 ^ (meta.r89 >> 13); meta.r89 = meta.r89 * 32w0xc2b2ae35; meta.r89 = meta.r89 ^ (meta.r89 >> 16); \
+    meta.r90 = meta.r90 ^ (meta.r90 >> 16); meta.r90 = meta.r90 * 32w0x85ebca6b; meta.r90 = meta.r90 ^ (meta.r90 >> 13); meta.r90 = meta.r90 * 32w0xc2b2ae35; meta.r90 = meta.r90 ^ (meta.r90 >> 16); \
+    meta.r91 = meta.r91 ^ (meta.r91 >> 16); meta.r91 = meta.r91 * 32w0x85ebca6b; meta.r91 = meta.r91 ^ (meta.r91 >> 13); meta.r91 = meta.r91 * 32w0xc2b2ae35; meta.r91 = meta.r91 ^ (meta.r91 >> 16); \
+    meta.r92 = meta.r92 ^ (meta.r92 >> 16); meta.r92 = meta.r92 * 32w0x85ebca6b; meta.r92 = meta.r92 ^ (meta.r92 >> 13); meta.r92 = meta.r92 * 32w0xc2b2ae35; meta.r92 = meta.r92 ^ (meta.r92 >> 16); \
+    meta.r93 = meta.r93 ^ (meta.r93 >> 16); meta.r93 = meta.r93 * 32w0x85ebca6b; meta.r93 = meta.r93 ^ (meta.r93 >> 13); meta.r93 = meta.r93 * 32w0xc2b2ae35; meta.r93 = meta.r93 ^ (meta.r93 >> 16); \
+    meta.r94 = meta.r94 ^ (meta.r94 >> 16); meta.r94 = meta.r94 * 32w0x85ebca6b; meta.r94 = meta.r94 ^ (meta.r94 >> 13); meta.r94 = meta.r94 * 32w0xc2b2ae35; meta.r94 = meta.r94 ^ (meta.r94 >> 16); \
+    meta.r95 = meta.r95 ^ (meta.r95 >> 16); meta.r95 = meta.r95 * 32w0x85ebca6b; meta.r95 = meta.r95 ^ (meta.r95 >> 13); meta.r95 = meta.r95 * 32w0xc2b2ae35; meta.r95 = meta.r95 ^ (meta.r95 >> 16);
+
+#define MIX_TWIN_12 \
+    meta.r96 = meta.r96 ^ (meta.r96 >> 16); meta.r96 = meta.r96 * 32w0x85ebca6b; meta.r96 = meta.r96 ^ (meta.r96 >> 13); meta.r96 = meta.r96 * 32w0xc2b2ae35; meta.r96 = meta.r96 ^ (meta.r96 >> 16); \
+    meta.r97 = meta.r97 ^ (meta.r97 >> 16); meta.r97 = meta.r97 * 32w0x85ebca6b; meta.r97 = meta.r97 ^ (meta.r97 >> 13); meta.r97 = meta.r97 * 32w0xc2b2ae35; meta.r97 = meta.r97 ^ (meta.r97 >> 16); \
+    meta.r98 = meta.r98 ^ (meta.r98 >> 16); meta.r98 = meta.r98 * 32w0x85ebca6b; meta.r98 = meta.r98 ^ (meta.r98 >> 13); meta.r98 = meta.r98 * 32w0xc2b2ae35; meta.r98 = meta.r98 ^ (meta.r98 >> 16); \
+    meta.r99 = meta.r99 ^ (meta.r99 >> 16); meta.r99 = meta.r99 * 32w0x85ebca6b; meta.r99 = meta.r99 ^ (meta.r99 >> 13); meta.r99 = meta.r99 * 32w0xc2b2ae35; meta.r99 = meta.r99 ^ (meta.r99 >> 16); \
+    meta.r100 = meta.r100 ^ (meta.r100 >> 16); meta.r100 = meta.r100 * 32w0x85ebca6b; meta.r100 = meta.r100 ^ (meta.r100 >> 13); meta.r100 = meta.r100 * 32w0xc2b2ae35; meta.r100 = meta.r100 ^ (meta.r100 >> 16); \
+    meta.r101 = meta.r101 ^ (meta.r101 >> 16); meta.r101 = meta.r101 * 32w0x85ebca6b; meta.r101 = meta.r101 ^ (meta.r101 >> 13); meta.r101 = meta.r101 * 32w0xc2b2ae35; meta.r101 = meta.r101 ^ (meta.r101 >> 16); \
+    meta.r102 = meta.r102 ^ (meta.r102 >> 16); meta.r102 = meta.r102 * 32w0x85ebca6b; meta.r102 = meta.r102 ^ (meta.r102 >> 13); meta.r102 = meta.r102 * 32w0xc2b2ae35; meta.r102 = meta.r102 ^ (meta.r102 >> 16); \
+    meta.r103 = meta.r103 ^ (meta.r103 >> 16); meta.r103 = meta.r103 * 32w0x85ebca6b; meta.r103 = meta.r103 ^ (meta.r103 >> 13); meta.r103 = meta.r103 * 32w0xc2b2ae35; meta.r103 = meta.r103 ^ (meta.r103 >> 16);
+
+#define MIX_TWIN_13 \
+    meta.r104 = meta.r104 ^ (meta.r104 >> 16); meta.r104 = meta.r104 * 32w0x85ebca6b; meta.r104 = meta.r104 ^ (meta.r104 >> 13); meta.r104 = meta.r104 * 32w0xc2b2ae35; meta.r104 = meta.r104 ^ (meta.r104 >> 16); \
+    meta.r105 = meta.r105 ^ (meta.r105 >> 16); meta.r105 = meta.r105 * 32w0x85ebca6b; meta.r105 = meta.r105 ^ (meta.r105 >> 13); meta.r105 = meta.r105 * 32w0xc2b2ae35; meta.r105 = meta.r105 ^ (meta.r105 >> 16); \
+    meta.r106 = meta.r106 ^ (meta.r106 >> 16); meta.r106 = meta.r106 * 32w0x85ebca6b; meta.r106 = meta.r106 ^ (meta.r106 >> 13); meta.r106 = meta.r106 * 32w0xc2b2ae35; meta.r106 = meta.r106 ^ (meta.r106 >> 16); \
+    meta.r107 = meta.r107 ^ (meta.r107 >> 16); meta.r107 = meta.r107 * 32w0x85ebca6b; meta.r107 = meta.r107 ^ (meta.r107 >> 13); meta.r107 = meta.r107 * 32w0xc2b2ae35; meta.r107 = meta.r107 ^ (meta.r107 >> 16); \
+    meta.r108 = meta.r108 ^ (meta.r108 >> 16); meta.r108 = meta.r108 * 32w0x85ebca6b; meta.r108 = meta.r108 ^ (meta.r108 >> 13); meta.r108 = meta.r108 * 32w0xc2b2ae35; meta.r108 = meta.r108 ^ (meta.r108 >> 16); \
+    meta.r109 = meta.r109 ^ (meta.r109 >> 16); meta.r109 = meta.r109 * 32w0x85ebca6b; meta.r109 = meta.r109 ^ (meta.r109 >> 13); meta.r109 = meta.r109 * 32w0xc2b2ae35; meta.r109 = meta.r109 ^ (meta.r109 >> 16); \
+    meta.r110 = meta.r110 ^ (meta.r110 >> 16); meta.r110 = meta.r110 * 32w0x85ebca6b; meta.r110 = meta.r110 ^ (meta.r110 >> 13); meta.r110 = meta.r110 * 32w0xc2b2ae35; meta.r110 = meta.r110 ^ (meta.r110 >> 16); \
+    meta.r111 = meta.r111 ^ (meta.r111 >> 16); meta.r111 = meta.r111 * 32w0x85ebca6b; meta.r111 = meta.r111 ^ (meta.r111 >> 13); meta.r111 = meta.r111 * 32w0xc2b2ae35; meta.r111 = meta.r111 ^ (meta.r111 >> 16);
+
+#define MIX_TWIN_14 \
+    meta.r112 = meta.r112 ^ (meta.r112 >> 16); meta.r112 = meta.r112 * 32w0x85ebca6b; meta.r112 = meta.r112 ^ (meta.r112 >> 13); meta.r112 = meta.r112 * 32w0xc2b2ae35; meta.r112 = meta.r112 ^ (meta.r112 >> 16); \
+    meta.r113 = meta.r113 ^ (meta.r113 >> 16); meta.r113 = meta.r113 * 32w0x85ebca6b; meta.r113 = meta.r113 ^ (meta.r113 >> 13); meta.r113 = meta.r113 * 32w0xc2b2ae35; meta.r113 = meta.r113 ^ (meta.r113 >> 16); \
+    meta.r114 = meta.r114 ^ (meta.r114 >> 16); meta.r114 = meta.r114 * 32w0x85ebca6b; meta.r114 = meta.r114 ^ (meta.r114 >> 13); meta.r114 = meta.r114 * 32w0xc2b2ae35; meta.r114 = meta.r114 ^ (meta.r114 >> 16); \
+    meta.r115 = meta.r115 ^ (meta.r115 >> 16); meta.r115 = meta.r115 * 32w0x85ebca6b; meta.r115 = meta.r115 ^ (meta.r115 >> 13); meta.r115 = meta.r115 * 32w0xc2b2ae35; meta.r115 = meta.r115 ^ (meta.r115 >> 16); \
+    meta.r116 = meta.r116 ^ (meta.r116 >> 16); meta.r116 = meta.r116 * 32w0x85ebca6b; meta.r116 = meta.r116 ^ (meta.r116 >> 13); meta.r116 = meta.r116 * 32w0xc2b2ae35; meta.r116 = meta.r116 ^ (meta.r116 >> 16); \
+    meta.r117 = meta.r117 ^ (meta.r117 >> 16); meta.r117 = meta.r117 * 32w0x85ebca6b; meta.r117 = meta.r117 ^ (meta.r117 >> 13); meta.r117 = meta.r117 * 32w0xc2b2ae35; meta.r117 = meta.r117 ^ (meta.r117 >> 16); \
+    meta.r118 = meta.r118 ^ (meta.r118 >> 16); meta.r118 = meta.r118 * 32w0x85ebca6b; meta.r118 = meta.r118 ^ (meta.r118 >> 13); meta.r118 = meta.r118 * 32w0xc2b2ae35; meta.r118 = meta.r118 ^ (meta.r118 >> 16); \
+    meta.r119 = meta.r119 ^ (meta.r119 >> 16); meta.r119 = meta.r119 * 32w0x85ebca6b; meta.r119 = meta.r119 ^ (meta.r119 >> 13); meta.r119 = meta.r119 * 32w0xc2b2ae35; meta.r119 = meta.r119 ^ (meta.r119 >> 16);
+
+#define MIX_TWIN_15 \
+    meta.r120 = meta.r120 ^ (meta.r120 >> 16); meta.r120 = meta.r120 * 32w0x85ebca6b; meta.r120 = meta.r120 ^ (meta.r120 >> 13); meta.r120 = meta.r120 * 32w0xc2b2ae35; meta.r120 = meta.r120 ^ (meta.r120 >> 16); \
+    meta.r121 = meta.r121 ^ (meta.r121 >> 16); meta.r121 = meta.r121 * 32w0x85ebca6b; meta.r121 = meta.r121 ^ (meta.r121 >> 13); meta.r121 = meta.r121 * 32w0xc2b2ae35; meta.r121 = meta.r121 ^ (meta.r121 >> 16); \
+    meta.r122 = meta.r122 ^ (meta.r122 >> 16); meta.r122 = meta.r122 * 32w0x85ebca6b; meta.r122 = meta.r122 ^ (meta.r122 >> 13); meta.r122 = meta.r122 * 32w0xc2b2ae35; meta.r122 = meta.r122 ^ (meta.r122 >> 16); \
+    meta.r123 = meta.r123 ^ (meta.r123 >> 16); meta.r123 = meta.r123 * 32w0x85ebca6b; meta.r123 = meta.r123 ^ (meta.r123 >> 13); meta.r123 = meta.r123 * 32w0xc2b2ae35; meta.r123 = meta.r123 ^ (meta.r123 >> 16); \
+    meta.r124 = meta.r124 ^ (meta.r124 >> 16); meta.r124 = meta.r124 * 32w0x85ebca6b; meta.r124 = meta.r124 ^ (meta.r124 >> 13); meta.r124 = meta.r124 * 32w0xc2b2ae35; meta.r124 = meta.r124 ^ (meta.r124 >> 16); \
+    meta.r125 = meta.r125 ^ (meta.r125 >> 16); meta.r125 = meta.r125 * 32w0x85ebca6b; meta.r125 = meta.r125 ^ (meta.r125 >> 13); meta.r125 = meta.r125 * 32w0xc2b2ae35; meta.r125 = meta.r125 ^ (meta.r125 >> 16); \
+    meta.r126 = meta.r126 ^ (meta.r126 >> 16); meta.r126 = meta.r126 * 32w0x85ebca6b; meta.r126 = meta.r126 ^ (meta.r126 >> 13); meta.r126 = meta.r126 * 32w0xc2b2ae35; meta.r126 = meta.r126 ^ (meta.r126 >> 16); \
+    meta.r127 = meta.r127 ^ (meta.r127 >> 16); meta.r127 = meta.r127 * 32w0x85ebca6b; meta.r127 = meta.r127 ^ (meta.r127 >> 13); meta.r127 = meta.r127 * 32w0xc2b2ae35; meta.r127 = meta.r127 ^ (meta.r127 >> 16);
+
 #if WORDS == 8
 #define ROUND_DECLS_TWIN ROUND_DECLS_TWIN_0
 #define DRAW_TWIN DRAW_TWIN_0
+#define MIX_TWIN MIX_TWIN_0
 #elif WORDS == 16
 #define ROUND_DECLS_TWIN ROUND_DECLS_TWIN_0 ROUND_DECLS_TWIN_1
 #define DRAW_TWIN DRAW_TWIN_0 DRAW_TWIN_1
+#define MIX_TWIN MIX_TWIN_0 MIX_TWIN_1
 #elif WORDS == 24
 #define ROUND_DECLS_TWIN ROUND_DECLS_TWIN_0 ROUND_DECLS_TWIN_1 ROUND_DECLS_TWIN_2
 #define DRAW_TWIN DRAW_TWIN_0 DRAW_TWIN_1 DRAW_TWIN_2
+#define MIX_TWIN MIX_TWIN_0 MIX_TWIN_1 MIX_TWIN_2
 #elif WORDS == 32
 #define ROUND_DECLS_TWIN ROUND_DECLS_TWIN_0 ROUND_DECLS_TWIN_1 ROUND_DECLS_TWIN_2 ROUND_DECLS_TWIN_3
 #define DRAW_TWIN DRAW_TWIN_0 DRAW_TWIN_1 DRAW_TWIN_2 DRAW_TWIN_3
+#define MIX_TWIN MIX_TWIN_0 MIX_TWIN_1 MIX_TWIN_2 MIX_TWIN_3
 #elif WORDS == 40
 #define ROUND_DECLS_TWIN ROUND_DECLS_TWIN_0 ROUND_DECLS_TWIN_1 ROUND_DECLS_TWIN_2 ROUND_DECLS_TWIN_3 ROUND_DECLS_TWIN_4
 #define DRAW_TWIN DRAW_TWIN_0 DRAW_TWIN_1 DRAW_TWIN_2 DRAW_TWIN_3 DRAW_TWIN_4
+#define MIX_TWIN MIX_TWIN_0 MIX_TWIN_1 MIX_TWIN_2 MIX_TWIN_3 MIX_TWIN_4
 #elif WORDS == 48
 #define ROUND_DECLS_TWIN ROUND_DECLS_TWIN_0 ROUND_DECLS_TWIN_1 ROUND_DECLS_TWIN_2 ROUND_DECLS_TWIN_3 ROUND_DECLS_TWIN_4 ROUND_DECLS_TWIN_5
 #define DRAW_TWIN DRAW_TWIN_0 DRAW_TWIN_1 DRAW_TWIN_2 DRAW_TWIN_3 DRAW_TWIN_4 DRAW_TWIN_5
+#define MIX_TWIN MIX_TWIN_0 MIX_TWIN_1 MIX_TWIN_2 MIX_TWIN_3 MIX_TWIN_4 MIX_TWIN_5
 #elif WORDS == 56
 #define ROUND_DECLS_TWIN ROUND_DECLS_TWIN_0 ROUND_DECLS_TWIN_1 ROUND_DECLS_TWIN_2 ROUND_DECLS_TWIN_3 ROUND_DECLS_TWIN_4 ROUND_DECLS_TWIN_5 ROUND_DECLS_TWIN_6
 #define DRAW_TWIN DRAW_TWIN_0 DRAW_TWIN_1 DRAW_TWIN_2 DRAW_TWIN_3 DRAW_TWIN_4 DRAW_TWIN_5 DRAW_TWIN_6
+#define MIX_TWIN MIX_TWIN_0 MIX_TWIN_1 MIX_TWIN_2 MIX_TWIN_3 MIX_TWIN_4 MIX_TWIN_5 MIX_TWIN_6
 #elif WORDS == 64
 #define ROUND_DECLS_TWIN ROUND_DECLS_TWIN_0 ROUND_DECLS_TWIN_1 ROUND_DECLS_TWIN_2 ROUND_DECLS_TWIN_3 ROUND_DECLS_TWIN_4 ROUND_DECLS_TWIN_5 ROUND_DECLS_TWIN_6 ROUND_DECLS_TWIN_7
 #define DRAW_TWIN DRAW_TWIN_0 DRAW_TWIN_1 DRAW_TWIN_2 DRAW_TWIN_3 DRAW_TWIN_4 DRAW_TWIN_5 DRAW_TWIN_6 DRAW_TWIN_7
+#define MIX_TWIN MIX_TWIN_0 MIX_TWIN_1 MIX_TWIN_2 MIX_TWIN_3 MIX_TWIN_4 MIX_TWIN_5 MIX_TWIN_6 MIX_TWIN_7
 #elif WORDS == 72
 #define ROUND_DECLS_TWIN ROUND_DECLS_TWIN_0 ROUND_DECLS_TWIN_1 ROUND_DECLS_TWIN_2 ROUND_DECLS_TWIN_3 ROUND_DECLS_TWIN_4 ROUND_DECLS_TWIN_5 ROUND_DECLS_TWIN_6 ROUND_DECLS_TWIN_7 ROUND_DECLS_TWIN_8
 #define DRAW_TWIN DRAW_TWIN_0 DRAW_TWIN_1 DRAW_TWIN_2 DRAW_TWIN_3 DRAW_TWIN_4 DRAW_TWIN_5 DRAW_TWIN_6 DRAW_TWIN_7 DRAW_TWIN_8
+#define MIX_TWIN MIX_TWIN_0 MIX_TWIN_1 MIX_TWIN_2 MIX_TWIN_3 MIX_TWIN_4 MIX_TWIN_5 MIX_TWIN_6 MIX_TWIN_7 MIX_TWIN_8
 #elif WORDS == 80
 #define ROUND_DECLS_TWIN ROUND_DECLS_TWIN_0 ROUND_DECLS_TWIN_1 ROUND_DECLS_TWIN_2 ROUND_DECLS_TWIN_3 ROUND_DECLS_TWIN_4 ROUND_DECLS_TWIN_5 ROUND_DECLS_TWIN_6 ROUND_DECLS_TWIN_7 ROUND_DECLS_TWIN_8 ROUND_DECLS_TWIN_9
 #define DRAW_TWIN DRAW_TWIN_0 DRAW_TWIN_1 DRAW_TWIN_2 DRAW_TWIN_3 DRAW_TWIN_4 DRAW_TWIN_5 DRAW_TWIN_6 DRAW_TWIN_7 DRAW_TWIN_8 DRAW_TWIN_9
+#define MIX_TWIN MIX_TWIN_0 MIX_TWIN_1 MIX_TWIN_2 MIX_TWIN_3 MIX_TWIN_4 MIX_TWIN_5 MIX_TWIN_6 MIX_TWIN_7 MIX_TWIN_8 MIX_TWIN_9
 #elif WORDS == 88
 #define ROUND_DECLS_TWIN ROUND_DECLS_TWIN_0 ROUND_DECLS_TWIN_1 ROUND_DECLS_TWIN_2 ROUND_DECLS_TWIN_3 ROUND_DECLS_TWIN_4 ROUND_DECLS_TWIN_5 ROUND_DECLS_TWIN_6 ROUND_DECLS_TWIN_7 ROUND_DECLS_TWIN_8 ROUND_DECLS_TWIN_9 ROUND_DECLS_TWIN_10
 #define DRAW_TWIN DRAW_TWIN_0 DRAW_TWIN_1 DRAW_TWIN_2 DRAW_TWIN_3 DRAW_TWIN_4 DRAW_TWIN_5 DRAW_TWIN_6 DRAW_TWIN_7 DRAW_TWIN_8 DRAW_TWIN_9 DRAW_TWIN_10
+#define MIX_TWIN MIX_TWIN_0 MIX_TWIN_1 MIX_TWIN_2 MIX_TWIN_3 MIX_TWIN_4 MIX_TWIN_5 MIX_TWIN_6 MIX_TWIN_7 MIX_TWIN_8 MIX_TWIN_9 MIX_TWIN_10
 #elif WORDS == 96
 #define ROUND_DECLS_TWIN ROUND_DECLS_TWIN_0 ROUND_DECLS_TWIN_1 ROUND_DECLS_TWIN_2 ROUND_DECLS_TWIN_3 ROUND_DECLS_TWIN_4 ROUND_DECLS_TWIN_5 ROUND_DECLS_TWIN_6 ROUND_DECLS_TWIN_7 ROUND_DECLS_TWIN_8 ROUND_DECLS_TWIN_9 ROUND_DECLS_TWIN_10 ROUND_DECLS_TWIN_11
 #define DRAW_TWIN DRAW_TWIN_0 DRAW_TWIN_1 DRAW_TWIN_2 DRAW_TWIN_3 DRAW_TWIN_4 DRAW_TWIN_5 DRAW_TWIN_6 DRAW_TWIN_7 DRAW_TWIN_8 DRAW_TWIN_9 DRAW_TWIN_10 DRAW_TWIN_11
+#define MIX_TWIN MIX_TWIN_0 MIX_TWIN_1 MIX_TWIN_2 MIX_TWIN_3 MIX_TWIN_4 MIX_TWIN_5 MIX_TWIN_6 MIX_TWIN_7 MIX_TWIN_8 MIX_TWIN_9 MIX_TWIN_10 MIX_TWIN_11
 #elif WORDS == 104
 #define ROUND_DECLS_TWIN ROUND_DECLS_TWIN_0 ROUND_DECLS_TWIN_1 ROUND_DECLS_TWIN_2 ROUND_DECLS_TWIN_3 ROUND_DECLS_TWIN_4 ROUND_DECLS_TWIN_5 ROUND_DECLS_TWIN_6 ROUND_DECLS_TWIN_7 ROUND_DECLS_TWIN_8 ROUND_DECLS_TWIN_9 ROUND_DECLS_TWIN_10 ROUND_DECLS_TWIN_11 ROUND_DECLS_TWIN_12
 #define DRAW_TWIN DRAW_TWIN_0 DRAW_TWIN_1 DRAW_TWIN_2 DRAW_TWIN_3 DRAW_TWIN_4 DRAW_TWIN_5 DRAW_TWIN_6 DRAW_TWIN_7 DRAW_TWIN_8 DRAW_TWIN_9 DRAW_TWIN_10 DRAW_TWIN_11 DRAW_TWIN_12
+#define MIX_TWIN MIX_TWIN_0 MIX_TWIN_1 MIX_TWIN_2 MIX_TWIN_3 MIX_TWIN_4 MIX_TWIN_5 MIX_TWIN_6 MIX_TWIN_7 MIX_TWIN_8 MIX_TWIN_9 MIX_TWIN_10 MIX_TWIN_11 MIX_TWIN_12
 #elif WORDS == 112
 #define ROUND_DECLS_TWIN ROUND_DECLS_TWIN_0 ROUND_DECLS_TWIN_1 ROUND_DECLS_TWIN_2 ROUND_DECLS_TWIN_3 ROUND_DECLS_TWIN_4 ROUND_DECLS_TWIN_5 ROUND_DECLS_TWIN_6 ROUND_DECLS_TWIN_7 ROUND_DECLS_TWIN_8 ROUND_DECLS_TWIN_9 ROUND_DECLS_TWIN_10 ROUND_DECLS_TWIN_11 ROUND_DECLS_TWIN_12 ROUND_DECLS_TWIN_13
 #define DRAW_TWIN DRAW_TWIN_0 DRAW_TWIN_1 DRAW_TWIN_2 DRAW_TWIN_3 DRAW_TWIN_4 DRAW_TWIN_5 DRAW_TWIN_6 DRAW_TWIN_7 DRAW_TWIN_8 DRAW_TWIN_9 DRAW_TWIN_10 DRAW_TWIN_11 DRAW_TWIN_12 DRAW_TWIN_13
+#define MIX_TWIN MIX_TWIN_0 MIX_TWIN_1 MIX_TWIN_2 MIX_TWIN_3 MIX_TWIN_4 MIX_TWIN_5 MIX_TWIN_6 MIX_TWIN_7 MIX_TWIN_8 MIX_TWIN_9 MIX_TWIN_10 MIX_TWIN_11 MIX_TWIN_12 MIX_TWIN_13
 #elif WORDS == 120
 #define ROUND_DECLS_TWIN ROUND_DECLS_TWIN_0 ROUND_DECLS_TWIN_1 ROUND_DECLS_TWIN_2 ROUND_DECLS_TWIN_3 ROUND_DECLS_TWIN_4 ROUND_DECLS_TWIN_5 ROUND_DECLS_TWIN_6 ROUND_DECLS_TWIN_7 ROUND_DECLS_TWIN_8 ROUND_DECLS_TWIN_9 ROUND_DECLS_TWIN_10 ROUND_DECLS_TWIN_11 ROUND_DECLS_TWIN_12 ROUND_DECLS_TWIN_13 ROUND_DECLS_TWIN_14
 #define DRAW_TWIN DRAW_TWIN_0 DRAW_TWIN_1 DRAW_TWIN_2 DRAW_TWIN_3 DRAW_TWIN_4 DRAW_TWIN_5 DRAW_TWIN_6 DRAW_TWIN_7 DRAW_TWIN_8 DRAW_TWIN_9 DRAW_TWIN_10 DRAW_TWIN_11 DRAW_TWIN_12 DRAW_TWIN_13 DRAW_TWIN_14
+#define MIX_TWIN MIX_TWIN_0 MIX_TWIN_1 MIX_TWIN_2 MIX_TWIN_3 MIX_TWIN_4 MIX_TWIN_5 MIX_TWIN_6 MIX_TWIN_7 MIX_TWIN_8 MIX_TWIN_9 MIX_TWIN_10 MIX_TWIN_11 MIX_TWIN_12 MIX_TWIN_13 MIX_TWIN_14
 #elif WORDS == 128
 #define ROUND_DECLS_TWIN ROUND_DECLS_TWIN_0 ROUND_DECLS_TWIN_1 ROUND_DECLS_TWIN_2 ROUND_DECLS_TWIN_3 ROUND_DECLS_TWIN_4 ROUND_DECLS_TWIN_5 ROUND_DECLS_TWIN_6 ROUND_DECLS_TWIN_7 ROUND_DECLS_TWIN_8 ROUND_DECLS_TWIN_9 ROUND_DECLS_TWIN_10 ROUND_DECLS_TWIN_11 ROUND_DECLS_TWIN_12 ROUND_DECLS_TWIN_13 ROUND_DECLS_TWIN_14 ROUND_DECLS_TWIN_15
 #define DRAW_TWIN DRAW_TWIN_0 DRAW_TWIN_1 DRAW_TWIN_2 DRAW_TWIN_3 DRAW_TWIN_4 DRAW_TWIN_5 DRAW_TWIN_6 DRAW_TWIN_7 DRAW_TWIN_8 DRAW_TWIN_9 DRAW_TWIN_10 DRAW_TWIN_11 DRAW_TWIN_12 DRAW_TWIN_13 DRAW_TWIN_14 DRAW_TWIN_15
+#define MIX_TWIN MIX_TWIN_0 MIX_TWIN_1 MIX_TWIN_2 MIX_TWIN_3 MIX_TWIN_4 MIX_TWIN_5 MIX_TWIN_6 MIX_TWIN_7 MIX_TWIN_8 MIX_TWIN_9 MIX_TWIN_10 MIX_TWIN_11 MIX_TWIN_12 MIX_TWIN_13 MIX_TWIN_14 MIX_TWIN_15
 #else
 #error "WORDS must be a multiple of 8 up to 128"
 #endif

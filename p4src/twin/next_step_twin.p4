@@ -15,6 +15,26 @@ control NextStep(inout tna_headers_t hdr, inout ig_meta_t meta, inout standard_m
         hdr.ipv4.total_len = UDP_LEN_FIXED32 + 20;
         hdr.ipv4.ttl = 64;
     }
+#if PASSES > 1
+    // p4src/tna/next_step_tna.p4's walk: decided here, in the first pass, and carried.
+    action walk(bit<2> dest, bit<16> to) {
+        hdr.walk.setValid();
+        hdr.walk.ridx = meta.ridx;
+        hdr.walk.seg = 0;
+        hdr.walk.harvest = 0;
+        hdr.walk.dest = dest;
+        hdr.walk.to = to;
+        hdr.walk.seed = meta.seed;
+    }
+    action walk_out(bit<8> msg_type, bit<2> dest, bit<16> to) {
+        result_header(msg_type);
+        walk(dest, to);
+    }
+    action walk_on() { walk(OUT_NONE, 0); }
+    action up() { walk_out(MSG_CONTRIB, OUT_UCAST, (bit<16>)meta.parent_port); }
+    action answer() { walk_out(MSG_RESULT, OUT_UCAST, (bit<16>)sm.ingress_port); }
+    action multicast() { walk_out(MSG_RESULT, OUT_MCAST, meta.grp); }
+#else
     action out_mcast(bit<8> msg_type, bit<16> grp, bit<8> recompress) {
         result_header(msg_type);
         sm.mcast_grp = grp;
@@ -33,6 +53,7 @@ control NextStep(inout tna_headers_t hdr, inout ig_meta_t meta, inout standard_m
     action up(bit<8> recompress) { out_ucast(MSG_CONTRIB, meta.parent_port, recompress); }
     action answer(bit<8> recompress) { out_ucast(MSG_RESULT, sm.ingress_port, recompress); }
     action multicast(bit<8> recompress) { out_mcast(MSG_RESULT, meta.grp, recompress); }
+#endif
     action absorbed() { mark_to_drop(sm); }
     action down() {
         sm.mcast_grp = meta.grp;
@@ -49,8 +70,21 @@ control NextStep(inout tna_headers_t hdr, inout ig_meta_t meta, inout standard_m
             meta.bm_seen: ternary;
             meta.result_enc: ternary;
         }
-        actions = { up; answer; multicast; absorbed; down; NoAction; }
+        actions = {
+#if PASSES > 1
+            walk_on;
+#endif
+            up; answer; multicast; absorbed; down; NoAction;
+        }
         const entries = {
+#if PASSES > 1
+            (false, true, false, _, _, _, _): down();
+            (false, false, true, 0, 0, _, _): up();
+            (false, false, true, 0, 1, 0, _): multicast();
+            (false, false, true, 0, 1, _, _): answer();
+            (false, false, true, _, _, 0, _): walk_on();
+            (false, false, true, _, _, _, _): absorbed();
+#else
             (false, true, false, _, _, _, _): down();
             (false, false, true, 0, 0, _, ENC_CNAT8): up(1);
             (false, false, true, 0, 0, _, ENC_SUM8): up(2);
@@ -62,6 +96,7 @@ control NextStep(inout tna_headers_t hdr, inout ig_meta_t meta, inout standard_m
             (false, false, true, 0, 1, _, ENC_SUM8): answer(2);
             (false, false, true, 0, 1, _, _): answer(0);
             (false, false, true, _, _, _, _): absorbed();
+#endif
         }
         default_action = NoAction();
         size = 16;

@@ -1,8 +1,12 @@
 #ifndef NATSWITCH_PARSER_TWIN_P4
 #define NATSWITCH_PARSER_TWIN_P4
 
-// The TNA ingress parser's states (p4src/tna/parser_tna.p4) without the recirculation
-// header; the payload is parsed once, for ingress and egress alike.
+// The TNA ingress parser's states (p4src/tna/parser_tna.p4) without Tofino 1's
+// recirculation header; the payload is parsed once, for ingress and egress alike.
+#if PASSES > 1
+const bit<32> PKT_INSTANCE_TYPE_RECIRC = 4;     // simple_switch's instance type
+#endif
+
 parser TwinParser(packet_in pkt, out tna_headers_t hdr, inout twin_meta_t m,
                   inout standard_metadata_t sm) {
     state start {
@@ -24,8 +28,36 @@ parser TwinParser(packet_in pkt, out tna_headers_t hdr, inout twin_meta_t m,
         m.ig.sess_x = 0xffff;
         m.ig.exp_chk = 0;
         m.ig.slot_chk = 0;
+#if PASSES > 1
+        m.ig.walking = false;
+        // A later pass of the walk comes back recirculated, where the TNA program's comes
+        // in through a loopback port (p4src/tna/parser_tna.p4).
+        transition select(sm.instance_type) {
+            PKT_INSTANCE_TYPE_RECIRC: parse_walk;
+            default: parse_eth;
+        }
+    }
+    state parse_walk {
+        pkt.extract(hdr.walk);
+        m.ig.walking = true;
+        m.ig.ridx = hdr.walk.ridx;
+        transition select(hdr.walk.harvest) {
+            0: parse_eth;
+            default: parse_harvest;
+        }
+    }
+    // Harvesting: the codes already read back stay unparsed behind the headers.
+    state parse_harvest {
+        pkt.extract(hdr.eth);
+        pkt.extract(hdr.ipv4);
+        pkt.extract(hdr.udp);
+        pkt.extract(hdr.agg);
+        transition accept;
+    }
+#else
         transition parse_eth;
     }
+#endif
     state parse_eth {
         pkt.extract(hdr.eth);
         transition select(hdr.eth.ether_type) {

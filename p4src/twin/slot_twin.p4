@@ -105,6 +105,9 @@ control SlotState(inout tna_headers_t hdr, inout ig_meta_t meta, in bit<9> port)
             (_, _, _, _, _, _, _, _, _, 0, ENC_SUM8): drop(DROP_BAD_ENCODING);
             (_, _, _, _, _, _, _, _, _, 1, ENC_FIXED32): drop(DROP_BAD_ENCODING);
             (_, _, _, _, _, _, _, _, _, 1, ENC_CNAT8): drop(DROP_BAD_ENCODING);
+#if PASSES > 1
+            (_, _, _, _, _, _, _, _, _, _, ENC_FIXED32): drop(DROP_BAD_ENCODING);
+#endif
             (_, _, _, _, MSG_RESULT, _, _, _, _, _, _): result_in();
             (_, _, _, _, MSG_CONTRIB, 0, _, _, _, _, _): drop(DROP_FOREIGN_PORT);
             (_, _, _, _, MSG_CONTRIB, _, 0, 0xff, _, _, _): drop(DROP_BAD_EXP);
