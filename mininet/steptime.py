@@ -300,6 +300,10 @@ def validate(runs: list[dict]) -> list[dict]:
 BYTES = {"cnat": 1.35, "cnat-wide": 1.04, "int32": 4.35}
 ELEMS = {"cnat": 168, "cnat-wide": 1456, "int32": 168}
 RING_OVERHEAD = 1514 / 1448     # a full TCP frame (timestamps on) over its payload
+# An extra pass's latency: a trip through a pipe and a loopback port. No published figure
+# was found; 1 us is an assumption above the sub-microsecond port-to-port latencies switch
+# vendors quote, so that a projection does not hide what the passes cost a window.
+PASS_S = 1e-6
 
 
 @dataclass(frozen=True)
@@ -351,7 +355,8 @@ def pass_terms(w, workers: int, params: float) -> tuple[float, float]:
 
 def project(params: float, compute_s: float, gbit: float, workers: int, method: str,
             rtt_s: float = 10e-6, window: int | None = None, overlap: float = 0.0,
-            switch_pps: float | None = None, switch: str = "line-rate") -> Projection:
+            switch_pps: float | None = None, switch: str = "line-rate",
+            pass_s: float = PASS_S) -> Projection:
     """Seconds per step of a model of `params` parameters on a cluster: a worker per machine,
     one switch at line rate (or switch_pps packets/s), links of `gbit`; `window` slots
     (default: enough to fill rate x round trip); `overlap`: the share of compute that hides
@@ -383,17 +388,20 @@ def project(params: float, compute_s: float, gbit: float, workers: int, method: 
         per_elem, elems = w.busiest, w.elems
         packets = math.ceil(params / elems)
         link = params * per_elem * 8 / rate
-        slots = math.ceil(rate * rtt_s / 8 / w.packet_bytes)   # bandwidth x delay
+        # A slot's round trip: the link's, and each extra pass its result takes through a
+        # pipe and a loopback port (docs/STEPTIME.md "Pipes and passes").
+        rtt = rtt_s + (w.passes - 1 + w.harvest) * pass_s if w.target else rtt_s
+        slots = math.ceil(rate * rtt / 8 / w.packet_bytes)     # bandwidth x delay
         win = window or slots
         if w.pool:              # a compiled program's slot pool caps the window
             win = min(win, w.pool)
         pipe, loopback = pass_terms(w, workers, params)
         # a tie goes to the earlier term: the link before the passes that match it
-        terms = {"link": link, "window": packets / win * rtt_s,
+        terms = {"link": link, "window": packets / win * rtt,
                  "switch": workers * packets / switch_pps if switch_pps else 0.0,
                  "pipe": pipe, "loopback": loopback}
         bound = max(terms, key=terms.get)
-        comm = terms[bound] + rtt_s                         # the last result's round trip
+        comm = terms[bound] + rtt                           # the last result's round trip
         step = compute_s - hidden + max(comm, hidden)
         p = Projection(method, gbit, step, comm, bound, params * per_elem, slots, switch,
                        elems, w.variant if variant else None, w.passes, w.harvest,
@@ -468,6 +476,10 @@ def build_parser() -> argparse.ArgumentParser:
                    choices=[*BYTES, "ring"],
                    help="cnat (C_nat INA, 1.35 B/element), cnat-wide (1.04), int32 (int32 "
                         "INA), ring (host ring allreduce); default cnat int32 ring")
+    j.add_argument("--pass-us", type=float, default=PASS_S * 1e6,
+                   help="latency of one extra pass through a Tofino pipe and a loopback "
+                        f"port, us (default {PASS_S * 1e6:g}: an assumption, "
+                        "docs/STEPTIME.md)")
     j.add_argument("--rtt-us", type=_positive, default=10.0,
                    help="round trip worker-switch-worker, us (default 10)")
     j.add_argument("--window", type=int,
@@ -534,9 +546,14 @@ def main(argv=None) -> int:
     if args.window is not None and args.window < 1:
         print(f"error: --window {args.window}: must be at least 1", file=sys.stderr)
         return 2
+    if not 0 <= args.pass_us < math.inf:
+        print(f"error: --pass-us {args.pass_us:g}: must be a finite number of us, 0 or more",
+              file=sys.stderr)
+        return 2
     try:
         rows = [project(args.params, args.compute_ms / 1e3, g, args.workers, m,
-                        args.rtt_us * 1e-6, args.window, args.overlap, switch=args.switch)
+                        args.rtt_us * 1e-6, args.window, args.overlap, switch=args.switch,
+                        pass_s=args.pass_us * 1e-6)
                 for g in args.gbit for m in args.methods]
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -550,7 +567,7 @@ def main(argv=None) -> int:
           f"trip {args.rtt_us:g} us, " + ("line-rate switch" if args.switch == "line-rate"
                                          else f"{args.switch} at its compiled elements per "
                                               "pass x passes per packet, the passes on "
-                                              "its pipes"))
+                                              f"its pipes, {args.pass_us:g} us an extra pass"))
     if args.switch != "line-rate":
         print("  " + pipes_line(args.switch))
     for m in sorted({r.method for r in rows if r.variant}):

@@ -66,12 +66,14 @@ def test_the_window_of_a_tofino_projection_is_capped_by_its_pool():
     p = steptime.project(25.6e6, 0.0, 100, 8, "cnat", switch="tofino1")
     for w in sw.wires("tofino1", "cnat"):
         packets = math.ceil(25.6e6 / w.elems)
-        window = min(math.ceil(100e9 * 10e-6 / 8 / w.packet_bytes), w.pool)
+        # a slot's round trip: the link's and every extra pass of its result
+        rtt = 10e-6 + (w.passes - 1 + w.harvest) * steptime.PASS_S
+        window = min(math.ceil(100e9 * rtt / 8 / w.packet_bytes), w.pool)
         link = 25.6e6 * w.busiest * 8 / 100e9
         # the projection takes the fastest variant, each no faster than its link, window,
         # pipes or loopback ports
-        slowest = max(link, packets / window * 10e-6, *steptime.pass_terms(w, 8, 25.6e6))
-        assert p.comm_s <= slowest + 10e-6 + 1e-12
+        slowest = max(link, packets / window * rtt, *steptime.pass_terms(w, 8, 25.6e6))
+        assert p.comm_s <= slowest + rtt + 1e-12
     assert p.comm_s >= min(25.6e6 * w.busiest * 8 / 100e9 for w in sw.wires("tofino1", "cnat"))
     # 10 Gbit/s: 169 slots fill the round trip, the link binds, the fewest bytes win
     slow = steptime.project(25.6e6, 0.0, 10, 8, "cnat", switch="tofino1")
@@ -153,7 +155,7 @@ def test_a_summary_without_the_new_keys_is_one_pass_of_its_elements(tmp_path, mo
 @pytest.mark.parametrize("passes", [1, 2, 3, 4, 5, 8, 13])
 @pytest.mark.parametrize("pipes", [1, 2, 4])
 @pytest.mark.parametrize("workers", [2, 8])
-def test_the_walk_loads_the_workers_pipe_most(passes, pipes, workers):
+def test_the_walk_keeps_pipe_0_for_first_passes_and_spreads_the_rest(passes, pipes, workers):
     # no harvest (Tofino 2's single pass), or every segment but the last read back once
     for harvest in {0, passes - 1}:
         w = sw.Wire("tofino1", "cnat", "x", 16 * passes, 1.0, 1.0, harvest, 512, passes, pipes,
@@ -163,10 +165,19 @@ def test_the_walk_loads_the_workers_pipe_most(passes, pipes, workers):
         # come back through a loopback port
         assert sum(ingress) == workers * passes + harvest
         assert sum(loop) == workers * (passes - 1) + harvest
+        segs = [w.pipe_of(k) for k in range(passes)]
+        assert segs[0] == 0 and all(0 <= s < pipes for s in segs)
+        if pipes > 1:
+            # pipe 0's ports are the workers': it sums segment 0 only, and the other pipes
+            # take the rest round and round, none more than one segment ahead
+            assert 0 not in segs[1:]
+            counts = [segs[1:].count(q) for q in range(1, pipes)]
+            assert max(counts) - min(counts) <= 1
         # harvest pass i reads segment passes-1-i, in the pipe that summed it
-        share = sum((passes - 1 - i) % passes % pipes == 0 for i in range(1, harvest + 1))
-        assert ingress[0] == workers * math.ceil(passes / pipes) + share == max(ingress)
-        assert loop[0] == workers * (math.ceil(passes / pipes) - 1) + share
+        read = [segs[(passes - 1 - i) % passes] for i in range(1, harvest + 1)]
+        for q in range(pipes):
+            assert ingress[q] == workers * segs.count(q) + read.count(q)
+            assert loop[q] == workers * (segs.count(q) - (q == 0)) + read.count(q)
 
 
 def test_a_single_pass_walk_is_the_tofino_1_harvest_recirculation():
@@ -187,25 +198,34 @@ def test_the_pipe_binds_where_passes_outrun_its_packet_rate(tmp_path, monkeypatc
     assert p.variant == "cnat8-mp-t1" and p.bound == "pipe"
     assert (p.elements_per_packet, p.passes_per_packet, p.harvest_passes, p.pipes) == \
         (64, 4, 3, 4)
-    assert p.comm_s == pytest.approx(uses * (16 + 1) / spec.pps + 10e-6)
+    # the last result's round trip: the link's and its 6 extra passes
+    assert p.comm_s == pytest.approx(uses * (16 + 1) / spec.pps + 10e-6 + 6 * steptime.PASS_S)
     # 16 workers' links at 100 Gbit/s bring more packets than pipe 0 takes
     link = params * w.busiest * 8 / 100e9
     assert uses * 17 / spec.pps > link
     # with 4 workers the same passes fit in a pipe and the link binds again
     q = steptime.project(params, 0.0, 100, 4, "cnat", switch="tofino1")
-    assert q.bound == "link" and q.comm_s == pytest.approx(link + 10e-6)
+    assert q.bound == "link" and q.comm_s == pytest.approx(link + 10e-6 + 6 * steptime.PASS_S)
 
 
-def test_passes_wrapping_into_pipe_0_bind_its_recirculation_port(tmp_path, monkeypatch):
-    # 8 passes over 4 pipes: pass 4 of every contribution and 2 harvest passes come back
-    # into pipe 0, whose front-panel ports are the workers', through its recirculation port
+def test_passes_beyond_the_pipes_go_round_pipes_1_and_up_not_the_workers_pipe(
+        tmp_path, monkeypatch):
+    # 8 passes over 4 pipes: segments 1..7 go round pipes 1-3 (1, 4, 7 in pipe 1); pipe 0
+    # takes each worker's first pass and the harvest's last (segment 0), which alone comes
+    # back through its recirculation port
     multi_pass(tmp_path, monkeypatch)
     w, params = mp_wire(), 25.6e6
-    assert w.walk(8)[1][0] == 8 + 2
-    p = steptime.project(params, 0.0, 25, 8, "cnat", switch="tofino1")
-    assert p.variant == "cnat8-mp-t1" and p.bound == "loopback"
-    recirc = sw.PIPES["tofino"].recirc_gbit * 1e9
-    assert p.comm_s == pytest.approx(params * 10 * w.busiest * 8 / recirc + 10e-6)
+    ingress, loop = w.walk(8)
+    assert ingress == [8 + 1, 3 * 8 + 2, 2 * 8 + 2, 2 * 8 + 2]
+    assert loop == [1, 3 * 8 + 2, 2 * 8 + 2, 2 * 8 + 2]
+    p = steptime.project(params, 0.0, 100, 8, "cnat", switch="tofino1")
+    spec, uses = sw.PIPES["tofino"], math.ceil(params / 128)
+    terms = {"pipe": uses * max(ingress) / spec.pps,
+             "loopback": max(params / 128 * n * w.packet_bytes * 8
+                             / (spec.loopback_gbit(q) * 1e9) for q, n in enumerate(loop)),
+             "link": params * w.busiest * 8 / 100e9}
+    assert p.bound == max(terms, key=terms.get)
+    assert p.comm_s >= max(terms.values()) + 10e-6 - 1e-12
 
 
 def test_the_passes_leave_single_pass_projections_as_they_were(tmp_path, monkeypatch):
@@ -233,10 +253,36 @@ def test_the_passes_leave_single_pass_projections_as_they_were(tmp_path, monkeyp
         for switch in ("tofino1", "tofino2"):
             for gbit in (10, 25, 100):
                 for workers in (2, 8, 16):
-                    p = steptime.project(25.6e6, 0.0, gbit, workers, method, switch=switch)
+                    p = steptime.project(25.6e6, 0.0, gbit, workers, method,
+                                         switch=switch, pass_s=0.0)
                     assert p.comm_s == before(switch, method, gbit, workers)
     # a multi-pass C_nat variant beside them leaves int32's alone
     multi_pass(tmp_path / "mp", monkeypatch)
     for switch in ("tofino1", "tofino2"):
-        p = steptime.project(25.6e6, 0.0, 100, 8, "int32", switch=switch)
+        p = steptime.project(25.6e6, 0.0, 100, 8, "int32", switch=switch, pass_s=0.0)
         assert p.comm_s == before(switch, "int32", 100, 8)
+
+
+def test_every_extra_pass_lengthens_a_slots_round_trip(tmp_path, monkeypatch):
+    """A result that takes 6 passes beyond its first comes back 6 pass latencies later: the
+    window fills with more slots, and where the pool caps it the window term grows by the
+    round trip's ratio; a single pass on Tofino 2 costs nothing."""
+    folder = multi_pass(tmp_path, monkeypatch, passes_per_packet=4, elements_per_packet=64,
+                        harvest_passes=3, pool_size=512)
+    for f in folder.glob("cnat8-*.json"):     # the walk alone carries C_nat here
+        if "-mp-" not in f.name:
+            f.unlink()
+    w, params = mp_wire(), 25.6e6
+    args = (params, 0.0, 100, 8, "cnat")
+    fast = steptime.project(*args, switch="tofino1", pass_s=0.0)
+    slow = steptime.project(*args, switch="tofino1", pass_s=2e-6)
+    assert (fast.variant, slow.variant) == ("cnat8-mp-t1", "cnat8-mp-t1")
+    assert slow.slots_to_fill == math.ceil(100e9 * 22e-6 / 8 / w.packet_bytes) > w.pool
+    assert slow.bound == "window"
+    assert slow.comm_s == pytest.approx(math.ceil(params / 64) / 512 * 22e-6 + 22e-6)
+    assert steptime.project(*args[:4], "int32", switch="tofino2", pass_s=5e-6) == \
+        steptime.project(*args[:4], "int32", switch="tofino2", pass_s=0.0)
+    r = subprocess.run([sys.executable, str(REPO / "mininet" / "steptime.py"), "project",
+                        "--params", "1e6", "--compute-ms", "1", "--switch", "tofino1",
+                        "--pass-us", "-1"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--pass-us -1" in r.stderr
