@@ -130,8 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--profile", choices=sorted(PROFILES),
                    help="compiled program: default (168 elements per packet), wide (1456, "
                         "a full 1500-byte MTU; C_nat both ways only: --encoding cnat8, "
-                        "results cnat8, --partials cnat8 below the root) or wide4 (1024: "
-                        "the fewest bytes per element for --encoding nat4 and uq4)")
+                        "results cnat8, --partials cnat8 below the root), wide4 (1024: "
+                        "the fewest bytes per element for --encoding nat4 and uq4), tofino "
+                        "(the Tofino profile's twin, 16) or tofino-mp (its walk: 64 CNAT8 "
+                        "codes in 4 passes of 16; --encoding cnat8, --partials cnat8 below "
+                        "the root)")
     j.add_argument("--compressor", default="none", help="worker-side operator before encoding")
     j.add_argument("--steps", type=int,
                    help=f"SGD steps (default 100; with --framework torch {TORCH_STEPS}, which "
@@ -360,6 +363,10 @@ def make_plan(args) -> Plan:
     if ps_host or args.aggregation == "gloo":
         return Plan(kind, topo, jobs, ps_host, pipeline, "float32", "float32")
     encoding = args.encoding or "cnat8"
+    if prof.passes > 1 and encoding != "cnat8":
+        raise UsageError(f"--encoding {encoding}: profile {prof.name} walks CNAT8 packets of "
+                         f"{prof.passes} segments only; use --encoding cnat8 or the tofino "
+                         f"profile")
     if encoding in ("nat4", "uq4"):
         from worker.allreduce.job import encoding_problem
         if args.sparse:

@@ -220,26 +220,34 @@ def test_the_cli_shows_what_its_commands_print(tmp_path):
     assert "available nodes are" in r.stdout + r.stderr
 
 
-@pytest.mark.parametrize("encoding", ["cnat8", "uq4"])
-def test_the_tofino_profile_trains_alike_on_both_targets(tmp_path, encoding):
+@pytest.mark.parametrize("profile,encoding", [("tofino", "cnat8"), ("tofino", "uq4"),
+                                              ("tofino-mp", "cnat8")])
+def test_the_tofino_profile_trains_alike_on_both_targets(tmp_path, profile, encoding):
     """--profile tofino: the Tofino profile's v1model twin (16 elements per packet) trains end
     to end, on softswitch and on BMv2, to the same model bit for bit (the seed fixes every
     rounding, DESIGN contract 10): CNAT8 with results re-compressed by its tables, and UQ4
     summed in 16-bit lanes with SUM8 results. UDP checksum 0 down; a packet's 58 bytes of
-    headers weigh on its 16 elements."""
+    headers weigh on its 16 elements. --profile tofino-mp: the walk of 4 passes carries 64
+    CNAT8 codes under the same headers."""
     digests = {}
     targets = ["soft"] + (["bmv2"] if shutil.which("simple_switch_grpc") else [])
     for switch in targets:
         out = tmp_path / switch
-        r = subprocess.run([*RUN, "--switch", switch, "--profile", "tofino", "--steps", "8",
+        r = subprocess.run([*RUN, "--switch", switch, "--profile", profile, "--steps", "8",
                             "--encoding", encoding, "--out", str(out)],
                            capture_output=True, text=True, timeout=900)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
         report = json.loads((out / "report.json").read_text())
         (job,) = report["jobs"]
-        assert report["profile"] == "tofino" and job["ok"] and job["identical_models"]
+        assert report["profile"] == profile and job["ok"] and job["identical_models"]
         assert job["final_test_accuracy"] > 0.3      # ten classes: chance is 0.1
-        if encoding == "cnat8":
+        if profile == "tofino-mp":
+            assert job["encoding"] == "CNAT8" and job["result_encoding"] == "CNAT8"
+            # (58 + 64) / 64 = 1.91 each way, and what a loaded host resent
+            resent = job["bytes_per_element_resent"]
+            assert 1.9 < job["bytes_per_element_up"] < 2.0 + 4 * resent
+            assert 1.9 < job["bytes_per_element_down"] < 2.0 + 4 * resent
+        elif encoding == "cnat8":
             assert job["encoding"] == "CNAT8" and job["result_encoding"] == "CNAT8"
             # (58 + 16) / 16 = 4.625, and the answers to what a loaded host resent
             resent = job["bytes_per_element_resent"]
@@ -262,4 +270,11 @@ def test_the_tofino_profile_refuses_what_it_has_not(tmp_path):
         r = subprocess.run([*RUN, "--switch", "soft", "--profile", "tofino", *extra, "--out",
                             str(tmp_path / "x")], capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and why in r.stdout + r.stderr, r.stdout + r.stderr
+        assert not (tmp_path / "x").exists()
+    # the walk sums CNAT8 only
+    for enc in ("fixed32", "uq4"):
+        r = subprocess.run([*RUN, "--switch", "soft", "--profile", "tofino-mp", "--encoding",
+                            enc, "--out", str(tmp_path / "x")], capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 2 and "walks CNAT8 packets" in r.stdout + r.stderr, r.stderr
         assert not (tmp_path / "x").exists()
