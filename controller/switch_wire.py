@@ -95,19 +95,27 @@ class Wire:
     def packet_bytes(self) -> float:
         return self.busiest * self.elems
 
+    def pipe_of(self, seg: int) -> int:
+        """The pipe that sums segment `seg`: the first in the workers' pipe 0, the others
+        round pipes 1.. (SwitchML's layout: their front-panel ports are in loopback). Each
+        segment has cells of its own (passes_tna.p4), so any pipe may take any segment."""
+        if seg == 0 or self.pipes == 1:
+            return 0
+        return 1 + (seg - 1) % (self.pipes - 1)
+
     def walk(self, workers: int) -> tuple[list[int], list[int]]:
         """Per pipe, the passes its ingress takes per use (one slot's packets: each worker's
         contribution, then the harvest) and how many of them came in through its loopback
-        ports. Pass k of a contribution sums segment k in pipe k mod pipes (SwitchML's
-        walk); the first comes from the worker's port in pipe 0. The packet that completes
-        the use then reads the segments back from the last, each in the pipe holding its
-        sums (the last segment is read by the pass that summed it)."""
+        ports. Pass k of a contribution sums segment k in pipe_of(k); the first comes from
+        the worker's port in pipe 0. The packet that completes the use then reads the
+        segments back from the last, each in the pipe holding its sums (the last segment is
+        read by the pass that summed it)."""
         ingress, loop = [0] * self.pipes, [0] * self.pipes
         for k in range(self.passes):
-            ingress[k % self.pipes] += workers
-            loop[k % self.pipes] += workers if k else 0
+            ingress[self.pipe_of(k)] += workers
+            loop[self.pipe_of(k)] += workers if k else 0
         for i in range(1, self.harvest + 1):
-            pipe = (self.passes - 1 - i) % self.passes % self.pipes
+            pipe = self.pipe_of((self.passes - 1 - i) % self.passes)
             ingress[pipe] += 1
             loop[pipe] += 1
         return ingress, loop
