@@ -249,10 +249,10 @@ def steptime_section(st: dict | None, figs: Path, rel: str) -> list[str]:
             "sources in docs/STEPTIME.md; time to accuracy assumes every method needs the "
             "same steps (bench/torch_convergence.py measures C_nat INA within a fraction "
             "of a point of uncompressed at equal steps on MNIST-1D). This switch is the "
-            "v1model profile (168 C_nat elements per packet) summed at line rate, which no "
-            "compiled hardware program shows yet: on a Tofino, with the elements per pass "
-            "its compiler placed, C_nat INA comes out within 5 % of int32 INA (\"On "
-            "Tofino\", *Projections from what fits*).", "",
+            "v1model profile (168 C_nat elements per packet) summed at line rate; on a "
+            "Tofino, with the elements per packet and passes its compiler placed and their "
+            "cost to the pipes, \"On Tofino\", *Projections from what fits*, has the same "
+            "models side by side.", "",
             *projection_table(model), ""]
     return out
 

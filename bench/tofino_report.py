@@ -38,19 +38,49 @@ def load() -> list[dict]:
 
 
 def table(rows: list[dict]) -> list[str]:
-    out = ["| target | up / down | elements per pass | stages (ingress, egress) | "
-           "stateful ALUs (sums + slot) | SRAM blocks | TCAM blocks | PHV bits | "
-           "recirculations per result |",
-           "| --- | --- | ---: | --- | --- | ---: | ---: | ---: | ---: |"]
+    out = ["| target | up / down | elements per pass | passes per packet | elements per packet "
+           "| stages (ingress, egress) | stateful ALUs (sums + slot) | SRAM blocks | TCAM blocks "
+           "| PHV bits | passes of a completing packet |",
+           "| --- | --- | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: |"]
     for r in rows:
-        enc = enc_name(r["variant"])
+        enc, pk = enc_name(r["variant"]), sw.packet(r)
         sums = r["pair_registers"]
         out.append(
             f"| {TARGETS[r['target']]} | {enc} | {r['elements_per_pass']} | "
+            f"{pk['passes_per_packet']} | {pk['elements_per_packet']} | "
             f"{r['stages_ingress']}, {r['stages_egress']} of {r['stages_available']} | "
             f"{r['stateful_alus']} ({sums} + {r['stateful_alus'] - sums}) of "
             f"{r['stateful_alus_available']} | {r['srams']} | {r['tcams']} | "
-            f"{r['phv_overall_bits']} | {r.get('recirculations_per_result', '-')} |")
+            f"{r['phv_overall_bits']} | "
+            f"{pk['passes_per_packet'] + pk['harvest_passes']} |")
+    return out
+
+
+def walk_lines(rows: list[dict], nxt: dict[str, dict]) -> list[str]:
+    """The C_nat targets against what compiles, one sentence a target, from the summaries
+    and the probes."""
+    out = []
+    for target, most in (("tofino", 64), ("tofino2", 128)):
+        mine = [r for r in rows if r["target"] == target
+                and sw.encoding(r["variant"]) in ("cnat8", "cnat8-mp")]
+        if not mine:
+            continue
+        best = max(mine, key=lambda r: (sw.packet(r)["elements_per_packet"], r["variant"]))
+        pk = sw.packet(best)
+        met = "met" if pk["elements_per_packet"] >= most else "missed"
+        s = (f"**C_nat on {TARGETS[target]} (target: at least {most} CNAT8 elements per packet, "
+             f"CNAT8 both ways): {met}.** The walk ({best['variant']}) carries "
+             f"{pk['elements_per_packet']} codes a packet in {_passes(pk['passes_per_packet'])}"
+             f" of {best['elements_per_pass']}, {best['stages_ingress']} ingress and "
+             f"{best['stages_egress']} egress stages of {best['stages_available']}, "
+             f"{best['stateful_alus']} stateful ALUs; the packet that completes a use takes "
+             f"{_passes(pk['passes_per_packet'] + pk['harvest_passes'])} in all.")
+        probe = nxt.get(best["variant"])
+        if probe:
+            said = "; ".join(f"`{e}`" for e in probe["errors"][:1]) or "no error"
+            s += (f" A pass of {probe['elements_per_pass']} "
+                  + ("compiles." if probe["fits"] else f"does not: {said}."))
+        out += [s, ""]
     return out
 
 
@@ -152,7 +182,8 @@ def projection_notes(rows: list[dict]) -> list[str]:
     return [
         "Seconds per step from those packets (`mininet/steptime.py project --switch tofino1`, "
         "`tofino2` or `line-rate`; the models, compute times and the 8 workers, 10 us round "
-        "trip and no overlap of the projections above): each method's packet carries the "
+        "trip, 1 us for each extra pass a result takes (an assumption: docs/STEPTIME.md) and "
+        "no overlap of the projections above): each method's packet carries the "
         "elements per packet its variant was compiled for, a worker waits for its link's "
         "busier direction, and a job's window is at most the slots its Tofino program was "
         f"compiled with ({_list([str(p) for p in pools])}). Where several compiled variants "
@@ -166,6 +197,13 @@ def projection_notes(rows: list[dict]) -> list[str]:
         f"goes to the link). Assumed: {pipes}. What comes from the compiler: the elements "
         "per pass, the passes and harvest passes per packet, the pipes they take and the "
         "pool; the rest is this arithmetic."]
+
+
+def fill(model, w) -> int:
+    """Slots `w`'s packets need in flight at 100 Gbit/s: a 10 us round trip and each extra
+    pass of a completing packet (steptime.PASS_S), as the projection counts them."""
+    rtt = 10e-6 + (w.passes - 1 + w.harvest) * model.PASS_S
+    return math.ceil(100e9 * rtt / 8 / w.packet_bytes)
 
 
 def projection_after(res: list[dict], rows: list[dict]) -> list[str]:
@@ -200,12 +238,12 @@ def projection_after(res: list[dict], rows: list[dict]) -> list[str]:
           if any(r["variant"] == w.variant for r in rows)]
     if ws:
         model = _steptime()
-        fills = [f"{w.variant} {math.ceil(100e9 * 10e-6 / 8 / w.packet_bytes)} (pool {w.pool})"
-                 for w in ws]
+        fills = [f"{w.variant} {fill(model, w)} (pool {w.pool})" for w in ws]
         widest = max(ws, key=lambda w: (w.elems, w.variant))
         n = model.ELEMS["cnat"]
         out.append("Slots a C_nat packet needs in flight to fill 100 Gbit/s over a 10 us round "
-                   f"trip: {_list(fills)}. The line-rate rows carry "
+                   f"trip and {model.PASS_S * 1e6:g} us an extra pass: {_list(fills)}. The "
+                   "line-rate rows carry "
                    f"{n} elements per packet summed at line rate; the widest compiled C_nat "
                    f"packet carries {widest.elems} ({widest.variant}), and {n} would take "
                    f"{_passes(math.ceil(n / widest.elements_per_pass))} of its "
@@ -234,30 +272,6 @@ def binding(rows: list[dict], nxt: dict[str, dict]) -> list[str]:
 
 
 NOTES = [
-    "Seconds per step from those packets (`mininet/steptime.py project --switch tofino1`, "
-    "`tofino2` or `line-rate`; the models, compute times and the 8 workers, 10 us round "
-    "trip and no overlap of the projections above): each method's packet carries one pass's "
-    "elements as compiled, a worker waits for its link's busier direction, and a job's "
-    "window is at most the slots the Tofino program was compiled with (POOL_SIZE in "
-    "`p4src/tna/sizes_tna.p4`, 512). Where two compiled variants carry C_nat (CNAT8 both "
-    "ways, or CNAT8 up and FIXED32 down), the faster is taken; *packet* names it. The "
-    "line-rate rows are the v1model profile's 168 elements per packet with a window as "
-    "large as the link needs (551 slots at 100 Gbit/s, a little more than the v1model "
-    "program's 512 too). A result's recirculation on Tofino 1 carries one packet per slot, "
-    "a worker's downlink's worth: with a recirculation port at line rate it does not bind, "
-    "and the model gives it no time. What comes from the compiler: the elements per pass "
-    "and that a pool of 512 slots fits; the rest is this arithmetic."]
-PROJECTION_AFTER = [
-    "On what compiles today, C_nat INA on a Tofino is within 5 % of int32 INA of the same "
-    "protocol, not 1.2-2.2x faster as at line rate: 16 CNAT8 elements per packet carry "
-    "58 bytes of headers (4.62 bytes per element, where FIXED32's 64 or 88 per pass give "
-    "4.91 or 4.66). At 100 Gbit/s a pool of 512 such packets cannot cover the round trip "
-    "(1,690 would), so CNAT8 up and FIXED32 down (48 or 72 per pass, 5.21 or 4.81 bytes per "
-    "element down) is the faster there, and as fast as int32. Against the ring C_nat INA "
-    "keeps 1.04-1.47x. The line-rate rows' 2-3x over the ring needs 168 elements per "
-    "packet summed at line rate: several passes a packet on these pipes, or a wider pass "
-    "than the back end placed."]
-NOTES = [
     "**SwitchML beside it.** SwitchML (p4lang/p4app-switchML, `dev_root/p4/`, written for "
     "Intel P4 Studio 9.2.0) sums 64 int32 per pass in 32 pair registers (one 64-bit "
     "RegisterAction each), carries 256-byte payloads, and 1024-byte ones (256 elements) by "
@@ -270,21 +284,16 @@ NOTES = [
     "more), compiled by the same back end. It fits Tofino 1's 12 stages with SwitchML's 64 "
     "int32 per pass, the sums from the fourth stage on.",
     "",
-    "**C_nat on Tofino 1 (target: at least 64 elements per pass): missed.** CNAT8 "
-    "contributions cost one exact-match decode table per element (Tofino has no variable "
-    "shift), each a logical table beside the pair registers' (16 a stage); the compiler "
-    "places the decodes in the stages after the slot's tables, and the pair registers after "
-    "them, so fewer elements fit than FIXED32's 64 (the CNAT8 / FIXED32 row). CNAT8 results "
-    "are re-compressed in the egress, whose parser must then take the FIXED32 sums, 4 bytes "
-    "an element after the headers and the bridged metadata: Tofino 1's egress parser reads "
-    "at most 160 bytes, which binds at 16 elements (the CNAT8 / CNAT8 row and its probe). "
-    "Re-compressing in the ingress instead would take a third pass on Tofino 1 (the first "
-    "lanes come out only at the end of the second).",
-    "",
-    "**C_nat on Tofino 2 (target: at least 128): missed.** Tofino 2 has 20 stages but the "
-    "PHV binds first: FIXED32 sums of 96 elements leave field slices unallocated (the "
-    "probe), and CNAT8 contributions need their codes and their decoded values in the PHV "
-    "at once. CNAT8 results add the egress's random bits, one 32-bit word an element.",
+    "**The walk** (`p4src/tna/passes_tna.p4`, the cnat8-mp rows; docs/PROTOCOL.md "
+    "\"Passes\") is SwitchML's answer to a pass that holds too few elements, for CNAT8: a "
+    "packet of several segments, one summed a pass, the passes walking the pipes through "
+    "ports in loopback, the packet that completes a use reading the segments back. What "
+    "binds one pass is what bound the single-pass CNAT8 rows: a decode table per element "
+    "beside the registers, and the sums parsed again in the egress to be re-compressed "
+    "(Tofino 1's 160-byte egress parse depth; Tofino 2's PHV). The walk needs no more of a "
+    "pass than those rows: one 32-bit register per element (every pass returns its "
+    "segment's sums at once, Tofino 1 included), a 9-byte walk header in front of the "
+    "packet and a one-byte bridge to the egress.",
     "",
     "**UQ4 / SUM8 in 16-bit lanes.** THC-style 4-bit integers need no decode: the nibbles "
     "of two elements go to the two 16-bit lanes of a 32-bit word, so a pair register adds "
@@ -295,12 +304,10 @@ NOTES = [
     "the PHV binds (32 fit; at 64 the sums' words and their bytes do not all find "
     "containers, the probe). Half a byte an element up, a byte down.",
     "",
-    "So on a Tofino C_nat saves bytes on the way up, not elements in the pipe: CNAT8 "
-    "contributions of one pass move about half the bytes per element FIXED32 ones do "
-    "(below), but a pass sums fewer of them than of int32, CNAT8 results of 16 elements "
-    "move as many bytes per element as FIXED32 ones of 64 (the headers weigh as much as the "
-    "payload), and 168 per packet, as the v1model profile carries, would take several "
-    "passes (recirculations) on either target.",
+    "A pass of C_nat sums fewer elements than a pass of int32 (a decode table an element, "
+    "the sums re-compressed on the way out), so on a Tofino C_nat gets its bytes per "
+    "element by several passes a packet: passes are pipe capacity and loopback ports, "
+    "which the projections below charge.",
     "",
 ]
 
@@ -332,6 +339,19 @@ TWIN = [
     "above for a pass of 16); 20.8 steps/s on softswitch, 0.78 on BMv2 (771 "
     "retransmissions), both bound by this machine's CPU, so these times describe no network.",
     "",
+    "The walk has a twin too, from the same source (`p4src/tna/passes_tna.p4`, included by "
+    "both programs; `make p4-twin-mp`, profile `tofino-mp`): 64 CNAT8 codes a packet in 4 "
+    "passes of 16, the passes recirculated. `tests/dataplane/test_dp_twin_walk.py` runs it "
+    "on both targets, BMv2 differential against softswitch: every segment summed at its own "
+    "cells and harvested in order (codes whose sums are powers of two come back exact in all "
+    "64 elements, on one switch and up a two-level tree), every pass counted, the results "
+    "unbiased within the 9/8 second-moment bound, duplicates, replays and a forged walk "
+    "header harmless, exact under chaos, reproducible. "
+    "`make run-mininet RUN_ARGS=\"--profile tofino-mp --switch soft\"`, 100 steps, seed 0: "
+    "test accuracy 0.902, 1.95 bytes per element each way (64 codes under 58 bytes of "
+    "headers: 1.91, as projected below), 11.5 steps/s, CPU-bound; with `--steps 8` BMv2 "
+    "and softswitch end with the same model (7077ac28...), as the end-to-end test checks.",
+    "",
 ]
 
 
@@ -351,21 +371,24 @@ def section() -> list[str]:
            "There is no Tofino model here: the compiler says a program fits the pipe and what "
            "it takes; no packet ran through it.", "",
            *table(rows), "",
-           "*Elements per pass*: the elements one packet carries, all summed in one pass, as "
-           "compiled; where the compile with one step more (8 elements, 16 for lanes) failed "
-           "(below), the most in such steps that "
-           "fit, elsewhere a lower bound. *Stateful ALUs*: the sums' pair registers "
-           "(two int32 lanes each) + the slot's (`use`, `bitmap`, `remaining`, `max_exp`). "
-           "*Recirculations per result*: on Tofino 1 the packet that completes a use (or asks "
-           "for a completed one again) takes a second pass to read the pair registers' first "
-           "lanes, as SwitchML's harvest passes do; a contribution that does not complete its "
-           "use takes one pass. Tofino 2's stateful ALUs return both lanes in the first pass.",
+           "*Elements per pass*: the elements one pass sums, as compiled; where the compile "
+           "with one step more (8 elements, 16 for lanes) failed (below), the most in such "
+           "steps that fit, elsewhere a lower bound. *Passes per packet*: the passes every "
+           "contribution takes (the walk's segments), so *elements per packet* is their "
+           "product. *Stateful ALUs*: the sums' registers (pair registers of two int32 lanes, "
+           "or the walk's one register an element) + the slot's (`use`, `bitmap`, "
+           "`remaining`, `max_exp`). *Passes of a completing packet*: on Tofino 1 a single-pass "
+           "variant's packet that completes a use (or asks for a completed one again) takes a "
+           "second pass to read the pair registers' first lanes, as SwitchML's harvest passes "
+           "do (Tofino 2's stateful ALUs return both lanes in the first); the walk's reads "
+           "its segments back in one pass each but the last.",
            ""]
     nxt = probes()
     if nxt:
-        out += ["What binds, as the compiler said at one step more (`build_tofino.py probe`, "
-                "`p4src/build/tofino/*.next.json`):", "", *binding(rows, nxt), ""]
-    out += NOTES
+        out += ["What binds, as the compiler said at one step more per pass "
+                "(`build_tofino.py probe`, `p4src/build/tofino/*.next.json`):", "",
+                *binding(rows, nxt), ""]
+    out += NOTES[:2] + walk_lines(rows, nxt) + NOTES[2:]
     out += TWIN
     res = project_all()
     out += ["### Projections from what fits (arithmetic, not measurements)", "",
