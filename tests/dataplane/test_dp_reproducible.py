@@ -25,12 +25,14 @@ CFG = TrainConfig(steps=4, hidden=(16,), seed=SEED, eval_every=4)   # 1210 param
 
 def run_job(fabric, job_id: int, hosts, result: str, impair_seed: int,
             contrib: int = wire.ENC_CNAT8, framer=topo_framer, elems: int = wire.ELEMS,
-            partials: str = "fixed32"):
+            partials: str = "fixed32", programmed: bool = False):
     """One run of the job: per rank (params_sha256, retransmissions, frames lost), and the
     session it ran in. `framer(topo, host)` and `elems`: the profile's framer and packet;
-    `partials`: what switches below the root send up."""
-    topo = fabric.program([JobSpec(job_id, hosts, slots=4, encoding=result,
-                                   partials=partials)])
+    `partials`: what switches below the root send up; `programmed`: the fabric holds the
+    job already (its new session is all the run needs)."""
+    topo = fabric.topo if programmed else fabric.program([
+        JobSpec(job_id, hosts, slots=4, encoding=result, partials=partials)])
+    assert topo.job(job_id).encoding == result
     fabric.uncompared()
     session = fabric.session()
     job = job_params(topo, job_id, session, contrib, elems)
