@@ -6,8 +6,8 @@ way this program is compiled, writing OUTDIR/agg.json (without indentation: a
 third of the size, same content) and OUTDIR/agg.p4info.txt; `hash` prints the
 sha256 over every source the compiled program depends on. `compile-twin` and
 `hash-twin` do the same for the v1model twin of the Tofino profile
-(twin/agg_twin.p4, which shares p4src/tna/'s headers, sizes and walk), PASSES > 1
-for the walk of packets of several segments.
+(twin/agg_twin.p4, which shares p4src/tna/'s headers, sizes, walk and the tables written
+once for both, *_shared_tna.p4), PASSES > 1 for the walk of packets of several segments.
 """
 
 import hashlib
@@ -33,6 +33,8 @@ def sources(program: str = "agg") -> list[Path]:
                  *(HERE / "tna" / f for f in ("sizes_tna.p4", "headers_tna.p4",
                                                "elements_tna.p4", "lanes_tna.p4",
                                                "passes_tna.p4")),
+                 # the tables and states written once for both programs
+                 *sorted((HERE / "tna").glob("*_shared_tna.p4")),
                  *(HERE / "include" / f for f in ("constants.p4", "headers.p4"))]
     else:
         files = [HERE / "agg.p4", HERE / "gen_elements.py",

@@ -23,9 +23,47 @@
 #include "codec_tna.p4"
 #include "lanes_tna.p4"
 #include "passes_tna.p4"
+#include "agg_shared_tna.p4"
 #include "esum_tna.p4"
 #include "next_step_tna.p4"
 #include "deparser_tna.p4"
+
+// The payload table's keys and entries (agg_shared_tna.p4): a key of every payload header
+// the variant parses, ternary.
+#ifdef WITH_UQ4
+#define PAYLOAD_KEYS \
+            hdr.fixed.isValid(): ternary; hdr.cnat.isValid(): ternary; \
+            hdr.uq4.isValid(): ternary; hdr.sum8.isValid(): ternary;
+#else
+#define PAYLOAD_KEYS hdr.fixed.isValid(): ternary; hdr.cnat.isValid(): ternary;
+#endif
+#if PASSES > 1
+// CNAT8 packets of every segment only
+#define PAYLOAD_ENTRIES \
+            (false, true, UDP_LEN_PACKET): fits(); \
+            (_, _, _): no_payload();
+#elif defined(WITH_UQ4)
+#ifndef LANES_ONLY
+#define PAYLOAD_FIXED32 (true, false, false, false, UDP_LEN_FIXED32): fits();
+#else
+#define PAYLOAD_FIXED32 (true, false, false, false, _): no_payload();
+#endif
+#define PAYLOAD_ENTRIES \
+            PAYLOAD_FIXED32 \
+            (false, false, true, false, UDP_LEN_UQ4): fits_lanes(); \
+            (false, false, false, true, UDP_LEN_SUM8): fits_lanes(); \
+            (false, false, false, false, _): no_payload();
+#else
+#ifdef WITH_CNAT8
+#define PAYLOAD_CNAT8 (false, true, UDP_LEN_CNAT8): fits();
+#else
+#define PAYLOAD_CNAT8
+#endif
+#define PAYLOAD_ENTRIES \
+            (true, false, UDP_LEN_FIXED32): fits(); \
+            PAYLOAD_CNAT8 \
+            (false, false, _): no_payload();
+#endif
 
 control TnaIngress(inout tna_headers_t hdr, inout ig_meta_t meta,
                    in ingress_intrinsic_metadata_t ig_intr_md,
@@ -49,56 +87,11 @@ control TnaIngress(inout tna_headers_t hdr, inout ig_meta_t meta,
     PAIR_DECLS
 #endif
 
-    action fits() { meta.len_ok = true; }
-    action fits_lanes() { meta.len_ok = true; meta.lanes = true; }
-    action no_payload() { meta.enc_bad = true; }
-    table payload {
-        key = {
-            hdr.fixed.isValid(): ternary; hdr.cnat.isValid(): ternary;
-#ifdef WITH_UQ4
-            hdr.uq4.isValid(): ternary; hdr.sum8.isValid(): ternary;
-#endif
-            hdr.udp.length: ternary;
-        }
-        actions = { fits; fits_lanes; no_payload; NoAction; }
-        const entries = {
-#if PASSES > 1
-            // CNAT8 packets of every segment only
-            (false, true, UDP_LEN_PACKET): fits();
-            (_, _, _): no_payload();
-#elif defined(WITH_UQ4)
-#ifndef LANES_ONLY
-            (true, false, false, false, UDP_LEN_FIXED32): fits();
-#else
-            (true, false, false, false, _): no_payload();
-#endif
-            (false, false, true, false, UDP_LEN_UQ4): fits_lanes();
-            (false, false, false, true, UDP_LEN_SUM8): fits_lanes();
-            (false, false, false, false, _): no_payload();
-#else
-            (true, false, UDP_LEN_FIXED32): fits();
-#ifdef WITH_CNAT8
-            (false, true, UDP_LEN_CNAT8): fits();
-#endif
-            (false, false, _): no_payload();
-#endif
-        }
-        default_action = NoAction();
-        size = 8;
-    }
+    AGG_PAYLOAD_ACTIONS(meta)
+    AGG_PAYLOAD_TABLE
 
     apply {
-        hdr.bridge.setValid();
-        hdr.bridge.recompress = 0;
-        hdr.bridge.to_recirc = 0;
-        hdr.bridge.is_agg = 0;
-#if PASSES > 1
-        hdr.bridge.seg = 0;
-        hdr.bridge.walked = 0;
-#else
-        hdr.bridge.pad = 0;
-        hdr.bridge.seed = 0;
-#endif
+        AGG_BRIDGE_INIT
 #if PASSES > 1
         if (meta.walking) {
             // A later pass: its segment's codes were parsed, or none when harvesting.
@@ -115,13 +108,7 @@ control TnaIngress(inout tna_headers_t hdr, inout ig_meta_t meta,
         } else
 #endif
         if (!hdr.agg.isValid()) {
-            if (meta.ipv4_bad) {
-                meta.drop_reason = DROP_BAD_CHECKSUM;
-            } else if (hdr.ipv4.isValid()) {
-                fwd.apply(hdr, meta, tm);
-            } else {
-                meta.drop_reason = DROP_NOT_IPV4;
-            }
+            AGG_ROUTE_OR_DROP(meta, hdr, meta, tm)
         } else {
             payload.apply();
             slot.apply(hdr, meta, ig_intr_md.ingress_port);
@@ -159,14 +146,7 @@ control TnaIngress(inout tna_headers_t hdr, inout ig_meta_t meta,
         }
 #endif
 #ifdef WITH_UQ4
-        // A SUM8 result on its way down a tree passes as it came; other lanes leave as sums.
-        if (hdr.sum8.isValid() && meta.down) {
-            hdr.fixed.setInvalid();
-        } else if (hdr.uq4.isValid() || hdr.sum8.isValid()) {
-            hdr.uq4.setInvalid();
-            hdr.sum8.setInvalid();
-            hdr.agg.encoding = ENC_FIXED32;
-        }
+        AGG_LANES_OUT(meta)
 #endif
         if (meta.drop_reason != DROP_NONE) {
             drops.count(meta.drop_reason);
@@ -217,14 +197,7 @@ control TnaEgress(inout tna_headers_t hdr, inout eg_meta_t meta,
             }
 #endif
 #ifdef WITH_UQ4
-            // Every copy narrows alike; one the lanes cannot carry is dropped and counted.
-            if (hdr.bridge.recompress == 2 && hdr.fixed.isValid()) {
-                narrow.apply(hdr, overflow);
-                if (overflow) {
-                    drops.count(DROP_SUM_OVERFLOW);
-                    dprsr.drop_ctl = 1;
-                }
-            }
+            AGG_NARROW(drops.count(DROP_SUM_OVERFLOW); dprsr.drop_ctl = 1;)
 #endif
             addr.apply(hdr, eg_intr_md.egress_port);
         }

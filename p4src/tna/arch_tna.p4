@@ -11,4 +11,9 @@
 #define TO_GROUP(g) tm.mcast_grp_a = (g)
 #define TO_PORT(p) tm.ucast_egress_port = (PortId_t)(p)
 
+// A bool in a ternary match, and its two values there.
+#define FLAG_KEY(e) e: ternary
+#define FLAG_T true
+#define FLAG_F false
+
 #endif

@@ -1,26 +1,36 @@
 #ifndef NATSWITCH_NEXT_STEP_TNA_P4
 #define NATSWITCH_NEXT_STEP_TNA_P4
 
-// What becomes of an aggregation packet after the slot: one table (as SwitchML's next
-// step selector), not a tree of conditions, so that it shares stages with the sums.
+// Tofino 1: a second pass reads the first lanes; it goes out as recorded in the first
+// (go_out), by the recirculation header's group or port.
+#ifdef LO_LANE_PASS
+#define NEXT_LO_KEY hdr.recirc.grp: ternary;
+#define NEXT_LO_ACTIONS second_pass_mcast; second_pass_ucast;
+#define NEXT_LO_ENTRIES \
+            (true, false, false, _, _, _, _, 0): second_pass_ucast(); \
+            (true, false, false, _, _, _, _, _): second_pass_mcast(); \
+            (false, true, false, _, _, _, _, _): down(); \
+            (false, false, true, 0, false, _, ENC_CNAT8, _): up(1); \
+            (false, false, true, 0, false, _, ENC_SUM8, _): up(2); \
+            (false, false, true, 0, false, _, _, _): up(0); \
+            (false, false, true, 0, true, 0, ENC_CNAT8, _): multicast(1); \
+            (false, false, true, 0, true, 0, ENC_SUM8, _): multicast(2); \
+            (false, false, true, 0, true, 0, _, _): multicast(0); \
+            (false, false, true, 0, true, _, ENC_CNAT8, _): answer(1); \
+            (false, false, true, 0, true, _, ENC_SUM8, _): answer(2); \
+            (false, false, true, 0, true, _, _, _): answer(0); \
+            (false, false, true, _, _, _, _, _): absorbed();
+#endif
+#include "next_step_shared_tna.p4"
+
+// What becomes of an aggregation packet after the slot (next_step_shared_tna.p4), on
+// Tofino's traffic manager.
 control NextStep(inout tna_headers_t hdr, inout ig_meta_t meta, in PortId_t in_port,
                  inout ingress_intrinsic_metadata_for_deparser_t dprsr,
                  inout ingress_intrinsic_metadata_for_tm_t tm) {
 
-    // The result's header: exponent, workers summed, lengths of a FIXED32 payload (the
-    // egress shortens them when it re-compresses).
-    action result_header(bit<8> msg_type) {
-        hdr.agg.msg_type = msg_type;
-        hdr.agg.exp = meta.exp;
-        hdr.agg.count = meta.workers;
-        hdr.agg.flags = 0;
-        hdr.udp.length = UDP_LEN_FIXED32;
-        hdr.udp.checksum = 0;
-        hdr.ipv4.total_len = UDP_LEN_FIXED32 + 20;
-        hdr.ipv4.ttl = 64;
-    }
+    NEXT_RESULT_HEADER
 #ifdef LO_LANE_PASS
-    // Tofino 1: a second pass reads the first lanes; it goes out as recorded here.
     action go_out(bit<8> msg_type, bit<16> grp, PortId_t port, bit<8> recompress) {
         result_header(msg_type);
         hdr.recirc.setValid();
@@ -55,39 +65,19 @@ control NextStep(inout tna_headers_t hdr, inout ig_meta_t meta, in PortId_t in_p
         hdr.recirc.setInvalid();
     }
 #elif PASSES > 1
-    // The walk (passes_tna.p4): every pass of the packet sums its segment; where the
-    // result goes is decided here, in the first, and carried.
-    action walk(bit<2> dest, bit<16> to) {
-        hdr.walk.setValid();
-        hdr.walk.ridx = meta.ridx;
-        hdr.walk.seg = 0;
-        hdr.walk.harvest = 0;
-        hdr.walk.dest = dest;
-        hdr.walk.to = to;
-        hdr.walk.seed = meta.seed;
-    }
-    action walk_out(bit<8> msg_type, bit<2> dest, bit<16> to) {
-        result_header(msg_type);
-        walk(dest, to);
-    }
-    action walk_on() { walk(OUT_NONE, 0); }
+    NEXT_WALK_ACTIONS
 #else
     action out_mcast(bit<8> msg_type, bit<16> grp, bit<8> recompress) {
         result_header(msg_type);
         tm.mcast_grp_a = grp;
-        hdr.bridge.recompress = (bit<2>)recompress;
-        hdr.bridge.is_agg = 1;
-        hdr.bridge.seed = meta.seed;
+        NEXT_BRIDGE_OUT
     }
     action out_ucast(bit<8> msg_type, PortId_t port, bit<8> recompress) {
         result_header(msg_type);
         tm.ucast_egress_port = port;
-        hdr.bridge.recompress = (bit<2>)recompress;
-        hdr.bridge.is_agg = 1;
-        hdr.bridge.seed = meta.seed;
+        NEXT_BRIDGE_OUT
     }
 #endif
-    // recompress: 1 re-compress the sums to CNAT8 (egress), 2 narrow the lanes to SUM8.
 #if PASSES > 1
     action up() { walk_out(MSG_CONTRIB, OUT_UCAST, (bit<16>)meta.parent_port); }
     action answer() { walk_out(MSG_RESULT, OUT_UCAST, (bit<16>)in_port); }
@@ -121,72 +111,7 @@ control NextStep(inout tna_headers_t hdr, inout ig_meta_t meta, in PortId_t in_p
         hdr.bridge.is_agg = 1;
     }
 
-    table next_step {
-        key = {
-            meta.pass2: exact;
-            meta.down: exact;
-            meta.live: exact;
-            meta.remaining: ternary;
-            meta.is_root: ternary;
-            meta.bm_seen: ternary;
-            meta.result_enc: ternary;
-#ifdef LO_LANE_PASS
-            hdr.recirc.grp: ternary;
-#endif
-        }
-        actions = {
-#ifdef LO_LANE_PASS
-            second_pass_mcast; second_pass_ucast;
-#endif
-#if PASSES > 1
-            walk_on;
-#endif
-            up; answer; multicast; absorbed; down; NoAction;
-        }
-        const entries = {
-#if PASSES > 1
-            // Results and partial sums are CNAT8 (the admit table refuses other jobs); a
-            // new contribution walks on to add its other segments, a duplicate of a use
-            // still open has nothing to add.
-            (false, true, false, _, _, _, _): down();
-            (false, false, true, 0, false, _, _): up();
-            (false, false, true, 0, true, 0, _): multicast();
-            (false, false, true, 0, true, _, _): answer();
-            (false, false, true, _, _, 0, _): walk_on();
-            (false, false, true, _, _, _, _): absorbed();
-#else
-#ifdef LO_LANE_PASS
-            (true, false, false, _, _, _, _, 0): second_pass_ucast();
-            (true, false, false, _, _, _, _, _): second_pass_mcast();
-            (false, true, false, _, _, _, _, _): down();
-            (false, false, true, 0, false, _, ENC_CNAT8, _): up(1);
-            (false, false, true, 0, false, _, ENC_SUM8, _): up(2);
-            (false, false, true, 0, false, _, _, _): up(0);
-            (false, false, true, 0, true, 0, ENC_CNAT8, _): multicast(1);
-            (false, false, true, 0, true, 0, ENC_SUM8, _): multicast(2);
-            (false, false, true, 0, true, 0, _, _): multicast(0);
-            (false, false, true, 0, true, _, ENC_CNAT8, _): answer(1);
-            (false, false, true, 0, true, _, ENC_SUM8, _): answer(2);
-            (false, false, true, 0, true, _, _, _): answer(0);
-            (false, false, true, _, _, _, _, _): absorbed();
-#else
-            (false, true, false, _, _, _, _): down();
-            (false, false, true, 0, false, _, ENC_CNAT8): up(1);
-            (false, false, true, 0, false, _, ENC_SUM8): up(2);
-            (false, false, true, 0, false, _, _): up(0);
-            (false, false, true, 0, true, 0, ENC_CNAT8): multicast(1);
-            (false, false, true, 0, true, 0, ENC_SUM8): multicast(2);
-            (false, false, true, 0, true, 0, _): multicast(0);
-            (false, false, true, 0, true, _, ENC_CNAT8): answer(1);
-            (false, false, true, 0, true, _, ENC_SUM8): answer(2);
-            (false, false, true, 0, true, _, _): answer(0);
-            (false, false, true, _, _, _, _): absorbed();
-#endif
-#endif
-        }
-        default_action = NoAction();
-        size = 16;
-    }
+    NEXT_STEP_TABLE
     apply { next_step.apply(); }
 }
 

@@ -1,6 +1,12 @@
 #ifndef NATSWITCH_PARSER_TNA_P4
 #define NATSWITCH_PARSER_TNA_P4
 
+// The IPv4 header checksum is verified by the parser's Checksum extern.
+#define PARSE_IPV4_CHECK \
+        ipv4_csum.add(hdr.ipv4); \
+        meta.ipv4_bad = ipv4_csum.verify();
+#include "parser_shared_tna.p4"
+
 parser TnaIngressParser(packet_in pkt, out tna_headers_t hdr, out ig_meta_t meta,
                         out ingress_intrinsic_metadata_t ig_intr_md) {
     Checksum() ipv4_csum;
@@ -36,87 +42,13 @@ parser TnaIngressParser(packet_in pkt, out tna_headers_t hdr, out ig_meta_t meta
 #endif
     }
 #if PASSES > 1
-    state parse_walk {
-        pkt.extract(hdr.walk);
-        meta.walking = true;
-        meta.ridx = hdr.walk.ridx;
-        transition select(hdr.walk.harvest) {
-            0: parse_eth;
-            default: parse_harvest;
-        }
-    }
-    // Harvesting: the codes already read back stay unparsed behind the headers.
-    state parse_harvest {
-        pkt.extract(hdr.eth);
-        pkt.extract(hdr.ipv4);
-        pkt.extract(hdr.udp);
-        pkt.extract(hdr.agg);
-        transition accept;
-    }
+    PARSE_WALK_STATES(meta)
 #endif
     state parse_recirc {
         pkt.extract(hdr.recirc);
         transition parse_eth;
     }
-    state parse_eth {
-        pkt.extract(hdr.eth);
-        transition select(hdr.eth.ether_type) {
-            ETHERTYPE_IPV4: parse_ipv4;
-            default: accept;
-        }
-    }
-    state parse_ipv4 {
-        pkt.extract(hdr.ipv4);
-        ipv4_csum.add(hdr.ipv4);
-        meta.ipv4_bad = ipv4_csum.verify();
-        // Options and fragments are routed, never aggregated.
-        transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
-            (5, 0, PROTO_UDP): parse_udp;
-            default: accept;
-        }
-    }
-    state parse_udp {
-        pkt.extract(hdr.udp);
-        transition select(hdr.udp.dst_port) {
-            AGG_UDP_PORT: parse_agg;
-            default: accept;
-        }
-    }
-    state parse_agg {
-        pkt.extract(hdr.agg);
-        // Any other encoding leaves no payload header valid: BAD_ENCODING.
-        transition select(hdr.agg.encoding) {
-            ENC_FIXED32: parse_fixed;
-#ifdef WITH_CNAT8
-            ENC_CNAT8: parse_cnat;
-#endif
-#ifdef WITH_UQ4
-            ENC_UQ4: parse_uq4;
-            ENC_SUM8: parse_sum8;
-#endif
-            default: accept;
-        }
-    }
-    state parse_fixed {
-        pkt.extract(hdr.fixed);
-        transition accept;
-    }
-#ifdef WITH_CNAT8
-    state parse_cnat {
-        pkt.extract(hdr.cnat);
-        transition accept;
-    }
-#endif
-#ifdef WITH_UQ4
-    state parse_uq4 {
-        pkt.extract(hdr.uq4);
-        transition accept;
-    }
-    state parse_sum8 {
-        pkt.extract(hdr.sum8);
-        transition accept;
-    }
-#endif
+    PARSE_AGG_STATES
 }
 
 // A packet going round again, or routed, is left as it is (its payload unparsed); an

@@ -25,8 +25,31 @@
 #include "codec_twin.p4"
 #include "../tna/lanes_tna.p4"
 #include "../tna/passes_tna.p4"
+#include "../tna/agg_shared_tna.p4"
 #include "esum_twin.p4"
 #include "next_step_twin.p4"
+
+// The payload table's keys and entries (p4src/tna/agg_shared_tna.p4): BMv2 matches
+// validity exactly only, so no entry leaves it out.
+#define PAYLOAD_KEYS \
+            hdr.fixed.isValid(): exact; hdr.cnat.isValid(): exact; \
+            hdr.uq4.isValid(): exact; hdr.sum8.isValid(): exact;
+#if PASSES > 1
+// CNAT8 packets of every segment only
+#define PAYLOAD_ENTRIES \
+            (false, true, false, false, UDP_LEN_PACKET): fits(); \
+            (true, false, false, false, _): no_payload(); \
+            (false, false, true, false, _): no_payload(); \
+            (false, false, false, true, _): no_payload(); \
+            (false, false, false, false, _): no_payload();
+#else
+#define PAYLOAD_ENTRIES \
+            (true, false, false, false, UDP_LEN_FIXED32): fits(); \
+            (false, true, false, false, UDP_LEN_CNAT8): fits(); \
+            (false, false, true, false, UDP_LEN_UQ4): fits_lanes(); \
+            (false, false, false, true, UDP_LEN_SUM8): fits_lanes(); \
+            (false, false, false, false, _): no_payload();
+#endif
 
 control NatIngress(inout tna_headers_t hdr, inout twin_meta_t m, inout standard_metadata_t sm) {
     counter(NUM_PORTS, CounterType.packets_and_bytes) port_rx;
@@ -43,50 +66,13 @@ control NatIngress(inout tna_headers_t hdr, inout twin_meta_t m, inout standard_
     PairSums() sums;
 #endif
 
-    action fits() { m.ig.len_ok = true; }
-    action fits_lanes() { m.ig.len_ok = true; m.ig.lanes = true; }
-    action no_payload() { m.ig.enc_bad = true; }
-    table payload {
-        // (BMv2 matches validity exactly only; no entry leaves it out)
-        key = {
-            hdr.fixed.isValid(): exact; hdr.cnat.isValid(): exact;
-            hdr.uq4.isValid(): exact; hdr.sum8.isValid(): exact;
-            hdr.udp.length: ternary;
-        }
-        actions = { fits; fits_lanes; no_payload; NoAction; }
-        const entries = {
-#if PASSES > 1
-            // CNAT8 packets of every segment only
-            (false, true, false, false, UDP_LEN_PACKET): fits();
-            (true, false, false, false, _): no_payload();
-            (false, false, true, false, _): no_payload();
-            (false, false, false, true, _): no_payload();
-#else
-            (true, false, false, false, UDP_LEN_FIXED32): fits();
-            (false, true, false, false, UDP_LEN_CNAT8): fits();
-            (false, false, true, false, UDP_LEN_UQ4): fits_lanes();
-            (false, false, false, true, UDP_LEN_SUM8): fits_lanes();
-#endif
-            (false, false, false, false, _): no_payload();
-        }
-        default_action = NoAction();
-        size = 8;
-    }
+    AGG_PAYLOAD_ACTIONS(m.ig)
+    AGG_PAYLOAD_TABLE
 
     apply {
         port_rx.count((bit<32>)sm.ingress_port);
         m.ig.ipv4_bad = sm.checksum_error == 1;
-        hdr.bridge.setValid();
-        hdr.bridge.recompress = 0;
-        hdr.bridge.to_recirc = 0;
-        hdr.bridge.is_agg = 0;
-#if PASSES > 1
-        hdr.bridge.seg = 0;
-        hdr.bridge.walked = 0;
-#else
-        hdr.bridge.pad = 0;
-        hdr.bridge.seed = 0;
-#endif
+        AGG_BRIDGE_INIT
         if (sm.parser_error != error.NoError) {
             // Tofino's parser drops a frame cut short; here it is counted.
             m.ig.drop_reason = DROP_BAD_LENGTH;
@@ -97,13 +83,7 @@ control NatIngress(inout tna_headers_t hdr, inout twin_meta_t m, inout standard_
             hdr.fixed.setValid();
 #endif
         } else if (!hdr.agg.isValid()) {
-            if (m.ig.ipv4_bad) {
-                m.ig.drop_reason = DROP_BAD_CHECKSUM;
-            } else if (hdr.ipv4.isValid()) {
-                fwd.apply(hdr, m.ig, sm);
-            } else {
-                m.ig.drop_reason = DROP_NOT_IPV4;
-            }
+            AGG_ROUTE_OR_DROP(m.ig, hdr, m.ig, sm)
         } else {
             payload.apply();
             slot.apply(hdr, m.ig, sm.ingress_port);
@@ -144,13 +124,7 @@ control NatIngress(inout tna_headers_t hdr, inout twin_meta_t m, inout standard_
                     hdr.cnat.setInvalid();
                     hdr.agg.encoding = ENC_FIXED32;
                 }
-            } else if (hdr.sum8.isValid() && m.ig.down) {
-                hdr.fixed.setInvalid();         // a SUM8 result on its way down: as it came
-            } else if (hdr.uq4.isValid() || hdr.sum8.isValid()) {
-                hdr.uq4.setInvalid();
-                hdr.sum8.setInvalid();
-                hdr.agg.encoding = ENC_FIXED32;
-            }
+            } else AGG_LANES_OUT(m.ig)
 #endif
         }
         if (m.ig.drop_reason != DROP_NONE) {
@@ -175,15 +149,7 @@ control NatEgress(inout tna_headers_t hdr, inout twin_meta_t m, inout standard_m
             if (hdr.bridge.recompress == 1 && hdr.fixed.isValid()) {
                 recompress.apply(hdr, m.eg);
             }
-            // As the TNA program: every copy narrows alike, one the lanes cannot carry is
-            // dropped and counted.
-            if (hdr.bridge.recompress == 2 && hdr.fixed.isValid()) {
-                narrow.apply(hdr, overflow);
-                if (overflow) {
-                    drops.count((bit<32>)DROP_SUM_OVERFLOW);
-                    mark_to_drop(sm);
-                }
-            }
+            AGG_NARROW(drops.count((bit<32>)DROP_SUM_OVERFLOW); mark_to_drop(sm);)
             addr.apply(hdr, sm);
         }
 #if PASSES > 1

@@ -8,4 +8,9 @@
 #define TO_GROUP(g) sm.mcast_grp = (g)
 #define TO_PORT(p) sm.egress_spec = (bit<9>)(p)
 
+// BMv2 takes no bool in a ternary match: the flag as a bit, true as 1, under its name.
+#define FLAG_KEY(e) (bit<1>)e: ternary @name(#e)
+#define FLAG_T 1
+#define FLAG_F 0
+
 #endif

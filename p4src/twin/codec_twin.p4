@@ -1,43 +1,15 @@
 #ifndef NATSWITCH_CODEC_TWIN_P4
 #define NATSWITCH_CODEC_TWIN_P4
 
-// p4src/tna/codec_tna.p4's tables, their entries installed by the controller over
+// p4src/tna/codec_shared_tna.p4's tables, their entries installed by the controller over
 // P4Runtime (controller/twin.py, from p4src/tna/gen_tna.py's rows: the TNA program
 // compiles the same rows in as constants).
-control DecodeCode(in bit<8> code, inout bit<32> v) {
-    action value(bit<32> x) { v = x; }
-    table decode {
-        key = { code: exact; }
-        actions = { value; NoAction; }
-        default_action = NoAction();
-        size = 256;
-    }
-    apply { decode.apply(); }
-}
+#define CODEC_ROWS(ENTRIES, DEFAULT) default_action = DEFAULT;
+#define CODEC_NO_ACTION NoAction;
+#include "../tna/codec_shared_tna.p4"
 
-control RoundCode(inout bit<32> s, inout bit<32> r, out bit<8> c) {
-    action pos(bit<32> mask) { r = r & mask; c = 0; }
-    action neg(bit<32> mask) { s = 0 - s; r = r & mask; c = 0x80; }
-    action zero() { r = 0; c = 0; }
-    table lead {
-        key = { s: ternary; }
-        actions = { pos; neg; zero; }
-        default_action = zero();
-        size = 96;
-    }
-    apply { lead.apply(); }
-}
-
-control CodeOf(in bit<32> s, inout bit<8> c) {
-    action code(bit<8> m) { c = c | m; }
-    table lead {
-        key = { s: ternary; }
-        actions = { code; NoAction; }
-        default_action = NoAction();
-        size = 33;
-    }
-    apply { lead.apply(); }
-}
+CODEC_DECODE
+CODEC_ROUND
 
 // The random bits of element i: v1model's hash has one CRC-32, so the element's index
 // joins the key where the TNA program gives each element a polynomial of its own. Not the

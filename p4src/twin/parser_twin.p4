@@ -1,6 +1,10 @@
 #ifndef NATSWITCH_PARSER_TWIN_P4
 #define NATSWITCH_PARSER_TWIN_P4
 
+// The IPv4 header checksum is verified by TwinVerifyChecksum, not in the parser.
+#define PARSE_IPV4_CHECK
+#include "../tna/parser_shared_tna.p4"
+
 // The TNA ingress parser's states (p4src/tna/parser_tna.p4) without Tofino 1's
 // recirculation header; the payload is parsed once, for ingress and egress alike.
 #if PASSES > 1
@@ -37,76 +41,12 @@ parser TwinParser(packet_in pkt, out tna_headers_t hdr, inout twin_meta_t m,
             default: parse_eth;
         }
     }
-    state parse_walk {
-        pkt.extract(hdr.walk);
-        m.ig.walking = true;
-        m.ig.ridx = hdr.walk.ridx;
-        transition select(hdr.walk.harvest) {
-            0: parse_eth;
-            default: parse_harvest;
-        }
-    }
-    // Harvesting: the codes already read back stay unparsed behind the headers.
-    state parse_harvest {
-        pkt.extract(hdr.eth);
-        pkt.extract(hdr.ipv4);
-        pkt.extract(hdr.udp);
-        pkt.extract(hdr.agg);
-        transition accept;
-    }
+    PARSE_WALK_STATES(m.ig)
 #else
         transition parse_eth;
     }
 #endif
-    state parse_eth {
-        pkt.extract(hdr.eth);
-        transition select(hdr.eth.ether_type) {
-            ETHERTYPE_IPV4: parse_ipv4;
-            default: accept;
-        }
-    }
-    state parse_ipv4 {
-        pkt.extract(hdr.ipv4);
-        // Options and fragments are routed, never aggregated.
-        transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
-            (5, 0, PROTO_UDP): parse_udp;
-            default: accept;
-        }
-    }
-    state parse_udp {
-        pkt.extract(hdr.udp);
-        transition select(hdr.udp.dst_port) {
-            AGG_UDP_PORT: parse_agg;
-            default: accept;
-        }
-    }
-    state parse_agg {
-        pkt.extract(hdr.agg);
-        // Any other encoding leaves no payload header valid: BAD_ENCODING.
-        transition select(hdr.agg.encoding) {
-            ENC_FIXED32: parse_fixed;
-            ENC_CNAT8: parse_cnat;
-            ENC_UQ4: parse_uq4;
-            ENC_SUM8: parse_sum8;
-            default: accept;
-        }
-    }
-    state parse_fixed {
-        pkt.extract(hdr.fixed);
-        transition accept;
-    }
-    state parse_cnat {
-        pkt.extract(hdr.cnat);
-        transition accept;
-    }
-    state parse_uq4 {
-        pkt.extract(hdr.uq4);
-        transition accept;
-    }
-    state parse_sum8 {
-        pkt.extract(hdr.sum8);
-        transition accept;
-    }
+    PARSE_AGG_STATES
 }
 
 // The IPv4 header checksum only: the profile checks no payload (docs/PROTOCOL.md).
