@@ -182,7 +182,8 @@ p4-twin-mp:
 # The Tofino profile (docs/PROTOCOL.md "Tofino profile"): each variant of p4src/tna/build_tofino.py
 # compiled one after the other (a minute to several each), its full output in
 # p4src/build/tofino-out/ (not committed), the summary of the compiler's report in
-# p4src/build/tofino/VARIANT.json (committed; tests/test_p4_tofino.py recompiles one).
+# p4src/build/tofino/VARIANT.json (committed, with the hash of the sources it came from;
+# tests/test_p4_tofino.py recompiles one and checks every hash).
 TOFINO_VARIANTS ?= fixed32-t1 cnat8-in-t1 cnat8-t1 uq4-t1 cnat8-mp-t1 fixed32-t2 cnat8-in-t2 \
 	cnat8-t2 uq4-t2 cnat8-mp-t2
 p4-tofino:

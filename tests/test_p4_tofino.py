@@ -128,6 +128,17 @@ def test_committed_summaries_cover_every_variant():
         assert summary["pair_registers"] * summary["elements_per_pair_register"] == elems
 
 
+def test_every_committed_summary_was_compiled_from_these_sources():
+    """A summary records the sha256 of the sources it was compiled from (CI recompiles one
+    variant): a change to p4src/tna/ or the protocol's headers without `make p4-tofino`
+    leaves every summary stale, and this fails."""
+    now = build_tofino.source_hash()
+    stale = [name for name in build_tofino.VARIANTS
+             if json.loads((SUMMARIES / f"{name}.json").read_text())["sources_sha256"] != now]
+    assert not stale, f"{stale}: run `make p4-tofino` and commit p4src/build/tofino/"
+    assert set(build_tofino.sources()) >= set(TNA.glob("*.p4"))
+
+
 def test_the_walk_carries_the_targets_elements_per_packet():
     """Issue 48's targets, as compiled: CNAT8 both ways, at least 64 elements a packet on
     Tofino 1 and 128 on Tofino 2, every pass within the pipe's stages."""

@@ -10,6 +10,7 @@ test compares; `probe VARIANT` compiles it with one step more (8 elements, 16 fo
 and keeps the compiler's errors in p4src/build/tofino/VARIANT.next.json (what binds).
 """
 
+import hashlib
 import json
 import re
 import subprocess
@@ -63,6 +64,22 @@ def flag(name: str, key: str, default: int) -> int:
 
 def passes(name: str) -> int:
     return flag(name, "PASSES", 1)
+
+
+def sources() -> list[Path]:
+    """What every variant is compiled from: the TNA program's files (its generated elements
+    included), their generator and the protocol's headers and constants it includes."""
+    return [*sorted(HERE.glob("*.p4")), HERE / "gen_tna.py",
+            *(P4SRC / "include" / f for f in ("constants.p4", "headers.p4"))]
+
+
+def source_hash() -> str:
+    """sha256 over sources(), each named relative to p4src/: a summary records the sources
+    it was compiled from, so a test can tell a stale one without recompiling."""
+    h = hashlib.sha256()
+    for f in sources():
+        h.update(f.relative_to(P4SRC).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def step(name: str) -> int:
@@ -159,6 +176,7 @@ def summarize(name: str, outdir: Path) -> dict:
         "harvest_passes": recirc,
         "recirculations_per_result": passes(name) - 1 + recirc,
         "pool_size": flag(name, "POOL_SIZE", POOL_SIZE),
+        "sources_sha256": source_hash(),
         "stages_available": res["nStages"],
         "stages_ingress": _stages_line(summary_log, "ingress"),
         "stages_egress": _stages_line(summary_log, "egress"),
