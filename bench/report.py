@@ -257,10 +257,8 @@ def steptime_section(st: dict | None, figs: Path, rel: str) -> list[str]:
     return out
 
 
-# (name, parameters, compute ms per step, steps to accuracy): assumptions, with where they
-# come from, in docs/STEPTIME.md "Projections"
-MODELS = [("ResNet-50", 25.6e6, 100.0, 450_000), ("BERT-base", 110e6, 100.0, 1_000_000),
-          ("VGG-16", 138e6, 150.0, 370_000)]
+# the projections' models (tofino_report.MODELS: both sections project the same ones)
+MODELS = tofino_report.MODELS
 
 
 def projection_table(model) -> list[str]:

@@ -23,6 +23,11 @@ ENCODINGS = {
     "uq4": "UQ4 / SUM8 (16-bit lanes)",
 }
 TARGETS = {"tofino": "Tofino 1", "tofino2": "Tofino 2"}
+# (name, parameters, compute ms per step, steps to accuracy): assumptions, with where they
+# come from, in docs/STEPTIME.md "Projections". Declared here, not in bench/report.py, which
+# imports this module: `report` is also mininet/report.py, first on some paths.
+MODELS = [("ResNet-50", 25.6e6, 100.0, 450_000), ("BERT-base", 110e6, 100.0, 1_000_000),
+          ("VGG-16", 138e6, 150.0, 370_000)]
 
 
 def enc_name(variant: str) -> str:
@@ -125,8 +130,6 @@ def project_all() -> list[dict]:
     """mininet/steptime.py's projection of each model on each switch at each rate: the
     line-rate v1model profile against the Tofino profile's compiled packets, passes and
     pool."""
-    from report import MODELS
-
     model = _steptime()
     out = []
     for name, params, ms, _ in MODELS:
