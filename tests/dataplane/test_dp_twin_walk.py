@@ -207,7 +207,8 @@ def test_a_two_level_tree_walks_on_every_switch_and_sums_exactly(fabric):
     """h1-h3 under leaf s1, h33 under leaf s2, the spine s3 the root: each switch walks its
     packets (the leaves' partial sums go up re-compressed, CNAT8), and codes whose partial
     and total sums are powers of two come back exact in every segment: s1 sums m, m, m + 1
-    into 2^(m+1), h33 sends m + 2, the root's 2^(m+2) is code m + 3."""
+    into 2^(m+1), h33 sends m + 2, the root's 2^(m+2) is code m + 3; a retransmission
+    after a lost result is answered through the tree with the same codes."""
     topo, s = fabric.topo, fabric.current
     rng = np.random.default_rng(5)
     hosts = TREES["two-level"]
@@ -215,16 +216,27 @@ def test_a_two_level_tree_walks_on_every_switch_and_sums_exactly(fabric):
         m = rng.integers(1, 27, ELEMS)
         sign = np.where(rng.integers(0, 2, ELEMS) == 1, 0x80, 0)
         pay = {"h1": m | sign, "h2": m | sign, "h3": (m + 1) | sign, "h33": (m + 2) | sign}
+        pay = {h: v.astype(np.uint8) for h, v in pay.items()}
+        want = ((m + 3) | sign).astype(np.uint8)
         before = fabric.counters()
-        send(fabric, topo, 145, s, chunk, {h: v.astype(np.uint8) for h, v in pay.items()})
+        send(fabric, topo, 145, s, chunk, pay)
         for hdr, payload in results(fabric, topo, hosts).values():
             assert (hdr.msg_type, hdr.count) == (wire.MSG_RESULT, 4)
-            assert np.array_equal(np.asarray(payload), ((m + 3) | sign).astype(np.uint8))
+            assert np.array_equal(np.asarray(payload), want)
         loops = {sw: (fabric.counters(sw) - before).of(sw, "port_tx").get(TWIN_LOOP_PORT, 0)
                  for sw in ("s1", "s2", "s3")}
         # every contribution 3 recirculations, the completing one 3 more: s1 three
         # workers, s2 one, the root two children (the leaves' partial sums)
         assert loops == {"s1": 3 * 3 + 3, "s2": 3 + 3, "s3": 2 * 3 + 3}, loops
+    # h1's result lost: its retransmission makes leaf s1 send its partial sum up again, the
+    # root answers it from its registers, and s1 passes the answer to its children: the
+    # same codes, every copy
+    send(fabric, topo, 145, s, 2, {"h1": pay["h1"]})
+    again = fabric.quiet(hosts)
+    assert len(again["h1"]) == 1 and not again["h33"], {h: len(f) for h, f in again.items()}
+    for h, frames in again.items():
+        for f in frames:
+            assert np.array_equal(np.asarray(framer(topo, h).parse(f)[1]), want), h
 
 
 def test_exact_sums_under_chaos(fabric):
