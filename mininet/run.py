@@ -350,6 +350,10 @@ def make_plan(args) -> Plan:
         jobs, ps_host = plan_jobs(args, topo)
         topo = topo.with_jobs([] if ps_host else jobs)
         prof = profile(args.profile or "default")
+        if prof.passes > 1 and (args.encoding or "cnat8") != "cnat8":
+            raise UsageError(f"--encoding {args.encoding}: profile {prof.name} walks CNAT8 "
+                             f"packets of {prof.passes} segments only; use --encoding cnat8 "
+                             f"or the tofino profile")
         pipeline = Pipeline.load(str(prof.p4info), str(prof.bmv2_json))
         check_jobs(prof, topo)
         # The switches' entries, computed as the controller will: a job that does not fit
@@ -363,10 +367,6 @@ def make_plan(args) -> Plan:
     if ps_host or args.aggregation == "gloo":
         return Plan(kind, topo, jobs, ps_host, pipeline, "float32", "float32")
     encoding = args.encoding or "cnat8"
-    if prof.passes > 1 and encoding != "cnat8":
-        raise UsageError(f"--encoding {encoding}: profile {prof.name} walks CNAT8 packets of "
-                         f"{prof.passes} segments only; use --encoding cnat8 or the tofino "
-                         f"profile")
     if encoding in ("nat4", "uq4"):
         from worker.allreduce.job import encoding_problem
         if args.sparse:
