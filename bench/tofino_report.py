@@ -48,16 +48,16 @@ def table(rows: list[dict]) -> list[str]:
            "| PHV bits | passes of a completing packet |",
            "| --- | --- | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: |"]
     for r in rows:
-        enc, pk = enc_name(r["variant"]), sw.packet(r)
+        enc = enc_name(r["variant"])
         sums = r["pair_registers"]
         out.append(
             f"| {TARGETS[r['target']]} | {enc} | {r['elements_per_pass']} | "
-            f"{pk['passes_per_packet']} | {pk['elements_per_packet']} | "
+            f"{r['passes_per_packet']} | {r['elements_per_packet']} | "
             f"{r['stages_ingress']}, {r['stages_egress']} of {r['stages_available']} | "
             f"{r['stateful_alus']} ({sums} + {r['stateful_alus'] - sums}) of "
             f"{r['stateful_alus_available']} | {r['srams']} | {r['tcams']} | "
             f"{r['phv_overall_bits']} | "
-            f"{pk['passes_per_packet'] + pk['harvest_passes']} |")
+            f"{r['passes_per_packet'] + r['harvest_passes']} |")
     return out
 
 
@@ -70,8 +70,7 @@ def walk_lines(rows: list[dict], nxt: dict[str, dict]) -> list[str]:
                 and sw.encoding(r["variant"]) in ("cnat8", "cnat8-mp")]
         if not mine:
             continue
-        best = max(mine, key=lambda r: (sw.packet(r)["elements_per_packet"], r["variant"]))
-        pk = sw.packet(best)
+        pk = best = max(mine, key=lambda r: (r["elements_per_packet"], r["variant"]))
         met = "met" if pk["elements_per_packet"] >= most else "missed"
         s = (f"**C_nat on {TARGETS[target]} (target: at least {most} CNAT8 elements per packet, "
              f"CNAT8 both ways): {met}.** The walk ({best['variant']}) carries "
@@ -96,11 +95,10 @@ def wire(rows: list[dict]) -> list[str]:
            "| bytes per element up | down |",
            "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
-        pk = sw.packet(r)
-        n = pk["elements_per_packet"]
+        n = r["elements_per_packet"]
         up, down = (sw.per_element(n, b) for b in sw.PAYLOAD_BYTES[sw.encoding(r["variant"])])
         out.append(f"| {TARGETS[r['target']]} | {enc_name(r['variant'])} | "
-                   f"{r['elements_per_pass']} | {pk['passes_per_packet']} | {n} | {up:.2f} | "
+                   f"{r['elements_per_pass']} | {r['passes_per_packet']} | {n} | {up:.2f} | "
                    f"{down:.2f} |")
     n = 168
     out.append(f"| v1model (BMv2, softswitch) | CNAT8 / CNAT8 | {n} | 1 | {n} | "
@@ -179,7 +177,7 @@ def _list(items: list[str]) -> str:
 def projection_notes(rows: list[dict]) -> list[str]:
     """What the projection rows assume, with the compiled figures they take."""
     model = _steptime()
-    pools = sorted({sw.packet(r)["pool_size"] for r in rows})
+    pools = sorted({r["pool_size"] for r in rows})
     line = math.ceil(100e9 * 10e-6 / 8 / (model.BYTES["cnat"] * model.ELEMS["cnat"]))
     pipes = "; ".join(model.pipes_line(s) for s in ("tofino1", "tofino2"))
     return [
@@ -205,7 +203,7 @@ def projection_notes(rows: list[dict]) -> list[str]:
 def fill(model, w) -> int:
     """Slots `w`'s packets need in flight at 100 Gbit/s: a 10 us round trip and each extra
     pass of a completing packet (steptime.PASS_S), as the projection counts them."""
-    rtt = 10e-6 + (w.passes - 1 + w.harvest) * model.PASS_S
+    rtt = 10e-6 + w.extra_passes * model.PASS_S
     return math.ceil(100e9 * rtt / 8 / w.packet_bytes)
 
 

@@ -14,14 +14,12 @@ duplex, so its busier direction is what a step waits for.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from controller.profiles import IP_UDP_AGG, PROFILES
 
 SUMMARIES = Path(__file__).resolve().parents[1] / "p4src" / "build" / "tofino"
-TNA_SIZES = SUMMARIES.parents[1] / "tna" / "sizes_tna.p4"
 FRAME_OVERHEAD = 14 + IP_UDP_AGG
 # payload bytes per element (contribution, result) of each Tofino variant's encodings
 PAYLOAD_BYTES = {"fixed32": (4, 4), "cnat8-in": (1, 4), "cnat8": (1, 1), "uq4": (0.5, 1),
@@ -95,6 +93,12 @@ class Wire:
     def packet_bytes(self) -> float:
         return self.busiest * self.elems
 
+    @property
+    def extra_passes(self) -> int:
+        """Passes the packet that completes a use takes beyond its first: each one adds a
+        trip through a pipe and a loopback port to the slot's round trip."""
+        return self.passes - 1 + self.harvest
+
     def pipe_of(self, seg: int) -> int:
         """The pipe that sums segment `seg`: the first in the workers' pipe 0, the others
         round pipes 1.. (SwitchML's layout: their front-panel ports are in loopback). Each
@@ -121,15 +125,6 @@ class Wire:
         return ingress, loop
 
 
-def tna_pool_size() -> int:
-    """The slots a Tofino summary without `pool_size` was compiled with (POOL_SIZE; the
-    shadow copies double the registers): the most packets a job can have in flight there."""
-    m = re.search(r"^#define POOL_SIZE (\d+)", TNA_SIZES.read_text(), re.M)
-    if not m:
-        raise ValueError(f"{TNA_SIZES}: no POOL_SIZE")
-    return int(m.group(1))
-
-
 def per_element(elems: int, payload_bytes: float) -> float:
     return (FRAME_OVERHEAD + payload_bytes * elems) / elems
 
@@ -139,19 +134,6 @@ def summaries(target: str | None = None) -> list[dict]:
     rows = [json.loads(p.read_text()) for p in sorted(SUMMARIES.glob("*.json"))
             if not p.stem.endswith(".next")]
     return [r for r in rows if target is None or r["target"] == target]
-
-
-def packet(summary: dict) -> dict:
-    """A summary's packet: passes_per_packet, elements_per_packet, harvest_passes, pipes and
-    pool_size, with what a single-pass summary written before them means."""
-    passes = summary.get("passes_per_packet", 1)
-    return {"passes_per_packet": passes,
-            "elements_per_packet": summary.get("elements_per_packet",
-                                               summary["elements_per_pass"] * passes),
-            "harvest_passes": summary.get("harvest_passes",
-                                          summary.get("recirculations_per_result", 0)),
-            "pipes": summary.get("pipes", 1),
-            "pool_size": summary.get("pool_size") or tna_pool_size()}
 
 
 def encoding(variant: str) -> str:
@@ -179,11 +161,11 @@ def wires(switch: str, method: str) -> list[Wire]:
                          "(make p4-tofino writes them)")
     out = []
     for r in rows:
-        p, (bu, bd) = packet(r), PAYLOAD_BYTES[encoding(r["variant"])]
-        n = p["elements_per_packet"]
+        bu, bd = PAYLOAD_BYTES[encoding(r["variant"])]
+        n = r["elements_per_packet"]
         out.append(Wire(switch, method, r["variant"], n, per_element(n, bu), per_element(n, bd),
-                        p["harvest_passes"], p["pool_size"], p["passes_per_packet"],
-                        p["pipes"], r["elements_per_pass"], target))
+                        r["harvest_passes"], r["pool_size"], r["passes_per_packet"],
+                        r["pipes"], r["elements_per_pass"], target))
     return out
 
 

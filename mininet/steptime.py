@@ -390,7 +390,7 @@ def project(params: float, compute_s: float, gbit: float, workers: int, method: 
         link = params * per_elem * 8 / rate
         # A slot's round trip: the link's, and each extra pass its result takes through a
         # pipe and a loopback port (docs/STEPTIME.md "Pipes and passes").
-        rtt = rtt_s + (w.passes - 1 + w.harvest) * pass_s if w.target else rtt_s
+        rtt = rtt_s + w.extra_passes * pass_s if w.target else rtt_s
         slots = math.ceil(rate * rtt / 8 / w.packet_bytes)     # bandwidth x delay
         win = window or slots
         if w.pool:              # a compiled program's slot pool caps the window
