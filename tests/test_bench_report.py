@@ -109,20 +109,14 @@ def test_the_fourbit_table_stands_without_a_convergence_run():
 def test_the_tofino_projection_prose_follows_the_summaries(tmp_path, monkeypatch):
     """docs/results.md "Projections from what fits": its sentences are the projections'
     figures, for the committed summaries and for a multi-pass variant beside them."""
-    import json
-
     import tofino_report as t
 
+    from tests.test_switch_wire import multi_pass
+
     committed = t.sw.SUMMARIES
-    for f in committed.glob("*.json"):
-        if "-mp-" not in f.name:
-            (tmp_path / f.name).write_text(f.read_text())
-    mp = dict(json.loads((committed / "cnat8-t1.json").read_text()), variant="cnat8-mp-t1",
-              passes_per_packet=8, elements_per_packet=128, harvest_passes=7, pipes=4,
-              pool_size=2048)
-    (tmp_path / "cnat8-mp-t1.json").write_text(json.dumps(mp))
     for folder in (committed, tmp_path):
-        monkeypatch.setattr(t.sw, "SUMMARIES", folder)
+        if folder == tmp_path:
+            multi_pass(tmp_path, monkeypatch)
         rows, res = t.load(), t.project_all()
         (text,) = t.projection_after(res, rows)
         tof = [r for r in res if r["switch"] != "line-rate"]

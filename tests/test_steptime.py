@@ -304,15 +304,10 @@ def test_workers_that_do_not_fit_pipe_0_are_refused():
 
 
 def test_json_rows_and_the_text_name_passes_pipes_and_loopback(tmp_path, monkeypatch, capsys):
-    sw = steptime._switch_wire()          # the module the projection reads
-    for f in (REPO / "p4src" / "build" / "tofino").glob("*.json"):
-        if "-mp-" not in f.name:
-            (tmp_path / f.name).write_text(f.read_text())
-    mp = dict(json.loads((tmp_path / "cnat8-t1.json").read_text()), variant="cnat8-mp-t1",
-              passes_per_packet=8, elements_per_packet=128, harvest_passes=7, pipes=4,
-              pool_size=2048)
-    (tmp_path / "cnat8-mp-t1.json").write_text(json.dumps(mp))
-    monkeypatch.setattr(sw, "SUMMARIES", tmp_path)
+    from tests.test_switch_wire import multi_pass
+
+    assert steptime._switch_wire() is multi_pass.__globals__["sw"]   # the module it patches
+    multi_pass(tmp_path, monkeypatch)
     args = ["project", "--params", "25.6e6", "--compute-ms", "100", "--gbit", "10", "100",
             "--switch", "tofino1"]
     assert steptime.main([*args, "--json"]) == 0

@@ -17,9 +17,10 @@ from harness.fabric import FabricPort
 from harness.fabric import testbed_topology as leaf_spine  # (not collected as a test)
 from tests.dataplane.chaos import Chaos
 from tests.dataplane.conftest import TARGETS, profile_fabric
-from tests.dataplane.packets import BAD_ENCODING, BAD_LENGTH, STALE, WRONG_SESSION
+from tests.dataplane.packets import BAD_ENCODING, BAD_LENGTH, NOT_IPV4, STALE, WRONG_SESSION
 from tests.dataplane.test_dp_chaos import TREES, run_chaos
 from tests.dataplane.test_dp_reproducible import check_reruns
+from tests.dataplane.test_dp_twin import results as twin_results
 from worker import codec, wire
 from worker.frames import Framer
 
@@ -64,13 +65,8 @@ def send(fabric, topo, job: int, session: int, chunk: int, payloads: dict,
 
 
 def results(fabric, topo, hosts) -> dict:
-    """Every host's one frame, parsed; each must carry UDP checksum 0 (none)."""
-    out = {}
-    for h, frames in fabric.quiet(hosts).items():
-        assert len(frames) == 1, (h, len(frames))
-        assert frames[0][40:42] == b"\0\0"
-        out[h] = framer(topo, h).parse(frames[0])
-    return out
+    """Every host's one frame, parsed as a packet of the walk (test_dp_twin.results)."""
+    return twin_results(fabric, topo, hosts, framer)
 
 
 def power_sums(rng) -> tuple[dict, np.ndarray]:
@@ -135,7 +131,10 @@ def test_duplicates_replays_and_strays_leave_the_sums_exact(fabric):
     # a forged walk header (ridx 0, segment 3, add, harvest 0, no destination) in front
     f = framer(topo, "h2").build(wire.MSG_CONTRIB, wire.ENC_CNAT8, 142, s, 0, 0, 127, 1, 0,
                                  pay["h2"])
+    before = fabric.counters("s1")
     fabric.send("h2", bytes([0, 0, 3 << 5 | 2 << 3, 0, 0, 0, 0, 0, 0]) + f)
+    # read as Ethernet, its type is no IPv4: dropped and counted, nothing summed
+    fabric.wait_counters(before, {("s1", "drops_in", NOT_IPV4): 1}, switches=("s1",))
     send(fabric, topo, 142, s, 0, {"h2": pay["h2"], "h3": pay["h3"]}, slots=2)
     got = results(fabric, topo, HOSTS)
     for _, payload in got.values():
