@@ -36,6 +36,10 @@ def thread_groups(workers: int, timeout: float = 30.0, prefix: str = "g"):
 def run_ranks(workers: int, body: Callable[[int, dist.ProcessGroup], object],
               timeout: float = 30.0, join_timeout: float = 600.0) -> list:
     """body(rank, group) in one thread per rank; returns each rank's value or exception."""
+    # DDP's constructor imports torch._dynamo on first use, and that import runs ast.parse,
+    # whose recursion counter CPython 3.11 shares between threads: ranks importing it while
+    # another parses fail with "AST constructor recursion depth mismatch". Import it here.
+    import torch._dynamo  # noqa: F401
     make = thread_groups(workers, timeout)
     out: list = [None] * workers
 
