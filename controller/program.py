@@ -115,7 +115,8 @@ def sync(session: Session, desired: list[Entity], pipeline: Pipeline | None) -> 
         desired = []
     else:
         result.pushed = session.ensure_pipeline(pipeline)
-    d = diff(read_state(session), desired)
+    have = session.held()
+    d = diff(read_state(session) if have is None else have, desired)
 
     def tables(rows):
         return [e for e in rows if isinstance(e, TableEntry)]
@@ -129,6 +130,7 @@ def sync(session: Session, desired: list[Entity], pipeline: Pipeline | None) -> 
                        (Update.INSERT, tables(d.inserts)), (Update.MODIFY, tables(d.modifies))):
         if rows:
             session.write([(kind, e) for e in rows])
+    session.remember(desired)
     result.inserted, result.modified, result.deleted = (len(d.inserts), len(d.modifies),
                                                          len(d.deletes))
     result.kept = d.kept

@@ -154,6 +154,10 @@ class Session:
         self._stream = None
         # Set when the stream channel ends: the switch went away (or closed it).
         self.stream_ended = threading.Event()
+        # Set while this session is primary on an unbroken stream: then no other client can
+        # have written, so what sync last wrote is what the switch holds (see held()).
+        self._primary = threading.Event()
+        self._held: list[Entity] | None = None
 
     # ---- connection ----
     def __enter__(self) -> Session:
@@ -215,14 +219,21 @@ class Session:
         stream = self._stub.StreamChannel(request_iter())
         self._stream, self._requests = stream, requests
         ended = self.stream_ended = threading.Event()
+        self.forget()
+        primary = self._primary = threading.Event()
 
         def read_stream():
             try:
                 for msg in stream:
+                    # Once primary, any arbitration notice means the primary changed (P4Runtime
+                    # tells every client of the role): another client may write from now on.
+                    if primary.is_set() and msg.WhichOneof("update") == "arbitration":
+                        primary.clear()
                     responses.put(msg)
             except grpc.RpcError as e:
                 responses.put(e)
             finally:
+                primary.clear()
                 ended.set()
 
         threading.Thread(target=read_stream, name=f"p4rt-{self.switch.name}",
@@ -249,6 +260,7 @@ class Session:
                 raise SwitchError(self.switch, "not primary: another controller holds a higher "
                                   f"election id than {self._election_text()} "
                                   f"({msg.arbitration.status.message})")
+            primary.set()
             return
 
     def _end_stream(self) -> None:
@@ -260,6 +272,7 @@ class Session:
             self._stream = None
 
     def close(self) -> None:
+        self.forget()
         self._end_stream()
         if self._channel is not None:
             self._channel.close()
@@ -291,6 +304,7 @@ class Session:
         if pipeline.is_running(*self.running_pipeline()):
             self.p4info = pipeline.p4info
             return False
+        self.forget()
         with _PUSHES:
             req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
                 device_id=self.switch.device_id, election_id=self.election_id,
@@ -313,12 +327,27 @@ class Session:
         self.p4info = running
         return running is not None
 
+    # ---- what the switch holds ----
+    def held(self) -> list[Entity] | None:
+        """The managed entries as the last sync through this session left them, while that
+        still holds: this session has been primary on one unbroken stream since, and wrote
+        nothing else. None when the switch must be read."""
+        return list(self._held) if self._held is not None and self._primary.is_set() else None
+
+    def remember(self, entities: Iterable[Entity]) -> None:
+        """What a complete sync wrote: the switch holds exactly these managed entries."""
+        self._held = list(entities)
+
+    def forget(self) -> None:
+        self._held = None
+
     # ---- writes ----
     def write(self, updates: Iterable[tuple[int, Entity]]) -> int:
         """Apply (Update.INSERT|MODIFY|DELETE, entity) pairs in batches; returns the count.
 
         Every rejected update of a batch is reported with the switch's message and the entity.
         """
+        self.forget()
         updates = list(updates)
         rejected: list[Rejected] = []
         unknown: list[Rejected] = []
