@@ -61,6 +61,7 @@ class DiffFabric(Fabric):
         self.pipeline = self.bmv2.pipeline
         self.p4rt = self.bmv2.p4rt
         self.compared = True
+        self.went_uncompared = False    # since the test began (tests/dataplane/conftest.py)
         self.skew = Counters()      # BMv2 less softswitch, left by loss tests
         self.frames = 0             # frames compared
 
@@ -70,10 +71,12 @@ class DiffFabric(Fabric):
         self.soft.program(jobs, loss)
         self.topo = topo
         self.compared = not loss
+        self.went_uncompared |= bool(loss)
         return topo
 
     def uncompared(self) -> None:
         self.compared = False       # check() realigns softswitch afterwards, as after loss
+        self.went_uncompared = True
 
     def session(self) -> int:
         self.soft.session()

@@ -2,6 +2,7 @@
 cannot be routed is dropped and counted; the per-port impairment drops at its configured rate."""
 
 import numpy as np
+import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import ARP, Ether
@@ -79,6 +80,7 @@ def test_unroutable_packets_are_dropped_and_counted(fabric):
     assert not any(fabric.quiet(["h1", "h2", "h33"]).values())
 
 
+@pytest.mark.uncompared
 def test_impairment_drops_at_the_configured_rate_and_counts(fabric):
     """LOSS on every link: the controller sets threshold LOSS * 2^16 per port, the switch
     drops a packet it sends when a 16-bit random number is below it. IMPAIRED_PACKETS from h1

@@ -71,6 +71,7 @@ def check_reruns(fabric, job_id: int, hosts, result: str, **kw):
           f"retransmissions {[r for _, r, _ in first]} and {[r for _, r, _ in second]}")
 
 
+@pytest.mark.uncompared
 @pytest.mark.parametrize("result", ["fixed32", "cnat8"])
 @pytest.mark.parametrize("tree", list(TREES))
 def test_a_rerun_of_a_seed_gives_the_same_models_despite_loss(fabric, tree, result):

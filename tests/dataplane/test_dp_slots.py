@@ -2,6 +2,7 @@
 retransmissions, shadow copies across versions, sessions the control plane moves."""
 
 import numpy as np
+import pytest
 
 from controller.topology import JobSpec
 from tests.dataplane.packets import (
@@ -151,6 +152,7 @@ def test_moving_the_job_to_a_new_session_starts_its_slots_afresh(fabric):
     assert delta.of("s1", "drops_in") == {WRONG_SESSION: 2, EARLY: 1}
 
 
+@pytest.mark.uncompared
 def test_results_lost_on_the_way_are_recovered_by_retransmission(fabric):
     """With 30% loss on the switch's host links, workers retransmit what they lack until
     every one of them has every result: each retransmission is answered with the stored sum,

@@ -339,6 +339,7 @@ def twin_chaos(fabric, tree: str, result: str, contrib: int, seed: int, job_id: 
 # cross a leaf on their way down, and UQ4 in lanes with SUM8 partial sums up and SUM8
 # results down. (CNAT8 up and FIXED32 down: the exact-sums test above, and the rerun test's
 # tree.)
+@pytest.mark.uncompared
 @pytest.mark.parametrize("tree,result,contrib,job_id", [
     ("one-switch", "cnat8", wire.ENC_CNAT8, 124),
     ("two-level", "cnat8", wire.ENC_FIXED32, 125),
@@ -348,6 +349,7 @@ def test_exact_sums_under_chaos(fabric, tree, result, contrib, job_id):
     twin_chaos(fabric, tree, result, contrib, seed=job_id, job_id=job_id)
 
 
+@pytest.mark.uncompared
 def test_a_rerun_of_a_seed_gives_the_same_models_despite_loss(fabric):
     """Reproducible on the twin: CNAT8 both ways on the two-level tree, its rounding bits
     the hash of the job's key and the use, each run losing other frames."""
