@@ -13,18 +13,19 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import e2e_switch
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = [sys.executable, str(REPO / "mininet" / "run.py")]
 
 
-def switch_args() -> list[str]:
-    return ["--switch", os.environ.get("NATSWITCH_SWITCH", "auto")]
+def switch_args(bmv2: bool = False) -> list[str]:
+    return ["--switch", e2e_switch(bmv2)]
 
 
 def test_run_trains_far_above_chance_and_writes_the_report(tmp_path):
     out = tmp_path / "run"
-    r = subprocess.run([*RUN, *switch_args(), "--steps", "40", "--out", str(out)],
+    r = subprocess.run([*RUN, *switch_args(bmv2=True), "--steps", "40", "--out", str(out)],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     report = json.loads((out / "report.json").read_text())

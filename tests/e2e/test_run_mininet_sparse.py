@@ -4,10 +4,11 @@ aggregator, and only the blocks some worker holds travel."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from conftest import e2e_switch
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = [sys.executable, str(REPO / "mininet" / "run.py")]
@@ -15,7 +16,7 @@ STEPS = 30
 
 
 def run_sparse(out: Path, *extra: str) -> tuple[dict, list[dict]]:
-    r = subprocess.run([*RUN, "--switch", os.environ.get("NATSWITCH_SWITCH", "auto"),
+    r = subprocess.run([*RUN, "--switch", e2e_switch(),
                         "--sparse", "--steps", str(STEPS), "--out", str(out), *extra],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]

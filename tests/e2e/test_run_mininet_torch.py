@@ -4,12 +4,12 @@ hook) and the Gloo baseline whose TCP the same switch routes as plain IPv4."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import e2e_switch
 
 pytest.importorskip("torch")
 pytest.importorskip("mnist1d")
@@ -24,7 +24,7 @@ RUN = [sys.executable, str(REPO / "mininet" / "run.py")]
 def test_torch_job_trains_in_lockstep_and_reports(tmp_path, aggregation, profile):
     out = tmp_path / "run"
     extra = ["--profile", profile] if profile else []
-    r = subprocess.run([*RUN, "--switch", os.environ.get("NATSWITCH_SWITCH", "auto"),
+    r = subprocess.run([*RUN, "--switch", e2e_switch(),
                         "--framework", "torch", "--aggregation", aggregation, "--steps", "4",
                         "--eval-every", "2", "--out", str(out), *extra],
                        capture_output=True, text=True, timeout=900)
@@ -65,7 +65,7 @@ def test_torch_job_trains_in_lockstep_and_reports(tmp_path, aggregation, profile
 @pytest.mark.slow
 def test_a_sparse_torch_job_sends_the_blocks_its_embedding_gradient_touched(tmp_path):
     out = tmp_path / "run"
-    r = subprocess.run([*RUN, "--switch", os.environ.get("NATSWITCH_SWITCH", "auto"),
+    r = subprocess.run([*RUN, "--switch", e2e_switch(),
                         "--framework", "torch", "--sparse", "--model", "embedding",
                         "--steps", "4", "--eval-every", "2", "--out", str(out)],
                        capture_output=True, text=True, timeout=900)

@@ -21,6 +21,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "mininet"))
 
+from conftest import e2e_switch  # noqa: E402
+
 from controller import topology  # noqa: E402
 from controller.p4info import Pipeline  # noqa: E402
 from controller.session import ControllerError  # noqa: E402
@@ -59,7 +61,8 @@ def kill_and_restart(switch) -> float:
 
 @pytest.mark.parametrize("run", range(RUNS))
 def test_switch_restart_mid_training_resumes_with_identical_models(tmp_path, run):
-    restart_mid_training(tmp_path, topology.star(hosts=4), "s1", run)
+    # the first run restarts BMv2 where it is present, the others softswitch
+    restart_mid_training(tmp_path, topology.star(hosts=4), "s1", run, bmv2=run == 0)
 
 
 def test_a_restarted_leaf_below_the_root_is_followed_too(tmp_path):
@@ -68,12 +71,12 @@ def test_a_restarted_leaf_below_the_root_is_followed_too(tmp_path):
     restart_mid_training(tmp_path, topology.leaf_spine(leaves=2, spines=1, hosts=2), "s1", 0)
 
 
-def restart_mid_training(tmp_path, base, victim: str, run: int) -> None:
+def restart_mid_training(tmp_path, base, victim: str, run: int, bmv2: bool = False) -> None:
     from emulation import Emulation
     from p4switch import resolve_kind
     from workers import WorkerGroup
 
-    kind = resolve_kind(os.environ.get("NATSWITCH_SWITCH", "auto"))
+    kind = resolve_kind(e2e_switch(bmv2))
     hosts = ("h1", "h2", "h3", "h4")
     topo = base.with_jobs([JobSpec(1, hosts, slots=32, encoding="cnat8")])
     topo_path = tmp_path / "topology.json"
