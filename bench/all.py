@@ -25,6 +25,12 @@ from common import OUT, REPO, machine, quick, save
 BENCH = REPO / "bench"
 
 
+# Quick runs leave out the wide profiles: softswitch compiles each in about 30 s a process,
+# more than the rest of a quick run's switch work (their figures come from full runs).
+NARROW = ["int32", "C_nat INA (switch)", "natural dithering INA (switch)",
+          "uniform (THC) INA (switch)"]
+
+
 def steps(q: bool, root: bool, out: Path) -> list[tuple[str, list[str]]]:
     py = sys.executable
     codec = ["--elements", str(1 << 18), "--repeat", "2"] if q else []
@@ -45,20 +51,21 @@ def steps(q: bool, root: bool, out: Path) -> list[tuple[str, list[str]]]:
         ("convergence", [py, str(BENCH / "convergence.py"), "--json",
                          str(out / "convergence.json")]),
         ("torch_convergence", [py, str(BENCH / "torch_convergence.py"), "--json",
-                               str(out / "torch_convergence.json")]),
+                               str(out / "torch_convergence.json"),
+                               *(["--methods", *NARROW, "cnat", "onebit"] if q else [])]),
         # the entire-model mode of the INA methods, for the 4-bit side by side
         ("torch_convergence_model", [py, str(BENCH / "torch_convergence.py"), "--mode", "model",
-                                     "--methods", "int32", "C_nat INA (switch)", "natural",
-                                     "THC", "--compressors", "--json",
+                                     "--methods", *(NARROW if q else ["int32", "C_nat INA (switch)",
+                                                                      "natural", "THC"]),
+                                     "--compressors", "--json",
                                      str(out / "torch_convergence_model.json")]),
         ("fourbit", [py, str(BENCH / "fourbit.py"), "--json", str(out / "fourbit.json"),
                      *(["--reps", "1", "--elements", "20000"] if q else []),
                      *([] if root else ["--targets", "soft"])]),
         # the 4-bit encodings at their fewest bytes per element, and the switch's own rate
-        ("fourbit_wide4", [py, str(BENCH / "fourbit.py"), "--profile", "wide4", "--json",
-                           str(out / "fourbit_wide4.json"),
-                           *(["--reps", "1", "--elements", "20000"] if q else []),
-                           *([] if root else ["--targets", "soft"])]),
+        *([("fourbit_wide4", [py, str(BENCH / "fourbit.py"), "--profile", "wide4", "--json",
+                              str(out / "fourbit_wide4.json"),
+                              *([] if root else ["--targets", "soft"])])] if not q else []),
         ("fourbit_pps", [py, str(BENCH / "softswitch_pps.py"), "--encodings", "cnat8", "uq4",
                          *(pps or ["--packets", "4000"])]),
         ("fourbit_variance", [py, str(BENCH / "fourbit_variance.py"),

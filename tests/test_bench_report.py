@@ -134,3 +134,16 @@ def test_the_tofino_projection_prose_follows_the_summaries(tmp_path, monkeypatch
             assert "8 passes" in text and "(pool 2048)" in text
             assert "| Tofino 1 | CNAT8 / CNAT8, several passes a packet | 16 | 8 | 128 | 1.45 |" \
                 in table
+
+
+def test_the_four_bit_side_by_side_shows_the_wide4_bytes_when_it_has_them():
+    from fourbit_report import section
+
+    speed = {f"soft/{e}": {"up": 1.5, "down": 1.5, "steps_per_s": 3.0, "elements_per_s": 1e6}
+             for e in ("fixed32", "cnat8", "nat4", "uq4")}
+    wide4 = {"soft/nat4": {"up": 0.599, "down": 1.136}, "soft/uq4": {"up": 0.598, "down": 1.13}}
+    with_wide4 = "\n".join(section(None, None, speed, None, None, wide4=wide4))
+    assert "| up, wide4 | down, wide4 |" in with_wide4
+    row = next(ln for ln in with_wide4.splitlines() if ln.startswith("| uniform THC INA"))
+    assert "| 0.598 | 1.13 |" in row
+    assert "up, wide4" not in "\n".join(section(None, None, speed, None, None))
