@@ -52,6 +52,20 @@ def read_stats(session: Session) -> SwitchStats:
     return stats
 
 
+def drops_text(counters: dict[str, dict]) -> str | None:
+    """One switch's drops by reason from run.py's counters (name -> str(index) -> (packets,
+    bytes)), e.g. "ingress STALE 12, EARLY 3; egress SUM_OVERFLOW 1"; None if it dropped
+    nothing the program counts."""
+    parts = []
+    for where, name in (("ingress", DROPS_IN), ("egress", DROPS_OUT)):
+        got = [f"{DROP_NAMES.get(int(i), f'reason {i}')} {v[0]}"
+               for i, v in sorted(counters.get(name, {}).items(), key=lambda kv: int(kv[0]))
+               if v[0]]
+        if got:
+            parts.append(f"{where} " + ", ".join(got))
+    return "; ".join(parts) or None
+
+
 def _table(header: list[str], rows: list[list[object]]) -> list[str]:
     cells = [header] + [[str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]

@@ -189,3 +189,13 @@ def test_a_socket_connected_to_itself_is_not_a_listening_switch(monkeypatch):
         server.bind(("127.0.0.1", port))
         server.listen()
         assert session.listening([sw], 0) == [sw]
+
+
+def test_drops_text_names_each_reason_where_it_was_counted():
+    from controller.stats import DROPS_IN, DROPS_OUT, drops_text
+
+    counters = {DROPS_IN: {"20": [3, 300], "14": [12, 1200], "19": [0, 0]},
+                DROPS_OUT: {"22": [1, 90]}, "NatIngress.agg.events": {"2": [5, 500]}}
+    assert drops_text(counters) == "ingress STALE 12, EARLY 3; egress SUM_OVERFLOW 1"
+    assert drops_text({DROPS_IN: {"99": [2, 20]}}) == "ingress reason 99 2"
+    assert drops_text({"NatIngress.agg.events": {"2": [5, 500]}}) is None
