@@ -25,12 +25,6 @@ from common import OUT, REPO, machine, quick, save
 BENCH = REPO / "bench"
 
 
-# Quick runs leave out the wide profiles: softswitch compiles each in about 30 s a process,
-# more than the rest of a quick run's switch work (their figures come from full runs).
-NARROW = ["int32", "C_nat INA (switch)", "natural dithering INA (switch)",
-          "uniform (THC) INA (switch)"]
-
-
 def steps(q: bool, root: bool, out: Path) -> list[tuple[str, list[str]]]:
     py = sys.executable
     codec = ["--elements", str(1 << 18), "--repeat", "2"] if q else []
@@ -51,18 +45,17 @@ def steps(q: bool, root: bool, out: Path) -> list[tuple[str, list[str]]]:
         ("convergence", [py, str(BENCH / "convergence.py"), "--json",
                          str(out / "convergence.json")]),
         ("torch_convergence", [py, str(BENCH / "torch_convergence.py"), "--json",
-                               str(out / "torch_convergence.json"),
-                               *(["--methods", *NARROW, "cnat", "onebit"] if q else [])]),
+                               str(out / "torch_convergence.json")]),
         # the entire-model mode of the INA methods, for the 4-bit side by side
         ("torch_convergence_model", [py, str(BENCH / "torch_convergence.py"), "--mode", "model",
-                                     "--methods", *(NARROW if q else ["int32", "C_nat INA (switch)",
-                                                                      "natural", "THC"]),
-                                     "--compressors", "--json",
+                                     "--methods", "int32", "C_nat INA (switch)", "natural",
+                                     "THC", "--compressors", "--json",
                                      str(out / "torch_convergence_model.json")]),
         ("fourbit", [py, str(BENCH / "fourbit.py"), "--json", str(out / "fourbit.json"),
                      *(["--reps", "1", "--elements", "20000"] if q else []),
                      *([] if root else ["--targets", "soft"])]),
         # the 4-bit encodings at their fewest bytes per element, and the switch's own rate
+        # (full runs only: softswitch compiles the wide4 program in about 30 s a process)
         *([("fourbit_wide4", [py, str(BENCH / "fourbit.py"), "--profile", "wide4", "--json",
                               str(out / "fourbit_wide4.json"),
                               *([] if root else ["--targets", "soft"])])] if not q else []),

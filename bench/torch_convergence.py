@@ -102,6 +102,9 @@ def main(argv=None) -> int:
     ap.add_argument("--mode", choices=("layer", "model"), default="layer")
     ap.add_argument("--compressors", nargs="*", default=COMPRESSORS[:2] if q else COMPRESSORS)
     ap.add_argument("--no-switch", action="store_true", help="skip the switch runs")
+    ap.add_argument("--wide", action=argparse.BooleanOptionalAction, default=not q,
+                    help="the runs through the wide and wide4 profiles (default: not in quick "
+                    "runs, where softswitch compiling each, about 30 s, would be most of it)")
     ap.add_argument("--methods", nargs="*", help="run only the methods whose names contain "
                     "one of these (e.g. 'natural' 'THC'); the uncompressed run always")
     ap.add_argument("--json", type=Path, default=OUT / "torch_convergence.json")
@@ -118,6 +121,8 @@ def main(argv=None) -> int:
                  ("uniform (THC) INA (switch)", "switch", "uq4"),
                  ("natural dithering INA wide4 (switch)", "switch", "nat4:wide4"),
                  ("uniform (THC) INA wide4 (switch)", "switch", "uq4:wide4")]
+        if not args.wide:
+            plan = [p for p in plan if ":" not in (p[2] or "")]
     plan += [(c, "hook", c) for c in args.compressors]
     if args.methods is not None:
         plan = [p for p in plan if p[1] == "gloo" or any(m in p[0] for m in args.methods)]
