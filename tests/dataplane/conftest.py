@@ -19,6 +19,7 @@ import pytest
 from harness.fabric import SoftFabric
 from harness.netns import bmv2_missing
 from harness.thrift import thrift_missing
+from tests.dataplane.selection import SOFT_COVERED, covered_soft_cases, stopped_comparing
 
 
 def _softswitch_missing() -> str | None:
@@ -43,27 +44,16 @@ def _diff_missing() -> str | None:
     return bmv2_missing() or thrift_missing() or _softswitch_missing()
 
 
-SOFT_COVERED = ("its bmv2 case runs softswitch beside BMv2 and compares every frame, counter "
-                "and register")
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """Skip a softswitch case whose differential BMv2 sibling was selected and can run."""
     if _diff_missing():
         return
-    ids = {item.nodeid for item in items}
-    for item in items:
-        spec = getattr(item, "callspec", None)
-        if ("tests/dataplane/" not in item.nodeid or spec is None
-                or item.get_closest_marker("uncompared")):
-            continue
-        name, _, params = item.nodeid.partition("[")
-        parts = params.rstrip("]").split("-")
-        if "soft" not in parts:
-            continue
-        sibling = "-".join("bmv2" if p == "soft" else p for p in parts)
-        if f"{name}[{sibling}]" in ids:
+    mine = [i for i in items if "tests/dataplane/" in i.nodeid]
+    covered = covered_soft_cases((i.nodeid for i in mine),
+                                 {i.nodeid for i in mine if i.get_closest_marker("uncompared")})
+    for item in mine:
+        if item.nodeid in covered:
             item.add_marker(pytest.mark.skip(reason=SOFT_COVERED))
 
 
@@ -76,7 +66,7 @@ def profile_fabric(target: str, tmp_path_factory, topo, build, prefix: str, mtu=
     else:
         from harness.diff import DiffFabric
 
-        why = bmv2_missing() or thrift_missing() or _softswitch_missing()
+        why = _diff_missing()
         if why:
             pytest.skip(why)
         fab = DiffFabric(tmp_path_factory.mktemp(prefix), topo, build, prefix=prefix, mtu=mtu)
@@ -91,7 +81,7 @@ def both(tmp_path_factory):
     """BMv2 and softswitch side by side (harness.diff.DiffFabric); one for the session."""
     from harness.diff import DiffFabric
 
-    why = bmv2_missing() or thrift_missing() or _softswitch_missing()
+    why = _diff_missing()
     if why:
         pytest.skip(why)
     fab = DiffFabric(tmp_path_factory.mktemp("bmv2"))
@@ -123,8 +113,5 @@ def _compare_state(request):
     yield
     if hasattr(fab, "check"):
         fab.check()
-    if getattr(fab, "went_uncompared", False) and not request.node.get_closest_marker(
-            "uncompared"):
-        pytest.fail("this test stopped comparing softswitch with BMv2 (loss or "
-                    "fabric.uncompared()): mark it @pytest.mark.uncompared, so its softswitch "
-                    "case runs beside the BMv2 one")
+    if why := stopped_comparing(fab, request.node.get_closest_marker("uncompared") is not None):
+        pytest.fail(why)
