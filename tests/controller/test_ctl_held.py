@@ -13,7 +13,7 @@ import pytest
 
 from controller import topology as T
 from controller.program import canonical_state, desired_state, read_state, sync
-from controller.session import Session, SwitchError, Update
+from controller.session import Session, SwitchError, Update, WriteRejected
 from tests.controller.test_ctl_switches import (  # noqa: F401  (fixtures)
     REPO,
     SESSIONS,
@@ -63,9 +63,15 @@ def test_a_preempted_session_reads_the_switch_and_repairs_what_the_other_wrote(
             b.use_running_pipeline()
             wait_untrusted(a)            # the switch told a that b is primary now
             b.write([(Update.DELETE, want[0])])
-        # b left, a is primary again: its sync must see the route b removed
-        time.sleep(0.5)
-        repaired = sync(a, want, pipeline)
+        # b left and a becomes primary again: its sync must see the route b removed
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                repaired = sync(a, want, pipeline)
+                break
+            except WriteRejected:       # the switch has not taken in b's leaving yet
+                assert time.monotonic() < deadline, "a never became primary again"
+                time.sleep(0.1)
         assert repaired.inserted == 1
         assert set(read_state(a)) == set(want)
 
