@@ -69,6 +69,15 @@ def table(summaries: list[dict]) -> str:
     return "\n".join(fmt.format(*map(str, r)) for r in (head, *rows))
 
 
+def drops_on_failure(summaries: list[dict], counters: dict | None) -> list[str]:
+    """When a job failed, each switch's drops by reason: where its packets went."""
+    if not counters or all(s["ok"] for s in summaries):
+        return []
+    from controller.stats import drops_text
+    return [f"switch {name} dropped: {c.get('error') or drops_text(c) or 'nothing'}"
+            for name, c in counters.items()]
+
+
 def title(run: dict, switches: int) -> str:
     """The plot's title: what the curves depend on, so two plots can be told apart."""
     how = "parameter server" if run["aggregation"] == "ps" else f"{run['encoding']} in-network"

@@ -638,12 +638,8 @@ def run(args, plan: Plan) -> int:
     for s in summaries:
         for e in s["errors"]:
             print(f"job {s['job']}: {e}", file=sys.stderr)
-    if counters and not all(s["ok"] for s in summaries):
-        # what the switches refused says where the failed job's packets went
-        from controller.stats import drops_text
-        for name, c in counters.items():
-            print(f"switch {name} dropped: {c.get('error') or drops_text(c) or 'nothing'}",
-                  file=sys.stderr)
+    for line in report.drops_on_failure(summaries, counters):
+        print(line, file=sys.stderr)
     run_info = {"topo": args.topo, "switch": plan.kind, "aggregation": args.aggregation,
                 "encoding": plan.encoding, "result_encoding": plan.result_encoding,
                 "bw_mbit": args.bw, "loss": args.loss, "jobs": len(jobs),

@@ -267,3 +267,15 @@ def test_the_report_carries_each_workers_model_digest():
                                result("h3", 2, "cc", error="lost")])
     assert s["model_sha256"] == {"h1": "aa", "h2": "bb"}
     assert list(s["model_sha256"]) == ["h1", "h2"] and not s["identical_models"]
+
+
+def test_a_failed_job_prints_each_switchs_drops_by_reason():
+    counters = {"s1": {"NatIngress.drops": {"14": [12, 1200], "20": [3, 300]}},
+                "s2": {"NatIngress.agg.events": {"2": [5, 500]}},
+                "s3": {"error": "s3: unreachable"}}
+    failed = [{"ok": True}, {"ok": False}]
+    assert report.drops_on_failure(failed, counters) == [
+        "switch s1 dropped: ingress STALE 12, EARLY 3", "switch s2 dropped: nothing",
+        "switch s3 dropped: s3: unreachable"]
+    assert report.drops_on_failure([{"ok": True}], counters) == []
+    assert report.drops_on_failure(failed, None) == []        # a parameter-server run
