@@ -120,11 +120,11 @@ def _rows(chunks) -> np.ndarray:
     return c
 
 
-def chunk_exponents(chunks) -> np.ndarray:
+def chunk_exponents(chunks, *, raw: bool = False) -> np.ndarray:
     """Per row, the largest biased exponent (bits 23-30) of its float32 elements.
 
     0 for an all-zero (or all-subnormal) row. Rows holding inf or NaN cannot be
-    scaled: ValueError.
+    scaled: ValueError, or (`raw`) 255 for them.
     """
     c = np.ascontiguousarray(_rows(chunks), dtype=np.float32)
     rows, elems = c.shape
@@ -132,7 +132,7 @@ def chunk_exponents(chunks) -> np.ndarray:
     if _kernels is not None:  # one pass, no temporaries
         exps = np.empty(rows, np.uint8)
         _kernels.exponents(bits, exps)
-        return _finite(exps)
+        return exps if raw else _finite(exps)
     out = np.empty(rows, np.uint32)
     step = max(1, _BLOCK // max(elems, 1))
     tmp = np.empty((min(rows, step), elems), np.uint32)
@@ -141,7 +141,8 @@ def chunk_exponents(chunks) -> np.ndarray:
         t = tmp[: e - s]
         np.left_shift(bits[s:e], 1, out=t)  # drop the sign
         np.max(t, axis=1, out=out[s:e]) if elems else out[s:e].fill(0)
-    return _finite((out >> 24).astype(np.uint8))
+    exps = (out >> 24).astype(np.uint8)
+    return exps if raw else _finite(exps)
 
 
 def _finite(exps: np.ndarray) -> np.ndarray:

@@ -28,7 +28,13 @@ if __package__ in (None, ""):
 
 from controller.topology import Topology, TopologyError, ifname  # noqa: E402
 from worker import wire  # noqa: E402
-from worker.allreduce import AllReduceClient, AllReduceError, JobParams, job_params  # noqa: E402
+from worker.allreduce import (  # noqa: E402
+    AllReduceClient,
+    AllReduceError,
+    JobParams,
+    agree,  # noqa: E402
+    job_params,
+)
 from worker.allreduce.client import (  # noqa: E402
     COALESCE,
     INITIAL_WINDOW,
@@ -142,6 +148,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--timeout", type=float, default=10.0,
                    help="seconds without any result before the allreduce fails (default "
                    "%(default)s)")
+    g.add_argument("--verify", choices=agree.MODES, default="auto",
+                   help="after a call, the workers' digests of its result through the switch: "
+                   "a worker whose result differs fails naming the call (2 round trips a "
+                   "call; auto: calls of 200 round trips or more, where that is <= 1%%; "
+                   "default %(default)s)")
     g.add_argument("--rto", type=float, default=RTO_INITIAL,
                    help="retransmission timeout in seconds until the first round trip is "
                    "measured; then it follows the measurements (RFC 6298) and doubles per "
@@ -333,7 +344,8 @@ def make_client(args, r: dict, port, framer, job: JobParams, say=None):
     progress = None if say is None else \
         lambda done, total: say(f"allreduce {done}/{total} chunks")
     return AllReduceClient(port, framer, job, **common, coalesce=args.coalesce,
-                           uplink_share=args.uplink_share, progress=progress)
+                           uplink_share=args.uplink_share, progress=progress,
+                           verify=args.verify)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -58,8 +58,9 @@ class Caller:
 def tensors_for(n: int, calls: int, chunks: int, max_exp: int, rng,
                 worst: bool = True, elems: int = ELEMS) -> list[list[np.ndarray]]:
     """Per worker and call: chunks spanning octaves, and (`worst`) one chunk per call at the
-    job's largest exponent with the same sign at every worker (the sum at its bound)."""
-    top = np.nextafter(np.float32(2.0 ** (max_exp - 126)), np.float32(0))
+    job's largest finite exponent (max_exp - 1: max_exp marks a non-finite chunk) with the
+    same sign at every worker (the sum at its bound)."""
+    top = np.nextafter(np.float32(2.0 ** (max_exp - 127)), np.float32(0))
     out = [[None] * calls for _ in range(n)]
     for k in range(calls):
         worst = int(rng.integers(chunks)) if worst else False
@@ -98,8 +99,8 @@ def run_chaos(make_port, topo, job_id: int, session: int, seed: int, chaos: Chao
                                  rto=0.3, rto_min=0.05, rto_max=0.3, adaptive_window=not LONG,
                                  initial_window=spec.slots if LONG else 8)
         return Caller(client, ports[rank])
-    # UQ4 rotates each call's tensor: a chunk at the bound would leave it (AboveBound); its
-    # sums are at most 15 per worker whatever the values.
+    # UQ4 rotates each call's tensor: a chunk at the bound could leave it (and come back
+    # marked non-finite); its sums are at most 15 per worker whatever the values.
     tensors = tensors_for(n, calls, chunks, spec.max_exp, rng,
                           worst=contrib != wire.ENC_UQ4, elems=elems)
     outputs, _, errors = run_workers(make, tensors, calls=calls, join_timeout=600)

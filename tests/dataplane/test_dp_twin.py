@@ -106,6 +106,26 @@ def test_fixed32_and_every_cnat8_code_sum_exactly(fabric):
             assert np.array_equal(signed(payload), signed(want)), k
 
 
+def test_the_nonfinite_mark_reaches_every_worker(fabric):
+    """docs/PROTOCOL.md "Non-finite values": a contribution announcing its next chunk as
+    non-finite (exp = the job's max_exp) is admitted, and the result carries the mark to
+    every worker, as on the v1model program; one above it is still dropped (BAD_EXP)."""
+    topo = fabric.program([JobSpec(131, HOSTS, slots=4, encoding="fixed32", max_exp=150)])
+    s = fabric.session()
+    ones = np.ones(ELEMS, np.int32)
+    before = fabric.counters()
+    fabric.send("h2", framer(topo, "h2").build(wire.MSG_CONTRIB, wire.ENC_FIXED32, 131, s,
+                                               1, 0, 151, 1, 1, ones))
+    for h, exp in zip(HOSTS, (120, 150, 130), strict=True):
+        fabric.send(h, framer(topo, h).build(wire.MSG_CONTRIB, wire.ENC_FIXED32, 131, s, 1,
+                                             0, exp, 1, 1, ones))
+    for hdr, payload in results(fabric, topo, HOSTS).values():
+        assert (hdr.msg_type, hdr.exp, hdr.count) == (wire.MSG_RESULT, 150, 3)
+        assert np.all(signed(payload) == 3)
+    delta = fabric.counters() - before
+    assert delta.of("s1", "drops_in") == {BAD_EXP: 1}
+
+
 def test_cnat8_results_are_unbiased_and_every_copy_rounds_alike(fabric):
     """Sums re-compressed in the egress by the leading-one tables and hashed random bits:
     each element a neighbouring power of two of the exact sum with its sign, their mean the

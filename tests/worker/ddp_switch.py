@@ -12,7 +12,7 @@ __all__ = ["sparse_switch_clients", "switch_clients", "softswitch_missing"]
 
 
 def switch_clients(workers: int, encoding: str, window: int = 64, session: int = 1,
-                   timeout: float = 30.0, topo=None, traces=None):
+                   timeout: float = 30.0, topo=None, traces=None, max_exp: int | None = None):
     """A star of `workers` hosts (or `topo`, whose job 1 is used as it is) on in-process
     softswitch with one job for contributions in `encoding` (its results those
     allreduce/job.py gives the encoding: nat4 -> cnat8, uq4 -> sum8), and make(rank) -> that
@@ -23,8 +23,9 @@ def switch_clients(workers: int, encoding: str, window: int = 64, session: int =
     if topo is None:
         topo = star(hosts=workers)
         result, partials = JOB_ENCODINGS[encoding]
+        bound = {} if max_exp is None else {"max_exp": max_exp}
         topo = topo.with_jobs([JobSpec(1, tuple(h.name for h in topo.hosts), window,
-                                       result, partials)])
+                                       result, partials, **bound)])
     hosts = list(topo.job(1).workers)
     net = SwitchNetwork(topo, session=session)
     job = net.job_params(1, wire.ENCODING_BY_NAME[encoding])

@@ -234,7 +234,8 @@ def test_progress_is_reported_for_long_tensors():
 
 def test_bad_tensors_and_parameters_are_refused():
     port = QueuePort()
-    client = AllReduceClient(port, Framer(), JobParams(1, 1, 2, 4))
+    # FLOAT32 (a host aggregator's) refuses what the integer encodings mark as non-finite
+    client = AllReduceClient(port, Framer(), JobParams(1, 1, 2, 4, wire.ENC_FLOAT32))
     with pytest.raises(AllReduceError, match="NaN or infinity"):
         client.allreduce(np.array([1.0, np.inf], np.float32))
     assert client.allreduce(np.zeros((0, 3), np.float32)).shape == (0, 3)

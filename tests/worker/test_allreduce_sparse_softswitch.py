@@ -4,8 +4,11 @@ encodings, the chaos schedule (loss, duplication, delays, replays, old sessions,
 frames, stale results), and the client's bytes against the dense client's on the same
 tensor."""
 
+import threading
+
 import numpy as np
 import pytest
+import torch.distributed as dist
 
 from controller.topology import JobSpec, star
 from harness.network import SwitchNetwork, softswitch_missing
@@ -13,8 +16,9 @@ from harness.workers import Trace, check_sparse, run_workers
 from tests.dataplane.chaos import Chaos, ChaosPort
 from tests.worker.test_allreduce_sparse import patterns, sparse_tensor
 from worker import wire
-from worker.allreduce import AllReduceClient
+from worker.allreduce import AllReduceClient, AllReduceError
 from worker.allreduce.sparse import SparseAllReduceClient
+from worker.ddp.faults import FaultBoard, Posting
 
 pytestmark = pytest.mark.skipif(softswitch_missing() is not None,
                                 reason=softswitch_missing() or "")
@@ -126,3 +130,103 @@ def test_sparse_bytes_follow_the_union_of_blocks():
     if not st.duplicates_ignored and not dst.duplicates_ignored:   # no timer fired
         assert st.bytes_received == 16 * 66 + 10 * 234
         assert dst.bytes_received == 101 * 226
+
+
+class ForgingPort:
+    """A worker's port that sends, once, a forged PRIME of slot 0 before the worker's own
+    first frame (its slot 0 PRIME), after `after` is set (another worker's PRIME is in)."""
+
+    def __init__(self, port, forged: bytes, after: threading.Event):
+        self.port, self.forged, self.after, self.sent = port, forged, after, False
+
+    def send(self, frame: bytes) -> None:
+        if not self.sent:
+            assert self.after.wait(30)
+            self.port.send(self.forged)
+            self.sent = True
+        self.port.send(frame)
+
+    def __getattr__(self, name):
+        return getattr(self.port, name)
+
+
+class FirstSent:
+    """A port that sets `event` once its first frame is sent (the switch, in process, has
+    taken it by then)."""
+
+    def __init__(self, port, event: threading.Event):
+        self.port, self.event = port, event
+
+    def send(self, frame: bytes) -> None:
+        self.port.send(frame)
+        self.event.set()
+
+    def __getattr__(self, name):
+        return getattr(self.port, name)
+
+
+def forged_prime(topo, net, session: int, enc: int, blocks: int) -> bytes:
+    spec = topo.job(1)
+    return net.framer(HOSTS[1]).build_sparse(
+        wire.MSG_SPARSE_CONTRIB, enc, 1, session, 0, 0, 0, 1,
+        wire.use_chunk(0, 0, spec.slots), blocks, 0, None, wire.FLAG_PRIME)
+
+
+def trial_tensors(seed):
+    rng = np.random.default_rng(seed)
+    size = 12 * ELEMS
+    return [[sparse_tensor(rng, size, held)]
+            for held in patterns(rng, len(HOSTS), size, "random")]
+
+
+@pytest.mark.parametrize("trial", range(10))
+def test_a_forged_prime_after_an_honest_one_is_ignored(trial):
+    """h2's port sends slot 0's PRIME claiming B + 1 blocks once h1's honest PRIME is in:
+    the switch, holding B, refuses it to h2's port, and h2, whose own count is the one
+    held, ignores the refusal (counted): the job completes exact."""
+    tensors = trial_tensors(600 + trial)
+    topo, net = network("cnat8", slots=4)
+    session = 40 + trial
+    forged = forged_prime(topo, net, session, wire.ENC_CNAT8, 13)
+    first = threading.Event()
+
+    def wrap(rank, port):
+        if rank == 0:
+            return FirstSent(port, first)
+        return ForgingPort(port, forged, first) if rank == 1 else port
+
+    _, clients, checked = run_sparse(topo, net, wire.ENC_CNAT8, tensors, session, wrap=wrap)
+    assert checked > 0
+    assert [c.stats.refusals_ignored for c in clients] == [0, 1, 0, 0]
+    assert net.counter("s1", "NatIngress.drops", wire.DROP_BAD_BLOCK) == 1
+
+
+@pytest.mark.parametrize("trial", range(10))
+def test_a_forged_first_prime_fails_every_worker_naming_both_counts(trial):
+    """The forged PRIME (B + 1) from h2's port reaches the switch before any honest one:
+    h1, h3 and h4's PRIMEs are refused, and each fails at once naming the count held and
+    its own. h2's own PRIME meets the bit the forged one set (a duplicate, no refusal): it
+    hears the others' fault on the job's fault board (worker/ddp/faults.py) at its next
+    retransmission timer."""
+    tensors = trial_tensors(700 + trial)
+    topo, net = network("cnat8", slots=4)
+    session = 60 + trial
+    net.set_session(1, session)
+    net.ports[HOSTS[1]].send(forged_prime(topo, net, session, wire.ENC_CNAT8, 13))
+    job = net.job_params(1, wire.ENC_CNAT8)
+    store = dist.HashStore()
+
+    def make(rank):
+        client = SparseAllReduceClient(net.ports[HOSTS[rank]], net.framer(HOSTS[rank]), job,
+                                       seed=rank, timeout=60)
+        return Posting(client, FaultBoard(store, rank, HOSTS))
+
+    _, _, errors = run_workers(make, tensors, join_timeout=120)
+    named = "the switch holds B=13 (the first PRIME it took), this worker sent B=12"
+    for rank, e in enumerate(errors):
+        assert isinstance(e, AllReduceError), e
+        assert named in str(e), e
+        if rank != 1:
+            assert str(e).startswith("slot 0 prime"), e
+        else:
+            assert "stopped: rank " in str(e), e

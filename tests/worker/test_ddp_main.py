@@ -137,12 +137,16 @@ def test_under_torchrun_a_rank_that_is_not_its_hosts_position_is_refused(topo_fi
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("aggregation", ["switch", "gloo"])
+@pytest.mark.parametrize("aggregation, sig", [("switch", signal.SIGKILL),
+                                              ("switch", signal.SIGTERM),
+                                              ("gloo", signal.SIGKILL)])
 def test_a_killed_worker_ends_the_others_with_a_clear_error(topo_file, ps_addr, tmp_path,
-                                                           aggregation):
+                                                           aggregation, sig):
+    """Through the switch path the others name the rank: SIGTERM posts its cause to the
+    job's store; after SIGKILL its heartbeat stands still (3 s), before their timeout."""
     master = f"127.0.0.1:{free_tcp_port()}"
     procs = [start(topo_file, h, tmp_path, "--master", master, "--steps", "100000",
-                   "--eval-every", "1000", "--timeout", "3", "--gloo-timeout", "10",
+                   "--eval-every", "1000", "--timeout", "20", "--gloo-timeout", "10",
                    *ps_or_gloo(aggregation, ps_addr)) for h in HOSTS]
     try:
         deadline = time.monotonic() + 240
@@ -150,7 +154,7 @@ def test_a_killed_worker_ends_the_others_with_a_clear_error(topo_file, ps_addr, 
             assert time.monotonic() < deadline, "the job never got to step 3"
             assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
             time.sleep(0.2)
-        procs[2].send_signal(signal.SIGKILL)
+        procs[2].send_signal(sig)
         killed = time.monotonic()
         errs = [p.communicate(timeout=60)[1] for p in procs[:2]]
         took = time.monotonic() - killed
@@ -160,13 +164,15 @@ def test_a_killed_worker_ends_the_others_with_a_clear_error(topo_file, ps_addr, 
                 p.kill()
                 p.wait()
     assert [p.returncode for p in procs[:2]] == [1, 1], errs
-    # Bounded: the allreduce timeout (3 s) or Gloo noticing the closed connection, plus
-    # start-up slack on a shared machine; never the 100000 steps.
+    # Bounded: the fault board (or Gloo noticing the closed connection), plus start-up
+    # slack on a shared machine; never the 100000 steps.
     assert took < 60
     for host, err in zip(HOSTS[:2], errs, strict=True):
         r = json.loads((tmp_path / f"{host}.json").read_text())
-        if aggregation == "switch":
-            assert "likely missing or stopped" in err and "never completed" in r["error"]
+        if aggregation == "switch" and sig == signal.SIGTERM:
+            assert "stopped: rank 2 (h3): stopped by SIGTERM" in r["error"], err
+        elif aggregation == "switch":
+            assert "rank 2 (h3) stopped: its heartbeat in the job's store" in r["error"], err
         else:
             assert "a peer rank has likely stopped" in err and "Gloo" in r["error"]
 
@@ -175,6 +181,8 @@ def test_a_killed_worker_ends_the_others_with_a_clear_error(topo_file, ps_addr, 
     (["--host", "h4"], "h4 is not a worker of job 1"),
     (["--host", "h1", "--compressor", "bogus"], "unknown compressor"),
     (["--host", "h1", "--gloo-timeout", "0"], "--gloo-timeout must be > 0"),
+    (["--host", "h1", "--amp-scale", "inf"], "amp_scale must be 0 (off) or a finite scale"),
+    (["--host", "h1", "--amp-scale", "-2"], "amp_scale must be 0 (off) or a finite scale"),
     (["--host", "h1", "--mode", "rows"], None),
 ])
 def test_usage_errors(topo_file, capsys, args, message):

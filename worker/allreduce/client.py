@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from worker import codec, hadamard, wire
+from worker.allreduce import agree
 from worker.allreduce.coding import ChunkCoder
 from worker.allreduce.pacing import BURST, Coalescer, RetransmitTimer, UplinkPacer, Window
 from worker.allreduce.protocol import IN_FLIGHT, Action, Event, State, transition
@@ -105,6 +106,14 @@ class JobParams:
     # (wire.use_chunk); None: the window. The window may use fewer.
     slots: int | None = None
 
+    @property
+    def nonfinite_exp(self) -> int:
+        """The exponent that marks a chunk as non-finite (docs/PROTOCOL.md "Non-finite
+        values"): the job's bound itself, which every switch admits and takes the max of,
+        so one worker's mark reaches every worker in the result that scales the chunk.
+        Finite chunks carry less: values below 2^(max_exp - 127)."""
+        return self.max_exp
+
     def __post_init__(self) -> None:
         if self.slots is None:
             object.__setattr__(self, "slots", self.window)
@@ -149,9 +158,11 @@ def check_options(framer: Framer, job: JobParams, rto: float, rto_min: float, rt
         raise ValueError(f"timeout must be > 0 s, got {timeout}")
 
 
-def checked_tensor(tensor, job: JobParams, failed: str, limit: int, unit: str):
+def checked_tensor(tensor, job: JobParams, failed: str, limit: int, unit: str,
+                   marks: bool = False):
     """(tensor as float32, its flat view, rows of ELEMS it needs), or AllReduceError: an
-    earlier failure, NaN/inf, more than `limit - 1` rows, or a value the switch would drop."""
+    earlier failure, more than `limit - 1` rows, or (unless the caller `marks` them as
+    non-finite chunks) NaN/inf or a value the switch would drop."""
     if failed:
         raise AllReduceError(f"an earlier call of this client failed ({failed}); its slots "
                              "are out of step with the other workers: start a new session")
@@ -159,13 +170,15 @@ def checked_tensor(tensor, job: JobParams, failed: str, limit: int, unit: str):
     flat = x.reshape(-1)
     if flat.size == 0:
         return x, flat, 0
-    top = codec.max_exponent(flat)  # one pass for both checks
-    if top == 255:
-        raise AllReduceError("the tensor holds NaN or infinity: nothing to aggregate")
     rows = -(-flat.size // job.elems)
     if rows >= limit:
         raise AllReduceError(f"tensor of {flat.size} elements needs {rows} {unit}, "
                              f"at most {limit - 1}")
+    if marks:
+        return x, flat, rows
+    top = codec.max_exponent(flat)  # one pass for both checks
+    if top == 255:
+        raise AllReduceError("the tensor holds NaN or infinity: nothing to aggregate")
     if top > job.max_exp:
         index = int(np.argmax(np.abs(flat)))
         raise AboveBound(float(flat[index]), index, bound_text(job))
@@ -232,8 +245,21 @@ def session_answered_hint(job) -> str:
 
 
 class SessionMixin:
-    """What the dense and the sparse client share once constructed: moving to a new session
-    and reporting their pacing. Needs job, uses, calls, failed, timer, window."""
+    """What the dense and the sparse client share once constructed: moving to a new session,
+    reporting their pacing, and hearing that the job stopped elsewhere. Needs job, uses,
+    calls, failed, timer, window."""
+
+    # Polled when a retransmission timer fires and before a timeout: why another worker of
+    # the job stopped it (worker/ddp/faults.py), or None.
+    abort: Callable[[], str | None] | None = None
+
+    def _aborted(self) -> None:
+        if self.abort is None:
+            return
+        why = self.abort()
+        if why:
+            raise AllReduceError(f"allreduce of job {self.job.job_id} (session "
+                                 f"{self.job.session}, call {self.calls}) stopped: {why}")
 
     def start_session(self, session: int) -> None:
         """Go on in a new session (after a switch restart, restart.py): every slot starts at
@@ -264,8 +290,11 @@ class AllReduceClient(SessionMixin):
                  progress: Callable[[int, int], None] | None = None,
                  trace: Callable[..., None] | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] = time.sleep, verify: str = "auto"):
         check_options(framer, job, rto, rto_min, rto_max, timeout)
+        agree.verifies(verify, job.encoding, 0, job.window)      # refuses a bad mode
+        # after a call, the workers' digests of its result through the switch (agree.py)
+        self.verify, self.verifying = verify, False
         self.port, self.framer, self.job = port, framer, job
         # seed and rank: the run's seed and this worker's rank, whose draws differ from the
         # other workers' (coding.py)
@@ -314,10 +343,15 @@ class AllReduceClient(SessionMixin):
             Action.IGNORE: self._ignore,
         }
 
+    @property
+    def mark(self) -> int:
+        return self.job.nonfinite_exp
+
     # ------------------------------------------------------------------ the call
     def allreduce(self, tensor) -> np.ndarray:
         """The element-wise mean of `tensor` over the job's workers (float32, same shape)."""
-        x, flat, n_chunks = checked_tensor(tensor, self.job, self.failed, MAX_CHUNKS, "chunks")
+        x, flat, n_chunks = checked_tensor(tensor, self.job, self.failed, MAX_CHUNKS, "chunks",
+                                           marks=self.coder.primed)
         if flat.size == 0:
             return x.copy()
         elems, window = self.job.elems, self.job.window
@@ -336,11 +370,15 @@ class AllReduceClient(SessionMixin):
             padded[:flat.size] = flat
             self.chunks = padded.reshape(n_chunks, elems)
         self.n_chunks = n_chunks
-        self.exps = self.coder.exponents(self.chunks)
-        if self.coder.rotates and n_chunks and int(self.exps.max()) > self.job.max_exp:
-            index = int(np.argmax(np.abs(flat)))
-            raise AboveBound(float(flat[index]), index, "after the rotation: "
-                             + bound_text(self.job))
+        if self.coder.primed:
+            # A chunk with NaN, inf or a value beyond the job's range goes as zeros under
+            # the NONFINITE exponent, which comes back as every worker's mark (_decode).
+            self.exps, over = self.coder.marked_exponents(self.chunks, self.mark)
+            if over.any():
+                self.chunks = self.chunks.copy()    # not the caller's tensor
+                self.chunks[over] = 0
+        else:
+            self.exps = self.coder.exponents(self.chunks)
         self.res_enc = np.full(n_chunks, -1, np.int8)        # each chunk's result encoding
         self.res_exp = np.zeros(n_chunks, np.int16)          # and the exponent it decodes with
         self.res: dict[int, np.ndarray] = {}                 # encoding -> payload rows
@@ -380,6 +418,9 @@ class AllReduceClient(SessionMixin):
         out = self._decode(n_chunks * elems)
         if self.coder.rotates:
             out = hadamard.unrotate(out[:flat.size], size, seed)
+        if not self.verifying and agree.verifies(self.verify, self.job.encoding, n_chunks,
+                                                 window):
+            self._agree(out[:size])
         self.stats.calls += 1
         self.stats.elements += size
         self.stats.chunks += n_chunks
@@ -387,6 +428,30 @@ class AllReduceClient(SessionMixin):
         self.last = self.stats.since(before)
         self.chunks = self.res = None
         return out[:size].reshape(x.shape)
+
+    def _agree(self, out: np.ndarray) -> None:
+        """The call's digest through the switch as one more call of one chunk; raises,
+        naming the call, when the workers' digests differ (agree.py). The digest call keeps
+        the call's number and its counts out of the call's own: with or without it, the
+        calls' draws and figures are the same."""
+        call, before = self.calls, self.stats.copy()
+        self.verifying = True
+        try:
+            mean = self.allreduce(agree.digest_bits(out, self.job.elems))
+        finally:
+            self.verifying = False
+            self.calls = call
+            st = self.stats
+            st.calls, st.elements, st.chunks = before.calls, before.elements, before.chunks
+            st.verified += 1
+        bad = agree.disagreeing(mean)
+        if bad:
+            self.failed = f"call {call}: the workers' results differ"
+            raise AllReduceError(
+                f"allreduce of job {self.job.job_id} (session {self.job.session}, call "
+                f"{call}): the workers' results differ ({bad} of {mean.size} digest bits "
+                f"disagree): a result frame reached some worker corrupted with a checksum "
+                f"that still adds up; no worker can tell whose is wrong, so none goes on")
 
     def _run(self, used: int, start: float) -> None:
         deadline = self.deadline[:used]
@@ -399,6 +464,7 @@ class AllReduceClient(SessionMixin):
             now = self.clock()
             give_up = last_progress + self.timeout
             if now >= give_up:
+                self._aborted()
                 raise AllReduceError(self._missing(used, now - last_progress))
             if frame is None:
                 frame = self.port.recv(max(0.0, min(deadline.min(), give_up) - now))
@@ -431,8 +497,11 @@ class AllReduceClient(SessionMixin):
                 frame = self.port.recv(0.0)
             if frame is None:
                 now = self.clock()
-                for s in np.flatnonzero(deadline <= now):
+                fired = np.flatnonzero(deadline <= now)
+                for s in fired:
                     self._dispatch(int(s), _TIMEOUT, None)
+                if fired.size:
+                    self._aborted()
                 if self.pacer.share:
                     self.pacer.passed(self.clock(), self.port.backlog())
             if (self.progress is not None and last_progress >= next_report
@@ -733,7 +802,11 @@ class AllReduceClient(SessionMixin):
             return
         slots, self.to_send = self.to_send, []
         cs = self.cur[slots]
-        payloads = self.coder.encode(self.chunks[cs], self.exp[slots], cs)
+        exps = self.exp[slots]
+        rows = self.chunks[cs]
+        if self.coder.primed:
+            rows[exps == self.mark] = 0     # comes back NaN: its values do not matter
+        payloads = self.coder.encode(rows, exps, cs)
         window, n_chunks, job = self.job.window, self.n_chunks, self.job
         if len(slots) >= BATCH_FRAMES:
             nxt = cs + window
@@ -815,6 +888,11 @@ class AllReduceClient(SessionMixin):
                 out[:] = self.coder.decode_mean(enc, rows, self.res_exp)
             else:
                 out[idx] = self.coder.decode_mean(enc, rows[idx], self.res_exp[idx])
+        if self.coder.primed:
+            nonfinite = self.res_exp == self.mark
+            if nonfinite.any():
+                out[nonfinite] = np.nan
+                self.stats.nonfinite_chunks += int(np.count_nonzero(nonfinite))
         return out.reshape(size)
 
     def _rtt_sample(self, s: int) -> None:

@@ -57,6 +57,17 @@ class ChunkCoder:
         """Per chunk, the exponent the protocol negotiates (docs/PROTOCOL.md)."""
         return codec.chunk_exponents(chunks)
 
+    @staticmethod
+    def marked_exponents(chunks: np.ndarray, mark: int) -> tuple[np.ndarray, np.ndarray]:
+        """(exponents, over): per chunk its exponent, `mark` (the job's NONFINITE exponent,
+        JobParams.nonfinite_exp) where the chunk holds NaN, inf or a value at or above
+        2^(mark - 127), which `over` flags (docs/PROTOCOL.md "Non-finite values")."""
+        exps = codec.chunk_exponents(chunks, raw=True)
+        over = exps >= mark
+        if over.any():
+            exps[over] = mark
+        return exps, over
+
     def accepts(self, result_encoding: int) -> bool:
         return result_encoding in self._results
 

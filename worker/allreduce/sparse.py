@@ -189,6 +189,7 @@ class SparseAllReduceClient(SessionMixin):
             now = self.clock()
             give_up = last_progress + self.timeout
             if now >= give_up:
+                self._aborted()
                 raise AllReduceError(self._missing(now - last_progress))
             if frame is None:           # else: left over from the last burst
                 frame = self.port.recv(max(0.0, min(self.deadline.min(), give_up) - now))
@@ -214,6 +215,8 @@ class SparseAllReduceClient(SessionMixin):
                 continue            # more waiting: handle it before any timer fires
             now = self.clock()
             due = np.flatnonzero(self.deadline <= now)
+            if due.size:
+                self._aborted()
             oldest = int(due[np.argmin(self.seq[due])]) if due.size else -1
             if due.size and (self.completed == 0 or now - last_progress >= self.rto[oldest]):
                 # Nothing of this call has completed: the other workers are likely still
@@ -378,6 +381,11 @@ class SparseAllReduceClient(SessionMixin):
                 and self.state[s] == _RUNNING and hdr.version == self.uses[s] & 1
                 and hdr.chunk == self._chunk(s)):
             prime = self.k[s] == 0
+            if prime and hdr.count == wire.DROP_BAD_BLOCK and hdr.block == self.nb:
+                # The switch holds this worker's own count, so the PRIME it refused carried
+                # another: not this worker's (a forged or corrupted copy from its port).
+                self.stats.refusals_ignored += 1
+                return
             where = f"slot {s} {'prime' if prime else f'block {self.block[s]}'}"
             raise AllReduceError(refusal_text(job, hdr, where, self.nb if prime else None))
 

@@ -22,6 +22,9 @@ class Stats:
     rtt_samples: int = 0           # round trips measured (uses answered without a resend)
     rtt_seconds: float = 0.0       # their sum
     seconds: float = 0.0           # inside allreduce calls
+    nonfinite_chunks: int = 0      # chunks that came back NaN: a worker marked them
+    refusals_ignored: int = 0      # refused PRIMEs that were not this worker's (sparse)
+    verified: int = 0              # calls whose result digests went through the switch
 
     def as_dict(self) -> dict:
         return asdict(self)

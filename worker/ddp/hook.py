@@ -254,6 +254,8 @@ class HookState:
         the futures fail, so whoever DDP wakes finds it."""
         if isinstance(e, AllReduceError):
             self.error = e
+        if not isinstance(e, Exception):    # a future takes Exceptions only: else it hangs
+            e = RuntimeError(f"{type(e).__name__}: {e}")
         for f in futures:
             f.set_exception(e)
 

@@ -74,6 +74,10 @@ def build_parser():
     g.add_argument("--ifname", help="the interface Gloo uses (sets GLOO_SOCKET_IFNAME; "
                    "default: GLOO_SOCKET_IFNAME, else the interface holding the host's IP)")
     g.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (default 0.9)")
+    g.add_argument("--amp-scale", type=float, default=0.0, metavar="S",
+                   help="mixed precision: float16 forward (torch.autocast) and a GradScaler "
+                   "starting at loss scale S, which skips steps whose mean gradient is not "
+                   "finite (default 0: off)")
     g.add_argument("--gloo-timeout", type=float, default=60.0,
                    help="seconds a Gloo operation (rendezvous, broadcast, allreduce, "
                    "allgather) may wait for a peer (default %(default)s)")
@@ -113,10 +117,38 @@ def place(args) -> str | None:
     return nic
 
 
+def rank_names(r) -> tuple[str, ...]:
+    """The job's workers in rank order (their hosts, where the topology holds the job)."""
+    return (r["job"].workers if r["job"] is not None
+            else tuple(f"rank {i}" for i in range(r["workers"])))
+
+
+def fault_board(r, rank: int):
+    """The job's fault board (worker/ddp/faults.py) on the store of the default group, and
+    SIGTERM and SIGINT posting to it before the rank ends."""
+    import signal
+
+    import torch.distributed as dist
+
+    from worker.ddp.faults import FaultBoard
+    # The default group's store: torch has no public accessor, and a second store would need
+    # a rendezvous of its own.
+    board = FaultBoard(dist.distributed_c10d._get_default_store(), rank, rank_names(r))
+
+    def stop(signum, _frame):
+        board.post(f"stopped by {signal.Signals(signum).name}")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
+    return board
+
+
 def check_torchrun_rank(args, r) -> None:
     """torchrun's RANK and WORLD_SIZE against the host's position in the job."""
-    names = r["job"].workers if r["job"] is not None else \
-        tuple(f"rank {i}" for i in range(r["workers"]))
+    names = rank_names(r)
     try:
         rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     except ValueError:
@@ -162,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = DDPConfig(steps=args.steps, batch=args.batch, lr=args.lr, momentum=args.momentum,
                         seed=args.seed, compressor=args.compressor, mode=args.mode,
                         eval_every=args.eval_every, overlap=args.overlap,
-                        workload=args.workload, **bucket)
+                        workload=args.workload, amp_scale=args.amp_scale, **bucket)
         master = master_addr(args, r)
         if args.gloo_timeout <= 0 or args.threads < 1:
             raise UsageError("--gloo-timeout must be > 0 s and --threads >= 1")
@@ -220,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         last[1] = wire_now
         return out
 
+    faults = None
     try:
         say(f"rendezvous at {master[0]}:{master[1]} as rank {rank} of {workers}")
         timeout = datetime.timedelta(seconds=args.gloo_timeout)
@@ -229,9 +262,12 @@ def main(argv: list[str] | None = None) -> int:
             dist.init_process_group("gloo", init_method=f"tcp://{master[0]}:{master[1]}",
                                     rank=rank, world_size=workers, timeout=timeout)
         group = dist.group.WORLD
+        faults = fault_board(r, rank)
+        if client:
+            client.abort = faults.check     # another rank's fault ends this one's call
         result.update(train(group, cfg, allreduce=client.allreduce if client else None,
                             sparse=bool(client and args.sparse),
-                            comm_stats=comm_stats, log=say, data=data))
+                            comm_stats=comm_stats, log=say, data=data, faults=faults))
     except (AllReduceError, RuntimeError) as e:
         # A hook's AllReduceError reaches here wrapped in backward()'s RuntimeError; a
         # peer that is gone shows as a Gloo error (connection closed, timeout).
@@ -263,7 +299,11 @@ def main(argv: list[str] | None = None) -> int:
     out = args.result or f"result-{name}.json"
     with open(out, "w") as f:
         json.dump(result, f, indent=1)
+    if faults is not None:
+        faults.leave()
     if status:
+        if faults is not None and rank == 0:
+            faults.linger()     # this process serves the store the others read the fault in
         # Gloo's teardown can wait on the peer that is gone: leave now, the result is out.
         sys.stdout.flush()
         sys.stderr.flush()
