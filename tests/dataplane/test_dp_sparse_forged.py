@@ -65,7 +65,7 @@ def run(fabric, job_id: int, seed: int, first: bool):
 
 
 def check_failed(errors):
-    for rank, e in enumerate(errors):
+    for e in errors:
         assert isinstance(e, AllReduceError), e
         assert NAMED in str(e), e
 
