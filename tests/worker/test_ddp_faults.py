@@ -166,12 +166,14 @@ def test_rank_0_lingers_until_the_others_left_or_stopped():
         naps.append(s)
         clock.t += s
         store.add(beat_key(1), 1)           # rank 1 still runs, rank 2 is dead
-        if len(naps) == 20:
+        if len(naps) == 50:
             FaultBoard(store, 1, NAMES[:3]).leave()
 
+    board.leave()                           # as worker/ddp/main.py does, before lingering
     board.linger(most=10.0, sleep=sleep)
-    # rank 1 left after 2 s; rank 2 counts as stopped once its beat is 3 s old
-    assert len(naps) == 30
+    # rank 2 counts as stopped once its beat is 3 s old; rank 1, still reading its store,
+    # leaves after 5 s: rank 0's own leave is not one of the others'
+    assert len(naps) == 50
     naps.clear()
     board.linger(most=0.5, sleep=sleep)     # at most `most`
     assert len(naps) <= 1 + 5

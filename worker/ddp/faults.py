@@ -49,6 +49,7 @@ class FaultBoard:
         self.beat, self.dead_after, self.clock = beat, dead_after, clock
         self.seen: dict[int, tuple[int, float]] = {}     # peer -> (counter, since when)
         self.checks = 0
+        self.left = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -126,17 +127,19 @@ class FaultBoard:
         """This rank is done with the store (after its result is out)."""
         try:
             self.store.add(LEFT, 1)
+            self.left = True
         except Exception:   # noqa: BLE001  (gone already: nothing to wait for)
             pass
 
     def linger(self, most: float = 10.0, sleep: Callable[[float], None] = time.sleep) -> None:
         """Rank 0, whose process serves the store, waits (at most `most` seconds) until
         every other rank has left or stopped beating, so that none loses the fault to a
-        store that went away before it read it."""
+        store that went away before it read it. Its own leave() is not one of them."""
         deadline = self.clock() + most
         peers = len(self.names) - 1
         while self.clock() < deadline:
-            if self.store.add(LEFT, 0) + len(self._stale()) >= peers:
+            others_left = self.store.add(LEFT, 0) - int(self.left)
+            if others_left + len(self._stale()) >= peers:
                 return
             sleep(0.1)
 
