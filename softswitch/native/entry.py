@@ -26,14 +26,12 @@ from ..program.layout import (
     RESUBMIT,
     TRUNC,
 )
+from .res import RES_HEAD
+from .rx import emit_rx
 from .storage import Storage, s64
 
 ENTRY = ["ptr noalias %F", "ptr noalias %C"]
 SLOW_OPS = ("clone_egress_pkt_to_egress", "recirculate")
-MAX_FAST_REPLICAS = 64  # larger groups go through the Python orchestration
-# RES: outputs, drops, too big, next free byte of OUT, the assert that failed (its event
-# number, 0 for none), then (port, offset, length) of each output
-RES_HEAD = 5
 
 
 def fast_path(j: dict) -> bool:
@@ -140,7 +138,6 @@ def emit_entries(b, parse: str, verify: str, update: str, deparse: str, ingress:
                 "i64 %CAP)"))
     _process(b)
     if fast_path(b.j):
-        from .rx import emit_rx
         emit_rx(b)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .entry import MAX_FAST_REPLICAS, RES_HEAD
+from .res import MAX_FAST_REPLICAS, RES_HEAD
 from .storage import Storage
 from .tables import NativeTables
 

@@ -18,7 +18,7 @@ and the number of them. TXN: frames sent per port, then
 from __future__ import annotations
 
 from ..ring import CUR, NUMBER, RING, RX, SKIPPED, SLOT, SLOTS, TRUNCATED
-from .entry import RES_HEAD
+from .res import RES_HEAD
 
 IN, OUT_, DROPPED, TOO_BIG, EVENT, EVENTS = range(6)
 MAX_TX_PORT = 511  # egress ports with a socket table entry (9-bit ports)
