@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ipaddress
 from collections import deque
+from typing import TypeVar
 
-from controller.topology import (
+from controller.topology_data import (
     DEFAULT_MAX_EXP,
     ENCODINGS,
     FORMAT_VERSION,
@@ -19,7 +20,7 @@ from controller.topology import (
     JobSpec,
     Link,
     Switch,
-    Topology,
+    TopologyData,
     TopologyError,
     ifname,
     valid_mac,
@@ -27,6 +28,7 @@ from controller.topology import (
 )
 
 _MISSING = object()
+T = TypeVar("T", bound=TopologyData)
 
 
 def _get(obj: dict, key: str, where: str, kind: type | tuple, default=_MISSING):
@@ -169,7 +171,7 @@ def parse_job(i: int, d: dict) -> JobSpec:
     return JobSpec(job_id, tuple(workers), slots, enc, partials, max_exp, mode, seed)
 
 
-def _check_links(topo: Topology) -> None:
+def _check_links(topo: TopologyData) -> None:
     nodes = {s.name for s in topo.switches} | {h.name for h in topo.hosts}
     used: dict[tuple[str, int], int] = {}
     host_links: dict[str, int] = {}
@@ -202,7 +204,7 @@ def _check_links(topo: Topology) -> None:
                                 f"{host_links.get(h.name, 0)}")
 
 
-def _check_connected(topo: Topology) -> None:
+def _check_connected(topo: TopologyData) -> None:
     if not topo.switches:
         raise TopologyError("no switches")
     start = topo.switches[0].name
@@ -219,7 +221,7 @@ def _check_connected(topo: Topology) -> None:
         raise TopologyError(f"not connected: {', '.join(missing[:8])} unreachable from {start}")
 
 
-def _check_jobs(topo: Topology) -> None:
+def _check_jobs(topo: TopologyData) -> None:
     seen = set()
     for job in topo.jobs:
         if job.id in seen:
@@ -230,7 +232,8 @@ def _check_jobs(topo: Topology) -> None:
                 raise TopologyError(f"job {job.id}: worker {w!r} is not a host of the topology")
 
 
-def parse_topology(data: object) -> Topology:
+def parse_topology(cls: type[T], data: object) -> T:
+    """A topology of class `cls` (controller.topology.Topology) from its JSON form."""
     if not isinstance(data, dict):
         raise TopologyError(f"expected a JSON object, got {type(data).__name__}")
     version = data.get("version")
@@ -266,7 +269,7 @@ def parse_topology(data: object) -> Topology:
         if h.ip == service_ip:
             raise TopologyError(f"service.ip {service_ip} is also the address of {h.name!r}")
 
-    topo = Topology(kind, params, switches, hosts, links, service_ip, service_mac, jobs)
+    topo = cls(kind, params, switches, hosts, links, service_ip, service_mac, jobs)
     _check_links(topo)
     _check_connected(topo)
     _check_jobs(topo)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from controller.topology import MAX_CHILDREN, JobSpec, Topology, TopologyError
+from controller.topology_data import MAX_CHILDREN, JobSpec, TopologyData, TopologyError
 
 MAX_HEADROOM = 24      # workers keep at least 6 bits of magnitude (30 - h)
 
@@ -81,7 +81,8 @@ class JobTree:
         return max(up(n) for n in self.nodes)
 
 
-def _bfs(topo: Topology, root: str) -> dict[str, tuple[int, str | None, int | None, int | None]]:
+def _bfs(topo: TopologyData,
+         root: str) -> dict[str, tuple[int, str | None, int | None, int | None]]:
     """Switch -> (distance, parent, parent's port towards it, its port towards parent)."""
     found = {root: (0, None, None, None)}
     todo = deque([root])
@@ -95,7 +96,7 @@ def _bfs(topo: Topology, root: str) -> dict[str, tuple[int, str | None, int | No
     return found
 
 
-def choose_root(topo: Topology, job: JobSpec) -> str:
+def choose_root(topo: TopologyData, job: JobSpec) -> str:
     attached = sorted({topo.attachment(w).node for w in job.workers},
                       key=lambda s: topo.switch(s).device_id)
     if len(attached) == 1:
@@ -113,7 +114,7 @@ def choose_root(topo: Topology, job: JobSpec) -> str:
     return ties[(job.id - 1) % len(ties)]
 
 
-def build_tree(topo: Topology, job: JobSpec) -> JobTree:
+def build_tree(topo: TopologyData, job: JobSpec) -> JobTree:
     for w in job.workers:
         topo.host(w)
     root = choose_root(topo, job)
