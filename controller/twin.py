@@ -12,8 +12,8 @@ slots. The session is in the entry; moving it is replacing the entries, which fi
 
 from __future__ import annotations
 
+import importlib.util
 import re
-import sys
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -43,14 +43,15 @@ ELEMENT_TABLE = re.compile(r"NatIngress\.dec(\d+)\.decode|NatEgress\.recompress\
                            r"(\d+)\.lead")
 
 
+@lru_cache(maxsize=1)
 def _gen_tna():
-    tna = str(Path(__file__).resolve().parents[1] / "p4src" / "tna")
-    sys.path.insert(0, tna)
-    try:
-        import gen_tna
-    finally:
-        sys.path.remove(tna)
-    return gen_tna
+    """p4src/tna/gen_tna.py, which writes the rows the TNA program compiles in, loaded by
+    its path: p4src/ holds P4 sources and their scripts, not a package."""
+    path = Path(__file__).resolve().parents[1] / "p4src" / "tna" / "gen_tna.py"
+    spec = importlib.util.spec_from_file_location("gen_tna", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def is_twin(p4info) -> bool:
