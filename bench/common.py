@@ -6,6 +6,7 @@ turns those into docs/results.md.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import platform
@@ -23,6 +24,23 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 OUT = REPO / "results" / "bench"
 _T0 = time.monotonic()
+
+
+def mininet_module(name: str, alias: str | None = None):
+    """mininet/<name>.py, loaded once by its path. That folder holds the emulation's scripts,
+    not a package (Debian's Mininet owns the name `mininet`), so the module is registered
+    under the name its siblings import it by, or under `alias` where bench/ has that name."""
+    key = alias or name
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, REPO / "mininet" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module       # its dataclasses look their module up as it runs
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[key]
+            raise
+    return sys.modules[key]
 
 
 def quick() -> bool:

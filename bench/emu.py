@@ -21,9 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import REPO, UNREAD, Reading, cpu_of, link_loads, say
-
-sys.path.insert(0, str(REPO / "mininet"))
+from common import REPO, UNREAD, Reading, cpu_of, link_loads, mininet_module, say
 
 PROBE = REPO / "bench" / "host_probe.py"
 
@@ -43,8 +41,10 @@ def started(topo, kind: str, workdir: Path, shape: bool = True, poll: float = 30
             patience: float = 3600.0, profile: str = "default"):
     """The topology emulated and programmed by the controller with the compiled profile's
     program (controller/profiles.py); yields the Emulation."""
-    from emulation import Emulation
     from mininet.log import setLogLevel
+
+    mininet_module("p4switch")      # emulation.py imports it by that name
+    Emulation = mininet_module("emulation").Emulation
 
     from controller.p4info import Pipeline
 

@@ -27,7 +27,19 @@ import sys
 import time
 from pathlib import Path
 
-from common import OUT, REPO, Target, link_loads, machine, markdown, quick, save, say, table
+from common import (
+    OUT,
+    REPO,
+    Target,
+    link_loads,
+    machine,
+    markdown,
+    mininet_module,
+    quick,
+    save,
+    say,
+    table,
+)
 
 from controller import topology as topology_mod
 from controller.topology import JobSpec
@@ -74,9 +86,8 @@ def figures(name: str, workers: list[str], loads, counted, elements: int, retx: 
 
 def run_mininet(args, workdir: Path) -> list[dict]:
     import emu
-    from p4switch import resolve_kind
 
-    kind = resolve_kind(args.switch)
+    kind = mininet_module("p4switch").resolve_kind(args.switch)
     topo, workers = make_topology(args.bw or 100.0)
     workdir.mkdir(parents=True, exist_ok=True)
     topo_path = workdir / "wire.json"
