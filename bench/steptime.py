@@ -20,7 +20,6 @@ recomputes everything from a previous JSON (no Mininet).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
@@ -28,20 +27,21 @@ import sys
 import time
 from pathlib import Path
 
-from common import OUT, REPO, Target, machine, markdown, median, save, say, table
+from common import (
+    OUT,
+    REPO,
+    Target,
+    machine,
+    markdown,
+    median,
+    mininet_module,
+    save,
+    say,
+    table,
+)
 
-
-def _model():
-    """mininet/steptime.py under a name of its own: this file is bench's `steptime`."""
-    spec = importlib.util.spec_from_file_location("steptime_model",
-                                                  REPO / "mininet" / "steptime.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-model = _model()
+# mininet/steptime.py under a name of its own: this file is bench's `steptime`
+model = mininet_module("steptime", "steptime_model")
 
 # (label, mininet/run.py flags, torch?)
 METHODS = [("C_nat INA", ["--encoding", "cnat8"], False),

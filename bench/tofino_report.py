@@ -3,7 +3,6 @@ read from the committed summaries in p4src/build/tofino/ (p4src/tna/build_tofino
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import sys
@@ -12,6 +11,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+from common import mininet_module  # noqa: E402
+
 from controller import switch_wire as sw  # noqa: E402
 from controller.switch_wire import FRAME_OVERHEAD  # noqa: E402
 
@@ -109,12 +110,7 @@ def wire(rows: list[dict]) -> list[str]:
 def _steptime():
     """mininet/steptime.py, loaded by its path under a name of its own (bench/steptime.py
     is `steptime` here)."""
-    name = "steptime_model"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO / "mininet" / "steptime.py")
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[name])
-    return sys.modules[name]
+    return mininet_module("steptime", "steptime_model")
 
 
 SWITCH_NAMES = {"line-rate": "v1model at line rate", "tofino1": "Tofino 1",
