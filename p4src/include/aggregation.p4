@@ -268,10 +268,12 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         bool dropped = meta.stale || meta.early;
         meta.bad_block = !dropped && bad;
         // Another child's PRIME set the use's bound and this one names another: the
-        // workers disagree (or one PRIME was forged). The sender is told the bound held.
+        // workers disagree (or one PRIME was forged). The sender is told the bound held
+        // and the children it came from: only PRIMEs naming it set their bits in this use.
         meta.contradicts = meta.bad_block && prime && !meta.first && prime_use
                            && hdr.block.block != nv;
         meta.held = nv;
+        meta.held_by = bv0;
         if (dropped || bad) {
             // Nothing changes: every register is written back as read.
             bv = bv0; bo = bo0; cn = cv0; co = co0; ev = ev0; wv = wv0; uv = uv0; sv = last;
@@ -513,6 +515,7 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
         }
         if (meta.contradicts) {
             hdr.block.block = meta.held;
+            hdr.block.next = meta.held_by;
             refuse(DROP_BAD_BLOCK);
             set_lengths();
             return;

@@ -104,11 +104,13 @@ struct metadata_t {
     bit<8>  weight;
     bit<32> max_mag;        // the largest magnitude an element from this port may have
     // refusals: a contribution sent back with its drop reason; out_of_range from
-    // codec.p4's RangeCheck; a sparse PRIME contradicting the use's bound, which `held` is
+    // codec.p4's RangeCheck; a sparse PRIME contradicting the use's bound, which `held` is,
+    // taken from the children whose bits `held_by` has
     bool    refused;
     bool    out_of_range;
     bool    contradicts;
     bit<32> held;
+    bit<32> held_by;
     bool    sum_ovf;        // codec.p4: a re-compressed sum above 2^30 units
     // the slot's register indices
     bit<32> region;

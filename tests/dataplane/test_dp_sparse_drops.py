@@ -75,12 +75,13 @@ def test_bad_blocks_are_dropped_and_the_slot_stays_intact(fabric):
                                                  msg_type=wire.MSG_SPARSE_RESULT))),
     ], hosts)
     # A PRIME naming another bound than the one the use holds: the workers disagree (or
-    # the first was forged). Counted as BAD_BLOCK, sent back with the bound held.
+    # the first was forged). Counted as BAD_BLOCK, sent back with the bound held and, in
+    # `next`, the bitmap of the children whose PRIMEs gave it: h1's alone (bit 0).
     at = fabric.counters("s1")
     fabric.send("h2", pkt("h2", B + 5, 2, prime=True))
     got = refusal(fabric, "h2")
-    assert (got.msg_type, got.count, got[wire.Block].block) == (
-        wire.MSG_SPARSE_REFUSED, BAD_BLOCK, B)
+    assert (got.msg_type, got.count, got[wire.Block].block, got[wire.Block].next) == (
+        wire.MSG_SPARSE_REFUSED, BAD_BLOCK, B, 0b1)
     delta = fabric.wait_counters(at, {("s1", "drops_in", BAD_BLOCK): 1}, switches=("s1",))
     assert delta.of("s1", "events") == {}
     fabric.send("h2", pkt("h2", B, 4, prime=True, exp=131))

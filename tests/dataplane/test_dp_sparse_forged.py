@@ -26,7 +26,12 @@ from worker.ddp.faults import FaultBoard, Posting
 HOSTS = ("h1", "h2", "h3", "h4")
 ELEMS = wire.ELEMS
 NB = 12
-NAMED = f"the switch holds B={NB + 1} (the first PRIME it took), this worker sent B={NB}"
+
+
+def named(topo) -> str:
+    """What every failed worker's message says: both counts and the port of the held one."""
+    return (f"the switch holds B={NB + 1} from the first PRIME it took, sent by h2 on port "
+            f"{topo.attachment('h2').port}; this worker sent B={NB}")
 
 
 def forged(topo, job_id: int, session: int) -> bytes:
@@ -61,26 +66,26 @@ def run(fabric, job_id: int, seed: int, first: bool):
 
     outputs, clients, errors = run_workers(make, tensors, join_timeout=120)
     fabric.quiet(HOSTS)
-    return tensors, outputs, clients, errors, traces
+    return topo, tensors, outputs, clients, errors, traces
 
 
-def check_failed(errors):
+def check_failed(topo, errors):
     for e in errors:
         assert isinstance(e, AllReduceError), e
-        assert NAMED in str(e), e
+        assert named(topo) in str(e), e
 
 
 @pytest.mark.uncompared
 @pytest.mark.parametrize("trial", range(10))
 def test_a_forged_first_prime_fails_every_worker_naming_both_counts(fabric, trial):
-    _, _, _, errors, _ = run(fabric, 330 + trial, 900 + trial, first=True)
-    check_failed(errors)
+    topo, _, _, _, errors, _ = run(fabric, 330 + trial, 900 + trial, first=True)
+    check_failed(topo, errors)
 
 
 @pytest.mark.uncompared
 @pytest.mark.parametrize("trial", range(3))
 def test_a_racing_forged_prime_ends_exact_or_named_on_every_worker(fabric, trial):
-    tensors, outputs, clients, errors, traces = run(fabric, 340 + trial, 950 + trial,
+    topo, tensors, outputs, clients, errors, traces = run(fabric, 340 + trial, 950 + trial,
                                                     first=False)
     exact = errors == [None] * len(HOSTS)
     print(f"{fabric.name} trial {trial}: {'exact' if exact else 'failed, named'}")
@@ -88,4 +93,4 @@ def test_a_racing_forged_prime_ends_exact_or_named_on_every_worker(fabric, trial
         assert check_sparse(traces, tensors, outputs, len(HOSTS)) > 0
         assert clients[1].stats.refusals_ignored == 1
     else:
-        check_failed(errors)
+        check_failed(topo, errors)

@@ -17,7 +17,8 @@ from harness.network import SwitchNetwork, softswitch_missing
 from harness.workers import run_workers
 from worker import wire
 from worker.allreduce import AllReduceClient
-from worker.allreduce.client import AllReduceError
+from worker.allreduce.client import AllReduceError, held_by
+from worker.allreduce.job import job_params
 from worker.allreduce.sparse import SparseAllReduceClient
 from worker.frames import L2_LEN, with_udp_checksum
 from worker.transport import Port
@@ -77,9 +78,23 @@ def test_a_forged_first_prime_fails_every_genuine_worker_at_once_naming_both_cou
     _, _, errors = run_workers(make, [[tensor]] * len(HOSTS))
     for rank, e in enumerate(errors):
         assert isinstance(e, AllReduceError), (rank, e)
+    held = f"the switch holds B=17 from the first PRIME it took, sent by h1 on port {att.port}"
     for e in errors[1:]:        # h1's own PRIME is a duplicate of the forged one: it waits
         text = str(e)
-        assert "workers disagree" in text and "B=17" in text and "B=24" in text, text
+        assert "workers disagree" in text and held in text and "sent B=24" in text, text
+
+
+def test_a_refusals_bitmap_names_the_job_s_children_by_bit():
+    """The bitmap a BAD_BLOCK refusal carries in `next`, read with the job's children from
+    the topology (bit i: the switch's i-th child port of the job, in port order)."""
+    topo = star(5).with_jobs([JobSpec(1, ("h4", "h2", "h3"), slots=4, mode="sparse")])
+    job = job_params(topo, 1, 1, wire.ENC_FIXED32)
+    ports = {h: topo.attachment(h).port for h in ("h2", "h3", "h4")}
+    assert job.children == tuple(f"{h} on port {ports[h]}" for h in sorted(ports,
+                                                                             key=ports.get))
+    assert held_by(job, 0b101) == f"{job.children[0]} and {job.children[2]}"
+    assert held_by(job, 1 << 5) == "child bit 5"    # beyond the job's: named by its bit
+    assert held_by(job, 0) == "no port"
 
 
 class CorruptingPort(Port):

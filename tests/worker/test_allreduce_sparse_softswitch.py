@@ -222,7 +222,8 @@ def test_a_forged_first_prime_fails_every_worker_naming_both_counts(trial):
         return Posting(client, FaultBoard(store, rank, HOSTS))
 
     _, _, errors = run_workers(make, tensors, join_timeout=120)
-    named = "the switch holds B=13 (the first PRIME it took), this worker sent B=12"
+    named = (f"the switch holds B=13 from the first PRIME it took, sent by h2 on port "
+             f"{topo.attachment('h2').port}; this worker sent B=12")
     for rank, e in enumerate(errors):
         assert isinstance(e, AllReduceError), e
         assert named in str(e), e

@@ -105,6 +105,9 @@ class JobParams:
     # The job's slots on the switches (its region): the stride of the chunk numbers
     # (wire.use_chunk); None: the window. The window may use fewer.
     slots: int | None = None
+    # A one-switch job's children by bitmap bit, as "h3 on port 3" (controller/tree.py):
+    # how a refusal's bitmap names ports. Empty where the topology does not say.
+    children: tuple[str, ...] = ()
 
     @property
     def nonfinite_exp(self) -> int:
@@ -218,10 +221,21 @@ def refusal_text(job, hdr, where: str, blocks: int | None = None) -> str:
                 f"wrong: give every worker the job's headroom (Topology.headroom)")
     if hdr.count == wire.DROP_BAD_BLOCK and blocks is not None:
         return (f"{where}: workers disagree on the tensor's block count: the switch holds "
-                f"B={hdr.block} (the first PRIME it took), this worker sent B={blocks}; every "
+                f"B={hdr.block} from the first PRIME it took, sent by {held_by(job, hdr.next)}; "
+                f"this worker sent B={blocks}; every "
                 f"worker of job {job.job_id} must allreduce tensors of the same size, and a "
                 f"PRIME from another port may have been forged")
     return f"{where}: the switch refused this worker's contribution ({reason})"
+
+
+def held_by(job, bitmap: int) -> str:
+    """The ports a BAD_BLOCK refusal's bitmap names (docs/PROTOCOL.md "Refusals"): the
+    children whose PRIMEs gave the switch the count it holds."""
+    bits = [b for b in range(32) if bitmap >> b & 1]
+    if not bits:
+        return "no port"
+    return " and ".join(job.children[b] if b < len(job.children) else f"child bit {b}"
+                        for b in bits)
 
 
 def seen_text(rejected: dict[str, int]) -> str:

@@ -65,13 +65,18 @@ def job_params(topo: Topology, job_id: int, session: int, encoding: int,
     if workers is not None and workers != len(spec.workers):
         raise ValueError(f"{workers} workers, but job {job_id} in the topology has "
                          f"{len(spec.workers)} ({', '.join(spec.workers)})")
+    limits = {}
     if not host_aggregator:
         from controller.tree import build_tree
 
-        why = encoding_problem(spec, encoding, len(build_tree(topo, spec).nodes))
+        tree = build_tree(topo, spec)
+        why = encoding_problem(spec, encoding, len(tree.nodes))
         if why:
             raise ValueError(why)
-    limits = {} if host_aggregator else {"headroom": topo.headroom(job_id),
-                                         "max_exp": spec.max_exp, "slots": spec.slots}
+        limits = {"headroom": topo.headroom(job_id), "max_exp": spec.max_exp,
+                  "slots": spec.slots}
+        if len(tree.nodes) == 1:
+            limits["children"] = tuple(f"{c.node} on port {c.port}"
+                                       for c in tree.nodes[tree.root].children)
     return JobParams(job_id, session, len(spec.workers),
                      spec.slots if window is None else window, encoding, elems, **limits)
