@@ -29,7 +29,7 @@ from types import SimpleNamespace
 
 import numpy as np
 from common import OUT, Target, machine, markdown, quick, save, say, table
-from paired import paired, plan_line
+from paired import holm, paired, plan_line
 
 from worker.experiments import layerwise
 from worker.model import load_digits_split
@@ -132,16 +132,21 @@ def main(argv=None) -> int:
     base = [a[-1] for a in runs["uncompressed"]]
     header = ["method", "payload bits/element", "final accuracy",
               "vs uncompressed, pp [95 % CI]", "seeds", "verdict",
-              "largest lag on the way (pp)"]
+              f"Holm (family of {len(runs) - 1})", "largest lag on the way (pp)"]
     rows, versus = [], {}
     for name, accs in runs.items():
+        versus[name] = paired([a[-1] for a in accs], base, scale=100)
+    # the family: every method against the one baseline
+    corrected = holm({k: d for k, d in versus.items() if k != "uncompressed"})
+    for name, accs in runs.items():
         final = [a[-1] for a in accs]
-        d = versus[name] = paired(final, base, scale=100)
+        d = versus[name]
         # at every evaluated step: how far the seeds' mean trails the uncompressed mean
         lag = 100 * float(np.max(np.array(curves["uncompressed"]) - np.array(curves[name])))
         rows.append([name, bits.get(name, 8.0 if "C_nat" in name else 32.0),
                      float(np.mean(final)),
-                     *(["-", d.n, "baseline"] if name == "uncompressed" else d.cells()), lag])
+                     *(["-", d.n, "baseline", "-"] if name == "uncompressed"
+                       else [*d.cells(), corrected[name]]), lag])
     print(f"{args.seeds} seed(s), {args.steps} steps, {WORKERS} workers, batch {args.batch}, "
           f"lr {args.lr}, MLP 64-{'-'.join(map(str, args.hidden))}-10; "
           f"{time.monotonic() - t0:.0f} s")

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from common import REPO, fmt
-from paired import EXPLAINED, paired
+from paired import EXPLAINED, HOLM_EXPLAINED, holm, paired
 
 VS = "vs uncompressed, pp [95 % CI], seeds"
 
@@ -52,7 +52,7 @@ def section(layer: dict | None, model: dict | None, speed: dict | None,
     speed = speed or {}
     targets = sorted({k.split("/")[0] for k in speed})
     head = ["method", "bytes/element up", "bytes/element down", "accuracy layer-wise",
-            VS, "verdict", "accuracy entire model", VS, "verdict"]
+            VS, "verdict", "Holm", "accuracy entire model", VS, "verdict", "Holm"]
     for t in targets:
         head += [f"steps/s {t}", f"elements/s {t}"]
     wide4 = wide4 or {}
@@ -60,17 +60,29 @@ def section(layer: dict | None, model: dict | None, speed: dict | None,
     if w4:
         head[3:3] = ["up, wide4", "down, wide4"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-    def versus(c: dict | None, method: str) -> list[str]:
+    def family(c: dict | None, methods: list[str]) -> dict[str, str]:
+        """Holm's verdicts over `methods` against the baseline, of those `c` ran (one
+        column of the table: one mode)."""
+        if not c:
+            return {}
+        fam = {m: paired(c["finals"][m], c["finals"][base_name], scale=100)
+               for m in methods if m != base_name and c["finals"].get(m)}
+        return holm(fam)
+
+    def versus(c: dict | None, method: str, corrected: dict[str, str]) -> list[str]:
         """Mean final accuracy, the paired difference from uncompressed (pp) with its 95 % CI
-        and seeds, and the verdict."""
+        and seeds, the verdict and Holm's over the table's family."""
         finals = c["finals"].get(method) if c else None
         if not finals:
-            return ["-", "-", "-"]
+            return ["-", "-", "-", "-"]
         acc = f"{sum(finals) / len(finals):.3f}"
         if method == base_name:
-            return [acc, "-", "baseline"]
+            return [acc, "-", "baseline", "-"]
         d = paired(finals, c["finals"][base_name], scale=100)
-        return [acc, d.text(verdict=False), d.label]
+        return [acc, d.text(verdict=False), d.label, corrected.get(method, "-")]
+
+    main_holm = {mode: family(conv[mode], [m for _, m, _ in METHODS])
+                 for mode in ("layer", "model")}
 
     for row, method, enc in METHODS:
         first = speed.get(f"{targets[0]}/{enc}") if targets and enc else None
@@ -81,7 +93,7 @@ def section(layer: dict | None, model: dict | None, speed: dict | None,
             cells += ["4 (float32)" if enc is None else fmt(r["up"]) if r else "-",
                       "4 (float32)" if enc is None else fmt(r["down"]) if r else "-"]
         for mode in ("layer", "model"):
-            cells += versus(conv[mode], method)
+            cells += versus(conv[mode], method, main_holm[mode])
         for t in targets:
             r = speed.get(f"{t}/{enc}") if enc else None
             cells += [fmt(r["steps_per_s"]) if r else "-",
@@ -95,7 +107,8 @@ def section(layer: dict | None, model: dict | None, speed: dict | None,
                 f"*Accuracy*: DDP on MNIST-1D (the 1-D CNN, "
                 f"{c['steps']} steps, batch {c['batch']} per worker, lr {c['lr']}), the mean "
                 f"final test accuracy over {c['seeds']} seeds and its difference from "
-                f"uncompressed in percentage points, {EXPLAINED}; "
+                f"uncompressed in percentage points, {EXPLAINED}; {HOLM_EXPLAINED}, the "
+                f"family: the methods of the table against uncompressed, one per mode; "
                 f"compressors applied per layer (layer-wise) or to the whole model; "
                 f"ranks are threads through in-process softswitch. ")
     out += [f"4 workers on one switch. *Bytes per element*: whole frames (Ethernet header on) "
@@ -104,15 +117,23 @@ def section(layer: dict | None, model: dict | None, speed: dict | None,
             f"the CNN's 134,922 parameters per second (communication only, default profile); "
             f"*elements/s*: per "
             f"worker.", "", *lines, ""]
+    # the wide4 table's family is its rows, both modes: one Holm column over all of them
+    w4_fam = {(mode, m): paired(conv[mode]["finals"][m], conv[mode]["finals"][base_name],
+                                scale=100)
+              for mode in ("layer", "model") for _, m in WIDE4_METHODS
+              if conv[mode] and conv[mode]["finals"].get(m)}
+    w4_holm = {mode: {m: v for (md, m), v in holm(w4_fam).items() if md == mode}
+               for mode in ("layer", "model")}
     wide4_rows = [[f"{row}, {'layer-wise' if mode == 'layer' else 'entire model'}",
-                   *versus(conv[mode], method)]
+                   *versus(conv[mode], method, w4_holm[mode])]
                   for mode in ("layer", "model") for row, method in WIDE4_METHODS
                   if conv[mode] and method in conv[mode]["finals"]]
     if wide4_rows:
         out += ["The 4-bit encodings through wide4 (one scale per 1024 elements instead of 168), "
                 "the same runs otherwise:", "",
-                f"| method | accuracy | {VS} | verdict |",
-                "| --- | --- | --- | --- |", *("| " + " | ".join(r) + " |" for r in wide4_rows),
+                f"| method | accuracy | {VS} | verdict | Holm |",
+                "| --- | --- | --- | --- | --- |",
+                *("| " + " | ".join(r) + " |" for r in wide4_rows),
                 ""]
     ratios = [ln for ln in (pps or "").splitlines() if " the elements/s of " in ln]
     if ratios:

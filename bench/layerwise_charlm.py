@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 from common import OUT, machine, markdown, quick, save, say, table
-from paired import BETTER, CANNOT_TELL, EXPLAINED, WORSE, paired
+from paired import BETTER, CANNOT_TELL, EXPLAINED, HOLM_EXPLAINED, WORSE, holm, paired
 from torch_convergence import run
 
 MODES = ("layer", "model")
@@ -82,18 +82,25 @@ def _mean(xs: list[float]) -> float | str:
 
 def report(losses: dict, base: list[float], seeds: int,
            base_lr: float = BASE_LR) -> tuple[list[str], list[list]]:
+    done = [(name, ratio, spec, lr) for name, ratio, spec, lr in CONFIGS if spec in losses]
+    cmp = {spec: compare(losses[spec]["layer"][:seeds], losses[spec]["model"][:seeds])
+           for _, _, spec, _ in done}
+    # the family: the rows with a paired test (a row with divergences has none)
+    tested = {s: paired(losses[s]["layer"][:seeds], losses[s]["model"][:seeds],
+                        higher_is_better=False)
+              for s, c in cmp.items() if c["paired"] is not None}
+    corrected = {s: {BETTER: LAYER_BETTER, WORSE: MODEL_BETTER}.get(v, v)
+                 for s, v in holm(tested).items()}
     header = ["compressor", "ratio", "spec", "lr", "layer-wise loss", "entire-model loss",
-              "layer - entire [95 % CI]", "seeds", "verdict"]
+              "layer - entire [95 % CI]", "seeds", "verdict", f"Holm (family of {len(tested)})"]
     rows = []
-    for name, ratio, spec, lr in CONFIGS:
-        if spec not in losses:
-            continue
+    for name, ratio, spec, lr in done:
         lay, mod = losses[spec]["layer"][:seeds], losses[spec]["model"][:seeds]
-        c = compare(lay, mod)
+        c = cmp[spec]
         rows.append([name, ratio, spec, losses[spec].get("lr", lr), _mean(lay), _mean(mod),
-                     c["interval"], c["n"], c["verdict"]])
+                     c["interval"], c["n"], c["verdict"], corrected.get(spec, "-")])
     rows.append(["uncompressed (Gloo)", "-", "-", base_lr, _mean(base[:seeds]), "-", "-",
-                 len(base[:seeds]), "baseline"])
+                 len(base[:seeds]), "baseline", "-"])
     return header, rows
 
 
@@ -149,7 +156,10 @@ def main(argv=None) -> int:
           f"{charlm.CONTEXT} characters, lr as in the table, momentum 0.9; corpus sha256 "
           f"{charlm.corpus_sha256()[:16]}; {time.monotonic() - t0:.0f} s")
     print(table(header, rows))
-    print(f"columns: {EXPLAINED.replace('method - baseline', 'layer-wise - entire-model')}")
+    family = HOLM_EXPLAINED.replace("every method against the one baseline",
+                                    "the rows with an interval")
+    print(f"columns: {EXPLAINED.replace('method - baseline', 'layer-wise - entire-model')}; "
+          f"{family}")
     return 0
 
 

@@ -81,8 +81,18 @@ class Paired:
         """Seeds for a 95 % CI of `half_width` at this comparison's spread (None: 1 seed)."""
         return None if self.sd is None else seeds_needed(self.sd, half_width)
 
+    @property
+    def p(self) -> float | None:
+        """Two-sided p-value of Student's paired t test of a zero mean difference (None: one
+        seed). Below 0.05 exactly where the 95 % CI excludes zero."""
+        if self.n < 2:
+            return None
+        if self.sd == 0:
+            return 1.0 if self.diff == 0 else 0.0
+        return t_two_sided_p(self.diff / (self.sd / math.sqrt(self.n)), self.n - 1)
+
     def as_dict(self) -> dict:
-        return {**asdict(self), "level": LEVEL}
+        return {**asdict(self), "level": LEVEL, "p": self.p}
 
 
 # the half-width accuracy comparisons aim at (issue 39), in percentage points
@@ -93,6 +103,99 @@ EXPLAINED = ("the mean over seeds of the per-seed difference (method - baseline,
              "*verdict*: better or worse where the interval excludes zero, *equal on every "
              "seed* where no seed differs, else *cannot tell* at this number of seeds "
              "(bench/paired.py)")
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """The continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 1000):
+        m2 = 2 * m
+        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)),
+                   -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + aa / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            return h
+    raise ArithmeticError(f"incomplete beta: no convergence at a={a}, b={b}, x={x}")
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                     + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_two_sided_p(t: float, df: float) -> float:
+    """P(|T| >= |t|) for Student's t with `df` degrees of freedom."""
+    if not df > 0:
+        raise ValueError(f"degrees of freedom must be > 0, not {df!r}")
+    if not math.isfinite(t):
+        return 0.0
+    return _betainc(df / 2.0, 0.5, df / (df + t * t))
+
+
+def holm_adjusted(pvalues: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjusted p-values, in the order given: the i-th smallest of m is
+    multiplied by m - i + 1 and the running maximum taken, capped at 1. A None (a comparison
+    with no test, e.g. one seed) stays None and does not count in m."""
+    idx = sorted((i for i, p in enumerate(pvalues) if p is not None),
+                 key=lambda i: pvalues[i])
+    m, out, run = len(idx), [None] * len(pvalues), 0.0
+    for rank, i in enumerate(idx):
+        p = float(pvalues[i])
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"a p-value must be within [0, 1], not {p!r}")
+        run = max(run, min(1.0, (m - rank) * p))
+        out[i] = run
+    return out
+
+
+def holm(family: dict[str, Paired], alpha: float = 1 - LEVEL) -> dict[str, str]:
+    """Verdicts of a family of comparisons (several methods against one baseline) under
+    Holm's step-down correction at family-wise error `alpha`: BETTER or WORSE (by the sign
+    of the difference) where the adjusted p-value is at most alpha, EQUAL where every seed
+    was equal, else CANNOT_TELL. With one comparison it is that comparison's own verdict."""
+    names = list(family)
+    adj = holm_adjusted([family[k].p for k in names])
+    out = {}
+    for k, a in zip(names, adj, strict=True):
+        d = family[k]
+        if d.verdict == EQUAL or a is None:
+            out[k] = d.label
+        elif a > alpha:
+            out[k] = CANNOT_TELL
+        else:
+            out[k] = BETTER if (d.diff > 0) == d.higher_is_better else WORSE
+    return out
+
+
+def from_interval(diff: float, low: float, high: float, n: int,
+                  higher_is_better: bool = True) -> Paired:
+    """A comparison rebuilt from its printed mean and 95 % CI (for tables whose per-seed
+    values were not kept): sd = half-width sqrt(n) / t_{n-1}."""
+    sd = (high - low) / 2 * math.sqrt(n) / t975(n - 1)
+    verdict = (CANNOT_TELL if low <= 0 <= high else
+               BETTER if (low > 0) == higher_is_better else WORSE)
+    return Paired(diff, low, high, n, sd, verdict, higher_is_better)
+
+
+# what a report says beside a Holm column
+HOLM_EXPLAINED = ("*Holm*: the verdict after Holm's step-down correction over the family "
+                  "named (every method against the one baseline), at a family-wise error "
+                  "of 5 %, from each comparison's paired t test (bench/paired.py `holm`)")
 
 
 def _signed(x: float, digits: int) -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import tofino_report
 from common import OUT, REPO, Target, fmt, machine
-from paired import EXPLAINED
+from paired import EXPLAINED, HOLM_EXPLAINED
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
@@ -181,7 +181,7 @@ def torch_sections(tconv: dict | None, tta: dict | None, figs: Path, rel: str) -
                 "of a seed gives the same models bit for bit (the rounding bits are keyed by "
                 "the seed and what they round, docs/WORKER.md). *vs uncompressed*: test "
                 "accuracy in percentage points at the last evaluation and over the last "
-                f"evaluations (constant-rate SGD ends noisy), {EXPLAINED}.", "",
+                f"evaluations (constant-rate SGD ends noisy), {EXPLAINED}; {HOLM_EXPLAINED}.", "",
                 tconv["table"], ""]
         if plot_torch(tconv, figs / "torch_convergence.png"):
             out += [f"![DDP: test accuracy against step]({rel}/torch_convergence.png)", ""]
@@ -527,7 +527,7 @@ def main(argv=None) -> int:
                 f"worker, lr {conv['lr']}, MLP 64-{'-'.join(map(str, conv['hidden']))}-10 on "
                 f"digits, {conv['seeds']} seed(s); every method sees the same data split, "
                 "initial model and batches per seed. *vs uncompressed*: final test "
-                f"accuracy in percentage points, {EXPLAINED}.", "",
+                f"accuracy in percentage points, {EXPLAINED}; {HOLM_EXPLAINED}.", "",
                 conv["table"], ""]
         if plot_convergence(conv, figs / "convergence.png"):
             out += [f"![test accuracy against step]({rel}/convergence.png)", ""]

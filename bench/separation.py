@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 from common import OUT, Target, machine, markdown, quick, save, say, table
-from paired import EXPLAINED, paired
+from paired import EXPLAINED, HOLM_EXPLAINED, holm, paired
 from torch_convergence import run
 
 TARGET_NATS = 0.005
@@ -110,15 +110,19 @@ def main(argv=None) -> int:
     judged = ("validation loss (nats/char)" if args.late == 1 else
               f"validation loss, mean of last {args.late} evals (nats/char)")
     header = ["method", judged, "vs uncompressed [95 % CI]", "seeds",
-              "verdict", "CI half-width", "s per run"]
+              "verdict", f"Holm (family of {len(names) - 1})", "CI half-width", "s per run"]
     rows, versus = [], {}
+    for name in names[1:]:
+        versus[name] = paired(losses[name], base, higher_is_better=False)
+    # the family: every method against the one baseline (the PAIRS below are apart)
+    corrected = holm(dict(versus))
     for name in names:
         mean, secs = float(np.mean(losses[name])), float(np.mean(seconds[name]))
         if name == BASELINE:
-            rows.append([name, mean, "-", len(base), "baseline", "-", secs])
+            rows.append([name, mean, "-", len(base), "baseline", "-", "-", secs])
             continue
-        d = versus[name] = paired(losses[name], base, higher_is_better=False)
-        rows.append([name, mean, d.interval(4), d.n, d.label,
+        d = versus[name]
+        rows.append([name, mean, d.interval(4), d.n, d.label, corrected[name],
                      f"{d.half_width:.4f}" if d.half_width is not None else "-", secs])
     pair_rows = []
     for a, b in PAIRS:
@@ -132,7 +136,7 @@ def main(argv=None) -> int:
           f"validation loss at steps {eval_steps[-args.late:]}; corpus sha256 "
           f"{charlm.corpus_sha256()[:16]}; {wall:.0f} s")
     print(table(header, rows))
-    print(f"columns: {EXPLAINED}")
+    print(f"columns: {EXPLAINED}; {HOLM_EXPLAINED}")
     pair_header = ["method", "against", "method - against [95 % CI]", "seeds", "verdict"]
     if pair_rows:
         print(table(pair_header, pair_rows))

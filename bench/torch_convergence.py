@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 from common import OUT, Target, machine, markdown, quick, save, say, table
-from paired import paired, plan_line
+from paired import holm, paired, plan_line
 
 WORKERS = 4
 COMPRESSORS = ["cnat", "onebit:ef=0", "onebit", "topk:0.01", "ef:topk:0.01", "terngrad"]
@@ -138,28 +138,41 @@ def main(argv=None) -> int:
             runs[name].append([s["test_accuracy"] for s in evals])
             say(f"seed {seed}: {name:<22} final accuracy {r['final_test_accuracy']:.4f} "
                 f"({time.monotonic() - t:.0f} s)")
+        # what a long run has measured survives an interruption (bench/torch_tta.py reads it)
+        save(args.json, {"partial": True, "seeds": seed + 1, "steps": args.steps,
+                         "eval_steps": steps, "workers": WORKERS, "batch": args.batch,
+                         "lr": args.lr, "mode": args.mode, "per_seed": runs})
     curves = {name: np.mean(a, axis=0).tolist() for name, a in runs.items()}
     base = [a[-1] for a in runs["uncompressed (Gloo)"]]
     # SGD at a constant rate ends noisy: the mean of the last LATE evaluations is steadier
     # than the last one alone.
     late = min(LATE, len(steps))
     base_late = [float(np.mean(a[-late:])) for a in runs["uncompressed (Gloo)"]]
+    fam = len(runs) - 1
     header = ["method", "final accuracy", "vs uncompressed, pp [95 % CI]", "verdict",
-              f"mean of last {late} evals", "vs uncompressed, pp [95 % CI]", "verdict",
+              f"Holm (family of {fam})", f"mean of last {late} evals",
+              "vs uncompressed, pp [95 % CI]", "verdict", f"Holm (family of {fam})",
               "seeds", f"accuracy at step {steps[len(steps) // 2]}"]
     rows, versus, versus_late = [], {}, {}
     for name, accs in runs.items():
+        versus[name] = paired([a[-1] for a in accs], base, scale=100)
+        versus_late[name] = paired([float(np.mean(a[-late:])) for a in accs], base_late,
+                                   scale=100)
+    # one family per rule: every method against the one baseline
+    holm_final = holm({k: d for k, d in versus.items() if k != "uncompressed (Gloo)"})
+    holm_late = holm({k: d for k, d in versus_late.items() if k != "uncompressed (Gloo)"})
+    for name, accs in runs.items():
         final = [a[-1] for a in accs]
         tail = [float(np.mean(a[-late:])) for a in accs]
-        d = versus[name] = paired(final, base, scale=100)
-        dl = versus_late[name] = paired(tail, base_late, scale=100)
+        d, dl = versus[name], versus_late[name]
         mid = float(np.mean([a[len(steps) // 2] for a in accs]))
         if name == "uncompressed (Gloo)":
-            rows.append([name, float(np.mean(final)), "-", "baseline",
-                         float(np.mean(tail)), "-", "baseline", d.n, mid])
+            rows.append([name, float(np.mean(final)), "-", "baseline", "-",
+                         float(np.mean(tail)), "-", "baseline", "-", d.n, mid])
         else:
-            rows.append([name, float(np.mean(final)), d.interval(), d.label,
-                         float(np.mean(tail)), dl.interval(), dl.label, d.n, mid])
+            rows.append([name, float(np.mean(final)), d.interval(), d.label, holm_final[name],
+                         float(np.mean(tail)), dl.interval(), dl.label, holm_late[name], d.n,
+                         mid])
     print(f"{args.seeds} seed(s), {args.steps} steps, {WORKERS} workers, batch {args.batch}, "
           f"lr {args.lr} momentum 0.9, {args.mode}-wise, MNIST-1D CNN; "
           f"{time.monotonic() - t0:.0f} s")

@@ -59,8 +59,29 @@ def test_report_gives_a_row_per_measured_config_and_the_baseline():
                           [2.2, 2.21, 2.22], seeds=2)      # only the first 2 seeds count
     assert len(rows) == 2 and rows[0][2] == spec and rows[0][7] == 2
     assert rows[0][3] == CONFIGS[0][3] and rows[0][8] == LAYER_BETTER
-    assert rows[-1][-1] == "baseline"
-    assert len(header) == len(rows[0])
+    assert rows[-1][-2] == "baseline"
+    assert len(header) == len(rows[0]) and header[-1] == "Holm (family of 1)"
+    # one comparison in the family: Holm's verdict is its own
+    assert rows[0][9] == rows[0][8]
+
+
+def test_holm_column_counts_only_the_rows_with_an_interval():
+    # one row clearly better layer-wise (p 0.0002), two borderline ones (p 0.035 and 0.037,
+    # each better uncorrected), one diverged: the family is the three tested rows, and
+    # Holm's second step (0.035 x 2 > 0.05) takes the borderline verdicts away
+    clear, b1, b2, bad = (c[2] for c in CONFIGS[:4])
+    base = [2.32, 2.32, 2.31, 2.33]
+    losses = {clear: {"layer": [2.30, 2.31, 2.29, 2.30], "model": [2.40, 2.42, 2.41, 2.40]},
+              b1: {"layer": [2.31, 2.30, 2.28, 2.32], "model": base},
+              b2: {"layer": [2.30, 2.30, 2.27, 2.32], "model": base},
+              bad: {"layer": [2.3, 2.3, 2.3, 2.3], "model": [BAD, 2.3, 2.3, 2.3]}}
+    header, rows = report(losses, [2.2] * 4, seeds=4)
+    by = {r[2]: r for r in rows}
+    assert header[-1] == "Holm (family of 3)"
+    assert by[clear][8] == LAYER_BETTER and by[clear][9] == LAYER_BETTER
+    for b in (b1, b2):
+        assert by[b][8] == LAYER_BETTER and by[b][9] == CANNOT_TELL
+    assert by[bad][9] == "-"
 
 
 @pytest.mark.parametrize("argv, message", [

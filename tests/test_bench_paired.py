@@ -144,3 +144,82 @@ def test_the_plan_line_names_each_comparisons_seeds():
     assert plan_line(versus, "base") == ("seeds for a 95 % CI half-width of 0.3 pp at these "
                                          f"spreads: a 2, b {versus['b'].seeds_for(0.3)}")
     assert plan_line({"base": versus["base"], "c": paired([1.0], [0.9])}, "base") is None
+
+
+# ---------------------------------------------------------------- Holm's correction
+
+def test_t_test_p_values_agree_with_scipy_where_it_is_installed():
+    stats = pytest.importorskip("scipy.stats")
+    from paired import t_two_sided_p
+    for t in (0.0, 0.3, 1.0, 2.2622, 3.1, 8.95, 40.0):
+        for df in (1, 2, 4, 9, 19, 100):
+            assert t_two_sided_p(t, df) == pytest.approx(2 * stats.t.sf(t, df), rel=1e-9,
+                                                         abs=1e-12), (t, df)
+
+
+def test_p_below_005_exactly_where_the_interval_excludes_zero():
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n = int(rng.integers(2, 12))
+        d = paired(rng.normal(0.4, 1.0, n), np.zeros(n))
+        # t975 has 4 decimals: a p within 1e-4 of 0.05 may fall either side
+        if abs(d.p - 0.05) > 1e-4:
+            assert (d.p < 0.05) == (d.verdict != CANNOT_TELL), (d, d.p)
+
+
+def test_holm_textbook_example():
+    # Holm-Bonferroni's usual worked example: four hypotheses at a family-wise 5 %;
+    # sorted 0.005 <= 0.05/4 and 0.01 <= 0.05/3 are rejected, 0.03 > 0.05/2 stops the steps
+    from paired import holm_adjusted
+    adj = holm_adjusted([0.01, 0.04, 0.03, 0.005])
+    assert adj == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert [a <= 0.05 for a in adj] == [True, False, False, True]
+    # an untested comparison (one seed) keeps None and does not count in m
+    assert holm_adjusted([0.02, None, 0.04]) == [pytest.approx(0.04), None,
+                                                 pytest.approx(0.04)]
+
+
+def _with_p(p: float, sign: float = 1.0, n: int = 10):
+    """A comparison of n seeds whose two-sided t test gives p, on the side of `sign`."""
+    from paired import Paired, t975, t_two_sided_p
+    lo, hi = 0.0, 50.0          # bisect t so that the p-value is p
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_two_sided_p(mid, n - 1) > p else (lo, mid)
+    t = (lo + hi) / 2
+    sd, mean = 1.0, sign * t / math.sqrt(n)
+    h = t975(n - 1) * sd / math.sqrt(n)
+    verdict = CANNOT_TELL if mean - h <= 0 <= mean + h else (BETTER if mean > 0 else WORSE)
+    return Paired(mean, mean - h, mean + h, n, sd, verdict, True)
+
+
+def test_holm_verdicts_of_a_family():
+    from paired import holm
+    fam = {"a": _with_p(0.01), "b": _with_p(0.04, -1), "c": _with_p(0.03), "d": _with_p(0.005, -1)}
+    assert {k: round(v.p, 6) for k, v in fam.items()} == {"a": 0.01, "b": 0.04, "c": 0.03,
+                                                           "d": 0.005}
+    # uncorrected, all four exclude zero; Holm keeps a (better) and d (worse) only
+    assert all(v.verdict != CANNOT_TELL for v in fam.values())
+    assert holm(fam) == {"a": BETTER, "b": CANNOT_TELL, "c": CANNOT_TELL, "d": WORSE}
+
+
+@pytest.mark.parametrize("p", [0.001, 0.049, 0.051, 0.5])
+def test_holm_of_one_comparison_is_its_own_verdict(p):
+    from paired import holm
+    for sign in (1, -1):
+        d = _with_p(p, sign)
+        assert holm({"x": d}) == {"x": d.label}
+
+
+def test_holm_keeps_equal_and_one_seed_comparisons():
+    from paired import holm
+    fam = {"eq": paired([1, 2, 3], [1, 2, 3]), "one": paired([1.0], [0.0]),
+           "big": paired([5.1, 5.0, 4.9, 5.2], [0, 0, 0, 0])}
+    assert holm(fam) == {"eq": EQUAL, "one": f"{CANNOT_TELL} (1 seed)", "big": BETTER}
+
+
+def test_from_interval_gives_back_the_comparisons_test():
+    from paired import from_interval
+    d = paired([0.3, -0.1, 0.5, 0.2, 0.4, 0.0, 0.6], [0.0] * 7)
+    r = from_interval(d.diff, d.low, d.high, d.n)
+    assert r.p == pytest.approx(d.p, rel=1e-9) and r.verdict == d.verdict

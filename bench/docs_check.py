@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Checks of docs/results.md against its own tables: every *Holm* column holds the verdict
+Holm's correction gives over its table's family, recomputed from the printed intervals.
+
+    .venv/bin/python bench/docs_check.py [docs/results.md]
+
+A table's family, for one column of paired intervals ("... [95 % CI]"), is every row with
+an interval there; a Holm column judges the nearest such column to its left, and its
+header says the family's size where the family is not the whole column ("family of N").
+The printed intervals are rounded, so each test is rebuilt from them (paired.from_interval):
+p-values good to about two digits, enough away from 0.05.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from paired import CANNOT_TELL, EQUAL, from_interval, holm_adjusted
+
+ALPHA = 0.05
+_NUM = r"[+-]?\d+(?:\.\d+)?"
+INTERVAL = re.compile(rf"^({_NUM})(?: pp)? \[({_NUM}), ({_NUM})\](?:, n=(\d+))?$")
+FAMILY = re.compile(r"family of (\d+)")
+
+
+def tables(text: str) -> list[tuple[int, list[str], list[list[str]]]]:
+    """(line number of the header, header cells, body rows) of every markdown table."""
+    out, lines, i = [], text.splitlines(), 0
+    while i < len(lines):
+        if lines[i].startswith("|") and i + 1 < len(lines) and \
+                re.match(r"^\|( *:?-+:? *\|)+ *$", lines[i + 1]):
+            head = [c.strip() for c in lines[i].strip().strip("|").split("|")]
+            j, body = i + 2, []
+            while j < len(lines) and lines[j].startswith("|"):
+                body.append([c.strip() for c in lines[j].strip().strip("|").split("|")])
+                j += 1
+            out.append((i + 1, head, body))
+            i = j
+        else:
+            i += 1
+    return out
+
+
+def holm_problems(text: str) -> list[str]:
+    """Where a Holm column disagrees with the correction of its table's intervals."""
+    problems = []
+    for line, head, body in tables(text):
+        for h, name in enumerate(head):
+            if not name.startswith("Holm"):
+                continue
+            cols = [c for c in range(h) if "[95 % CI]" in head[c]]
+            if not cols:
+                problems.append(f"line {line}: {name!r} has no interval column to its left")
+                continue
+            ci = cols[-1]
+            seeds = next((c for c, x in enumerate(head) if x == "seeds"), None)
+            verdict = next((c for c in range(ci + 1, h) if head[c] == "verdict"), None)
+            tested, ps = [], []
+            for r, row in enumerate(body):
+                m = INTERVAL.match(row[ci]) if ci < len(row) else None
+                if not m:
+                    continue
+                n = int(m.group(4) or (row[seeds] if seeds is not None else 0))
+                d = from_interval(*(float(m.group(k)) for k in (1, 2, 3)), n)
+                tested.append(r)
+                ps.append(1.0 if d.low == d.high == d.diff == 0 else d.p)
+            fam = FAMILY.search(name)
+            if fam and int(fam.group(1)) != len(tested):
+                problems.append(f"line {line}: {name!r} but {len(tested)} rows have an "
+                                f"interval in {head[ci]!r}")
+            for r, adj in zip(tested, holm_adjusted(ps), strict=True):
+                row = body[r]
+                own = row[verdict] if verdict is not None else None
+                if own is None or own == EQUAL:
+                    want = own
+                else:
+                    want = own if adj <= ALPHA else CANNOT_TELL
+                if want is not None and row[h] != want:
+                    problems.append(f"line {line}: {row[0]!r}: {name} says {row[h]!r}, the "
+                                    f"correction gives {want!r} (adjusted p {adj:.3g})")
+    return problems
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    path = Path(argv[0]) if argv else Path(__file__).resolve().parents[1] / "docs/results.md"
+    problems = holm_problems(path.read_text())
+    for p in problems:
+        print(p)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""docs/results.md against its own tables (bench/docs_check.py): the committed file passes,
+and a Holm column that says more than its intervals allow is caught."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from docs_check import holm_problems  # noqa: E402  (bench/ is on the path from here)
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "results.md"
+
+# TernGrad's row of the layer-wise table: better by its own interval (p about 0.027), not
+# after Holm over 9; with the top-k row (p < 1e-6) a family of 2 keeps it
+TABLE = """
+| compressor | layer - entire [95 % CI] | seeds | verdict | Holm (family of {n}) |
+| --- | --- | ---: | --- | --- |
+| top-k | +0.1110 [+0.0886, +0.1334] | 10 | entire-model better | entire-model better |
+| TernGrad | -0.0187 [-0.0347, -0.0027] | 10 | layer-wise better | {tern} |
+| QSGD s=4 | diverged: layer-wise 1/10, entire-model 10/10 | 10 | cannot tell | - |
+""" + "".join(f"| filler {i} | +0.001{i} [-0.0100, +0.0120] | 10 | cannot tell | cannot tell |\n"
+               for i in range(7))
+
+
+def test_the_committed_results_agree_with_their_holm_columns():
+    text = DOCS.read_text()
+    assert text.count("Holm (family of") >= 6
+    assert holm_problems(text) == []
+
+
+def test_a_verdict_holm_would_take_away_is_caught():
+    ok = TABLE.format(n=9, tern="cannot tell")
+    assert holm_problems(ok) == []
+    bad = holm_problems(TABLE.format(n=9, tern="layer-wise better"))
+    assert len(bad) == 1 and "TernGrad" in bad[0] and "'cannot tell'" in bad[0]
+
+
+def test_a_family_of_the_wrong_size_is_caught():
+    assert any("but 9 rows have an interval" in p
+               for p in holm_problems(TABLE.format(n=8, tern="cannot tell")))
+
+
+def test_a_smaller_family_keeps_the_verdict():
+    two = "\n".join(ln for ln in TABLE.splitlines() if "filler" not in ln)
+    assert holm_problems(two.format(n=2, tern="layer-wise better")) == []
+    assert holm_problems(two.format(n=2, tern="cannot tell"))
