@@ -5,14 +5,17 @@ Holm's correction gives over its table's family, recomputed from the printed int
     .venv/bin/python bench/docs_check.py [docs/results.md]
 
 A table's family, for one column of paired intervals ("... [95 % CI]"), is every row with
-an interval there; a Holm column judges the nearest such column to its left, and its
-header says the family's size where the family is not the whole column ("family of N").
+an interval there, its size in the Holm column's header ("Holm (family of N)"); or, with
+"Holm (per COLUMN)", the rows that share COLUMN's value. A Holm column judges the nearest
+interval column to its left. A ratio's interval ("1.25x [1.10, 1.42]") is a t interval of
+its logarithm.
 The printed intervals are rounded, so each test is rebuilt from them (paired.from_interval):
 p-values good to about two digits, enough away from 0.05.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from pathlib import Path
@@ -21,8 +24,9 @@ from paired import CANNOT_TELL, EQUAL, from_interval, holm_adjusted
 
 ALPHA = 0.05
 _NUM = r"[+-]?\d+(?:\.\d+)?"
-INTERVAL = re.compile(rf"^({_NUM})(?: pp)? \[({_NUM}), ({_NUM})\](?:, n=(\d+))?$")
+INTERVAL = re.compile(rf"^({_NUM})(x)?(?: pp)? \[({_NUM}), ({_NUM})\](?:, n=(\d+))?$")
 FAMILY = re.compile(r"family of (\d+)")
+PER = re.compile(r"^Holm \(per (.+)\)$")
 
 
 def tables(text: str) -> list[tuple[int, list[str], list[list[str]]]]:
@@ -57,20 +61,34 @@ def holm_problems(text: str) -> list[str]:
             ci = cols[-1]
             seeds = next((c for c, x in enumerate(head) if x == "seeds"), None)
             verdict = next((c for c in range(ci + 1, h) if head[c] == "verdict"), None)
-            tested, ps = [], []
+            per = PER.match(name)
+            if per and per.group(1) not in head:
+                problems.append(f"line {line}: {name!r}: no column {per.group(1)!r}")
+                continue
+            groups: dict[str, list[tuple[int, float]]] = {}
             for r, row in enumerate(body):
                 m = INTERVAL.match(row[ci]) if ci < len(row) else None
                 if not m:
                     continue
-                n = int(m.group(4) or (row[seeds] if seeds is not None else 0))
-                d = from_interval(*(float(m.group(k)) for k in (1, 2, 3)), n)
-                tested.append(r)
-                ps.append(1.0 if d.low == d.high == d.diff == 0 else d.p)
+                if not (m.group(5) or seeds is not None):
+                    problems.append(f"line {line}: {row[0]!r}: no seeds for {row[ci]!r}")
+                    continue
+                n = int(m.group(5) or row[seeds])
+                v = [float(m.group(k)) for k in (1, 3, 4)]
+                if m.group(2):
+                    v = [math.log(x) for x in v]
+                d = from_interval(*v, n)
+                key = row[head.index(per.group(1))] if per else ""
+                groups.setdefault(key, []).append(
+                    (r, 1.0 if d.low == d.high == d.diff == 0 else d.p))
             fam = FAMILY.search(name)
-            if fam and int(fam.group(1)) != len(tested):
-                problems.append(f"line {line}: {name!r} but {len(tested)} rows have an "
+            tested = sum(len(g) for g in groups.values())
+            if fam and int(fam.group(1)) != tested:
+                problems.append(f"line {line}: {name!r} but {tested} rows have an "
                                 f"interval in {head[ci]!r}")
-            for r, adj in zip(tested, holm_adjusted(ps), strict=True):
+            judged = [(r, adj) for g in groups.values()
+                      for (r, _), adj in zip(g, holm_adjusted([p for _, p in g]), strict=True)]
+            for r, adj in judged:
                 row = body[r]
                 own = row[verdict] if verdict is not None else None
                 if own is None or own == EQUAL:

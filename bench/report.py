@@ -187,14 +187,24 @@ def torch_sections(tconv: dict | None, tta: dict | None, figs: Path, rel: str) -
             out += [f"![DDP: test accuracy against step]({rel}/torch_convergence.png)", ""]
     else:
         out += ["Not run.", ""]
-    out += ["## PyTorch DDP: time to accuracy in Mininet (bench/torch_tta.py)", ""]
+    out += ["## PyTorch DDP: time to accuracy (bench/torch_tta.py, bench/tta_seeds.py)", ""]
     if tta:
         out += [f"A star of 4 workers around one {tta.get('switch', 'P4')} switch, links "
                 f"shaped with HTB at each row's rate; {tta['steps']} steps "
                 "per run. *s/step*: the median step time after the first step. *busiest "
-                "link*: the most any worker's interface sent or received in one step. *steps "
-                f"to {tta['target']:.0%}*: from bench/torch_convergence.py (same seeds), "
-                "so *time to* is steps x s/step.", "", tta["table"], ""]
+                "link*: the most any worker's interface sent or received in one step.", "",
+                tta["table"], ""]
+        a = tta.get("seeds_analysis")
+        if a:
+            import tta_seeds
+            out += [f"Time to {a['target']:.0%} test accuracy per seed ({a['seeds']} seeds of "
+                    "bench/torch_convergence.py, the same batches for every method); "
+                    f"{tta_seeds.EXPLAINED}. Seconds per step measured in Mininet where a link "
+                    "bound the run, else projected (`mininet/steptime.py project`, 4 workers, "
+                    f"compute {a['compute_seconds'] * 1e3:.1f} ms a step as measured here).",
+                    "", a["steps_table"], "", a["time_table"], ""]
+            if tta_seeds.plot(a, figs / "torch_tta.png", tta_seeds.PANELS):
+                out += [f"![time to accuracy per seed]({rel}/torch_tta.png)", ""]
     else:
         out += ["Not run (needs root and Mininet).", ""]
     return out

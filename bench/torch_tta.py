@@ -11,12 +11,14 @@ Each method runs `mininet/run.py --framework torch` for a few steps per link rat
 gives its seconds per step (median over the steps after the first, which builds DDP's
 buckets) and the bytes on the busiest link per step (the most any worker's interface sent
 or received in a step; on a star every link is a host's). Which step first reaches the
-target accuracy comes from bench/torch_convergence.py's run of the same methods and seeds:
-at the same seeds every rank's arithmetic is the same whatever the timing, so the time to
-accuracy is that step count times the seconds per step. Issue targets (softswitch): C_nat
-INA's steps/s at least 1.0x Gloo's at 1000 Mbit/s, 1.5x at 100 Mbit/s and 4.5x at 10
-Mbit/s, and its time to 80% at least 4x sooner than Gloo's at 10 Mbit/s (the best of its
-profiles). Each run also says what bound it (mininet/bounds.py).
+target accuracy comes per seed from bench/torch_convergence.py's run of the same methods
+and seeds: at the same seeds every rank's arithmetic is the same whatever the timing, so a
+seed's time to accuracy is its step count times the seconds per step, measured where a link
+bound the run and projected for a cluster by the step-time model (bench/tta_seeds.py: the
+rules, the paired intervals over seeds, the plot). Issue targets (softswitch): C_nat INA's
+steps/s at least 1.0x Gloo's at 1000 Mbit/s, 1.5x at 100 Mbit/s and 4.5x at 10 Mbit/s, and
+its time to 80% at least 4x sooner than Gloo's at 10 Mbit/s (the best of its profiles, the
+geometric mean over seeds). Each run also says what bound it (mininet/bounds.py).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 
+import tta_seeds
 from common import OUT, REPO, Target, machine, markdown, save, say, table
 
 METHODS = [("Gloo ring (TCP via the switch)", "uncompressed (Gloo)", ["--aggregation", "gloo"]),
@@ -40,13 +43,6 @@ METHODS = [("Gloo ring (TCP via the switch)", "uncompressed (Gloo)", ["--aggrega
 # the slowest, against Gloo's
 STEP_TARGETS = {1000.0: 1.0, 100.0: 1.5, 10.0: 4.5}
 TTA_TARGET = 4.0
-
-
-def steps_to(curve_steps: list[int], curve: list[float], target: float) -> int | None:
-    for s, a in zip(curve_steps, curve, strict=True):
-        if a >= target:
-            return s
-    return None
 
 
 def measure(flags: list[str], bw: float, steps: int, switch: str, out: Path) -> dict:
@@ -83,6 +79,10 @@ def main(argv=None) -> int:
                     help="soft (default: the issue's targets are softswitch's), bmv2 or auto")
     ap.add_argument("--convergence", type=Path, default=OUT / "torch_convergence.json")
     ap.add_argument("--json", type=Path, default=OUT / "torch_tta.json")
+    ap.add_argument("--compute-ms", type=float,
+                    help="a worker's compute per step for the projections, ms (default: "
+                         "measured here, one thread)")
+    ap.add_argument("--plot", type=Path, default=OUT / "torch_tta.png")
     ap.add_argument("--measured", type=Path,
                     help="a torch_tta.json to take the Mininet figures from (no Mininet run): "
                     "the time to accuracy again, for another convergence run")
@@ -95,13 +95,12 @@ def main(argv=None) -> int:
         args.bw = sorted({bw for bw, _ in measured}, reverse=True)
         args.steps = old["steps"]
     header = ["link Mbit/s", "method", "steps/s", "vs Gloo", "busiest link kB/step",
-              "link bound s/step", f"steps to {args.target:.0%}",
-              f"time to {args.target:.0%} (s)", "vs Gloo", "bound"]
+              "link bound s/step", "bound"]
     rows, runs = [], []
     t0 = time.monotonic()
     for bw in args.bw:
-        base = base_rate = None
-        for label, conv_name, flags in METHODS:
+        base_rate = None
+        for label, _, flags in METHODS:
             if measured is not None:
                 keep = ("switch", "seconds_per_step", "busiest_link_bytes_per_step", "identical",
                         "bound")
@@ -109,23 +108,16 @@ def main(argv=None) -> int:
             else:
                 m = measure(flags, bw, args.steps, args.switch,
                             OUT / "torch_tta" / f"{bw:g}-{label.replace(' ', '_')}")
-            curve = conv["curves"].get(conv_name)
-            n = None if curve is None else steps_to(conv["eval_steps"], curve, args.target)
-            tta = None if n is None else n * m["seconds_per_step"]
             rate = 1 / m["seconds_per_step"]
             if base_rate is None:
-                base, base_rate = tta, rate
-            speedup = None if tta is None or base is None else base / tta
+                base_rate = rate
             runs.append({"bw": bw, "method": label, **m, "steps_per_second": rate,
-                         "steps_vs_gloo": rate / base_rate, "steps_to_target": n,
-                         "time_to_target": tta, "vs_gloo": speedup})
+                         "steps_vs_gloo": rate / base_rate})
             bound = m["busiest_link_bytes_per_step"] * 8 / (bw * 1e6)
             rows.append([bw, label, rate, rate / base_rate,
-                         m["busiest_link_bytes_per_step"] / 1e3, bound, n, tta, speedup,
-                         m.get("bound")])
+                         m["busiest_link_bytes_per_step"] / 1e3, bound, m.get("bound")])
             say(f"{bw:g} Mbit/s {label}: {rate:.2f} steps/s, busiest link "
-                f"{m['busiest_link_bytes_per_step'] / 1e3:.0f} kB/step, steps to target {n}; "
-                f"{m.get('bound')}")
+                f"{m['busiest_link_bytes_per_step'] / 1e3:.0f} kB/step; {m.get('bound')}")
     print(f"4 workers, star, MNIST-1D CNN (134,922 parameters); {time.monotonic() - t0:.0f} s")
     print(table(header, rows))
     targets = []
@@ -141,17 +133,34 @@ def main(argv=None) -> int:
             r = best(bw, "steps_vs_gloo")
             targets.append(Target(f"C_nat INA steps/s vs Gloo at {bw:g} Mbit/s "
                                   f"({r['method']})", r["steps_vs_gloo"], STEP_TARGETS[bw],
-                                  "min", why=r.get("bound") or ""))
+                                  "min", why=r.get("bound") or "").as_dict())
+    # time to accuracy per seed (bench/tta_seeds.py): measured where a link bound the run,
+    # projected by the step-time model for a cluster
+    compute_s = (args.compute_ms / 1e3 if args.compute_ms
+                 else tta_seeds.compute_seconds(conv["batch"]))
+    a = tta_seeds.analyse(conv, args.target, compute_s, runs)
+    a["steps_table"], a["time_table"] = tta_seeds.steps_table(a), tta_seeds.time_table(a)
+    print(f"steps to {args.target:.0%} per seed ({a['seeds']} seeds), compute "
+          f"{compute_s * 1e3:.2f} ms/step")
+    print(a["steps_table"])
+    print(a["time_table"])
+    tta_seeds.plot(a, args.plot, tta_seeds.PANELS)
     slowest = min(args.bw)
-    r = best(slowest, "vs_gloo")
-    targets.append(Target(f"C_nat INA vs Gloo, time to {args.target:.0%} at {slowest:g} Mbit/s"
-                          + (f" ({r['method']})" if r else ""), r and r["vs_gloo"], TTA_TARGET,
-                          "min"))
+    measured = next((rows for rows in a["blocks"]
+                     if rows[0]["block"] == f"Mininet, {slowest:g} Mbit/s, measured"), [])
+    cands = [r for r in measured if r["label"].startswith("C_nat INA")
+             and r.get(tta_seeds.GLOO) and r[tta_seeds.GLOO]["estimate"] is not None]
+    r = max(cands, key=lambda r: r[tta_seeds.GLOO]["estimate"]) if cands else None
+    t = Target(f"C_nat INA vs Gloo, time to {args.target:.0%} at {slowest:g} Mbit/s"
+               + (f" ({r['label']}; geometric mean over {a['seeds']} seeds)" if r else ""),
+               r and r[tta_seeds.GLOO]["estimate"], TTA_TARGET, "min")
+    targets.append({**t.as_dict(), "ci": r[tta_seeds.GLOO]["interval"]} if r else t.as_dict())
     for t in targets:
-        print("target " + t.text())
+        print("target " + t["text"] + (f" ({t['ci']})" if t.get("ci") else ""))
     save(args.json, {"machine": machine(), "switch": runs[0]["switch"], "steps": args.steps,
                      "target": args.target, "runs": runs, "table": markdown(header, rows),
-                     "targets": [t.as_dict() for t in targets]})
+                     "seeds_analysis": a,
+                     "targets": targets})
     return 0
 
 

@@ -43,3 +43,23 @@ def test_a_smaller_family_keeps_the_verdict():
     two = "\n".join(ln for ln in TABLE.splitlines() if "filler" not in ln)
     assert holm_problems(two.format(n=2, tern="layer-wise better")) == []
     assert holm_problems(two.format(n=2, tern="cannot tell"))
+
+
+def test_ratio_intervals_and_families_per_block():
+    # a speed-up of 1.30x [1.02, 1.66] over 5 seeds has p about 0.04 (a t interval of its
+    # log): alone in its block it keeps 'sooner'; two such rows in one block lose it
+    # (0.04 x 2 > 0.05); a Holm column grouped by a column the table lacks is an error
+    head = ("| switch, link | method | speed-up [95 % CI] | verdict | Holm (per switch, link) |\n"
+            "| --- | --- | --- | --- | --- |\n")
+    row = "| {b} | {m} | {ci} | {v} | {h} |\n"
+    border = "1.300x [1.020, 1.657], n=5"
+    alone = head + row.format(b="A", m="x", ci=border, v="sooner", h="sooner") + \
+        row.format(b="B", m="y", ci=border, v="sooner", h="sooner")
+    assert holm_problems(alone) == []
+    pair = head + row.format(b="A", m="x", ci=border, v="sooner", h="sooner") + \
+        row.format(b="A", m="y", ci=border, v="sooner", h="sooner")
+    assert len(holm_problems(pair)) == 2          # each needs 'cannot tell' in a family of 2
+    fixed = pair.replace("| sooner |\n", "| cannot tell |\n")
+    assert holm_problems(fixed) == []
+    assert holm_problems(head.replace("per switch, link", "per nothing")
+                         + row.format(b="A", m="x", ci=border, v="sooner", h="sooner"))

@@ -1,0 +1,339 @@
+#!/usr/bin/env python3
+"""Time to accuracy per seed, with intervals: from bench/torch_convergence.py's per-seed
+curves (the same seeds and batches for every method), the step at which each run first
+reaches a target test accuracy fixed in advance, times seconds per step, each method against
+Gloo's allreduce and against int32 INA paired by seed (bench/torch_tta.py calls it; alone:)
+
+    .venv/bin/python bench/tta_seeds.py --convergence results/bench/torch_convergence.json \\
+        [--measured docs/results/torch_tta_mininet.json] [--target 0.8] [--compute-ms M]
+
+Rules, fixed before any run was looked at:
+- *steps to target*: the first evaluated step whose test accuracy is at least the target
+  (the first crossing: a run that falls back below it later keeps that step); a run that
+  never reaches it within its steps is *not reached*.
+- *seconds per step*: measured in Mininet only where the run's bound line says a link bound
+  it (`link: ...`; a run bound by this machine's CPU or the software switch describes no
+  network); projected by the step-time model (mininet/steptime.py `project`) for the
+  workers of the job on a line-rate v1model switch and on the compiled Tofino 1 and 2
+  designs, with one worker's compute per step measured here (one thread, the job's batch).
+  A method the model has no packets for on a switch has no projected time there.
+- *speed-up* of a method against a baseline: per seed, the baseline's time to target over
+  the method's; the row gives their geometric mean over seeds and its 95 % interval,
+  Student's t on the per-seed log ratios (n - 1 degrees of freedom, bench/paired.py) taken
+  back by exp. A seed that either side did not reach has no ratio: a row with one gives
+  the counts and no interval.
+- *Holm*: each block of rows (one switch and link rate) is a family, every method with a
+  time against the one baseline, corrected by Holm (bench/paired.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from common import OUT, markdown, save, say
+from paired import HOLM_EXPLAINED, Paired, holm, paired
+
+TARGET = 0.8
+PARAMS = 134_922        # the MNIST-1D CNN (docs/TORCH.md)
+WORKERS = 4
+GBITS = (10.0, 25.0, 100.0)
+SWITCHES = (("line-rate", "v1model at line rate"), ("tofino1", "Tofino 1"),
+            ("tofino2", "Tofino 2"))
+# convergence name -> (label, step-time model's method or None, Mininet label or None)
+METHODS = {"uncompressed (Gloo)": ("Gloo", "ring", "Gloo ring (TCP via the switch)"),
+           "int32 INA (switch)": ("int32 INA", "int32", "int32 INA"),
+           "C_nat INA (switch)": ("C_nat INA", "cnat", "C_nat INA"),
+           "C_nat INA wide (switch)": ("C_nat INA wide", "cnat-wide", "C_nat INA wide"),
+           "natural dithering INA (switch)": ("NAT4 INA", None, None),
+           "uniform (THC) INA (switch)": ("UQ4 INA", None, None)}
+GLOO, INT32 = "uncompressed (Gloo)", "int32 INA (switch)"
+BASELINES = (GLOO, INT32)
+SOONER, LATER = "sooner", "later"
+# the plot's panels: the measured link-bound rate, then each switch at 10 Gbit/s
+PANELS = ["Mininet, 10 Mbit/s, measured", *(f"{n}, 10 Gbit/s, projected" for _, n in SWITCHES)]
+
+
+def steps_to_target(steps: list[int], accs: list[float], target: float) -> int | None:
+    """The first evaluated step at which the accuracy is at least `target`, else None."""
+    if len(steps) != len(accs):
+        raise ValueError(f"{len(steps)} steps against {len(accs)} accuracies")
+    for s, a in zip(steps, accs, strict=True):
+        if a >= target:
+            return s
+    return None
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """baseline time / method time over paired seeds: the geometric mean, its 95 % CI."""
+
+    n: int
+    not_reached: tuple[int, int]        # seeds the method, the baseline did not reach
+    estimate: float | None
+    low: float | None
+    high: float | None
+    test: Paired | None                 # on the log ratios; None where a seed has no ratio
+
+    @property
+    def verdict(self) -> str:
+        if self.test is None:
+            return "-"
+        return {"better": SOONER, "worse": LATER}.get(self.test.verdict, self.test.label)
+
+    def interval(self) -> str:
+        if self.test is None:
+            m, b = self.not_reached
+            return f"not reached: method {m}/{self.n}, baseline {b}/{self.n}"
+        if self.low is None:
+            return f"{self.estimate:.3f}x [no CI], n={self.n}"
+        return f"{self.estimate:.3f}x [{self.low:.3f}, {self.high:.3f}], n={self.n}"
+
+
+def speedup(method: list[float | None], baseline: list[float | None]) -> Speedup:
+    """Per seed baseline / method (times or steps to target; None: not reached)."""
+    if len(method) != len(baseline) or not method:
+        raise ValueError(f"one value per seed on both sides: {len(method)} against "
+                         f"{len(baseline)}")
+    missing = (sum(x is None for x in method), sum(x is None for x in baseline))
+    if any(missing):
+        return Speedup(len(method), missing, None, None, None, None)
+    if any(not x > 0 for x in (*method, *baseline)):
+        raise ValueError("times to target must be > 0")
+    # log(baseline / method), higher is better for the method
+    d = paired([-math.log(x) for x in method], [-math.log(x) for x in baseline])
+    return Speedup(d.n, missing, math.exp(d.diff),
+                   None if d.low is None else math.exp(d.low),
+                   None if d.high is None else math.exp(d.high), d)
+
+
+def per_seed_steps(conv: dict, target: float) -> dict[str, list[int | None]]:
+    return {name: [steps_to_target(conv["eval_steps"], accs, target) for accs in runs]
+            for name, runs in conv["per_seed"].items()}
+
+
+def compute_seconds(batch: int, reps: int = 40) -> float:
+    """One worker's compute per step (forward, backward, SGD with momentum), one thread,
+    the median of `reps` steps after 5 unmeasured."""
+    import torch
+
+    from worker.ddp.workload import load_mnist1d, make_model
+
+    torch.set_num_threads(1)
+    data = load_mnist1d()
+    model = make_model(0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    gen = torch.Generator().manual_seed(0)
+    times = []
+    for i in range(reps + 5):
+        idx = torch.randint(0, len(data.x_train), (batch,), generator=gen)
+        t = time.perf_counter()
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(data.x_train[idx]), data.y_train[idx]).backward()
+        opt.step()
+        if i >= 5:
+            times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def projected_seconds(method: str | None, switch: str, gbit: float,
+                      compute_s: float) -> tuple[float | None, str]:
+    """(seconds per step, what carried it) from the step-time model, or (None, why)."""
+    if method is None:
+        return None, "no figures in the step-time model"
+    from steptime import model
+    try:
+        p = model.project(PARAMS, compute_s, gbit, WORKERS, method, switch=switch)
+    except ValueError:
+        return None, "no compiled packets"
+    what = "ring" if p.elements_per_packet is None else \
+        f"{p.variant or 'v1model'}, {p.elements_per_packet}/packet"
+    return p.step_s, f"{what}, {p.bound}"
+
+
+def measured_seconds(runs: list[dict]) -> dict[tuple[float, str], tuple[float, str]]:
+    """(Mbit/s, Mininet label) -> (seconds per step, bound line), link-bound runs only."""
+    return {(r["bw"], r["method"]): (r["seconds_per_step"], r.get("bound") or "")
+            for r in runs if (r.get("bound") or "").startswith("link")}
+
+
+def block(title: str, per_step: dict[str, float | None], what: dict[str, str],
+          steps: dict[str, list[int | None]]) -> list[dict]:
+    """One family: every method with a time per step against each baseline."""
+    times = {k: None if s is None else [None if n is None else n * s for n in steps[k]]
+             for k, s in per_step.items()}
+    rows = []
+    vs = {b: {k: speedup(t, times[b]) for k, t in times.items()
+              if t is not None and k != b and times.get(b) is not None} for b in BASELINES}
+    corrected = {b: holm({k: v.test for k, v in fam.items() if v.test is not None})
+                 for b, fam in vs.items()}
+    for k, s in per_step.items():
+        t = times[k]
+        reached = [x for x in (t or []) if x is not None]
+        row = {"block": title, "method": k, "label": METHODS[k][0], "seconds_per_step": s,
+               "carried_by": what[k],
+               "time_to_target_geomean": math.exp(statistics.fmean(map(math.log, reached)))
+               if t and len(reached) == len(t) else None}
+        for b in BASELINES:
+            v = vs[b].get(k)
+            h = corrected[b].get(k, "-")
+            row[b] = None if v is None else {
+                "interval": v.interval(), "verdict": v.verdict,
+                "holm": {"better": SOONER, "worse": LATER}.get(h, h), "estimate": v.estimate,
+                "low": v.low, "high": v.high, "n": v.n, "not_reached": v.not_reached}
+        rows.append(row)
+    return rows
+
+
+def analyse(conv: dict, target: float, compute_s: float, mininet: list[dict] | None) -> dict:
+    names = [k for k in METHODS if k in conv["per_seed"]]
+    if GLOO not in names:
+        raise ValueError("the convergence run has no uncompressed (Gloo) runs")
+    steps = per_seed_steps(conv, target)
+    seeds = len(conv["per_seed"][GLOO])
+    # steps alone: the ratio every switch and rate shares where steps take equal time
+    step_rows = block("steps", {k: 1.0 for k in names}, {k: "-" for k in names}, steps)
+    blocks = []
+    if mininet:
+        meas = measured_seconds(mininet)
+        for bw in sorted({bw for bw, _ in meas}):
+            per = {k: meas[bw, METHODS[k][2]][0] for k in names
+                   if (bw, METHODS[k][2]) in meas}
+            if len(per) >= 2 and GLOO in per:
+                blocks.append(block(f"Mininet, {bw:g} Mbit/s, measured", per,
+                                    {k: meas[bw, METHODS[k][2]][1] for k in per}, steps))
+    for sw, sw_name in SWITCHES:
+        for g in GBITS:
+            got = {k: projected_seconds(METHODS[k][1], sw, g, compute_s) for k in names}
+            per = {k: s for k, (s, _) in got.items() if s is not None}
+            blocks.append(block(f"{sw_name}, {g:g} Gbit/s, projected", per,
+                                {k: got[k][1] for k in per}, steps))
+    return {"target": target, "seeds": seeds, "steps_to_target": steps,
+            "eval_steps": conv["eval_steps"], "compute_seconds": compute_s,
+            "per_seed": {k: conv["per_seed"][k] for k in names},
+            "step_rows": step_rows, "blocks": blocks}
+
+
+def _cells(row: dict, b: str) -> list:
+    v = row.get(b)
+    if row["method"] == b:
+        return ["baseline", "-", "-"]
+    if v is None:
+        return ["-", "-", "-"]
+    return [v["interval"], v["verdict"], v["holm"]]
+
+
+def _family(rows: list[dict], b: str) -> int:
+    """The comparisons with an interval: what Holm's correction counts."""
+    return sum(1 for r in rows if r.get(b) and r[b]["low"] is not None)
+
+
+def steps_table(a: dict) -> str:
+    rows = a["step_rows"]
+    head = ["method", f"steps to {a['target']:.0%}, per seed", "median",
+            "Gloo / method [95 % CI]", "verdict", f"Holm (family of {_family(rows, GLOO)})",
+            "int32 INA / method [95 % CI]", "verdict", f"Holm (family of {_family(rows, INT32)})"]
+    body = []
+    for r in rows:
+        s = a["steps_to_target"][r["method"]]
+        reached = [x for x in s if x is not None]
+        body.append([r["label"], " ".join("-" if x is None else str(x) for x in s),
+                     statistics.median(reached) if len(reached) == len(s) else
+                     f"{len(s) - len(reached)} not reached", *_cells(r, GLOO),
+                     *_cells(r, INT32)])
+    return markdown(head, body)
+
+
+def time_table(a: dict) -> str:
+    head = ["switch, link", "method", "s/step", "packet, bound", f"time to {a['target']:.0%} "
+            "(s, geometric mean)", "speed-up vs Gloo [95 % CI]", "verdict",
+            "Holm (per switch, link)", "vs int32 INA [95 % CI]", "verdict",
+            "Holm (per switch, link)"]
+    body = []
+    for rows in a["blocks"]:
+        for r in rows:
+            body.append([r["block"], r["label"], f"{r['seconds_per_step'] * 1e3:.3f} ms",
+                         r["carried_by"], r["time_to_target_geomean"], *_cells(r, GLOO),
+                         *_cells(r, INT32)])
+    return markdown(head, body)
+
+
+def plot(a: dict, path: Path, panels: list[str] | None = None) -> bool:
+    """Test accuracy against wall-clock time (steps x s/step) per method, the mean over seeds
+    and the band from the lowest to the highest seed, one panel per block named."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import numpy as np
+    except ImportError:
+        return False
+    blocks = {rows[0]["block"]: rows for rows in a["blocks"] if rows}
+    panels = [p for p in (panels or list(blocks)[:4]) if p in blocks]
+    if not panels:
+        return False
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.6), squeeze=False)
+    steps = np.array(a["eval_steps"], dtype=float)
+    for ax, name in zip(axes[0], panels, strict=True):
+        for r in blocks[name]:
+            accs = np.array(a["per_seed"][r["method"]])
+            t = steps * r["seconds_per_step"]
+            line, = ax.plot(t, accs.mean(axis=0), lw=1.5, label=r["label"])
+            ax.fill_between(t, accs.min(axis=0), accs.max(axis=0), color=line.get_color(),
+                            alpha=0.15, lw=0)
+        ax.axhline(a["target"], color="k", lw=0.8, ls="--")
+        ax.set_ylim(0.5, 0.95)
+        ax.set_title(name, fontsize=8)
+        ax.set_xlabel("wall-clock time (s)")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel(f"test accuracy (mean, min-max of {a['seeds']} seeds)")
+    axes[0][0].legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+EXPLAINED = ("*steps to target*: the first evaluated step at or above the target accuracy "
+             "(first crossing); *speed-up*: per seed the baseline's time to target over the "
+             "method's, their geometric mean over seeds and its 95 % interval (Student's t on "
+             "the per-seed log ratios, seeds - 1 degrees of freedom, taken back by exp); "
+             "*sooner*/*later* where the interval excludes 1, else *cannot tell*; a seed "
+             "either side did not reach has no ratio and its row gives the counts; "
+             + HOLM_EXPLAINED.replace("the family named",
+                                      "each block (one switch and link rate, or the steps)"))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 2)[2])
+    ap.add_argument("--convergence", type=Path, default=OUT / "torch_convergence.json")
+    ap.add_argument("--measured", type=Path, help="a torch_tta.json (its Mininet runs)")
+    ap.add_argument("--target", type=float, default=TARGET)
+    ap.add_argument("--compute-ms", type=float,
+                    help="a worker's compute per step, ms (default: measured here)")
+    ap.add_argument("--plot", type=Path, default=OUT / "tta_seeds.png")
+    ap.add_argument("--json", type=Path, default=OUT / "tta_seeds.json")
+    args = ap.parse_args(argv)
+    conv = json.loads(args.convergence.read_text())
+    mininet = json.loads(args.measured.read_text())["runs"] if args.measured else None
+    compute_s = args.compute_ms / 1e3 if args.compute_ms else compute_seconds(conv["batch"])
+    say(f"compute per step {compute_s * 1e3:.2f} ms")
+    a = analyse(conv, args.target, compute_s, mininet)
+    print(steps_table(a))
+    print(time_table(a))
+    drew = plot(a, args.plot, PANELS)
+    save(args.json, {**a, "steps_table": steps_table(a), "time_table": time_table(a),
+                     "plot": str(args.plot) if drew else None})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

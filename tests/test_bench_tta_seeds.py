@@ -1,0 +1,120 @@
+"""bench/tta_seeds.py: steps to a target per seed (first crossing), the paired speed-up and
+its interval over seeds, 'not reached', the per-block Holm family, link-bound runs only."""
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import tta_seeds  # noqa: E402  (bench/ is on the path from here)
+from tta_seeds import GLOO, INT32, LATER, SOONER, speedup, steps_to_target  # noqa: E402
+
+STEPS = [10, 20, 30, 40, 50]
+
+
+def test_a_curve_that_crosses_reaches_at_its_first_evaluation_at_or_above_the_target():
+    assert steps_to_target(STEPS, [0.5, 0.7, 0.79, 0.81, 0.9], 0.8) == 40
+    assert steps_to_target(STEPS, [0.5, 0.8, 0.7, 0.9, 0.9], 0.8) == 20     # equal counts
+
+
+def test_a_curve_that_never_crosses_is_not_reached():
+    assert steps_to_target(STEPS, [0.5, 0.6, 0.7, 0.79, 0.7999], 0.8) is None
+
+
+def test_a_curve_that_crosses_and_falls_back_keeps_its_first_crossing():
+    assert steps_to_target(STEPS, [0.5, 0.82, 0.6, 0.7, 0.75], 0.8) == 20
+
+
+def test_steps_and_accuracies_must_pair_up():
+    with pytest.raises(ValueError):
+        steps_to_target(STEPS, [0.9], 0.8)
+
+
+def test_equal_ratios_on_every_seed_give_that_ratio_exactly():
+    s = speedup([100.0, 50.0, 80.0], [200.0, 100.0, 160.0])
+    assert s.estimate == pytest.approx(2.0) and s.low == pytest.approx(2.0)
+    assert s.high == pytest.approx(2.0) and s.verdict == SOONER
+    assert s.interval() == "2.000x [2.000, 2.000], n=3"
+    assert speedup([2.0, 2.0], [1.0, 1.0]).verdict == LATER
+    assert speedup([1.0, 3.0], [1.0, 3.0]).verdict == "equal on every seed"
+
+
+def test_the_interval_covers_a_known_ratio_95_percent_of_the_time():
+    # synthetic experiments with a known geometric-mean speed-up of 1.5: per seed the
+    # baseline's time is 1.5 x the method's times a log-normal factor (sd 0.2 in logs).
+    # Over 4000 experiments of 8 seeds (fixed seed) the t interval on the log ratios must
+    # cover 1.5 in 95 % +- 1.1 % of them (3 binomial standard deviations).
+    rng = np.random.default_rng(20261207)
+    hits = 0
+    for _ in range(4000):
+        method = rng.uniform(50, 400, 8)
+        base = method * 1.5 * np.exp(rng.normal(0, 0.2, 8))
+        s = speedup(list(method), list(base))
+        hits += s.low <= 1.5 <= s.high
+    assert abs(hits / 4000 - 0.95) <= 0.011
+    # and the estimate of a large experiment is within 2 % of the known ratio
+    method = rng.uniform(50, 400, 400)
+    s = speedup(list(method), list(method * 1.5 * np.exp(rng.normal(0, 0.2, 400))))
+    assert s.estimate == pytest.approx(1.5, rel=0.02)
+
+
+def test_a_seed_either_side_did_not_reach_leaves_the_row_without_an_interval():
+    s = speedup([100.0, None, 90.0], [120.0, 130.0, None])
+    assert s.test is None and s.estimate is None and s.not_reached == (1, 1)
+    assert s.interval() == "not reached: method 1/3, baseline 1/3"
+    assert s.verdict == "-"
+
+
+def _conv(curves: dict) -> dict:
+    return {"eval_steps": STEPS, "batch": 32, "per_seed": curves}
+
+
+def test_each_block_is_a_family_and_only_link_bound_runs_are_measured():
+    # three seeds; C_nat reaches 2 evaluations sooner than Gloo on every seed, int32 one
+    # later; NAT4 never has a time (no step-time figures), so it is only in the steps block
+    up = [0.5, 0.6, 0.7, 0.85, 0.9]
+    early = [0.5, 0.85, 0.9, 0.9, 0.9]
+    late = [0.5, 0.6, 0.7, 0.75, 0.85]
+    conv = _conv({GLOO: [up] * 3, INT32: [late] * 3, "C_nat INA (switch)": [early] * 3,
+                  "natural dithering INA (switch)": [[0.5] * 5] * 3})
+    runs = [{"bw": 10.0, "method": "Gloo ring (TCP via the switch)", "seconds_per_step": 0.8,
+             "bound": "link: s1->h4 85 % busy"},
+            {"bw": 10.0, "method": "int32 INA", "seconds_per_step": 0.5,
+             "bound": "link: s1->h2 97 % busy"},
+            {"bw": 10.0, "method": "C_nat INA", "seconds_per_step": 0.2,
+             "bound": "link: s1->h1 88 % busy"},
+            {"bw": 100.0, "method": "Gloo ring (TCP via the switch)", "seconds_per_step": 0.1,
+             "bound": "link: s1->h2 67 % busy"},
+            {"bw": 100.0, "method": "C_nat INA", "seconds_per_step": 0.08,
+             "bound": "switch s1: 26 % of a core -- bound by this machine's CPU"}]
+    a = tta_seeds.analyse(conv, 0.8, 0.02, runs)
+    assert a["steps_to_target"]["C_nat INA (switch)"] == [20, 20, 20]
+    assert a["steps_to_target"]["natural dithering INA (switch)"] == [None] * 3
+    steps = {r["method"]: r for r in a["step_rows"]}
+    assert steps["C_nat INA (switch)"][GLOO]["estimate"] == pytest.approx(2.0)
+    assert steps["natural dithering INA (switch)"][GLOO]["interval"].startswith("not reached")
+    blocks = {rows[0]["block"]: rows for rows in a["blocks"]}
+    # 100 Mbit/s: only Gloo was link-bound, so no measured block there
+    assert "Mininet, 100 Mbit/s, measured" not in blocks
+    meas = {r["method"]: r for r in blocks["Mininet, 10 Mbit/s, measured"]}
+    # Gloo 40 steps x 0.8 s against C_nat 20 x 0.2 s: 8x sooner on every seed
+    assert meas["C_nat INA (switch)"][GLOO]["estimate"] == pytest.approx(8.0)
+    assert meas["C_nat INA (switch)"][GLOO]["holm"] == SOONER
+    assert meas["C_nat INA (switch)"][INT32]["estimate"] == pytest.approx(50 * 0.5 / 4)
+    assert "natural dithering INA (switch)" not in meas
+    # the projections name what carried each method; cnat-wide has no Tofino packets
+    proj = {r["method"]: r for r in blocks["Tofino 2, 10 Gbit/s, projected"]}
+    assert proj["C_nat INA (switch)"]["carried_by"].startswith("cnat8")
+    assert set(proj) == {GLOO, INT32, "C_nat INA (switch)"}
+    assert math.isfinite(proj[GLOO]["seconds_per_step"])
+
+
+def test_the_tables_say_their_families():
+    up = [0.5, 0.6, 0.7, 0.85, 0.9]
+    conv = _conv({GLOO: [up, up], INT32: [up, up], "C_nat INA (switch)": [up, up]})
+    a = tta_seeds.analyse(conv, 0.8, 0.02, None)
+    assert "Holm (family of 2)" in tta_seeds.steps_table(a)
+    assert "Holm (per switch, link)" in tta_seeds.time_table(a)
