@@ -10,13 +10,15 @@ workloads (docs/results.md "The seeds' claims, measured"):
 
     .venv/bin/python bench/claims.py [--steps 0 100 300] [--draws 32]
 
-Gradients: each workload's model trained by plain SGD in one process (no DDP: the claims
-are about the compressors) from its seed; at each of --steps, one batch's gradient.
+Gradients: each workload's model trained by SGD with momentum 0.9 in one process (no DDP:
+the claims are about the compressors) from its seed; at each of --steps, one batch's
+gradient.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -58,7 +60,7 @@ def uniform_levels(s: int) -> np.ndarray:
 
 
 def gradients(workload: str, steps: list[int], seed: int = 0) -> dict[int, dict[str, np.ndarray]]:
-    """{step: {parameter name: gradient}} of one batch at each step of plain SGD."""
+    """{step: {parameter name: gradient}} of one batch at each step of SGD (momentum 0.9)."""
     import torch
 
     from worker.ddp.workload import load_data, make_model
@@ -88,6 +90,31 @@ def sampled_ratio(g: np.ndarray, draws: int, seed: int) -> float:
     x = g.astype(np.float32)
     num = np.mean([float(np.sum(cnat(x, rng).astype(np.float64) ** 2)) for _ in range(draws)])
     return num / float(np.sum(x.astype(np.float64) ** 2))
+
+
+GROWTH_HEADER = ["workload", "step", "scope", "random / natural at 3, 4, 5 bits",
+                 "x from 3 to 4 bits", "x from 4 to 5 bits",
+                 "fitted x per bit (least squares of log ratio on bits)"]
+
+
+def gap_growth(rows_b: list[list]) -> list[list]:
+    """Per workload, step and scope, how random / natural dithering's variance ratio grows
+    with the bits: the ratio at each width, its factor from one width to the next, and the
+    factor per bit of a least-squares line through log(ratio) against bits (with three
+    widths a fit of three points: it describes them, it tests no law)."""
+    series: dict[tuple, dict[int, float]] = {}
+    for workload, step, bits, scope, _, _, ratio in rows_b:
+        kind = "model" if scope == "model" else f"layer {scope}"
+        series.setdefault((workload, step, kind), {})[int(bits)] = float(ratio)
+    out = []
+    for (workload, step, kind), by in series.items():
+        b = sorted(by)
+        x, y = np.array(b, float), np.log([by[k] for k in b])
+        slope = float(np.polyfit(x, y, 1)[0]) if len(b) >= 2 else float("nan")
+        steps = [f"{by[q] / by[p]:.3g}" for p, q in zip(b, b[1:], strict=False)]
+        out.append([workload, step, kind, ", ".join(f"{by[k]:.3g}" for k in b),
+                    *(steps + ["-"] * (2 - len(steps)))[:2], f"{math.exp(slope):.3g}"])
+    return out
 
 
 def main(argv=None) -> int:
@@ -131,12 +158,16 @@ def main(argv=None) -> int:
     print("(b) variance of natural against random (uniform) dithering at equal bits, "
           "levels of the L2 norm, one bucket")
     print(table(header_b, rows_b))
+    growth = gap_growth(rows_b)
+    print("how the ratio grows with the bits")
+    print(table(GROWTH_HEADER, growth))
     t = Target("C_nat: largest E||C(g)||^2/||g||^2 over layers, models and steps", worst,
                BOUND, "max", "")
     print(f"claim {t.text()}")
     save(args.json, {"machine": machine(), "steps": args.steps, "rows_a": rows_a,
                      "rows_b": rows_b, "table_a": markdown(header_a, rows_a),
-                     "table_b": markdown(header_b, rows_b), "targets": [t.as_dict()]})
+                     "table_b": markdown(header_b, rows_b),
+                     "table_growth": markdown(GROWTH_HEADER, growth), "targets": [t.as_dict()]})
     return 0
 
 

@@ -31,7 +31,8 @@ from torch_convergence import run
 MODES = ("layer", "model")
 # (compressor, ratio as its parameter says, spec, lr): sparsifiers keep 1 % / 10 % (random-k
 # unscaled, as in practice), the adaptive threshold keeps |x| >= 0.5 / 0.1 of the largest,
-# QSGD has 4 / 16 levels (3 / 5 bits with sign), Dryden's quantizer sends the top 1 % / 10 %
+# QSGD has 4 / 16 levels (4 / 6 bits with sign, as its bits() counts: ceil(log2(s + 1)) for
+# a level 0..s and one for the sign), Dryden's quantizer sends the top 1 % / 10 %
 # of each sign; TernGrad has one ratio only (2 bits). Dryden's and TernGrad's runs diverge in
 # both modes at the workload's lr of 0.3 (a pair of divergences tells nothing), so they take
 # 0.1; the two modes of a row always share one lr.

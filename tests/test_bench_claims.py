@@ -52,3 +52,16 @@ def test_dithering_omega_is_exact_against_the_compressors():
     assert natural_levels(3).tolist() == [0, 0.25, 0.5, 1]
     assert uniform_levels(3).tolist() == [0, 1 / 3, 2 / 3, 1]
     assert dither_omega(np.zeros(4), natural_levels(3)) == 0
+
+
+def test_gap_growth_reads_an_exponential_gap_and_a_gap_that_stops_growing():
+    from claims import gap_growth
+    rows = [["w", 0, b, "model", 1.0, 3.0 ** (b - 2), 3.0 ** (b - 2)] for b in (3, 4, 5)]
+    rows += [["w", 0, 3, "big", 1.0, 1.4, 1.4], ["w", 0, 4, "big", 1.0, 31.0, 31.0],
+             ["w", 0, 5, "big", 1.0, 27.0, 27.0]]
+    (model, layer) = gap_growth(rows)
+    # exactly 3x a bit: each step and the fit say 3
+    assert model[:3] == ["w", 0, "model"] and model[3] == "3, 9, 27"
+    assert model[4:] == ["3", "3", "3"]
+    # a layer's gap that grows, then shrinks from 4 to 5 bits
+    assert layer[2] == "layer big" and float(layer[4]) > 20 and float(layer[5]) < 1

@@ -107,3 +107,17 @@ def test_a_tiny_run_writes_both_modes_per_seed(tmp_path):
     # one step from the same model and batches: the modes' compressors differ, so do losses
     assert lay != mod
     assert "topk:0.1" in got["table"]
+
+
+@pytest.mark.parametrize("spec, bits", [("qsgd:s=4", 4), ("qsgd:s=16", 6)])
+def test_qsgd_rows_send_the_bits_the_comment_says(spec, bits):
+    # CONFIGS' comment gives QSGD's bits per element with sign: 4 at s=4, 6 at s=16
+    import numpy as np
+
+    from worker.compression.registry import make
+    assert spec in [c[2] for c in CONFIGS]
+    c = make(spec, np.random.default_rng(0))
+    x = np.random.default_rng(1).normal(size=4096).astype(np.float32)
+    sent = c.compress(x)
+    per_norm = 32 * sent.payload["norm"].size
+    assert (c.bits(sent) - per_norm) / x.size == bits
