@@ -147,6 +147,76 @@ def t_two_sided_p(t: float, df: float) -> float:
     return _betainc(df / 2.0, 0.5, df / (df + t * t))
 
 
+def t_quantile(q: float, df: float) -> float:
+    """The q quantile of Student's t with `df` degrees of freedom, 0.5 <= q < 1 (bisection
+    on the two-sided p-value, to 1e-12)."""
+    if not 0.5 <= q < 1:
+        raise ValueError(f"q must be within [0.5, 1), not {q!r}")
+    lo, hi, target = 0.0, 1.0, 2 * (1 - q)
+    while t_two_sided_p(hi, df) > target:
+        hi *= 2
+    while hi - lo > 1e-12 * max(1.0, hi):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_two_sided_p(mid, df) > target else (lo, mid)
+    return (lo + hi) / 2
+
+
+EQUIVALENT, NOT_EQUIVALENT, UNDECIDED = "equivalent", "not equivalent", "undecided"
+
+
+@dataclass(frozen=True)
+class Tost:
+    """Two one-sided t tests of |method - baseline| < margin over paired seeds."""
+
+    diff: float
+    low90: float | None             # the 90 % CI whose inclusion in (-margin, margin) is TOST
+    high90: float | None
+    n: int
+    margin: float
+    p: float | None                 # the larger of the two one-sided p-values
+    verdict: str                    # EQUIVALENT, NOT_EQUIVALENT (90 % CI wholly outside) or
+                                    # UNDECIDED
+
+    def text(self, digits: int = 4) -> str:
+        if self.low90 is None:
+            return f"{_signed(self.diff, digits)}, n={self.n}: {UNDECIDED} (1 seed)"
+        return (f"{_signed(self.diff, digits)} [90 % CI {_signed(self.low90, digits)}, "
+                f"{_signed(self.high90, digits)}] within +-{self.margin:g}: TOST p "
+                f"{self.p:.3g}, n={self.n}: {self.verdict}")
+
+
+def tost(method: Sequence[float], baseline: Sequence[float], margin: float,
+         alpha: float = 0.05) -> Tost:
+    """Equivalence of a method and its baseline within +-margin (in the values' unit): two
+    one-sided paired t tests at `alpha` each, H0 diff <= -margin and H0 diff >= +margin;
+    EQUIVALENT when both reject (the 1 - 2 alpha CI lies inside the margin). The margin is
+    to be fixed before the values are seen."""
+    if not (math.isfinite(margin) and margin > 0):
+        raise ValueError(f"margin must be a finite number > 0, not {margin!r}")
+    d = paired(method, baseline)
+    if d.n < 2:
+        return Tost(d.diff, None, None, d.n, margin, None, UNDECIDED)
+    se = d.sd / math.sqrt(d.n)
+    df = d.n - 1
+    if se == 0:
+        inside = abs(d.diff) < margin
+        return Tost(d.diff, d.diff, d.diff, d.n, margin, 0.0 if inside else 1.0,
+                    EQUIVALENT if inside else NOT_EQUIVALENT)
+
+    def upper_tail(t: float) -> float:          # P(T >= t)
+        p2 = t_two_sided_p(t, df) / 2
+        return p2 if t >= 0 else 1 - p2
+
+    p_low = upper_tail((d.diff + margin) / se)      # H0: diff <= -margin
+    p_high = upper_tail((margin - d.diff) / se)     # H0: diff >= +margin
+    h = t_quantile(1 - alpha, df) * se
+    low, high = d.diff - h, d.diff + h
+    p = max(p_low, p_high)
+    verdict = (EQUIVALENT if p < alpha else
+               NOT_EQUIVALENT if low >= margin or high <= -margin else UNDECIDED)
+    return Tost(d.diff, low, high, d.n, margin, p, verdict)
+
+
 def holm_adjusted(pvalues: Sequence[float | None]) -> list[float | None]:
     """Holm's step-down adjusted p-values, in the order given: the i-th smallest of m is
     multiplied by m - i + 1 and the running maximum taken, capped at 1. A None (a comparison

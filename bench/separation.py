@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 from common import OUT, Target, machine, markdown, quick, save, say, table
-from paired import EXPLAINED, HOLM_EXPLAINED, holm, paired
+from paired import EXPLAINED, HOLM_EXPLAINED, holm, paired, tost
 from torch_convergence import run
 
 TARGET_NATS = 0.005
@@ -66,6 +66,10 @@ def main(argv=None) -> int:
                          f"{', '.join(list(METHODS)[1:])} (default: the first three); "
                          "pairs of them are compared too: "
                          + "; ".join(f"{a} against {b}" for a, b in PAIRS))
+    ap.add_argument("--margin", type=float, metavar="NATS",
+                    help="also test each method's equivalence to the baseline within +-NATS "
+                         "(two one-sided t tests at 5 %%, bench/paired.py tost); the margin "
+                         "is to be fixed before the runs")
     ap.add_argument("--json", type=Path, default=OUT / "separation.json")
     args = ap.parse_args(argv)
     unknown = [m for m in args.methods if m not in METHODS]
@@ -106,11 +110,18 @@ def main(argv=None) -> int:
             seconds[name].append(time.monotonic() - t)
             say(f"seed {seed}: {name:<20} validation loss {losses[name][-1]:.4f} nats "
                 f"({seconds[name][-1]:.0f} s)")
+        # what a long run has measured survives an interruption
+        save(args.json, {"partial": True, "seeds_done": seed - args.first_seed + 1,
+                         "first_seed": args.first_seed, "late": args.late,
+                         "margin": args.margin, "losses": losses, "seconds": seconds})
     base = losses[BASELINE]
     judged = ("validation loss (nats/char)" if args.late == 1 else
               f"validation loss, mean of last {args.late} evals (nats/char)")
     header = ["method", judged, "vs uncompressed [95 % CI]", "seeds",
               "verdict", f"Holm (family of {len(names) - 1})", "CI half-width", "s per run"]
+    if args.margin:
+        header.append(f"equivalence within +-{args.margin:g} (TOST)")
+    equiv = {n: tost(losses[n], base, args.margin) for n in names[1:]} if args.margin else {}
     rows, versus = [], {}
     for name in names[1:]:
         versus[name] = paired(losses[name], base, higher_is_better=False)
@@ -119,11 +130,13 @@ def main(argv=None) -> int:
     for name in names:
         mean, secs = float(np.mean(losses[name])), float(np.mean(seconds[name]))
         if name == BASELINE:
-            rows.append([name, mean, "-", len(base), "baseline", "-", "-", secs])
+            rows.append([name, mean, "-", len(base), "baseline", "-", "-", secs]
+                        + (["-"] if args.margin else []))
             continue
         d = versus[name]
         rows.append([name, mean, d.interval(4), d.n, d.label, corrected[name],
-                     f"{d.half_width:.4f}" if d.half_width is not None else "-", secs])
+                     f"{d.half_width:.4f}" if d.half_width is not None else "-", secs]
+                    + ([equiv[name].text()] if args.margin else []))
     pair_rows = []
     for a, b in PAIRS:
         if a in names and b in names:
@@ -151,6 +164,8 @@ def main(argv=None) -> int:
                      "eval_steps": eval_steps, "curves": curves, "corpus_sha256":
                      charlm.corpus_sha256(), "losses": losses, "seconds": seconds,
                      "paired": {k: d.as_dict() for k, d in versus.items()},
+                     "margin": args.margin,
+                     "tost": {k: vars(t) for k, t in equiv.items()},
                      "rows": rows, "table": markdown(header, rows), "targets": targets,
                      "pairs": pair_rows,
                      "pairs_table": markdown(pair_header, pair_rows) if pair_rows else "",

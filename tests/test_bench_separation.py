@@ -16,9 +16,15 @@ def test_a_pair_is_compared_seed_by_seed(tmp_path):
     a, b = PAIRS[0]
     out = tmp_path / "sep.json"
     assert main(["--seeds", "2", "--steps", "1", "--late", "1", "--batch", "2", "--methods", a, b,
-                 "--json", str(out)]) == 0
+                 "--margin", "0.01", "--json", str(out)]) == 0
     got = json.loads(out.read_text())
     assert set(got["losses"]) == {BASELINE, a, b}
+    # each method's equivalence test is that of its own per-seed losses
+    from paired import tost
+    for m in (a, b):
+        want = tost(got["losses"][m], got["losses"][BASELINE], 0.01)
+        assert got["tost"][m]["verdict"] == want.verdict and got["margin"] == 0.01
+        assert got["tost"][m]["diff"] == pytest.approx(want.diff)
     pair = got["paired"][f"{a} - {b}"]
     want = np.mean(np.subtract(got["losses"][a], got["losses"][b]))
     assert pair["n"] == 2 and pair["diff"] == pytest.approx(want)
