@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Checks of docs/results.md against its own tables: every *Holm* column holds the verdict
-Holm's correction gives over its table's family, recomputed from the printed intervals.
+Holm's correction gives over its table's family, recomputed from the printed intervals; and
+in the sections CHECKED every decimal number of the prose is one some table of the file
+prints (or a stated setting of the run, SETTINGS), so a sentence says no more than a table.
 
     .venv/bin/python bench/docs_check.py [docs/results.md]
 
@@ -101,10 +103,46 @@ def holm_problems(text: str) -> list[str]:
     return problems
 
 
+# sections whose prose is held to the tables (a title's beginning)
+CHECKED = ("PyTorch DDP: time to accuracy", "The seeds' claims")
+# numbers the prose may state that are settings of a run, not results
+SETTINGS = {"0.9": "SGD momentum", "0.005": "the workload's precision target, nats",
+            "0.01": "the equivalence margin, nats, fixed before its runs",
+            "4.57": "ln 97, the divergence threshold", "21.33": "compute per step, ms (input)",
+            "21.3": "the same, as the caption rounds it"}
+_DECIMAL = re.compile(r"(?<![\w.`/])(\d+\.\d+)")
+
+
+def prose_problems(text: str, checked=CHECKED, settings=SETTINGS) -> list[str]:
+    """Decimal numbers in the prose of the `checked` sections that no table of `text`
+    prints and that are no stated setting. Integers (seeds, steps, bits) are not checked;
+    inline code and image lines are not prose."""
+    printed = set()
+    for _, head, body in tables(text):
+        for cell in [*head, *(c for row in body for c in row)]:
+            printed |= {m.group(1) for m in _DECIMAL.finditer(" " + cell)}
+    problems = []
+    for sec in re.split(r"(?m)^## ", text)[1:]:
+        title = sec.splitlines()[0]
+        if not title.startswith(tuple(checked)):
+            continue
+        code = False
+        for line in sec.splitlines()[1:]:
+            if line.startswith("```"):
+                code = not code
+            if code or line.startswith(("|", "![", "```")):
+                continue
+            for m in _DECIMAL.finditer(re.sub(r"`[^`]*`", "", line)):
+                if m.group(1) not in printed and m.group(1) not in settings:
+                    problems.append(f"{title[:40]}: {m.group(1)} is in no table: "
+                                    f"{line.strip()[:100]}")
+    return problems
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     path = Path(argv[0]) if argv else Path(__file__).resolve().parents[1] / "docs/results.md"
-    problems = holm_problems(path.read_text())
+    problems = holm_problems(path.read_text()) + prose_problems(path.read_text())
     for p in problems:
         print(p)
     return 1 if problems else 0

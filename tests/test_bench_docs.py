@@ -63,3 +63,23 @@ def test_ratio_intervals_and_families_per_block():
     assert holm_problems(fixed) == []
     assert holm_problems(head.replace("per switch, link", "per nothing")
                          + row.format(b="A", m="x", ci=border, v="sooner", h="sooner"))
+
+
+def test_the_committed_prose_of_the_checked_sections_says_only_what_tables_print():
+    from docs_check import prose_problems
+    assert prose_problems(DOCS.read_text()) == []
+
+
+def test_a_range_in_a_sentence_that_no_table_prints_is_caught():
+    from docs_check import prose_problems
+    doc = ("## Checked part\n\n| method | ratio |\n| --- | ---: |\n| a | 1.06 |\n| b | 2.21 |\n\n"
+           "C_nat INA is {lo}-{hi}x faster, at momentum 0.9 (`--lr 0.1`).\n"
+           "## Other part\n\nAnything goes here: 7.77.\n")
+    assert prose_problems(doc.format(lo="1.06", hi="2.21"), checked=("Checked",)) == []
+    # the example: a range rounded past its table, at either end
+    bad = prose_problems(doc.format(lo="1.2", hi="2.2"), checked=("Checked",))
+    assert [p.split(": ")[1] for p in bad] == ["1.2 is in no table", "2.2 is in no table"]
+    # a setting of the run is allowed only when it is named as one
+    assert prose_problems(doc.format(lo="1.06", hi="2.21"), checked=("Checked",),
+                          settings={}) == ["Checked part: 0.9 is in no table: C_nat INA is "
+                                           "1.06-2.21x faster, at momentum 0.9 (`--lr 0.1`)."]
