@@ -15,6 +15,7 @@ with at most 10 seeds, in minutes on 2 cores.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -70,6 +71,9 @@ def main(argv=None) -> int:
                     help="also test each method's equivalence to the baseline within +-NATS "
                          "(two one-sided t tests at 5 %%, bench/paired.py tost); the margin "
                          "is to be fixed before the runs")
+    ap.add_argument("--from-json", type=Path, metavar="JSON",
+                    help="no runs: the tables again from a previous run's JSON (an "
+                         "interrupted run's too, with the seeds it finished)")
     ap.add_argument("--json", type=Path, default=OUT / "separation.json")
     args = ap.parse_args(argv)
     unknown = [m for m in args.methods if m not in METHODS]
@@ -88,7 +92,12 @@ def main(argv=None) -> int:
     from worker.ddp import charlm
     from worker.ddp.workload import load_data
 
-    data = load_data("charlm")
+    old = json.loads(args.from_json.read_text()) if args.from_json else None
+    if old:
+        args.methods = [m for m in old["losses"] if m != BASELINE]
+        args.seeds, args.first_seed = old.get("seeds_done", old.get("seeds")), old["first_seed"]
+        args.late = old["late"]
+    data = None if old else load_data("charlm")
     names = [BASELINE, *args.methods]
     losses: dict[str, list[float]] = {n: [] for n in names}
     curves: dict[str, list[list[float]]] = {n: [] for n in names}
@@ -96,7 +105,10 @@ def main(argv=None) -> int:
     seconds: dict[str, list[float]] = {n: [] for n in names}
     t0 = time.monotonic()
     seeds = range(args.first_seed, args.first_seed + args.seeds)
-    for seed in seeds:
+    if old:
+        losses, seconds = old["losses"], old["seconds"]
+        curves, eval_steps = old.get("curves", curves), old.get("eval_steps", [])
+    for seed in seeds if not old else ():
         for name in names:
             how, what = METHODS[name]
             t = time.monotonic()
@@ -113,7 +125,8 @@ def main(argv=None) -> int:
         # what a long run has measured survives an interruption
         save(args.json, {"partial": True, "seeds_done": seed - args.first_seed + 1,
                          "first_seed": args.first_seed, "late": args.late,
-                         "margin": args.margin, "losses": losses, "seconds": seconds})
+                         "margin": args.margin, "losses": losses, "seconds": seconds,
+                         "curves": curves, "eval_steps": eval_steps})
     base = losses[BASELINE]
     judged = ("validation loss (nats/char)" if args.late == 1 else
               f"validation loss, mean of last {args.late} evals (nats/char)")

@@ -68,3 +68,23 @@ def test_first_seed_runs_the_same_seeds_as_a_longer_series(tmp_path):
     for name in a["losses"]:
         assert b["losses"][name] == a["losses"][name][1:]
         assert a["losses"][name][0] not in b["losses"][name]
+
+
+def test_an_interrupted_runs_json_is_rendered_again_without_running(tmp_path):
+    # a partial JSON as the run saves it after each seed: the tables and the equivalence
+    # test come back from its losses alone
+    from paired import EQUIVALENT, UNDECIDED
+    base = [2.30, 2.28, 2.29, 2.31, 2.30, 2.27]
+    near = [b + d for b, d in zip(base, [0.001, -0.002, 0.002, 0.0, 0.001, -0.001], strict=True)]
+    far = [b + d for b, d in zip(base, [0.02, -0.03, 0.025, -0.01, 0.03, -0.02], strict=True)]
+    a, b = "C_nat INA (switch)", "natural dithering s=7 (hook)"
+    old = tmp_path / "partial.json"
+    old.write_text(json.dumps({"partial": True, "seeds_done": 6, "first_seed": 20, "late": 5,
+                               "losses": {BASELINE: base, a: near, b: far},
+                               "seconds": {k: [1.0] * 6 for k in (BASELINE, a, b)}}))
+    out = tmp_path / "again.json"
+    assert main(["--from-json", str(old), "--margin", "0.01", "--json", str(out)]) == 0
+    got = json.loads(out.read_text())
+    assert got["seeds"] == 6 and got["first_seed"] == 20 and got["late"] == 5
+    assert got["tost"][a]["verdict"] == EQUIVALENT and got["tost"][b]["verdict"] == UNDECIDED
+    assert got["paired"][a]["n"] == 6 and "TOST" in got["table"]
