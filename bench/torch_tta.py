@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -139,6 +140,7 @@ def main(argv=None) -> int:
     compute_s = (args.compute_ms / 1e3 if args.compute_ms
                  else tta_seeds.compute_seconds(conv["batch"]))
     a = tta_seeds.analyse(conv, args.target, compute_s, runs)
+    a["load_average"] = [round(x, 2) for x in os.getloadavg()]     # beside the compute figure
     a["steps_table"], a["time_table"] = tta_seeds.steps_table(a), tta_seeds.time_table(a)
     print(f"steps to {args.target:.0%} per seed ({a['seeds']} seeds), compute "
           f"{compute_s * 1e3:.2f} ms/step")
