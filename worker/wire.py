@@ -138,8 +138,11 @@ class Block(Packet):
 
     name = "BLOCK"
     fields_desc = [
-        IntField("block", 0),        # the use's block; in a PRIME, the tensor's block count
-        # CONTRIB: the sender's next non-zero block; RESULT: the block of the slot's next use
+        # the use's block; in a PRIME, the tensor's block count; a BAD_BLOCK refusal: the
+        # count the switch holds
+        IntField("block", 0),
+        # CONTRIB: the sender's next non-zero block; RESULT: the block of the slot's next use;
+        # a BAD_BLOCK refusal: the bitmap of the children the held count came from
         IntField("next", NO_BLOCK),
     ]
 
