@@ -147,7 +147,11 @@ def projected_seconds(method: str | None, switch: str, gbit: float,
     """(seconds per step, what carried it) from the step-time model, or (None, why)."""
     if method is None:
         return None, "no figures in the step-time model"
-    from steptime import model
+    from common import mininet_module
+
+    # mininet/steptime.py itself, under bench/steptime.py's alias: the bare name
+    # `steptime` may already be either module in this process.
+    model = mininet_module("steptime", "steptime_model")
     try:
         p = model.project(PARAMS, compute_s, gbit, WORKERS, method, switch=switch)
     except ValueError:
