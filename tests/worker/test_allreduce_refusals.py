@@ -90,9 +90,9 @@ def test_a_refusals_bitmap_names_the_job_s_children_by_bit():
     topo = star(5).with_jobs([JobSpec(1, ("h4", "h2", "h3"), slots=4, mode="sparse")])
     job = job_params(topo, 1, 1, wire.ENC_FIXED32)
     ports = {h: topo.attachment(h).port for h in ("h2", "h3", "h4")}
-    assert job.children == tuple(f"{h} on port {ports[h]}" for h in sorted(ports,
-                                                                             key=ports.get))
-    assert held_by(job, 0b101) == f"{job.children[0]} and {job.children[2]}"
+    assert job.children == tuple(sorted(ports.items(), key=lambda hp: hp[1]))
+    (h0, p0), _, (h2, p2) = job.children
+    assert held_by(job, 0b101) == f"{h0} on port {p0} and {h2} on port {p2}"
     assert held_by(job, 1 << 5) == "child bit 5"    # beyond the job's: named by its bit
     assert held_by(job, 0) == "no port"
 

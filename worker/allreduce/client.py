@@ -105,9 +105,9 @@ class JobParams:
     # The job's slots on the switches (its region): the stride of the chunk numbers
     # (wire.use_chunk); None: the window. The window may use fewer.
     slots: int | None = None
-    # A one-switch job's children by bitmap bit, as "h3 on port 3" (controller/tree.py):
+    # A one-switch job's children by bitmap bit, (host, switch port) (controller/tree.py):
     # how a refusal's bitmap names ports. Empty where the topology does not say.
-    children: tuple[str, ...] = ()
+    children: tuple[tuple[str, int], ...] = ()
 
     @property
     def nonfinite_exp(self) -> int:
@@ -231,11 +231,11 @@ def refusal_text(job, hdr, where: str, blocks: int | None = None) -> str:
 def held_by(job, bitmap: int) -> str:
     """The ports a BAD_BLOCK refusal's bitmap names (docs/PROTOCOL.md "Refusals"): the
     children whose PRIMEs gave the switch the count it holds."""
-    bits = [b for b in range(32) if bitmap >> b & 1]
+    bits = [b for b in range(bitmap.bit_length()) if bitmap >> b & 1]
     if not bits:
         return "no port"
-    return " and ".join(job.children[b] if b < len(job.children) else f"child bit {b}"
-                        for b in bits)
+    return " and ".join("{} on port {}".format(*job.children[b]) if b < len(job.children)
+                        else f"child bit {b}" for b in bits)
 
 
 def seen_text(rejected: dict[str, int]) -> str:

@@ -10,6 +10,7 @@ numbers) are the switches' own, so a hand-built copy cannot drift from them.
 from __future__ import annotations
 
 from controller.topology import DEFAULT_MAX_EXP, JobSpec, Topology, TopologyError
+from controller.tree import build_tree
 from worker import wire
 from worker.allreduce.client import JobParams
 
@@ -67,16 +68,14 @@ def job_params(topo: Topology, job_id: int, session: int, encoding: int,
                          f"{len(spec.workers)} ({', '.join(spec.workers)})")
     limits = {}
     if not host_aggregator:
-        from controller.tree import build_tree
-
         tree = build_tree(topo, spec)
         why = encoding_problem(spec, encoding, len(tree.nodes))
         if why:
             raise ValueError(why)
-        limits = {"headroom": topo.headroom(job_id), "max_exp": spec.max_exp,
-                  "slots": spec.slots}
+        # Topology.headroom is this tree's headroom: the tree is built once here
+        limits = {"headroom": tree.headroom(), "max_exp": spec.max_exp, "slots": spec.slots}
         if len(tree.nodes) == 1:
-            limits["children"] = tuple(f"{c.node} on port {c.port}"
+            limits["children"] = tuple((c.node, c.port)
                                        for c in tree.nodes[tree.root].children)
     return JobParams(job_id, session, len(spec.workers),
                      spec.slots if window is None else window, encoding, elems, **limits)
