@@ -200,8 +200,9 @@ def torch_sections(tconv: dict | None, tta: dict | None, figs: Path, rel: str) -
             out += [f"Time to {a['target']:.0%} test accuracy per seed ({a['seeds']} seeds of "
                     "bench/torch_convergence.py, the same batches for every method); "
                     f"{tta_seeds.EXPLAINED}. Seconds per step measured in Mininet where a link "
-                    "bound the run, else projected (`mininet/steptime.py project`, 4 workers, "
-                    f"compute {a['compute_seconds'] * 1e3:.1f} ms a step as measured here).",
+                    "bound the run, else projected (`mininet/steptime.py project`, "
+                    f"{a['workers']} workers, compute {a['compute_seconds'] * 1e3:.1f} ms a "
+                    "step as measured here).",
                     "", a["steps_table"], "", a["time_table"], ""]
             if tta_seeds.plot(a, figs / "torch_tta.png", tta_seeds.PANELS):
                 out += [f"![time to accuracy per seed]({rel}/torch_tta.png)", ""]

@@ -35,14 +35,13 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
-from common import OUT, markdown, save, say
+from common import OUT, markdown, mininet_module, save, say
 from paired import HOLM_EXPLAINED, Paired, holm, paired
 
 TARGET = 0.8
-PARAMS = 134_922        # the MNIST-1D CNN (docs/TORCH.md)
-WORKERS = 4
 GBITS = (10.0, 25.0, 100.0)
 SWITCHES = (("line-rate", "v1model at line rate"), ("tofino1", "Tofino 1"),
             ("tofino2", "Tofino 2"))
@@ -56,6 +55,7 @@ METHODS = {"uncompressed (Gloo)": ("Gloo", "ring", "Gloo ring (TCP via the switc
 GLOO, INT32 = "uncompressed (Gloo)", "int32 INA (switch)"
 BASELINES = (GLOO, INT32)
 SOONER, LATER = "sooner", "later"
+AS_TIME = {"better": SOONER, "worse": LATER}     # paired.py's verdicts, said of a time
 # the plot's panels: the measured link-bound rate, then each switch at 10 Gbit/s
 PANELS = ["Mininet, 10 Mbit/s, measured", *(f"{n}, 10 Gbit/s, projected" for _, n in SWITCHES)]
 
@@ -85,7 +85,7 @@ class Speedup:
     def verdict(self) -> str:
         if self.test is None:
             return "-"
-        return {"better": SOONER, "worse": LATER}.get(self.test.verdict, self.test.label)
+        return AS_TIME.get(self.test.verdict, self.test.label)
 
     def interval(self) -> str:
         if self.test is None:
@@ -142,18 +142,25 @@ def compute_seconds(batch: int, reps: int = 40) -> float:
     return statistics.median(times)
 
 
-def projected_seconds(method: str | None, switch: str, gbit: float,
-                      compute_s: float) -> tuple[float | None, str]:
+@lru_cache(maxsize=1)
+def model_parameters() -> int:
+    """The parameters of the MNIST-1D CNN bench/torch_convergence.py trains: what each
+    worker all-reduces per step."""
+    from worker.ddp.workload import make_model, num_params
+
+    return num_params(make_model(0))
+
+
+def projected_seconds(method: str | None, switch: str, gbit: float, compute_s: float,
+                      workers: int) -> tuple[float | None, str]:
     """(seconds per step, what carried it) from the step-time model, or (None, why)."""
     if method is None:
         return None, "no figures in the step-time model"
-    from common import mininet_module
-
     # mininet/steptime.py itself, under bench/steptime.py's alias: the bare name
     # `steptime` may already be either module in this process.
     model = mininet_module("steptime", "steptime_model")
     try:
-        p = model.project(PARAMS, compute_s, gbit, WORKERS, method, switch=switch)
+        p = model.project(model_parameters(), compute_s, gbit, workers, method, switch=switch)
     except ValueError:
         return None, "no compiled packets"
     what = "ring" if p.elements_per_packet is None else \
@@ -189,7 +196,7 @@ def block(title: str, per_step: dict[str, float | None], what: dict[str, str],
             h = corrected[b].get(k, "-")
             row[b] = None if v is None else {
                 "interval": v.interval(), "verdict": v.verdict,
-                "holm": {"better": SOONER, "worse": LATER}.get(h, h), "estimate": v.estimate,
+                "holm": AS_TIME.get(h, h), "estimate": v.estimate,
                 "low": v.low, "high": v.high, "n": v.n, "not_reached": v.not_reached}
         rows.append(row)
     return rows
@@ -214,11 +221,13 @@ def analyse(conv: dict, target: float, compute_s: float, mininet: list[dict] | N
                                     {k: meas[bw, METHODS[k][2]][1] for k in per}, steps))
     for sw, sw_name in SWITCHES:
         for g in GBITS:
-            got = {k: projected_seconds(METHODS[k][1], sw, g, compute_s) for k in names}
+            got = {k: projected_seconds(METHODS[k][1], sw, g, compute_s, conv["workers"])
+                   for k in names}
             per = {k: s for k, (s, _) in got.items() if s is not None}
             blocks.append(block(f"{sw_name}, {g:g} Gbit/s, projected", per,
                                 {k: got[k][1] for k in per}, steps))
-    return {"target": target, "seeds": seeds, "steps_to_target": steps,
+    return {"target": target, "seeds": seeds, "workers": conv["workers"],
+            "steps_to_target": steps,
             "eval_steps": conv["eval_steps"], "compute_seconds": compute_s,
             "per_seed": {k: conv["per_seed"][k] for k in names},
             "step_rows": step_rows, "blocks": blocks}

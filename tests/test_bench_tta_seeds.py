@@ -69,7 +69,7 @@ def test_a_seed_either_side_did_not_reach_leaves_the_row_without_an_interval():
 
 
 def _conv(curves: dict) -> dict:
-    return {"eval_steps": STEPS, "batch": 32, "per_seed": curves}
+    return {"eval_steps": STEPS, "batch": 32, "workers": 4, "per_seed": curves}
 
 
 def test_each_block_is_a_family_and_only_link_bound_runs_are_measured():
