@@ -45,6 +45,12 @@ METHODS = {BASELINE: ("gloo", None),
 PAIRS = (("natural dithering s=7 (hook)", "random dithering s=7 (hook)"),)
 
 
+def measured(args, losses, seconds, curves, eval_steps) -> dict:
+    """What a run's JSON holds for --from-json, partial or final."""
+    return {"first_seed": args.first_seed, "late": args.late, "margin": args.margin,
+            "losses": losses, "seconds": seconds, "curves": curves, "eval_steps": eval_steps}
+
+
 def main(argv=None) -> int:
     q = quick()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
@@ -92,11 +98,19 @@ def main(argv=None) -> int:
     from worker.ddp import charlm
     from worker.ddp.workload import load_data
 
-    old = json.loads(args.from_json.read_text()) if args.from_json else None
-    if old:
-        args.methods = [m for m in old["losses"] if m != BASELINE]
-        args.seeds, args.first_seed = old.get("seeds_done", old.get("seeds")), old["first_seed"]
-        args.late = old["late"]
+    old = None
+    if args.from_json:
+        try:
+            old = json.loads(args.from_json.read_text())
+            missing = {"losses", "seconds", "first_seed", "late"} - set(old)
+            if missing:
+                raise KeyError(", ".join(sorted(missing)))
+            args.methods = [m for m in old["losses"] if m != BASELINE]
+            args.seeds = old.get("seeds_done", old.get("seeds"))
+            args.first_seed, args.late = old["first_seed"], old["late"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            ap.error(f"--from-json {args.from_json}: not a JSON this bench wrote "
+                     f"({type(e).__name__}: {e})")
     data = None if old else load_data("charlm")
     names = [BASELINE, *args.methods]
     losses: dict[str, list[float]] = {n: [] for n in names}
@@ -124,9 +138,7 @@ def main(argv=None) -> int:
                 f"({seconds[name][-1]:.0f} s)")
         # what a long run has measured survives an interruption
         save(args.json, {"partial": True, "seeds_done": seed - args.first_seed + 1,
-                         "first_seed": args.first_seed, "late": args.late,
-                         "margin": args.margin, "losses": losses, "seconds": seconds,
-                         "curves": curves, "eval_steps": eval_steps})
+                         **measured(args, losses, seconds, curves, eval_steps)})
     base = losses[BASELINE]
     judged = ("validation loss (nats/char)" if args.late == 1 else
               f"validation loss, mean of last {args.late} evals (nats/char)")
@@ -172,12 +184,10 @@ def main(argv=None) -> int:
     for t in targets:
         print(f"target {t['text']}")
     save(args.json, {"machine": machine(), "seeds": args.seeds, "steps": args.steps,
-                     "batch": args.batch, "lr": args.lr, "late": args.late,
-                     "first_seed": args.first_seed,
-                     "eval_steps": eval_steps, "curves": curves, "corpus_sha256":
-                     charlm.corpus_sha256(), "losses": losses, "seconds": seconds,
+                     "batch": args.batch, "lr": args.lr,
+                     **measured(args, losses, seconds, curves, eval_steps),
+                     "corpus_sha256": charlm.corpus_sha256(),
                      "paired": {k: d.as_dict() for k, d in versus.items()},
-                     "margin": args.margin,
                      "tost": {k: vars(t) for k, t in equiv.items()},
                      "rows": rows, "table": markdown(header, rows), "targets": targets,
                      "pairs": pair_rows,

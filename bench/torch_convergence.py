@@ -128,6 +128,8 @@ def main(argv=None) -> int:
         plan = [p for p in plan if p[1] == "gloo" or any(m in p[0] for m in args.methods)]
     runs: dict[str, list] = {name: [] for name, _, _ in plan}
     steps: list[int] = []
+    setting = {"steps": args.steps, "workers": WORKERS, "batch": args.batch, "lr": args.lr,
+               "mode": args.mode}
     t0 = time.monotonic()
     for seed in range(args.seeds):
         for name, how, what in plan:
@@ -139,9 +141,8 @@ def main(argv=None) -> int:
             say(f"seed {seed}: {name:<22} final accuracy {r['final_test_accuracy']:.4f} "
                 f"({time.monotonic() - t:.0f} s)")
         # what a long run has measured survives an interruption (bench/torch_tta.py reads it)
-        save(args.json, {"partial": True, "seeds": seed + 1, "steps": args.steps,
-                         "eval_steps": steps, "workers": WORKERS, "batch": args.batch,
-                         "lr": args.lr, "mode": args.mode, "per_seed": runs})
+        save(args.json, {"partial": True, "seeds": seed + 1, **setting, "eval_steps": steps,
+                         "per_seed": runs})
     curves = {name: np.mean(a, axis=0).tolist() for name, a in runs.items()}
     base = [a[-1] for a in runs["uncompressed (Gloo)"]]
     # SGD at a constant rate ends noisy: the mean of the last LATE evaluations is steadier
@@ -192,9 +193,8 @@ def main(argv=None) -> int:
             targets.append({**t.as_dict(), "ci": gap.text(" pp", verdict=False)})
     for t in targets:
         print(f"target {t['text']} (the gap: {t['ci']})")
-    save(args.json, {"machine": machine(), "seeds": args.seeds, "steps": args.steps,
-                     "eval_steps": steps, "workers": WORKERS, "batch": args.batch,
-                     "lr": args.lr, "mode": args.mode, "curves": curves,
+    save(args.json, {"machine": machine(), "seeds": args.seeds, **setting,
+                     "eval_steps": steps, "curves": curves,
                      "finals": {k: [a[-1] for a in v] for k, v in runs.items()},
                      "per_seed": runs,
                      "paired": {k: d.as_dict() for k, d in versus.items()},

@@ -335,8 +335,19 @@ def main(argv=None) -> int:
     ap.add_argument("--plot", type=Path, default=OUT / "tta_seeds.png")
     ap.add_argument("--json", type=Path, default=OUT / "tta_seeds.json")
     args = ap.parse_args(argv)
-    conv = json.loads(args.convergence.read_text())
-    mininet = json.loads(args.measured.read_text())["runs"] if args.measured else None
+    try:
+        conv = json.loads(args.convergence.read_text())
+        missing = {"per_seed", "eval_steps", "batch", "workers"} - set(conv)
+        if missing:
+            raise KeyError(", ".join(sorted(missing)))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        ap.error(f"--convergence {args.convergence}: not a bench/torch_convergence.py JSON "
+                 f"({type(e).__name__}: {e})")
+    try:
+        mininet = json.loads(args.measured.read_text())["runs"] if args.measured else None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        ap.error(f"--measured {args.measured}: not a bench/torch_tta.py JSON "
+                 f"({type(e).__name__}: {e})")
     compute_s = args.compute_ms / 1e3 if args.compute_ms else compute_seconds(conv["batch"])
     say(f"compute per step {compute_s * 1e3:.2f} ms")
     a = analyse(conv, args.target, compute_s, mininet)

@@ -88,3 +88,16 @@ def test_an_interrupted_runs_json_is_rendered_again_without_running(tmp_path):
     assert got["seeds"] == 6 and got["first_seed"] == 20 and got["late"] == 5
     assert got["tost"][a]["verdict"] == EQUIVALENT and got["tost"][b]["verdict"] == UNDECIDED
     assert got["paired"][a]["n"] == 6 and "TOST" in got["table"]
+
+
+@pytest.mark.parametrize("content", [None, "not json", json.dumps({"losses": {}})])
+def test_a_from_json_that_is_not_a_run_of_this_bench_is_a_clear_error(tmp_path, capsys,
+                                                                      content):
+    path = tmp_path / "old.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(SystemExit) as e:
+        main(["--from-json", str(path), "--json", str(tmp_path / "out.json")])
+    assert e.value.code == 2
+    assert f"--from-json {path}: not a JSON this bench wrote" in capsys.readouterr().err
+    assert not (tmp_path / "out.json").exists()

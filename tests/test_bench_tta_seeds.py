@@ -1,6 +1,7 @@
 """bench/tta_seeds.py: steps to a target per seed (first crossing), the paired speed-up and
 its interval over seeds, 'not reached', the per-block Holm family, link-bound runs only."""
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -118,3 +119,22 @@ def test_the_tables_say_their_families():
     a = tta_seeds.analyse(conv, 0.8, 0.02, None)
     assert "Holm (family of 2)" in tta_seeds.steps_table(a)
     assert "Holm (per switch, link)" in tta_seeds.time_table(a)
+
+
+@pytest.mark.parametrize("flag, content, says", [
+    ("--convergence", None, "not a bench/torch_convergence.py JSON"),
+    ("--convergence", json.dumps({"per_seed": {}}), "eval_steps"),
+    ("--measured", "[1, 2]", "not a bench/torch_tta.py JSON")])
+def test_an_input_that_is_not_the_benches_json_is_a_clear_error(tmp_path, capsys, flag,
+                                                                  content, says):
+    conv = tmp_path / "conv.json"
+    conv.write_text(json.dumps(_conv({GLOO: [[0.5] * 5]})))
+    bad = tmp_path / "bad.json"
+    if content is not None:
+        bad.write_text(content)
+    args = {"--convergence": conv, "--measured": None, flag: bad}
+    argv = [x for k, v in args.items() if v is not None for x in (k, str(v))]
+    with pytest.raises(SystemExit) as e:
+        tta_seeds.main([*argv, "--compute-ms", "20", "--json", str(tmp_path / "out.json")])
+    assert e.value.code == 2 and says in capsys.readouterr().err
+    assert not (tmp_path / "out.json").exists()
