@@ -43,6 +43,12 @@ def mininet_module(name: str, alias: str | None = None):
     return sys.modules[key]
 
 
+def step_model():
+    """The step-time model, mininet/steptime.py, under a name of its own: bench/steptime.py
+    is `steptime` to the benches, and either may hold that bare name in a process."""
+    return mininet_module("steptime", "steptime_model")
+
+
 def quick() -> bool:
     """BENCH_QUICK=1: a smoke run (small sizes, one repetition)."""
     return os.environ.get("BENCH_QUICK", "") not in ("", "0")

@@ -34,14 +34,13 @@ from common import (
     machine,
     markdown,
     median,
-    mininet_module,
     save,
     say,
+    step_model,
     table,
 )
 
-# mininet/steptime.py under a name of its own: this file is bench's `steptime`
-model = mininet_module("steptime", "steptime_model")
+model = step_model()
 
 # (label, mininet/run.py flags, torch?)
 METHODS = [("C_nat INA", ["--encoding", "cnat8"], False),

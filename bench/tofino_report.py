@@ -11,7 +11,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
-from common import mininet_module  # noqa: E402
+from common import step_model  # noqa: E402
 
 from controller import switch_wire as sw  # noqa: E402
 from controller.switch_wire import FRAME_OVERHEAD  # noqa: E402
@@ -107,12 +107,6 @@ def wire(rows: list[dict]) -> list[str]:
     return out
 
 
-def _steptime():
-    """mininet/steptime.py, loaded by its path under a name of its own (bench/steptime.py
-    is `steptime` here)."""
-    return mininet_module("steptime", "steptime_model")
-
-
 SWITCH_NAMES = {"line-rate": "v1model at line rate", "tofino1": "Tofino 1",
                 "tofino2": "Tofino 2"}
 
@@ -124,7 +118,7 @@ def project_all() -> list[dict]:
     """mininet/steptime.py's projection of each model on each switch at each rate: the
     line-rate v1model profile against the Tofino profile's compiled packets, passes and
     pool."""
-    model = _steptime()
+    model = step_model()
     out = []
     for name, params, ms, _ in MODELS:
         for gbit in GBITS:
@@ -172,7 +166,7 @@ def _list(items: list[str]) -> str:
 
 def projection_notes(rows: list[dict]) -> list[str]:
     """What the projection rows assume, with the compiled figures they take."""
-    model = _steptime()
+    model = step_model()
     pools = sorted({r["pool_size"] for r in rows})
     line = math.ceil(100e9 * 10e-6 / 8 / (model.BYTES["cnat"] * model.ELEMS["cnat"]))
     pipes = "; ".join(model.pipes_line(s) for s in ("tofino1", "tofino2"))
@@ -234,7 +228,7 @@ def projection_after(res: list[dict], rows: list[dict]) -> list[str]:
     ws = [w for switch in ("tofino1", "tofino2") for w in _cnat_wires(switch)
           if any(r["variant"] == w.variant for r in rows)]
     if ws:
-        model = _steptime()
+        model = step_model()
         fills = [f"{w.variant} {fill(model, w)} (pool {w.pool})" for w in ws]
         widest = max(ws, key=lambda w: (w.elems, w.variant))
         n = model.ELEMS["cnat"]

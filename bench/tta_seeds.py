@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from common import OUT, markdown, mininet_module, save, say
+from common import OUT, markdown, save, say, step_model
 from paired import HOLM_EXPLAINED, Paired, holm, paired
 
 TARGET = 0.8
@@ -156,9 +156,7 @@ def projected_seconds(method: str | None, switch: str, gbit: float, compute_s: f
     """(seconds per step, what carried it) from the step-time model, or (None, why)."""
     if method is None:
         return None, "no figures in the step-time model"
-    # mininet/steptime.py itself, under bench/steptime.py's alias: the bare name
-    # `steptime` may already be either module in this process.
-    model = mininet_module("steptime", "steptime_model")
+    model = step_model()
     try:
         p = model.project(model_parameters(), compute_s, gbit, workers, method, switch=switch)
     except ValueError:
