@@ -168,7 +168,7 @@ def projection_notes(rows: list[dict]) -> list[str]:
     """What the projection rows assume, with the compiled figures they take."""
     model = step_model()
     pools = sorted({r["pool_size"] for r in rows})
-    line = math.ceil(100e9 * 10e-6 / 8 / (model.BYTES["cnat"] * model.ELEMS["cnat"]))
+    line = math.ceil(100e9 * 10e-6 / 8 / (max(model.BYTES["cnat"]) * model.ELEMS["cnat"]))
     pipes = "; ".join(model.pipes_line(s) for s in ("tofino1", "tofino2"))
     return [
         "Seconds per step from those packets (`mininet/steptime.py project --switch tofino1`, "

@@ -50,8 +50,8 @@ METHODS = {"uncompressed (Gloo)": ("Gloo", "ring", "Gloo ring (TCP via the switc
            "int32 INA (switch)": ("int32 INA", "int32", "int32 INA"),
            "C_nat INA (switch)": ("C_nat INA", "cnat", "C_nat INA"),
            "C_nat INA wide (switch)": ("C_nat INA wide", "cnat-wide", "C_nat INA wide"),
-           "natural dithering INA (switch)": ("NAT4 INA", None, None),
-           "uniform (THC) INA (switch)": ("UQ4 INA", None, None)}
+           "natural dithering INA (switch)": ("NAT4 INA", "nat4", None),
+           "uniform (THC) INA (switch)": ("UQ4 INA", "uq4", None)}
 GLOO, INT32 = "uncompressed (Gloo)", "int32 INA (switch)"
 BASELINES = (GLOO, INT32)
 SOONER, LATER = "sooner", "later"
@@ -157,10 +157,10 @@ def projected_seconds(method: str | None, switch: str, gbit: float, compute_s: f
     if method is None:
         return None, "no figures in the step-time model"
     model = step_model()
-    try:
-        p = model.project(model_parameters(), compute_s, gbit, workers, method, switch=switch)
-    except ValueError:
-        return None, "no compiled packets"
+    why = model.no_packets(switch, method)
+    if why:
+        return None, why
+    p = model.project(model_parameters(), compute_s, gbit, workers, method, switch=switch)
     what = "ring" if p.elements_per_packet is None else \
         f"{p.variant or 'v1model'}, {p.elements_per_packet}/packet"
     return p.step_s, f"{what}, {p.bound}"
@@ -208,7 +208,7 @@ def analyse(conv: dict, target: float, compute_s: float, mininet: list[dict] | N
     seeds = len(conv["per_seed"][GLOO])
     # steps alone: the ratio every switch and rate shares where steps take equal time
     step_rows = block("steps", {k: 1.0 for k in names}, {k: "-" for k in names}, steps)
-    blocks = []
+    blocks, left_out = [], {}
     if mininet:
         meas = measured_seconds(mininet)
         for bw in sorted({bw for bw, _ in meas}):
@@ -222,13 +222,15 @@ def analyse(conv: dict, target: float, compute_s: float, mininet: list[dict] | N
             got = {k: projected_seconds(METHODS[k][1], sw, g, compute_s, conv["workers"])
                    for k in names}
             per = {k: s for k, (s, _) in got.items() if s is not None}
-            blocks.append(block(f"{sw_name}, {g:g} Gbit/s, projected", per,
-                                {k: got[k][1] for k in per}, steps))
+            title = f"{sw_name}, {g:g} Gbit/s, projected"
+            blocks.append(block(title, per, {k: got[k][1] for k in per}, steps))
+            left_out[title] = {k: why.split(": ", 1)[-1] for k, (s, why) in got.items()
+                               if s is None}
     return {"target": target, "seeds": seeds, "workers": conv["workers"],
             "steps_to_target": steps,
             "eval_steps": conv["eval_steps"], "compute_seconds": compute_s,
             "per_seed": {k: conv["per_seed"][k] for k in names},
-            "step_rows": step_rows, "blocks": blocks}
+            "step_rows": step_rows, "blocks": blocks, "left_out": left_out}
 
 
 def _cells(row: dict, b: str) -> list:
@@ -272,6 +274,11 @@ def time_table(a: dict) -> str:
             body.append([r["block"], r["label"], f"{r['seconds_per_step'] * 1e3:.3f} ms",
                          r["carried_by"], r["time_to_target_geomean"], *_cells(r, GLOO),
                          *_cells(r, INT32)])
+        # a method the switch cannot carry: a row that says why, not a silent gap
+        title = rows[0]["block"] if rows else None
+        for k, why in a.get("left_out", {}).get(title, {}).items():
+            body.append([title, METHODS[k][0], "-", f"no packets: {why}", "-",
+                         *["-"] * 6])
     return markdown(head, body)
 
 

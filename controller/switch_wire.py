@@ -24,8 +24,18 @@ FRAME_OVERHEAD = 14 + IP_UDP_AGG
 # payload bytes per element (contribution, result) of each Tofino variant's encodings
 PAYLOAD_BYTES = {"fixed32": (4, 4), "cnat8-in": (1, 4), "cnat8": (1, 1), "uq4": (0.5, 1),
                  "cnat8-mp": (1, 1)}
-# the projection's methods and the variants that can carry them
-METHOD_VARIANTS = {"cnat": ("cnat8", "cnat8-in", "cnat8-mp"), "int32": ("fixed32",)}
+# payload bytes per element (contribution, result) of the v1model profile's methods: the
+# 4-bit encodings go up in half a byte and come back as a byte (CNAT8 or SUM8)
+LINE_RATE_PAYLOAD = {"cnat": (1, 1), "int32": (4, 4), "nat4": (0.5, 1), "uq4": (0.5, 1)}
+# the projection's methods and the variants that can carry them; a method missing here has
+# no Tofino packets, and NO_VARIANT says why
+METHOD_VARIANTS = {"cnat": ("cnat8", "cnat8-in", "cnat8-mp"), "int32": ("fixed32",),
+                   "uq4": ("uq4",)}
+NO_VARIANT = {
+    "nat4": "no Tofino variant decodes NAT4 (the lanes sum UQ4's integers only)",
+    "cnat-wide": "the wide profile is a v1model build; a Tofino's C_nat packets are its "
+                 "compiled cnat8 variants', which method cnat projects",
+}
 SWITCHES = {"line-rate": None, "tofino1": "tofino", "tofino2": "tofino2"}
 
 
@@ -142,18 +152,22 @@ def encoding(variant: str) -> str:
 
 
 def wires(switch: str, method: str) -> list[Wire]:
-    """The packets `method` (cnat, int32) can send on `switch` (SWITCHES): one per compiled
-    variant that carries it (the v1model profile: one)."""
+    """The packets `method` (cnat, int32, nat4, uq4) can send on `switch` (SWITCHES): one
+    per compiled variant that carries it (the v1model profile: one)."""
     if switch not in SWITCHES:
         raise ValueError(f"unknown switch {switch!r}: one of {', '.join(SWITCHES)}")
-    if method not in METHOD_VARIANTS:
-        raise ValueError(f"method {method!r} has no packets on the {switch} switch: one of "
-                         f"{', '.join(METHOD_VARIANTS)}")
+    if method in NO_VARIANT and SWITCHES[switch] is not None:
+        raise ValueError(f"method {method!r} has no packets on the {switch} switch: "
+                         f"{NO_VARIANT[method]}")
     target = SWITCHES[switch]
+    known = LINE_RATE_PAYLOAD if target is None else METHOD_VARIANTS
+    if method not in known:
+        raise ValueError(f"method {method!r} has no packets on the {switch} switch: one of "
+                         f"{', '.join(known)}")
     if target is None:
         n = PROFILES["default"].elems
-        b = 1 if method == "cnat" else 4
-        return [Wire(switch, method, "default", n, per_element(n, b), per_element(n, b), 0,
+        bu, bd = LINE_RATE_PAYLOAD[method]
+        return [Wire(switch, method, "default", n, per_element(n, bu), per_element(n, bd), 0,
                      None, elements_per_pass=n)]
     rows = [r for r in summaries(target) if encoding(r["variant"]) in METHOD_VARIANTS[method]]
     if not rows:

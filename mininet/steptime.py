@@ -294,11 +294,13 @@ def validate(runs: list[dict]) -> list[dict]:
 
 # ---------------------------------------------------------------- projections
 
-# Bytes per element on a worker's busiest link direction, as measured (docs/results.md "Bytes
-# per gradient element"), headers included: C_nat 1.35 (168 elements per packet) or 1.04
-# (1456, the wide profile), int32 4.35; the ring's are its own, 2(n-1)/n x 4 plus TCP's.
-BYTES = {"cnat": 1.35, "cnat-wide": 1.04, "int32": 4.35}
-ELEMS = {"cnat": 168, "cnat-wide": 1456, "int32": 168}
+# Bytes per element on a worker's link (up, down), as measured, headers and priming rounds
+# included (docs/results.md "Bytes per gradient element" and "Four bits per element"): C_nat
+# 1.35 (168 elements per packet) or 1.04 (1456, the wide profile), int32 4.35, NAT4 and UQ4
+# half a byte up and a CNAT8 or SUM8 byte down; the ring's are its own, 2(n-1)/n x 4 plus TCP's.
+BYTES = {"cnat": (1.35, 1.35), "cnat-wide": (1.04, 1.04), "int32": (4.35, 4.35),
+         "nat4": (0.847, 1.35), "uq4": (0.848, 1.35)}
+ELEMS = {"cnat": 168, "cnat-wide": 1456, "int32": 168, "nat4": 168, "uq4": 168}
 RING_OVERHEAD = 1514 / 1448     # a full TCP frame (timestamps on) over its payload
 # An extra pass's latency: a trip through a pipe and a loopback port. No published figure
 # was found; 1 us is an assumption above the sub-microsecond port-to-port latencies switch
@@ -333,6 +335,17 @@ def _switch_wire():
 
 def _switch_wires(switch: str, method: str) -> list:
     return _switch_wire().wires(switch, method)
+
+
+def no_packets(switch: str, method: str) -> str | None:
+    """Why `method` has no packets on `switch` to project (None: it has)."""
+    if method == "ring" or (switch == "line-rate" and method in BYTES):
+        return None
+    try:
+        _switch_wires(switch, method)
+    except ValueError as e:
+        return str(e)
+    return None
 
 
 def pass_terms(w, workers: int, params: float) -> tuple[float, float]:
@@ -376,8 +389,8 @@ def project(params: float, compute_s: float, gbit: float, workers: int, method: 
         return Projection(method, gbit, step, comm, "link", params * per_elem, None, switch)
     if switch == "line-rate" and method in BYTES:
         sw = _switch_wire()
-        ws = [sw.Wire(switch, method, "default", ELEMS[method], BYTES[method], BYTES[method],
-                      0, None, elements_per_pass=ELEMS[method])]
+        ws = [sw.Wire(switch, method, "default", ELEMS[method], *BYTES[method], 0, None,
+                      elements_per_pass=ELEMS[method])]
         variant = False                                     # no compiled variant to name
     else:
         _switch_wire().fit(switch, workers, gbit)
@@ -475,7 +488,8 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--methods", nargs="+", default=["cnat", "int32", "ring"],
                    choices=[*BYTES, "ring"],
                    help="cnat (C_nat INA, 1.35 B/element), cnat-wide (1.04), int32 (int32 "
-                        "INA), ring (host ring allreduce); default cnat int32 ring")
+                        "INA), nat4 and uq4 (the 4-bit INA codecs: 0.85 up, 1.35 down), ring "
+                        "(host ring allreduce); default cnat int32 ring")
     j.add_argument("--pass-us", type=float, default=PASS_S * 1e6,
                    help="latency of one extra pass through a Tofino pipe and a loopback "
                         f"port, us (default {PASS_S * 1e6:g}: an assumption, "
@@ -550,11 +564,16 @@ def main(argv=None) -> int:
         print(f"error: --pass-us {args.pass_us:g}: must be a finite number of us, 0 or more",
               file=sys.stderr)
         return 2
+    missing = {m: why for m in args.methods if (why := no_packets(args.switch, m))}
+    methods = [m for m in args.methods if m not in missing]
+    if not methods:
+        print("error: " + "; ".join(missing.values()), file=sys.stderr)
+        return 2
     try:
         rows = [project(args.params, args.compute_ms / 1e3, g, args.workers, m,
                         args.rtt_us * 1e-6, args.window, args.overlap, switch=args.switch,
                         pass_s=args.pass_us * 1e-6)
-                for g in args.gbit for m in args.methods]
+                for g in args.gbit for m in methods]
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -570,6 +589,8 @@ def main(argv=None) -> int:
                                               f"its pipes, {args.pass_us:g} us an extra pass"))
     if args.switch != "line-rate":
         print("  " + pipes_line(args.switch))
+    for why in missing.values():
+        print(f"  (left out) {why}")
     for m in sorted({r.method for r in rows if r.variant}):
         for w in _switch_wires(args.switch, m):
             print(f"  {m}: {w.variant}, {w.elems} elements per packet ({w.passes} pass(es) "

@@ -80,7 +80,8 @@ def test_each_block_is_a_family_and_only_link_bound_runs_are_measured():
     early = [0.5, 0.85, 0.9, 0.9, 0.9]
     late = [0.5, 0.6, 0.7, 0.75, 0.85]
     conv = _conv({GLOO: [up] * 3, INT32: [late] * 3, "C_nat INA (switch)": [early] * 3,
-                  "natural dithering INA (switch)": [[0.5] * 5] * 3})
+                  "natural dithering INA (switch)": [[0.5] * 5] * 3,
+                  "uniform (THC) INA (switch)": [early] * 3})
     runs = [{"bw": 10.0, "method": "Gloo ring (TCP via the switch)", "seconds_per_step": 0.8,
              "bound": "link: s1->h4 85 % busy"},
             {"bw": 10.0, "method": "int32 INA", "seconds_per_step": 0.5,
@@ -106,11 +107,24 @@ def test_each_block_is_a_family_and_only_link_bound_runs_are_measured():
     assert meas["C_nat INA (switch)"][GLOO]["holm"] == SOONER
     assert meas["C_nat INA (switch)"][INT32]["estimate"] == pytest.approx(50 * 0.5 / 4)
     assert "natural dithering INA (switch)" not in meas
-    # the projections name what carried each method; cnat-wide has no Tofino packets
-    proj = {r["method"]: r for r in blocks["Tofino 2, 10 Gbit/s, projected"]}
+    # the projections name what carried each method: UQ4 its compiled Tofino variant, NAT4
+    # none (no Tofino program decodes it), which the table says instead of leaving a gap
+    uq4, nat4 = "uniform (THC) INA (switch)", "natural dithering INA (switch)"
+    title = "Tofino 2, 10 Gbit/s, projected"
+    proj = {r["method"]: r for r in blocks[title]}
     assert proj["C_nat INA (switch)"]["carried_by"].startswith("cnat8")
-    assert set(proj) == {GLOO, INT32, "C_nat INA (switch)"}
+    assert proj[uq4]["carried_by"].startswith("uq4-t2")
+    assert set(proj) == {GLOO, INT32, "C_nat INA (switch)", uq4}
     assert math.isfinite(proj[GLOO]["seconds_per_step"])
+    assert "decodes NAT4" in a["left_out"][title][nat4]
+    assert "| NAT4 INA | - | no packets: no Tofino variant decodes NAT4" in \
+        tta_seeds.time_table(a)
+    # on the line-rate v1model switch both 4-bit codecs go up in half a byte and come back
+    # in a byte, as C_nat does: the same busiest direction, the same projected step
+    line = {r["method"]: r for r in blocks["v1model at line rate, 10 Gbit/s, projected"]}
+    assert line[uq4]["seconds_per_step"] == line[nat4]["seconds_per_step"] == \
+        pytest.approx(line["C_nat INA (switch)"]["seconds_per_step"])
+    assert line[uq4]["seconds_per_step"] < line[INT32]["seconds_per_step"]
 
 
 def test_the_tables_say_their_families():

@@ -22,7 +22,7 @@ SUMMARIES = {json.loads(p.read_text())["variant"]: json.loads(p.read_text())
 
 
 @pytest.mark.parametrize("switch, target", [("tofino1", "tofino"), ("tofino2", "tofino2")])
-@pytest.mark.parametrize("method", ["cnat", "int32"])
+@pytest.mark.parametrize("method", ["cnat", "int32", "uq4"])
 def test_a_tofino_packet_carries_the_compiled_summarys_elements(switch, target, method):
     ws = sw.wires(switch, method)
     compiled = {v: s for v, s in SUMMARIES.items() if s["target"] == target
@@ -65,6 +65,23 @@ def test_unknown_switches_and_methods_are_refused_by_name():
         sw.wires("tofino3", "cnat")
     with pytest.raises(ValueError, match="'ring' has no packets"):
         sw.wires("tofino1", "ring")
+    # methods the v1model profile carries but no compiled Tofino variant does, with why
+    with pytest.raises(ValueError, match="'nat4' has no packets on the tofino2 switch: no "
+                                         "Tofino variant decodes NAT4"):
+        sw.wires("tofino2", "nat4")
+    with pytest.raises(ValueError, match="'cnat-wide' has no packets on the tofino1 switch: "
+                                         "the wide profile is a v1model build"):
+        sw.wires("tofino1", "cnat-wide")
+
+
+@pytest.mark.parametrize("method", ["nat4", "uq4"])
+def test_a_4_bit_codec_at_line_rate_goes_up_in_half_a_byte_and_down_in_one(method):
+    (w,) = sw.wires("line-rate", method)
+    assert w.elems == 168
+    assert w.up * 168 == pytest.approx(58 + 84) and w.down * 168 == pytest.approx(58 + 168)
+    # the step-time model's measured figures for it (priming rounds included) agree to 1 %
+    up, down = steptime.BYTES[method]
+    assert up == pytest.approx(w.up, rel=0.01) and down == pytest.approx(w.down, rel=0.01)
 
 
 def test_the_window_of_a_tofino_projection_is_capped_by_its_pool():
@@ -113,6 +130,13 @@ def test_project_cli_names_the_compiled_variants_and_refuses_a_bad_switch():
     r = subprocess.run([*cmd, "--switch", "tofino2", "--methods", "cnat-wide"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "'cnat-wide' has no packets on the tofino2 switch" in r.stderr
+    # among others, a method without packets is left out by name and the rest projected
+    r = subprocess.run([*cmd, "--switch", "tofino2", "--methods", "nat4", "uq4", "ring"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "(left out) method 'nat4' has no packets on the tofino2 switch" in r.stdout
+    rows = [ln.split() for ln in r.stdout.splitlines() if ln.startswith("    100")]
+    assert [row[1] for row in rows] == ["uq4", "ring"] and rows[0][-3] == "uq4-t2"
 
 
 # ------------------------------------------------- several passes a packet (issue 48)
