@@ -12,7 +12,11 @@ runner, the compressor in the DDP hook); the two modes differ only in whether ea
 its own compressor (and scale, norm, threshold, k) or one sees the whole model. A run whose
 validation loss ends above log(VOCAB) (worse than guessing) or not finite has diverged; a
 pair in which a mode diverged has no difference to average, so such a row gives the counts.
-The JSON is rewritten after every seed: an interrupted run keeps what it measured.
+The adaptive threshold's two modes send different amounts (each keeps what its fraction
+of its own largest lets through): every row gives the bits per element each mode sent, and
+the adaptive rows come again with the entire-model fraction calibrated on seed 0 (bisection)
+to send layer-wise's bits per element, so that one comparison is at equal bits (--no-match:
+not). The JSON is rewritten after every seed: an interrupted run keeps what it measured.
 """
 
 from __future__ import annotations
@@ -44,6 +48,12 @@ CONFIGS = (("top-k", "1 %", "topk:0.01", 0.3), ("top-k", "10 %", "topk:0.1", 0.3
            ("QSGD", "s=4", "qsgd:s=4", 0.3), ("QSGD", "s=16", "qsgd:s=16", 0.3),
            ("Dryden", "1 %", "dryden:0.01", 0.1), ("Dryden", "10 %", "dryden:0.1", 0.1),
            ("TernGrad", "2 bits", "terngrad", 0.1))
+# The adaptive threshold keeps what its fraction of the largest lets through, per layer or
+# over the whole model, so its two modes send different amounts: each also runs entire-model
+# at a fraction calibrated (on seed 0) to send the bits per element layer-wise sends.
+MATCHED = ("adaptive:0.5", "adaptive:0.1")
+MATCH_TOL = 0.05        # calibrated when the bits per element are within 5 % of layer-wise's
+MATCH_TRIES = 10
 LAYER_BETTER, MODEL_BETTER = "layer-wise better", "entire-model better"
 BASE_LR = 0.3     # charlm's lr (docs/results.md, the separating workload)
 
@@ -81,9 +91,55 @@ def _mean(xs: list[float]) -> float | str:
         f"{len(xs) - len(finite)}/{len(xs)} diverged"
 
 
-def report(losses: dict, base: list[float], seeds: int,
-           base_lr: float = BASE_LR) -> tuple[list[str], list[list]]:
-    done = [(name, ratio, spec, lr) for name, ratio, spec, lr in CONFIGS if spec in losses]
+def bits_per_element(result: dict) -> float:
+    """What a run's compressor sent (its bits()) per gradient element, over all steps."""
+    hooks = [s["hook"] for s in result["steps"] if s.get("hook")]
+    elems = sum(h["elements"] for h in hooks)
+    if not elems:
+        raise ValueError("the run recorded no compressed elements")
+    return sum(h["compressor_bits"] for h in hooks) / elems
+
+
+def calibrate(target: float, bits_at, low: float = 1e-4, high: float = 1.0,
+              tries: int = MATCH_TRIES, tol: float = MATCH_TOL) -> tuple[float, float, int]:
+    """The adaptive fraction whose bits per element (`bits_at(fraction)`, fewer the higher
+    the fraction) come closest to `target`, within `tol`: a bracket on log fraction, cut
+    where log bits interpolates to the target once both its ends have been run (in the
+    middle before; never within a tenth of an end). Returns (fraction, its bits per
+    element, runs taken)."""
+    if not target > 0:
+        raise ValueError(f"target bits per element must be > 0, got {target}")
+    lo, hi = math.log(low), math.log(high)
+    b_lo = b_hi = None
+    best = None
+    for n in range(1, tries + 1):
+        x = (lo + hi) / 2
+        if b_lo and b_hi and b_lo != b_hi:
+            t = (math.log(target) - math.log(b_lo)) / (math.log(b_hi) - math.log(b_lo))
+            x = lo + min(0.9, max(0.1, t)) * (hi - lo)
+        f = float(f"{math.exp(x):.4g}")        # a spec readers can type
+        b = bits_at(f)
+        if best is None or abs(b / target - 1) < abs(best[1] / target - 1):
+            best = (f, b)
+        if abs(b / target - 1) <= tol:
+            return f, b, n
+        if b > target:
+            lo, b_lo = math.log(f), b
+        else:
+            hi, b_hi = math.log(f), b
+    return best[0], best[1], tries
+
+
+def matched_key(layer_spec: str, model_spec: str) -> str:
+    return f"{layer_spec} | {model_spec}"
+
+
+def report(losses: dict, base: list[float], seeds: int, base_lr: float = BASE_LR,
+           extra: tuple = ()) -> tuple[list[str], list[list]]:
+    """The table: a row per config measured (CONFIGS, then `extra` rows of the same shape,
+    the matched ones), with the bits per element each mode sent where recorded."""
+    done = [(name, ratio, spec, lr) for name, ratio, spec, lr in (*CONFIGS, *extra)
+            if spec in losses]
     cmp = {spec: compare(losses[spec]["layer"][:seeds], losses[spec]["model"][:seeds])
            for _, _, spec, _ in done}
     # the family: the rows with a paired test (a row with divergences has none)
@@ -93,15 +149,19 @@ def report(losses: dict, base: list[float], seeds: int,
     corrected = {s: {BETTER: LAYER_BETTER, WORSE: MODEL_BETTER}.get(v, v)
                  for s, v in holm(tested).items()}
     header = ["compressor", "ratio", "spec", "lr", "layer-wise loss", "entire-model loss",
-              "layer - entire [95 % CI]", "seeds", "verdict", f"Holm (family of {len(tested)})"]
+              "layer - entire [95 % CI]", "seeds", "verdict", f"Holm (family of {len(tested)})",
+              "bits/element layer-wise", "entire-model"]
     rows = []
     for name, ratio, spec, lr in done:
         lay, mod = losses[spec]["layer"][:seeds], losses[spec]["model"][:seeds]
         c = cmp[spec]
+        bits = losses[spec].get("bits", {})
         rows.append([name, ratio, spec, losses[spec].get("lr", lr), _mean(lay), _mean(mod),
-                     c["interval"], c["n"], c["verdict"], corrected.get(spec, "-")])
+                     c["interval"], c["n"], c["verdict"], corrected.get(spec, "-"),
+                     *(float(np.mean(bits[m][:seeds])) if bits.get(m) else "-"
+                       for m in MODES)])
     rows.append(["uncompressed (Gloo)", "-", "-", base_lr, _mean(base[:seeds]), "-", "-",
-                 len(base[:seeds]), "baseline", "-"])
+                 len(base[:seeds]), "baseline", "-", 32.0, "-"])
     return header, rows
 
 
@@ -118,6 +178,9 @@ def main(argv=None) -> int:
     names = sorted({c[0].split()[0].lower().replace("-", "") for c in CONFIGS})
     ap.add_argument("--only", nargs="*", metavar="NAME",
                     help=f"compressors whose spec starts with these ({', '.join(names)})")
+    ap.add_argument("--match", action=argparse.BooleanOptionalAction, default=True,
+                    help="run the adaptive threshold entire-model also at a fraction "
+                    "calibrated to send layer-wise's bits per element (default: on)")
     ap.add_argument("--json", type=Path, default=OUT / "layerwise_charlm.json")
     args = ap.parse_args(argv)
     if args.seeds < 2 or args.steps < 1 or args.batch < 1 or \
@@ -131,25 +194,53 @@ def main(argv=None) -> int:
     from worker.ddp.workload import load_data
 
     data = load_data("charlm")
-    losses = {spec: {"lr": args.lr or lr, **{m: [] for m in MODES}}
-              for _, _, spec, lr in configs}
-    base: list[float] = []
+
+    def one(spec: str, mode: str, seed: int, lr: float) -> dict:
+        at = argparse.Namespace(**{**vars(args), "mode": mode, "lr": args.lr or lr})
+        t = time.monotonic()
+        r = run("hook", spec, seed, at, data)
+        r["bits_per_element"] = bits_per_element(r)
+        say(f"seed {seed}: {spec:<20} {mode:<5} validation loss {r['final_test_loss']:.4f}, "
+            f"{r['bits_per_element']:.3g} bits/element ({time.monotonic() - t:.0f} s)")
+        return r
+
     t0 = time.monotonic()
+    # (layer-wise spec, entire-model spec) per row; a matched row's entire-model fraction is
+    # calibrated on seed 0 before any seed runs, so every seed runs the same two specs
+    pairs = {spec: (spec, spec) for _, _, spec, _ in configs}
+    extra, calibration = [], {}
+    for name, ratio, spec, lr in configs:
+        if spec not in MATCHED or not args.match:
+            continue
+        target = one(spec, "layer", 0, lr)["bits_per_element"]
+        f, b, n = calibrate(target, lambda x, lr=lr: one(f"adaptive:{x}", "model", 0,
+                                                         lr)["bits_per_element"])
+        m = f"adaptive:{f}"
+        key = matched_key(spec, m)
+        pairs[key] = (spec, m)
+        extra.append((name, f"{ratio}, entire-model {f} max at equal bits", key, lr))
+        calibration[key] = {"layer_bits": target, "model_bits": b, "fraction": f, "runs": n}
+        say(f"{key}: entire-model {b:.3g} bits/element against layer-wise {target:.3g} "
+            f"(seed 0, {n} runs)")
+    lrs = {spec: args.lr or lr for _, _, spec, lr in (*configs, *extra)}
+    losses = {key: {"lr": lrs[key], **{m: [] for m in MODES}, "bits": {m: [] for m in MODES}}
+              for key in pairs}
+    base: list[float] = []
     for seed in range(args.seeds):
         at = argparse.Namespace(**{**vars(args), "mode": "layer", "lr": args.lr or BASE_LR})
         base.append(run("gloo", None, seed, at, data)["final_test_loss"])
-        for _, _, spec, lr in configs:
-            for mode in MODES:
-                at = argparse.Namespace(**{**vars(args), "mode": mode, "lr": args.lr or lr})
-                t = time.monotonic()
-                loss = run("hook", spec, seed, at, data)["final_test_loss"]
-                losses[spec][mode].append(loss)
-                say(f"seed {seed}: {spec:<20} {mode:<5} validation loss {loss:.4f} "
-                    f"({time.monotonic() - t:.0f} s)")
-        header, rows = report(losses, base, seed + 1, args.lr or BASE_LR)
+        done: dict[tuple, dict] = {}      # a matched row's layer-wise run is its row's
+        for key, specs in pairs.items():
+            for mode, spec in zip(MODES, specs, strict=True):
+                r = done.get((spec, mode, lrs[key])) or one(spec, mode, seed, lrs[key])
+                done[spec, mode, lrs[key]] = r
+                losses[key][mode].append(r["final_test_loss"])
+                losses[key]["bits"][mode].append(r["bits_per_element"])
+        header, rows = report(losses, base, seed + 1, args.lr or BASE_LR, tuple(extra))
         save(args.json, {"machine": machine(), "seeds_done": seed + 1, "seeds": args.seeds,
                          "steps": args.steps, "batch": args.batch, "lr": args.lr,
                          "corpus_sha256": charlm.corpus_sha256(), "configs": configs,
+                         "matched": extra, "calibration": calibration,
                          "losses": losses, "uncompressed": base,
                          "rows": rows, "table": markdown(header, rows),
                          "wall_seconds": time.monotonic() - t0})

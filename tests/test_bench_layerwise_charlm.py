@@ -13,10 +13,14 @@ from layerwise_charlm import (  # noqa: E402  (bench/ is on the path from here)
     CANNOT_TELL,
     CONFIGS,
     LAYER_BETTER,
+    MATCH_TOL,
     MODEL_BETTER,
+    bits_per_element,
+    calibrate,
     compare,
     diverged,
     main,
+    matched_key,
     report,
 )
 
@@ -59,8 +63,10 @@ def test_report_gives_a_row_per_measured_config_and_the_baseline():
                           [2.2, 2.21, 2.22], seeds=2)      # only the first 2 seeds count
     assert len(rows) == 2 and rows[0][2] == spec and rows[0][7] == 2
     assert rows[0][3] == CONFIGS[0][3] and rows[0][8] == LAYER_BETTER
-    assert rows[-1][-2] == "baseline"
-    assert len(header) == len(rows[0]) and header[-1] == "Holm (family of 1)"
+    assert rows[-1][8] == "baseline"
+    assert len(header) == len(rows[0]) and header[9] == "Holm (family of 1)"
+    # no bits recorded for the row: the columns say so rather than show a number
+    assert header[10:] == ["bits/element layer-wise", "entire-model"] and rows[0][10:] == ["-"] * 2
     # one comparison in the family: Holm's verdict is its own
     assert rows[0][9] == rows[0][8]
 
@@ -77,7 +83,7 @@ def test_holm_column_counts_only_the_rows_with_an_interval():
               bad: {"layer": [2.3, 2.3, 2.3, 2.3], "model": [BAD, 2.3, 2.3, 2.3]}}
     header, rows = report(losses, [2.2] * 4, seeds=4)
     by = {r[2]: r for r in rows}
-    assert header[-1] == "Holm (family of 3)"
+    assert header[9] == "Holm (family of 3)"
     assert by[clear][8] == LAYER_BETTER and by[clear][9] == LAYER_BETTER
     for b in (b1, b2):
         assert by[b][8] == LAYER_BETTER and by[b][9] == CANNOT_TELL
@@ -121,3 +127,67 @@ def test_qsgd_rows_send_the_bits_the_comment_says(spec, bits):
     sent = c.compress(x)
     per_norm = 32 * sent.payload["norm"].size
     assert (c.bits(sent) - per_norm) / x.size == bits
+
+
+def test_bits_per_element_is_the_compressors_bits_over_every_steps_elements():
+    r = {"steps": [{"hook": {"elements": 100, "compressor_bits": 640}},
+                   {"hook": {"elements": 100, "compressor_bits": 160}}, {"hook": {}}]}
+    assert bits_per_element(r) == 4.0
+    with pytest.raises(ValueError, match="no compressed elements"):
+        bits_per_element({"steps": [{"hook": {}}]})
+
+
+def test_calibration_finds_the_fraction_that_sends_the_target_bits():
+    # a threshold's bits fall as its fraction rises: here 64 * (1 - f)^3 per element
+    seen = []
+
+    def bits_at(f):
+        seen.append(f)
+        return 64 * (1 - f) ** 3
+
+    f, b, n = calibrate(64 * 0.7 ** 3, bits_at)           # the answer is f = 0.3
+    assert abs(b / (64 * 0.7 ** 3) - 1) <= MATCH_TOL and n == len(seen) and f == seen[-1]
+    assert 0.25 < f < 0.35
+    # a target it cannot reach within its tries: the closest it ran, and every try spent
+    f, b, n = calibrate(1e-9, bits_at, tries=4)
+    assert n == 4 and b == min(64 * (1 - x) ** 3 for x in seen[-4:])
+    with pytest.raises(ValueError, match="must be > 0"):
+        calibrate(0.0, bits_at)
+
+
+def test_a_matched_row_pairs_layer_wise_with_the_calibrated_entire_model_run(tmp_path,
+                                                                            monkeypatch):
+    # runs stand in for training (the tiny run above trains): entire-model sends
+    # 64 (1 - f)^3 bits per element at fraction f, layer-wise 0.5 at any fraction
+    import layerwise_charlm
+
+    calls = []
+
+    def fake(how, spec, seed, args, data):
+        calls.append((spec, args.mode, seed))
+        f = float(spec.split(":")[1]) if spec else 0.0
+        bits = 64 * (1 - f) ** 3 if args.mode == "model" else 0.5
+        return {"final_test_loss": 2.0 + f + seed / 10 + (args.mode == "model") / 100,
+                "steps": [{"hook": {"elements": 1000, "compressor_bits": bits * 1000}}]}
+
+    monkeypatch.setattr(layerwise_charlm, "run", fake)
+    out = tmp_path / "lw.json"
+    assert main(["--seeds", "2", "--steps", "1", "--batch", "2", "--only", "adaptive:0.1",
+                 "--json", str(out)]) == 0
+    got = json.loads(out.read_text())
+    (name, ratio, key, lr), = got["matched"]
+    cal = got["calibration"][key]
+    assert key == matched_key("adaptive:0.1", f"adaptive:{cal['fraction']}")
+    assert "at equal bits" in ratio and key in got["table"]
+    row, plain = got["losses"][key], got["losses"]["adaptive:0.1"]
+    # the same layer-wise runs on both rows; the entire-model side is the calibrated one
+    assert row["layer"] == plain["layer"] and row["bits"]["layer"] == plain["bits"]["layer"]
+    assert cal["layer_bits"] == plain["bits"]["layer"][0]
+    assert row["bits"]["model"][0] == cal["model_bits"]
+    assert abs(cal["model_bits"] / cal["layer_bits"] - 1) <= MATCH_TOL and cal["runs"] < 10
+    assert cal["layer_bits"] == 0.5 and 0.75 < cal["fraction"] < 0.8
+    assert row["bits"]["model"] == [cal["model_bits"]] * 2
+    # each seed runs each spec and mode once: the matched row reuses layer-wise's run
+    seeds = [c for c in calls if c[0] is not None and c[2] == 1]
+    assert sorted(seeds) == sorted({("adaptive:0.1", "layer", 1), ("adaptive:0.1", "model", 1),
+                                    (f"adaptive:{cal['fraction']}", "model", 1)})
