@@ -200,6 +200,25 @@ def block(title: str, per_step: dict[str, float | None], what: dict[str, str],
     return rows
 
 
+KEPT = ("eval_steps", "batch", "workers", "steps", "lr", "mode")
+
+
+def kept(conv: dict) -> dict:
+    """What analyse() reads of a convergence run, the methods of METHODS only: small
+    enough to commit beside the tables it makes, and a --convergence input again."""
+    return {**{k: conv[k] for k in KEPT if k in conv},
+            "seeds": len(conv["per_seed"][GLOO]),
+            "per_seed": {k: v for k, v in conv["per_seed"].items() if k in METHODS}}
+
+
+def dumps_kept(k: dict) -> str:
+    """kept() as JSON with a seed's curve to a line, so that a diff shows which changed."""
+    per = ",\n".join(f" {json.dumps(m)}: [\n" + ",\n".join(f"  {json.dumps(c)}" for c in v)
+                     + "]" for m, v in k["per_seed"].items())
+    head = json.dumps({x: y for x, y in k.items() if x != "per_seed"})[:-1]
+    return f'{head}, "per_seed": {{\n{per}}}}}\n'
+
+
 def analyse(conv: dict, target: float, compute_s: float, mininet: list[dict] | None) -> dict:
     names = [k for k in METHODS if k in conv["per_seed"]]
     if GLOO not in names:
@@ -339,6 +358,9 @@ def main(argv=None) -> int:
                     help="a worker's compute per step, ms (default: measured here)")
     ap.add_argument("--plot", type=Path, default=OUT / "tta_seeds.png")
     ap.add_argument("--json", type=Path, default=OUT / "tta_seeds.json")
+    ap.add_argument("--keep", type=Path, metavar="PATH",
+                    help="also write the per-seed curves this analysis reads (a JSON that "
+                    "--convergence takes again), e.g. docs/results/torch_tta_curves.json")
     args = ap.parse_args(argv)
     try:
         conv = json.loads(args.convergence.read_text())
@@ -353,6 +375,9 @@ def main(argv=None) -> int:
     except (OSError, ValueError, KeyError, TypeError) as e:
         ap.error(f"--measured {args.measured}: not a bench/torch_tta.py JSON "
                  f"({type(e).__name__}: {e})")
+    if args.keep:
+        args.keep.parent.mkdir(parents=True, exist_ok=True)
+        args.keep.write_text(dumps_kept(kept(conv)))
     compute_s = args.compute_ms / 1e3 if args.compute_ms else compute_seconds(conv["batch"])
     say(f"compute per step {compute_s * 1e3:.2f} ms")
     a = analyse(conv, args.target, compute_s, mininet)

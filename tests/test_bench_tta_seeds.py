@@ -75,7 +75,7 @@ def _conv(curves: dict) -> dict:
 
 def test_each_block_is_a_family_and_only_link_bound_runs_are_measured():
     # three seeds; C_nat reaches 2 evaluations sooner than Gloo on every seed, int32 one
-    # later; NAT4 never has a time (no step-time figures), so it is only in the steps block
+    # later; NAT4 never reaches the target, so it has counts and no interval
     up = [0.5, 0.6, 0.7, 0.85, 0.9]
     early = [0.5, 0.85, 0.9, 0.9, 0.9]
     late = [0.5, 0.6, 0.7, 0.75, 0.85]
@@ -152,3 +152,25 @@ def test_an_input_that_is_not_the_benches_json_is_a_clear_error(tmp_path, capsys
         tta_seeds.main([*argv, "--compute-ms", "20", "--json", str(tmp_path / "out.json")])
     assert e.value.code == 2 and says in capsys.readouterr().err
     assert not (tmp_path / "out.json").exists()
+
+
+def test_the_kept_curves_are_a_convergence_input_that_gives_the_same_tables(tmp_path):
+    up = [0.5, 0.6, 0.7, 0.85, 0.9]
+    early = [0.5, 0.85, 0.9, 0.9, 0.9]
+    conv = {**_conv({GLOO: [up, early], INT32: [up, up], "C_nat INA (switch)": [early, up],
+                     "one-bit": [up, up]}), "machine": {"cpu": "x"}, "curves": {}}
+    src, keep = tmp_path / "conv.json", tmp_path / "kept.json"
+    src.write_text(json.dumps(conv))
+    out1, out2 = tmp_path / "a.json", tmp_path / "b.json"
+    common = ["--compute-ms", "20", "--plot", str(tmp_path / "p.png")]
+    assert tta_seeds.main(["--convergence", str(src), "--keep", str(keep), "--json",
+                           str(out1), *common]) == 0
+    k = json.loads(keep.read_text())
+    # the methods the tables read, and nothing of the run's other output
+    assert set(k["per_seed"]) == {GLOO, INT32, "C_nat INA (switch)"} and k["seeds"] == 2
+    assert "machine" not in k and k["per_seed"][GLOO] == [up, early]
+    # one seed's curve to a line: a change shows in a diff as that seed's line
+    assert f"  {json.dumps(early)}," in keep.read_text().splitlines()
+    assert tta_seeds.main(["--convergence", str(keep), "--json", str(out2), *common]) == 0
+    a, b = json.loads(out1.read_text()), json.loads(out2.read_text())
+    assert a["steps_table"] == b["steps_table"] and a["time_table"] == b["time_table"]
