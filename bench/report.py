@@ -158,6 +158,7 @@ def overlap_section(ov: dict | None) -> list[str]:
            "(bench/torch_overlap.py)", ""]
     if not ov:
         return out + ["Not run (needs root and Mininet).", ""]
+    most = (ov["compute"] + ov["comm"]) / max(ov["compute"], ov["comm"])
     return out + [
         f"A star of 4 workers, one {ov['switch']} switch, C_nat INA on the {ov['profile']} "
         f"profile, links at {ov['bw']:g} Mbit/s, batch {ov['batch']} per worker, "
@@ -165,8 +166,11 @@ def overlap_section(ov: dict | None) -> list[str]:
         "*overlap*: the hook's futures completed by the rank's communication thread while "
         "the backward pass goes on; *no overlap*: each bucket reduced on the autograd "
         f"thread. Without overlap a step was {ov['compute']:.3f} s of computation and "
-        f"{ov['comm']:.3f} s of communication; overlap gained {ov['gain']:.2f}x (at most "
-        f"{(ov['compute'] + ov['comm']) / max(ov['compute'], ov['comm']):.2f}x).", "",
+        f"{ov['comm']:.3f} s of communication; overlap gained {ov['gain']:.2f}x over no "
+        f"overlap (at most {most:.2f}x, the table below).", "",
+        "| no overlap, median per step | computation s | communication s | overlap's most: "
+        "(computation + communication) / the larger |", "| --- | ---: | ---: | ---: |",
+        f"| measured | {ov['compute']:.3f} | {ov['comm']:.3f} | {most:.2f}x |", "",
         ov["table"], ""]
 
 
@@ -305,8 +309,8 @@ def speed_section(sp: dict | None, figs: Path, rel: str) -> list[str]:
             + f". {sp['elements']} float32 per worker, {sp['reps']} timed calls (pps: runs) "
             "per row; the figure is the median, *min..max* the spread. Switch-bound rows at "
             f"{sp['fast_bw']:g} Mbit/s, link-bound at {sp['link_bw']:g} Mbit/s, softswitch. "
-            f"Load average {m['load_average'][0]} at the start, {sp['load_after']} at the "
-            f"end ({m['cores']} cores, shared); each row's is in its *load* column.", ""]
+            f"Each row's load average, at its start and its end, is in its *load* column "
+            f"({m['cores']} cores, shared).", ""]
     code = sp.get("code") or {}
     if base and code.get("changed") is not None:
         n = len(code["changed"])
@@ -319,8 +323,8 @@ def speed_section(sp: dict | None, figs: Path, rel: str) -> list[str]:
                                 + (", ..." if n > 12 else "") + "."), ""]
     out += [sp["targets_table"], "", sp["table"], ""]
     if sp.get("soft_to_bmv2"):
-        out += [f"softswitch / BMv2 simple_switch_grpc (pps, this code): "
-                f"{sp['soft_to_bmv2']:.2f}x elements/s.", ""]
+        out += ["| pps, this code | elements/s |", "| --- | ---: |",
+                f"| softswitch / BMv2 simple_switch_grpc | {sp['soft_to_bmv2']:.2f}x |", ""]
     if sp.get("skipped"):
         out += ["Not run: " + "; ".join(f"{k} ({v})" for k, v in sp["skipped"].items()) + ".",
                 ""]
@@ -385,8 +389,8 @@ def observations(rows: list[dict], cores) -> list[str]:
             said.append(f"on {c['switch']} ({part}) C_nat INA took "
                         f"{c['median_s'] / i['median_s']:.2f}x the time of int32 INA, "
                         f"{c['median_s'] / p['median_s']:.2f}x the parameter server's"
-                        + (f" and {c['median_s'] / g['median_s']:.2f}x Gloo's ring "
-                           "allreduce's" if g else ""))
+                        + (f" and {c['median_s'] / g['median_s']:.2f}x Gloo ring's"
+                           if g else ""))
     if said:
         # Which way the order goes depends on the switch's per-packet cost: say it from the
         # figures, not as a rule.
@@ -494,6 +498,11 @@ def main(argv=None) -> int:
                 wire["table"], ""]
         odd = [r for r in wire["rows"]
                if abs(r["switch_down_bytes_per_element"] - r["down_bytes_per_element"]) > 0.01]
+        if odd:
+            out += ["| variant | B/elem down, on the links | B/elem down, the switch's "
+                    "`NatEgress.port_tx` counter |", "| --- | ---: | ---: |"]
+            out += [f"| {r['variant']} | {r['down_bytes_per_element']:.3f} | "
+                    f"{r['switch_down_bytes_per_element']:.3f} |" for r in odd] + [""]
         for r in odd:
             out += [f"The switch's `NatEgress.port_tx` counter gave "
                     f"{r['switch_down_bytes_per_element']:.3f} B/element down for "
@@ -525,9 +534,10 @@ def main(argv=None) -> int:
         rates = [r for r in ar["rows"] if r["regime"] == "switch"]
         if rates:
             out += ["Switch-bound rows, elements allreduced per second (workers x elements / "
-                    "time): " + "; ".join(
-                        f"{r['part']} {r['variant']} ({r['workers']}): "
-                        f"{r['switch_elements_per_s'] / 1e6:.2f} M/s" for r in rates) + ".", ""]
+                    "time):", "", "| part | variant | workers | M elements/s |",
+                    "| --- | --- | ---: | ---: |"]
+            out += [f"| {r['part']} | {r['variant']} | {r['workers']} | "
+                    f"{r['switch_elements_per_s'] / 1e6:.2f} |" for r in rates] + [""]
     else:
         out += ["Not run (needs root and Mininet).", ""]
     out += speed_section(sp, figs, rel)
