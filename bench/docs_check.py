@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """Checks of docs/results.md against its own tables: every *Holm* column holds the verdict
 Holm's correction gives over its table's family, recomputed from the printed intervals; and
-in the sections CHECKED every decimal number of the prose is one some table of the file
-prints (or a stated setting of the run, SETTINGS), so a sentence says no more than a table.
+the prose of every section says no more than its tables (docs_prose.py).
 
     .venv/bin/python bench/docs_check.py [docs/results.md]
 
@@ -22,6 +21,7 @@ import re
 import sys
 from pathlib import Path
 
+from docs_prose import prose_problems, tables
 from paired import CANNOT_TELL, EQUAL, from_interval, holm_adjusted
 
 ALPHA = 0.05
@@ -29,24 +29,6 @@ _NUM = r"[+-]?\d+(?:\.\d+)?"
 INTERVAL = re.compile(rf"^({_NUM})(x)?(?: pp)? \[({_NUM}), ({_NUM})\](?:, n=(\d+))?$")
 FAMILY = re.compile(r"family of (\d+)")
 PER = re.compile(r"^Holm \(per (.+)\)$")
-
-
-def tables(text: str) -> list[tuple[int, list[str], list[list[str]]]]:
-    """(line number of the header, header cells, body rows) of every markdown table."""
-    out, lines, i = [], text.splitlines(), 0
-    while i < len(lines):
-        if lines[i].startswith("|") and i + 1 < len(lines) and \
-                re.match(r"^\|( *:?-+:? *\|)+ *$", lines[i + 1]):
-            head = [c.strip() for c in lines[i].strip().strip("|").split("|")]
-            j, body = i + 2, []
-            while j < len(lines) and lines[j].startswith("|"):
-                body.append([c.strip() for c in lines[j].strip().strip("|").split("|")])
-                j += 1
-            out.append((i + 1, head, body))
-            i = j
-        else:
-            i += 1
-    return out
 
 
 def holm_problems(text: str) -> list[str]:
@@ -100,42 +82,6 @@ def holm_problems(text: str) -> list[str]:
                 if want is not None and row[h] != want:
                     problems.append(f"line {line}: {row[0]!r}: {name} says {row[h]!r}, the "
                                     f"correction gives {want!r} (adjusted p {adj:.3g})")
-    return problems
-
-
-# sections whose prose is held to the tables (a title's beginning)
-CHECKED = ("PyTorch DDP: time to accuracy", "The seeds' claims")
-# numbers the prose may state that are settings of a run, not results
-SETTINGS = {"0.9": "SGD momentum", "0.005": "the workload's precision target, nats",
-            "0.01": "the equivalence margin, nats, fixed before its runs",
-            "4.57": "ln 97, the divergence threshold", "21.33": "compute per step, ms (input)",
-            "21.3": "the same, as the caption rounds it"}
-_DECIMAL = re.compile(r"(?<![\w.`/])(\d+\.\d+)")
-
-
-def prose_problems(text: str, checked=CHECKED, settings=SETTINGS) -> list[str]:
-    """Decimal numbers in the prose of the `checked` sections that no table of `text`
-    prints and that are no stated setting. Integers (seeds, steps, bits) are not checked;
-    inline code and image lines are not prose."""
-    printed = set()
-    for _, head, body in tables(text):
-        for cell in [*head, *(c for row in body for c in row)]:
-            printed |= {m.group(1) for m in _DECIMAL.finditer(" " + cell)}
-    problems = []
-    for sec in re.split(r"(?m)^## ", text)[1:]:
-        title = sec.splitlines()[0]
-        if not title.startswith(tuple(checked)):
-            continue
-        code = False
-        for line in sec.splitlines()[1:]:
-            if line.startswith("```"):
-                code = not code
-            if code or line.startswith(("|", "![", "```")):
-                continue
-            for m in _DECIMAL.finditer(re.sub(r"`[^`]*`", "", line)):
-                if m.group(1) not in printed and m.group(1) not in settings:
-                    problems.append(f"{title[:40]}: {m.group(1)} is in no table: "
-                                    f"{line.strip()[:100]}")
     return problems
 
 

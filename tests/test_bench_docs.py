@@ -65,9 +65,14 @@ def test_ratio_intervals_and_families_per_block():
                          + row.format(b="A", m="x", ci=border, v="sooner", h="sooner"))
 
 
-def test_the_committed_prose_of_the_checked_sections_says_only_what_tables_print():
+def test_the_committed_prose_of_every_section_says_only_what_its_tables_print():
     from docs_check import prose_problems
-    assert prose_problems(DOCS.read_text()) == []
+    from docs_prose import CHECKED, sections
+    text = DOCS.read_text()
+    titles = [t for t, _ in sections(text)]
+    assert len(titles) >= 16
+    assert all(t.startswith(CHECKED) for t in titles)
+    assert prose_problems(text) == []
 
 
 def test_a_range_in_a_sentence_that_no_table_prints_is_caught():
@@ -78,8 +83,69 @@ def test_a_range_in_a_sentence_that_no_table_prints_is_caught():
     assert prose_problems(doc.format(lo="1.06", hi="2.21"), checked=("Checked",)) == []
     # the example: a range rounded past its table, at either end
     bad = prose_problems(doc.format(lo="1.2", hi="2.2"), checked=("Checked",))
-    assert [p.split(": ")[1] for p in bad] == ["1.2 is in no table", "2.2 is in no table"]
+    assert [p.split(": ")[1] for p in bad] == [
+        "1.2 is in no table nor the quotient of two rows it names",
+        "2.2 is in no table nor the quotient of two rows it names"]
     # a setting of the run is allowed only when it is named as one
     assert prose_problems(doc.format(lo="1.06", hi="2.21"), checked=("Checked",),
                           settings={}) == ["Checked part: 0.9 is in no table: C_nat INA is "
-                                           "1.06-2.21x faster, at momentum 0.9 (`--lr 0.1`)."]
+                                           "1.06-2.21x faster, at momentum 0.9 ()."]
+    # every section is checked by default
+    assert prose_problems(doc.format(lo="1.06", hi="2.21")) == [
+        "Other part: 7.77 is in no table: Anything goes here: 7.77."]
+
+
+# two sections: a run's table, and prose elsewhere that cites it
+TWO = ("## Time to allreduce (bench/allreduce.py)\n\n"
+       "| part | variant | median s |\n| --- | --- | ---: |\n"
+       "| star | C_nat INA | 0.316 |\n| star | int32 INA | 0.415 |\n\n"
+       "## Elsewhere\n\n{prose}\n")
+
+
+def test_a_sentence_is_held_to_the_tables_of_its_own_section():
+    from docs_prose import prose_problems
+    assert prose_problems(TWO.format(prose="Its median was 0.316 s.")) == [
+        "Elsewhere: 0.316 is in no table: Its median was 0.316 s."]
+    # unless its paragraph names the section: its title's start in quotes, or its bench
+    for named in ('("Time to allreduce")', "(the allreduce table)"):
+        assert prose_problems(TWO.format(prose=f"Its median was 0.316 s {named}.")) == []
+    assert prose_problems(TWO.format(prose='Its median was 0.316 s ("Time to go").'))
+
+
+def test_a_bench_output_pasted_in_its_section_counts_as_printed():
+    from docs_prose import prose_problems
+    code = "```\nBMv2: uq4 aggregates 7.47x the elements/s of cnat8\n```\n\n"
+    doc = "## Four bits\n\n{code}UQ4 does 7.47x on wide4.\n## Other\n\n{other}"
+    assert prose_problems(doc.format(code=code, other="")) == []
+    assert prose_problems(doc.format(code="", other=code))       # another section's output
+    # the version of a tool is not a number
+    assert prose_problems("## V\n\nBMv2 1.15.0 and p4c 1.2.5.8, P4 Studio 9.13.4.\n") == []
+
+
+def test_a_ratio_is_the_quotient_of_two_rows_it_names_at_its_digits():
+    from docs_prose import prose_problems
+
+    def problems(prose):
+        return prose_problems(TWO.replace("## Elsewhere\n\n", "").format(prose=prose))
+
+    # 0.316 / 0.415 = 0.7614...
+    for ok in ("0.76x", "0.761x", "0.8x", "0.76 times", "0.76-0.761x"):
+        assert problems(f"On the star C_nat INA took {ok} the time of int32 INA.") == [], ok
+    for wrong in ("0.77x", "0.75x", "0.7615x", "0.7x", "0.77 times"):
+        assert len(problems(f"On the star C_nat INA took {wrong} the time of int32 INA.")) \
+            == 1, wrong
+    # the rows must be named in the ratio's sentence, each by its key (part and variant)
+    assert problems("On the star C_nat INA took 0.76x the time of the other.")
+    assert problems("C_nat INA took 0.76x the time of int32 INA.")
+    assert problems("On the star C_nat INA took 0.76x the time. It is int32 INA's.")
+    # a ratio is a quotient; a plain number is not
+    assert problems("On the star C_nat INA took 0.76 of int32 INA's time.")
+
+
+def test_a_setting_is_a_number_or_the_phrase_it_is_stated_in():
+    from docs_prose import prose_problems
+    doc = "## Run\n\n{}\n"
+    settings = {"lr 0.1": "the learning rate", "0.9": "momentum"}
+    assert prose_problems(doc.format("SGD lr 0.1, momentum 0.9."), settings=settings) == []
+    assert prose_problems(doc.format("A step took 0.1 s."), settings=settings)
+    assert prose_problems(doc.format("Momentum 0.95."), settings=settings)
