@@ -30,7 +30,7 @@ def test_a_faster_cnat_row_is_not_explained_as_the_slower():
                                   row("star-switch", "parameter server", 0.6),
                                   row("star-switch", "Gloo ring", 0.45)])
     assert "C_nat INA took 0.75x the time of int32 INA, 0.50x the parameter server's and " \
-           "0.67x Gloo's" in line
+           "0.67x Gloo ring's" in line
     assert "turns" not in line and "per-packet" not in line
 
 
