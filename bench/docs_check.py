@@ -10,12 +10,15 @@ an interval there, its size in the Holm column's header ("Holm (family of N)"); 
 "Holm (per COLUMN)", the rows that share COLUMN's value. A Holm column judges the nearest
 interval column to its left. A ratio's interval ("1.25x [1.10, 1.42]") is a t interval of
 its logarithm.
-The printed intervals are rounded, so each test is rebuilt from them (paired.from_interval):
-p-values good to about two digits, enough away from 0.05.
+The printed intervals are rounded, so each test is rebuilt from them (paired.from_interval)
+with every printed number anywhere within half a unit of its last digit: a Holm verdict is
+held to the correction where all those readings agree, and either verdict passes where the
+printed digits cannot decide (an adjusted p on both sides of 0.05).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import sys
@@ -29,6 +32,27 @@ _NUM = r"[+-]?\d+(?:\.\d+)?"
 INTERVAL = re.compile(rf"^({_NUM})(x)?(?: pp)? \[({_NUM}), ({_NUM})\](?:, n=(\d+))?$")
 FAMILY = re.compile(r"family of (\d+)")
 PER = re.compile(r"^Holm \(per (.+)\)$")
+
+
+def p_range(printed: list[str], ratio: bool, n: int) -> tuple[float, float]:
+    """The smallest and largest p of a paired test whose estimate and 95 % CI print as
+    `printed` (estimate, low, high): each may be anywhere within half a unit of its last
+    printed digit. A ratio's interval is a t interval of its logarithm."""
+    ps = []
+    for signs in itertools.product((-1, 0, 1), repeat=3):
+        v = []
+        for text, sign in zip(printed, signs, strict=True):
+            digits = len(text.split(".")[1]) if "." in text else 0
+            v.append(float(text) + sign * 0.5 * 10 ** -digits)
+        if ratio:
+            if min(v) <= 0:
+                continue
+            v = [math.log(x) for x in v]
+        if not v[1] <= v[0] <= v[2]:
+            continue
+        d = from_interval(*v, n)
+        ps.append(1.0 if d.low == d.high == d.diff == 0 else d.p)
+    return min(ps), max(ps)
 
 
 def holm_problems(text: str) -> list[str]:
@@ -58,27 +82,30 @@ def holm_problems(text: str) -> list[str]:
                     problems.append(f"line {line}: {row[0]!r}: no seeds for {row[ci]!r}")
                     continue
                 n = int(m.group(5) or row[seeds])
-                v = [float(m.group(k)) for k in (1, 3, 4)]
-                if m.group(2):
-                    v = [math.log(x) for x in v]
-                d = from_interval(*v, n)
                 key = row[head.index(per.group(1))] if per else ""
                 groups.setdefault(key, []).append(
-                    (r, 1.0 if d.low == d.high == d.diff == 0 else d.p))
+                    (r, p_range([m.group(k) for k in (1, 3, 4)], bool(m.group(2)), n)))
             fam = FAMILY.search(name)
             tested = sum(len(g) for g in groups.values())
             if fam and int(fam.group(1)) != tested:
                 problems.append(f"line {line}: {name!r} but {tested} rows have an "
                                 f"interval in {head[ci]!r}")
-            judged = [(r, adj) for g in groups.values()
-                      for (r, _), adj in zip(g, holm_adjusted([p for _, p in g]), strict=True)]
-            for r, adj in judged:
+            # Holm's adjusted p grows with every p of the family: the family's smallest and
+            # largest p that the printed digits allow bound each row's adjusted p
+            judged = [(r, lo, hi) for g in groups.values()
+                      for (r, _), lo, hi in zip(g, holm_adjusted([p[0] for _, p in g]),
+                                                holm_adjusted([p[1] for _, p in g]),
+                                                strict=True)]
+            for r, lo, hi in judged:
                 row = body[r]
                 own = row[verdict] if verdict is not None else None
                 if own is None or own == EQUAL:
                     want = own
+                elif lo <= ALPHA < hi:          # the printed digits cannot decide
+                    want = row[h] if row[h] in (own, CANNOT_TELL) else own
                 else:
-                    want = own if adj <= ALPHA else CANNOT_TELL
+                    want = own if hi <= ALPHA else CANNOT_TELL
+                adj = hi
                 if want is not None and row[h] != want:
                     problems.append(f"line {line}: {row[0]!r}: {name} says {row[h]!r}, the "
                                     f"correction gives {want!r} (adjusted p {adj:.3g})")

@@ -114,8 +114,15 @@ def speedup(method: list[float | None], baseline: list[float | None]) -> Speedup
 
 
 def per_seed_steps(conv: dict, target: float) -> dict[str, list[int | None]]:
-    return {name: [steps_to_target(conv["eval_steps"], accs, target) for accs in runs]
-            for name, runs in conv["per_seed"].items()}
+    """Per method, each seed's steps to `target` (None: not reached): from the curves, or
+    as a run kept them (`steps_to_target`, for the target it was kept for)."""
+    if "per_seed" in conv:
+        return {name: [steps_to_target(conv["eval_steps"], accs, target) for accs in runs]
+                for name, runs in conv["per_seed"].items()}
+    if conv.get("target") != target:
+        raise ValueError(f"the steps were kept for target {conv.get('target')}, not {target}: "
+                         "another target needs the run's curves")
+    return conv["steps_to_target"]
 
 
 def compute_seconds(batch: int, reps: int = 40) -> float:
@@ -220,11 +227,14 @@ def dumps_kept(k: dict) -> str:
 
 
 def analyse(conv: dict, target: float, compute_s: float, mininet: list[dict] | None) -> dict:
-    names = [k for k in METHODS if k in conv["per_seed"]]
+    steps = per_seed_steps(conv, target)
+    names = [k for k in METHODS if k in steps]
     if GLOO not in names:
         raise ValueError("the convergence run has no uncompressed (Gloo) runs")
-    steps = per_seed_steps(conv, target)
-    seeds = len(conv["per_seed"][GLOO])
+    seeds = len(steps[GLOO])
+    if any(len(steps[k]) != seeds for k in names):
+        raise ValueError("every method needs one run per seed: "
+                         + ", ".join(f"{k} {len(steps[k])}" for k in names))
     # steps alone: the ratio every switch and rate shares where steps take equal time
     step_rows = block("steps", {k: 1.0 for k in names}, {k: "-" for k in names}, steps)
     blocks, left_out = [], {}
@@ -248,7 +258,8 @@ def analyse(conv: dict, target: float, compute_s: float, mininet: list[dict] | N
     return {"target": target, "seeds": seeds, "workers": conv["workers"],
             "steps_to_target": steps,
             "eval_steps": conv["eval_steps"], "compute_seconds": compute_s,
-            "per_seed": {k: conv["per_seed"][k] for k in names},
+            "per_seed": {k: conv["per_seed"][k] for k in names} if "per_seed" in conv
+            else None,
             "step_rows": step_rows, "blocks": blocks, "left_out": left_out}
 
 
@@ -311,6 +322,8 @@ def plot(a: dict, path: Path, panels: list[str] | None = None) -> bool:
         import numpy as np
     except ImportError:
         return False
+    if not a.get("per_seed"):           # steps kept without their curves
+        return False
     blocks = {rows[0]["block"]: rows for rows in a["blocks"] if rows}
     panels = [p for p in (panels or list(blocks)[:4]) if p in blocks]
     if not panels:
@@ -364,7 +377,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     try:
         conv = json.loads(args.convergence.read_text())
-        missing = {"per_seed", "eval_steps", "batch", "workers"} - set(conv)
+        curves = "per_seed" if "per_seed" in conv else "steps_to_target"
+        missing = {curves, "eval_steps", "batch", "workers"} - set(conv)
         if missing:
             raise KeyError(", ".join(sorted(missing)))
     except (OSError, ValueError, KeyError, TypeError) as e:
@@ -375,6 +389,8 @@ def main(argv=None) -> int:
     except (OSError, ValueError, KeyError, TypeError) as e:
         ap.error(f"--measured {args.measured}: not a bench/torch_tta.py JSON "
                  f"({type(e).__name__}: {e})")
+    if args.keep and "per_seed" not in conv:
+        ap.error("--keep writes curves: this --convergence JSON has steps only")
     if args.keep:
         args.keep.parent.mkdir(parents=True, exist_ok=True)
         args.keep.write_text(dumps_kept(kept(conv)))

@@ -149,3 +149,15 @@ def test_a_setting_is_a_number_or_the_phrase_it_is_stated_in():
     assert prose_problems(doc.format("SGD lr 0.1, momentum 0.9."), settings=settings) == []
     assert prose_problems(doc.format("A step took 0.1 s."), settings=settings)
     assert prose_problems(doc.format("Momentum 0.95."), settings=settings)
+
+
+def test_a_verdict_the_printed_digits_cannot_decide_passes_either_way():
+    # +0.05 [+0.00, +0.10]: the low end lies anywhere in [-0.005, +0.005], so p lies on
+    # both sides of 0.05 and a family of one may keep or drop 'better'; a wider reading of
+    # the digits does not excuse a clear case or a verdict of the wrong side
+    row = ("| compressor | d [95 % CI] | seeds | verdict | Holm (family of 1) |\n"
+           "| --- | --- | --- | --- | --- |\n| x | {ci} | 10 | {v} | {h} |\n")
+    for h in ("better", "cannot tell"):
+        assert holm_problems(row.format(ci="+0.05 [+0.00, +0.10]", v="better", h=h)) == []
+    assert holm_problems(row.format(ci="+0.05 [+0.00, +0.10]", v="better", h="worse"))
+    assert holm_problems(row.format(ci="+0.05 [+0.02, +0.08]", v="better", h="cannot tell"))

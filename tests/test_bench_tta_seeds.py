@@ -174,3 +174,32 @@ def test_the_kept_curves_are_a_convergence_input_that_gives_the_same_tables(tmp_
     assert tta_seeds.main(["--convergence", str(keep), "--json", str(out2), *common]) == 0
     a, b = json.loads(out1.read_text()), json.loads(out2.read_text())
     assert a["steps_table"] == b["steps_table"] and a["time_table"] == b["time_table"]
+
+
+REPO = Path(__file__).resolve().parents[1]
+COMPUTE_MS = 21.33      # the compute per step docs/results.md states it used
+
+
+def test_the_committed_tables_are_what_the_committed_steps_make():
+    """docs/results.md's time-to-accuracy tables, remade from the steps per seed and the
+    Mininet figures committed beside them, the step-time model and the compiled Tofino
+    summaries: a change to any of them that the docs do not follow fails here."""
+    res = REPO / "docs" / "results"
+    steps = json.loads((res / "torch_tta_steps.json").read_text())
+    runs = json.loads((res / "torch_tta_mininet.json").read_text())["runs"]
+    doc = (REPO / "docs" / "results.md").read_text()
+    assert f"--compute-ms {COMPUTE_MS}" in doc
+    a = tta_seeds.analyse(steps, steps["target"], COMPUTE_MS / 1e3, runs)
+    assert tta_seeds.steps_table(a).strip() in doc
+    assert tta_seeds.time_table(a).strip() in doc
+    # every method of the run has a row in every projected block, with a time or a reason
+    table = tta_seeds.time_table(a)
+    methods = len(steps["steps_to_target"])
+    for title in a["left_out"]:
+        assert sum(f"| {title} |" in ln for ln in table.splitlines()) == methods
+
+
+def test_kept_steps_answer_only_the_target_they_were_kept_for():
+    steps = json.loads((REPO / "docs" / "results" / "torch_tta_steps.json").read_text())
+    with pytest.raises(ValueError, match="kept for target 0.8, not 0.9"):
+        tta_seeds.analyse(steps, 0.9, 0.02, None)
