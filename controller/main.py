@@ -118,9 +118,10 @@ def _session_options(p: argparse.ArgumentParser) -> None:
 
 def _pipeline_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", choices=sorted(PROFILES), default="default",
-                   help="compiled profile of p4src/ to push: default (168 elements per "
-                   "packet, p4src/build/) or wide (1456, CNAT8 both ways only, "
-                   "p4src/build/wide/); workers then need --elems to match")
+                   help="profile, the build of p4src/ to push: default (168 elements per "
+                   "packet, p4src/build/), wide (1456, CNAT8 both ways only), wide4 (1024), "
+                   "tofino (the Tofino designs' v1model twin, 16) or tofino-mp (64 in 4 "
+                   "passes); workers then need --elems to match")
     p.add_argument("--p4info", help="P4Info (text) of the program to push (default: the "
                    "profile's)")
     p.add_argument("--bmv2-json", help="BMv2 JSON of the program to push (default: the "
