@@ -109,7 +109,7 @@ def _topology_options() -> argparse.ArgumentParser:
     return p
 
 
-def _session_options(p: argparse.ArgumentParser) -> None:
+def _p4runtime_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=10.0, metavar="SEC",
                    help="give up on an unreachable switch after SEC seconds (default 10)")
     p.add_argument("--election-id", default="0,1", metavar="HI,LO",
@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("program", parents=[topo], help="program the switches (the default)",
                        description="Push the program and install the entries on every switch.")
     _pipeline_options(p)
-    _session_options(p)
+    _p4runtime_options(p)
     p.add_argument("--reset", action="store_true",
                    help="delete every entry of the controller's tables and every multicast "
                    "group instead")
@@ -163,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("stats", parents=[topo], help="show the counters per switch",
                        description="Read the counters of every switch and show a table each.")
-    _session_options(p)
+    _p4runtime_options(p)
     p.add_argument("--switches", nargs="+", metavar="NAME", help="only these switches")
 
     p = sub.add_parser("shell", parents=[topo], help="p4runtime-shell on one switch",
@@ -171,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "if the switch does not run it already (a push clears its tables).")
     p.add_argument("switch", metavar="SWITCH", help="switch name, e.g. s1")
     _pipeline_options(p)
-    _session_options(p)
+    _p4runtime_options(p)
     return parser
 
 
@@ -409,8 +409,8 @@ def cmd_stats(args) -> int:
     _require_a_switch(topo, args.switches, args.timeout)
 
     def work(switch):
-        with Session(switch, election, args.timeout) as session:
-            return read_stats(session)
+        with Session(switch, election, args.timeout) as p4rt:
+            return read_stats(p4rt)
 
     failed = 0
     for _, r in for_each_switch(topo, args.switches, work):

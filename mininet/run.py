@@ -477,8 +477,8 @@ def read_counters(topo) -> dict:
     out = {}
     for s in topo.switches:
         try:
-            with Session(s, (0, 2), 5.0) as session:
-                st = read_stats(session)
+            with Session(s, (0, 2), 5.0) as p4rt:
+                st = read_stats(p4rt)
             out[s.name] = {name: {str(i): v for i, v in c.items() if v[0]}
                            for name, c in st.counters.items()}
         except ControllerError as e:
