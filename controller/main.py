@@ -109,7 +109,7 @@ def _topology_options() -> argparse.ArgumentParser:
     return p
 
 
-def _session_options(p: argparse.ArgumentParser) -> None:
+def _p4runtime_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=10.0, metavar="SEC",
                    help="give up on an unreachable switch after SEC seconds (default 10)")
     p.add_argument("--election-id", default="0,1", metavar="HI,LO",
@@ -118,9 +118,10 @@ def _session_options(p: argparse.ArgumentParser) -> None:
 
 def _pipeline_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", choices=sorted(PROFILES), default="default",
-                   help="compiled profile of p4src/ to push: default (168 elements per "
-                   "packet, p4src/build/) or wide (1456, CNAT8 both ways only, "
-                   "p4src/build/wide/); workers then need --elems to match")
+                   help="profile, the build of p4src/ to push: default (168 elements per "
+                   "packet, p4src/build/), wide (1456, CNAT8 both ways only), wide4 (1024), "
+                   "tofino (the Tofino designs' v1model twin, 16) or tofino-mp (64 in 4 "
+                   "passes); workers then need --elems to match")
     p.add_argument("--p4info", help="P4Info (text) of the program to push (default: the "
                    "profile's)")
     p.add_argument("--bmv2-json", help="BMv2 JSON of the program to push (default: the "
@@ -137,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("program", parents=[topo], help="program the switches (the default)",
                        description="Push the program and install the entries on every switch.")
     _pipeline_options(p)
-    _session_options(p)
+    _p4runtime_options(p)
     p.add_argument("--reset", action="store_true",
                    help="delete every entry of the controller's tables and every multicast "
                    "group instead")
@@ -162,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("stats", parents=[topo], help="show the counters per switch",
                        description="Read the counters of every switch and show a table each.")
-    _session_options(p)
+    _p4runtime_options(p)
     p.add_argument("--switches", nargs="+", metavar="NAME", help="only these switches")
 
     p = sub.add_parser("shell", parents=[topo], help="p4runtime-shell on one switch",
@@ -170,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "if the switch does not run it already (a push clears its tables).")
     p.add_argument("switch", metavar="SWITCH", help="switch name, e.g. s1")
     _pipeline_options(p)
-    _session_options(p)
+    _p4runtime_options(p)
     return parser
 
 
@@ -408,8 +409,8 @@ def cmd_stats(args) -> int:
     _require_a_switch(topo, args.switches, args.timeout)
 
     def work(switch):
-        with Session(switch, election, args.timeout) as session:
-            return read_stats(session)
+        with Session(switch, election, args.timeout) as p4rt:
+            return read_stats(p4rt)
 
     failed = 0
     for _, r in for_each_switch(topo, args.switches, work):

@@ -95,28 +95,28 @@ def diff(current: list[Entity], desired: list[Entity]) -> Diff:
                 kept=sum(1 for k, e in want.items() if have.get(k) == e))
 
 
-def read_state(session: Session) -> list[Entity]:
+def read_state(p4rt: Session) -> list[Entity]:
     """The entries of the controller's tables and the multicast groups on the switch."""
-    if session.p4info is None:
-        raise ControllerError(f"{session.switch.name}: runs no program, nothing to read")
-    tables = MANAGED_TABLES + tuple(twin.element_tables(session.p4info))
-    rows: list[Entity] = session.read_tables([t for t in tables if session.p4info.has_table(t)])
-    rows.extend(session.read_multicast_groups())
+    if p4rt.p4info is None:
+        raise ControllerError(f"{p4rt.switch.name}: runs no program, nothing to read")
+    tables = MANAGED_TABLES + tuple(twin.element_tables(p4rt.p4info))
+    rows: list[Entity] = p4rt.read_tables([t for t in tables if p4rt.p4info.has_table(t)])
+    rows.extend(p4rt.read_multicast_groups())
     return rows
 
 
-def sync(session: Session, desired: list[Entity], pipeline: Pipeline | None) -> SyncResult:
+def sync(p4rt: Session, desired: list[Entity], pipeline: Pipeline | None) -> SyncResult:
     """Bring one switch to `desired`; pipeline None means reset (no push, delete all)."""
-    result = SyncResult(session.switch)
+    result = SyncResult(p4rt.switch)
     if pipeline is None:
-        if not session.use_running_pipeline():
+        if not p4rt.use_running_pipeline():
             result.note = "runs no program, nothing to reset"
             return result
         desired = []
     else:
-        result.pushed = session.ensure_pipeline(pipeline)
-    have = session.held()
-    d = diff(read_state(session) if have is None else have, desired)
+        result.pushed = p4rt.ensure_pipeline(pipeline)
+    have = p4rt.held()
+    d = diff(read_state(p4rt) if have is None else have, desired)
 
     def tables(rows):
         return [e for e in rows if isinstance(e, TableEntry)]
@@ -129,8 +129,8 @@ def sync(session: Session, desired: list[Entity], pipeline: Pipeline | None) -> 
                        (Update.INSERT, groups(d.inserts)), (Update.MODIFY, groups(d.modifies)),
                        (Update.INSERT, tables(d.inserts)), (Update.MODIFY, tables(d.modifies))):
         if rows:
-            session.write([(kind, e) for e in rows])
-    session.remember(desired)
+            p4rt.write([(kind, e) for e in rows])
+    p4rt.remember(desired)
     result.inserted, result.modified, result.deleted = (len(d.inserts), len(d.modifies),
                                                          len(d.deletes))
     result.kept = d.kept
@@ -162,7 +162,7 @@ def program(topo: Topology, pipeline: Pipeline | None, sessions: Mapping[int, in
              if pipeline is not None else {})
 
     def work(switch: Switch) -> SyncResult:
-        with Session(switch, election_id, connect_timeout) as session:
-            return sync(session, state.get(switch.name, []), pipeline)
+        with Session(switch, election_id, connect_timeout) as p4rt:
+            return sync(p4rt, state.get(switch.name, []), pipeline)
 
     return for_each_switch(topo, names, work)

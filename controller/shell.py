@@ -15,8 +15,8 @@ from controller.topology import Switch
 
 def shell_argv(switch: Switch, pipeline: Pipeline, connect_timeout: float,
                election_id: tuple[int, int]) -> list[str]:
-    with Session(switch, election_id, connect_timeout) as session:
-        same = pipeline.is_running(*session.running_pipeline())
+    with Session(switch, election_id, connect_timeout) as p4rt:
+        same = pipeline.is_running(*p4rt.running_pipeline())
     argv = [sys.executable, "-m", "p4runtime_sh", "--grpc-addr", switch.grpc_addr,
             "--device-id", str(switch.device_id),
             "--election-id", f"{election_id[0]},{election_id[1]}"]

@@ -42,13 +42,13 @@ class SwitchStats:
         return self.counters.get(counter, {}).get(index, (0, 0))[1]
 
 
-def read_stats(session: Session) -> SwitchStats:
-    stats = SwitchStats(session.switch)
-    if not session.use_running_pipeline():
+def read_stats(p4rt: Session) -> SwitchStats:
+    stats = SwitchStats(p4rt.switch)
+    if not p4rt.use_running_pipeline():
         return stats
     for name in COUNTERS:
-        if name in session.p4info.counters:
-            stats.counters[name] = session.read_counter(name)
+        if name in p4rt.p4info.counters:
+            stats.counters[name] = p4rt.read_counter(name)
     return stats
 
 

@@ -66,12 +66,12 @@ class Watcher:
                                          self.pipeline.p4info)
             self.generation += 1
 
-    def _sync(self, session: Session) -> SyncResult:
+    def _sync(self, p4rt: Session) -> SyncResult:
         """Brings a switch to the current desired state and records which one it holds."""
-        name = session.switch.name
+        name = p4rt.switch.name
         with self.lock:
             state, generation = self.state[name], self.generation
-        result = sync(session, state, self.pipeline)
+        result = sync(p4rt, state, self.pipeline)
         with self.changed:
             self.synced[name] = generation
             self.changed.notify_all()
@@ -84,16 +84,16 @@ class Watcher:
         results: dict[str, object] = {}
 
         def first(switch: Switch) -> None:
-            session = Session(switch, self.election_id, connect_timeout)
+            p4rt = Session(switch, self.election_id, connect_timeout)
             try:
-                session.connect()
-                results[switch.name] = self._sync(session)
+                p4rt.connect()
+                results[switch.name] = self._sync(p4rt)
             except Exception as e:      # noqa: BLE001  (any failure: retried by _watch)
-                session.close()
+                p4rt.close()
                 results[switch.name] = (e if isinstance(e, ControllerError)
                                         else ControllerError(f"{switch.name}: {e}"))
-                session = None
-            self._watch(switch, session)
+                p4rt = None
+            self._watch(switch, p4rt)
 
         for s in self.topo.switches:
             t = threading.Thread(target=first, args=(s,), name=f"watch-{s.name}", daemon=True)
@@ -114,41 +114,42 @@ class Watcher:
         with self.changed:
             return self.changed.wait_for(lambda: len(self.restarts) >= count, timeout)
 
-    def _watch(self, switch: Switch, session: Session | None) -> None:
+    def _watch(self, switch: Switch, p4rt: Session | None) -> None:
         down_at = time.time()
-        if session is None:
+        if p4rt is None:
             self.sessions.mark_down(switch.name, down_at)
         while not self._stop.is_set():
-            if session is not None:
-                while not session.stream_ended.wait(0.2):
+            if p4rt is not None:
+                while not p4rt.stream_ended.wait(0.2):
                     if self._stop.is_set():
-                        session.close()
+                        p4rt.close()
                         return
                     if self.resync[switch.name].is_set():
                         self.resync[switch.name].clear()
                         try:
-                            self._sync(session)
+                            self._sync(p4rt)
                         except Exception as e:      # noqa: BLE001  (retried on reconnect)
                             self.log(f"{switch.name}: taking the jobs' new sessions failed "
                                      f"({e}); retrying when it reconnects")
-                session.close()
+                p4rt.close()
                 down_at = time.time()
                 self.sessions.mark_down(switch.name, down_at)
                 self.log(f"{switch.name}: gone (P4Runtime stream ended); waiting for it")
-            session = self._reconnect(switch, down_at)
-        if session is not None:
-            session.close()
+            p4rt = self._reconnect(switch, down_at)
+        if p4rt is not None:
+            p4rt.close()
 
     def _reconnect(self, switch: Switch, down_at: float) -> Session | None:
-        """A session with the switch brought to its desired state; None when stopped."""
+        """A P4Runtime session with the switch brought to its desired state; None when
+        stopped."""
         while not self._stop.is_set():
-            session = Session(switch, self.election_id, RECONNECT_TIMEOUT)
+            p4rt = Session(switch, self.election_id, RECONNECT_TIMEOUT)
             try:
-                session.connect()
+                p4rt.connect()
                 back_at = time.time()
-                result: SyncResult = self._sync(session)
+                result: SyncResult = self._sync(p4rt)
             except Exception as e:      # noqa: BLE001  (the thread must outlive any failure)
-                session.close()
+                p4rt.close()
                 if "unreachable" not in str(e):
                     self.log(f"{switch.name}: {e}; retrying")
                     self._stop.wait(RETRY_PAUSE)
@@ -157,9 +158,9 @@ class Watcher:
             if result.pushed:
                 r = Restart(switch.name, down_at, back_at, programmed_at, result.written)
                 try:
-                    self._move_sessions(r, session)
+                    self._move_sessions(r, p4rt)
                 except Exception as e:      # noqa: BLE001  (the thread must outlive it)
-                    session.close()
+                    p4rt.close()
                     self.log(f"{switch.name}: moving its jobs to new sessions failed ({e}); "
                              f"retrying")
                     self._stop.wait(RETRY_PAUSE)
@@ -176,10 +177,10 @@ class Watcher:
                 self.sessions.mark_up(switch.name)
                 self.log(f"{switch.name}: back with its program; {result.written} entries "
                          f"written")
-            return session
+            return p4rt
         return None
 
-    def _move_sessions(self, r: Restart, session: Session) -> None:
+    def _move_sessions(self, r: Restart, p4rt: Session) -> None:
         """The restarted switch lost its slots: every job on it moves to its next session on
         every switch of its tree (this one first, the others through their own threads),
         then the sessions file tells the workers. A switch of the tree that is down takes
@@ -187,7 +188,7 @@ class Watcher:
         r.sessions = self.sessions.move(r.switch)
         if r.sessions:
             self._desire()
-            self._sync(session)
+            self._sync(p4rt)
             with self.lock:
                 generation = self.generation
             others = self.sessions.switches_of(r.sessions) - {r.switch}

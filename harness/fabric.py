@@ -90,9 +90,9 @@ class Fabric:
     def _connect(self) -> None:
         """One P4Runtime session per switch for the fabric's life (the primary controller)."""
         for s in self.base.switches:
-            session = Session(s, connect_timeout=60)
-            session.connect()
-            self.p4rt[s.name] = session
+            p4rt = Session(s, connect_timeout=60)
+            p4rt.connect()
+            self.p4rt[s.name] = p4rt
 
     def uncompared(self) -> None:
         """Until the next program(), frames are not compared with another target's (a fabric
@@ -197,8 +197,8 @@ class Fabric:
         return bytes(frame), tag
 
     def close(self) -> None:
-        for session in self.p4rt.values():
-            session.close()
+        for p4rt in self.p4rt.values():
+            p4rt.close()
         self.p4rt.clear()
 
 

@@ -104,16 +104,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "autograd thread instead of the rank's communication thread (the "
                         "same sums, no overlap with the backward pass)")
     j.add_argument("--encoding", choices=("cnat8", "fixed32", "nat4", "uq4"),
-                   help="contributions: cnat8 = C_nat, 1 byte/element (default); fixed32; "
-                        "nat4 = natural dithering, 4 bits/element (results cnat8); uq4 = "
-                        "THC-style uniform quantization after a random rotation, 4 bits/element "
-                        "(results sum8: at most 17 workers)")
+                   help="contribution encoding: cnat8 = C_nat, 1 byte/element (default); "
+                        "fixed32; nat4 = natural dithering, 4 bits/element (result encoding "
+                        "cnat8); uq4 = THC-style uniform quantization after a random rotation, "
+                        "4 bits/element (result encoding sum8: at most 17 workers)")
     j.add_argument("--result-encoding", choices=("cnat8", "fixed32", "sum8"),
-                   help="results from the root switch (default: the contributions' encoding; "
-                        "nat4: cnat8, uq4: sum8)")
+                   help="result encoding, what the root switch sends the workers (default: the "
+                        "contribution encoding; for nat4 cnat8, for uq4 sum8)")
     j.add_argument("--partials", choices=("fixed32", "cnat8", "sum8"),
-                   help="what switches below the root send up: fixed32 (exact, default) or "
-                        "cnat8 (re-compressed, one byte per element on every link)")
+                   help="partial encoding, what switches below the root send up: fixed32 (exact, "
+                        "default), cnat8 (re-compressed, one byte per element on every link) "
+                        "or sum8 (UQ4 jobs)")
     j.add_argument("--sparse", action="store_const", const=True, default=None,
                    help="a block-sparse job (docs/PROTOCOL.md \"Sparse jobs\"): only the "
                         "gradient's blocks holding a non-zero element travel; one switch "
@@ -128,14 +129,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "(natural sparsity, what --sparse leaves out)")
     j.add_argument("--window", type=int, default=64, help="slots per job (default 64)")
     j.add_argument("--profile", choices=sorted(PROFILES),
-                   help="compiled program: default (168 elements per packet), wide (1456, "
-                        "a full 1500-byte MTU; C_nat both ways only: --encoding cnat8, "
-                        "results cnat8, --partials cnat8 below the root), wide4 (1024: "
-                        "the fewest bytes per element for --encoding nat4 and uq4), tofino "
+                   help="profile, the build of p4src/ the switches run: default (168 elements "
+                        "per packet), wide (1456, a full 1500-byte MTU; C_nat both ways only: "
+                        "--encoding cnat8, results cnat8, --partials cnat8 below the root), "
+                        "wide4 (1024: the fewest bytes per element for --encoding nat4 and "
+                        "uq4), tofino "
                         "(the Tofino profile's twin, 16) or tofino-mp (its walk: 64 CNAT8 "
                         "codes in 4 passes of 16; --encoding cnat8, --partials cnat8 below "
                         "the root)")
-    j.add_argument("--compressor", default="none", help="worker-side operator before encoding")
+    j.add_argument("--compressor", default="none",
+                   help="worker-side operator applied before the contribution encoding")
     j.add_argument("--steps", type=int,
                    help=f"SGD steps (default 100; with --framework torch {TORCH_STEPS}, which "
                         f"reach 80 %% or more, but {TORCH_STEPS_BMV2} on BMv2 with switch "
@@ -474,8 +477,8 @@ def read_counters(topo) -> dict:
     out = {}
     for s in topo.switches:
         try:
-            with Session(s, (0, 2), 5.0) as session:
-                st = read_stats(session)
+            with Session(s, (0, 2), 5.0) as p4rt:
+                st = read_stats(p4rt)
             out[s.name] = {name: {str(i): v for i, v in c.items() if v[0]}
                            for name, c in st.counters.items()}
         except ControllerError as e:

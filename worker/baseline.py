@@ -236,7 +236,7 @@ def server_main(argv: list[str] | None, doc: str, tag: str, make, logger) -> int
     ap.add_argument("--workers", type=int, required=True, help="workers per job")
     ap.add_argument("--slots", type=int, default=512, help="slots per job (default 512)")
     ap.add_argument("--result-encoding", choices=["fixed32", "cnat8"], default="fixed32",
-                    help="encoding of the sums of FIXED32/CNAT8 contributions "
+                    help="result encoding of the sums of FIXED32/CNAT8 contributions "
                          "(default %(default)s)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the CNAT8 re-compression")
     args = ap.parse_args(argv)

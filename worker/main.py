@@ -121,12 +121,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "udp:LHOST:LPORT>RHOST:RPORT, the far end of a softswitch tunnel port")
     g.add_argument("--encoding", choices=["auto", "cnat8", "fixed32", "nat4", "uq4"],
                    default="auto",
-                   help="encoding of this worker's contributions: cnat8 (C_nat, 1 byte per "
+                   help="contribution encoding, what this worker sends: cnat8 (C_nat, 1 byte per "
                    "element), fixed32 (4 bytes), nat4 (natural dithering, 4 bits; the job's "
                    "results cnat8) or uq4 (THC-style uniform quantization after a random "
                    "rotation, 4 bits; the job's results sum8); results come in the job's "
-                   "encoding. auto (default): uq4 for a sum8 job, else cnat8 where the switches "
-                   "can answer it, else fixed32")
+                   "result encoding. auto (default): uq4 for a sum8 job, else cnat8 where the "
+                   "switches can answer it, else fixed32")
     g.add_argument("--elems", type=int, default=wire.ELEMS,
                    help="elements per packet: the switches' compiled profile's (default "
                    "%(default)s; 1456 for the wide profile, controller/profiles.py)")
@@ -194,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="hidden layer sizes, comma-separated (default %(default)s)")
     g.add_argument("--seed", type=int, default=0, help="seed of data split, init and batches")
     g.add_argument("--compressor", default="none",
-                   help="operator applied to the gradient before the switch encoding, e.g. "
+                   help="operator applied to the gradient before the contribution encoding, e.g. "
                    "topk:0.1 or ef:topk:0.01 (list below; default none)")
     g.add_argument("--mode", choices=MODES, default="layer",
                    help="apply the compressor per layer or to the entire model")

@@ -144,11 +144,15 @@ def emit_entries(b, parse: str, verify: str, update: str, deparse: str, ingress:
 def _process(b) -> None:
     """ns_process(F, C, D, LD, port, now, OUT, CAP, RES, F2) -> outputs, or -1: go on in
     Python from F as ingress left it."""
+    _emit_out(b)
+    _emit_process(b)
+
+
+def _emit_out(b) -> None:
+    """ns.out: one copy, queued and sent (Switch._enqueue, then ns.egress): its frame into
+    RES."""
     prog, mod = b.prog, b.mod
     sm = prog.sm
-    nslots = prog.layout.nslots
-
-    # one copy, queued and sent (Switch._enqueue, then ns.egress): its frame into RES
     f = mod.fn("ns.out", ENTRY + ["i64 %port", "i64 %now", "ptr noalias %OUT", "i64 %CAP",
                                   "ptr noalias %RES"])
     drop, go = f.label("qdrop"), f.label("queue")
@@ -186,6 +190,12 @@ def _process(b) -> None:
     f.store("%RES", "1", f.op(f"add i64 {f.load('%RES', '1')}, 1"))
     f.retv()
 
+
+def _emit_process(b) -> None:
+    """ns_process and ns.process: ingress, then the copies sent through ns.out."""
+    prog, mod = b.prog, b.mod
+    sm = prog.sm
+    nslots = prog.layout.nslots
     args = ["ptr noalias %D", "i64 %LD", "i64 %port", "i64 %now", "ptr noalias %OUT",
             "i64 %CAP", "ptr noalias %RES", "ptr noalias %F2"]
     f = mod.fn("ns_process", ENTRY + args, "i64", export=True)
@@ -214,47 +224,7 @@ def _process(b) -> None:
     f.block(plain)
     uni = f.label("unicast")
     if sm.get("mcast_grp") is not None:
-        mc = f.label("mcast")
-        mg = f.load("%F", str(sm["mcast_grp"][0]))
-        f.cbr(f.op(f"icmp ne i64 {mg}, 0"), mc, uni)
-        f.block(mc)
-        _metadata(f, prog, [("instance_type", str(INSTANCE_REPLICATION))])
-        inr = f.label("ingroup")
-        f.cbr(f.op(f"icmp ugt i64 {mg}, 65535"), slow, inr)
-        f.block(inr)
-        G = f.op(f"inttoptr i64 {f.load('%C', str(Storage.GROUPS))} to ptr")
-        R = f.op(f"inttoptr i64 {f.load('%C', str(Storage.REPLICAS))} to ptr")
-        gi = f.load(G, mg)
-        some, big = f.label("group"), f.label("nogroup")
-        f.cbr(f.op(f"icmp sge i64 {gi}, 0"), some, big)
-        f.block(big)
-        f.cbr(f.op(f"icmp eq i64 {gi}, -2"), slow, gone)  # -2: too large to mirror
-        f.block(some)
-        cnt = f.load(R, gi)
-        iv = f.local("i64", "0")
-        head, body, last, other, nxt = (f.label("rep"), f.label("repbody"), f.label("replast"),
-                                        f.label("repcopy"), f.label("repnext"))
-        f.br(head)
-        f.block(head)
-        i = f.op(f"load i64, ptr {iv}")
-        f.cbr(f.op(f"icmp slt i64 {i}, {cnt}"), body, done)
-        f.block(body)
-        e = f.op(f"add i64 {f.op(f'add i64 {gi}, 1')}, {f.op(f'mul i64 {i}, 2')}")
-        rport = f.load(R, e)
-        rid = f.load(R, f.op(f"add i64 {e}, 1"))
-        f.cbr(f.op(f"icmp eq i64 {i}, {f.op(f'sub i64 {cnt}, 1')}"), last, other)
-        for lbl, buf in ((other, "%F2"), (last, "%F")):
-            f.block(lbl)
-            if buf == "%F2":
-                f.emit(f"call void @llvm.memcpy.p0.p0.i64(ptr %F2, ptr %F, i64 {8 * nslots}, "
-                       "i1 false)")
-            _copy_fields(f, prog, buf, rid)
-            f.emit(f"call void @ns.out(ptr {buf}, ptr %C, i64 {rport}, i64 %now, ptr %OUT, "
-                   f"i64 %CAP, ptr %RES)")
-            f.br(nxt)
-        f.block(nxt)
-        f.emit(f"store i64 {f.op(f'add i64 {i}, 1')}, ptr {iv}")
-        f.br(head)
+        _replicate(f, prog, uni, slow, gone, done)
     else:
         f.br(uni)
     f.block(uni)
@@ -276,6 +246,55 @@ def _process(b) -> None:
     f.retv(f.load("%RES", "0"))
     f.block(slow)
     f.retv("-1")
+
+
+def _replicate(f, prog, uni: str, slow: str, gone: str, done: str) -> None:
+    """A packet with a multicast group: a copy through ns.out for each of the group's
+    replicas (the last one in F itself). On to `uni` without a group, to `slow` for a
+    group too large to mirror here, to `gone` for a group not installed."""
+    sm = prog.sm
+    nslots = prog.layout.nslots
+    mc = f.label("mcast")
+    mg = f.load("%F", str(sm["mcast_grp"][0]))
+    f.cbr(f.op(f"icmp ne i64 {mg}, 0"), mc, uni)
+    f.block(mc)
+    _metadata(f, prog, [("instance_type", str(INSTANCE_REPLICATION))])
+    inr = f.label("ingroup")
+    f.cbr(f.op(f"icmp ugt i64 {mg}, 65535"), slow, inr)
+    f.block(inr)
+    G = f.op(f"inttoptr i64 {f.load('%C', str(Storage.GROUPS))} to ptr")
+    R = f.op(f"inttoptr i64 {f.load('%C', str(Storage.REPLICAS))} to ptr")
+    gi = f.load(G, mg)
+    some, big = f.label("group"), f.label("nogroup")
+    f.cbr(f.op(f"icmp sge i64 {gi}, 0"), some, big)
+    f.block(big)
+    f.cbr(f.op(f"icmp eq i64 {gi}, -2"), slow, gone)  # -2: too large to mirror
+    f.block(some)
+    cnt = f.load(R, gi)
+    iv = f.local("i64", "0")
+    head, body, last, other, nxt = (f.label("rep"), f.label("repbody"), f.label("replast"),
+                                    f.label("repcopy"), f.label("repnext"))
+    f.br(head)
+    f.block(head)
+    i = f.op(f"load i64, ptr {iv}")
+    f.cbr(f.op(f"icmp slt i64 {i}, {cnt}"), body, done)
+    f.block(body)
+    e = f.op(f"add i64 {f.op(f'add i64 {gi}, 1')}, {f.op(f'mul i64 {i}, 2')}")
+    rport = f.load(R, e)
+    rid = f.load(R, f.op(f"add i64 {e}, 1"))
+    f.cbr(f.op(f"icmp eq i64 {i}, {f.op(f'sub i64 {cnt}, 1')}"), last, other)
+    for lbl, buf in ((other, "%F2"), (last, "%F")):
+        f.block(lbl)
+        if buf == "%F2":
+            f.emit(f"call void @llvm.memcpy.p0.p0.i64(ptr %F2, ptr %F, i64 {8 * nslots}, "
+                   "i1 false)")
+        _copy_fields(f, prog, buf, rid)
+        f.emit(f"call void @ns.out(ptr {buf}, ptr %C, i64 {rport}, i64 %now, ptr %OUT, "
+               f"i64 %CAP, ptr %RES)")
+        f.br(nxt)
+    f.block(nxt)
+    f.emit(f"store i64 {f.op(f'add i64 {i}, 1')}, ptr {iv}")
+    f.br(head)
 
 
 def _copy_fields(f, prog, buf: str, rid: str) -> None:

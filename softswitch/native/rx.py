@@ -27,15 +27,42 @@ PACKET_OUTGOING = 4
 
 
 def emit_rx(b) -> None:
-    mod = b.mod
-    f = mod.fn("ns_rx", ["ptr noalias %F", "ptr noalias %C", "ptr noalias %P", "i64 %now",
-                         "ptr noalias %OUT", "ptr noalias %RES", "ptr noalias %F2",
-                         "ptr noalias %SLOW", "ptr noalias %TXFD", "ptr noalias %TXN",
-                         "ptr noalias %ST", "ptr %send", "i64 %budget"], "i64", export=True)
+    """ns_rx: the loop over the ring's ready slots, each frame run and its outputs sent.
+    The helpers below each emit one step of it, in order: Fn numbers values and labels
+    from one counter, so the order of the calls is the generated code."""
+    f = b.mod.fn("ns_rx", ["ptr noalias %F", "ptr noalias %C", "ptr noalias %P", "i64 %now",
+                           "ptr noalias %OUT", "ptr noalias %RES", "ptr noalias %F2",
+                           "ptr noalias %SLOW", "ptr noalias %TXFD", "ptr noalias %TXN",
+                           "ptr noalias %ST", "ptr %send", "i64 %budget"], "i64", export=True)
     done = f.local("i64", "0")
     head, body, empty = f.label("slot"), f.label("frame"), f.label("empty")
     f.br(head)
     f.block(head)
+    slot, status, cur = _next_ready_slot(f, done, body, empty)
+    f.block(body)
+    hdr = _take_slot(f, slot, cur)
+    _skip_unwanted(f, slot, hdr, head)
+    data, n = _frame_with_tag(f, slot, status, hdr)
+    r = _run_frame(f, slot, done, data, n)
+    k = _check_outputs(f, r)
+    _send_outputs(f, r, k)
+    f.br(head)
+    f.block(empty)
+    f.retv(f.op(f"load i64, ptr {done}"))
+
+
+def _count(f, arr: str, idx: str, by: str = "1") -> None:
+    f.store(arr, idx, f.op(f"add i64 {f.load(arr, idx)}, {by}"))
+
+
+def _release(f, slot: str) -> None:
+    """The slot back to the kernel."""
+    f.emit(f"store atomic i32 0, ptr {slot} release, align 4")
+
+
+def _next_ready_slot(f, done: str, body: str, empty: str) -> tuple[str, str, str]:
+    """Within the budget, the ring's next slot: on to `body` if the kernel filled it, to
+    `empty` if not. Returns the slot, its status word and the ring's cursor."""
     n_done = f.op(f"load i64, ptr {done}")
     more = f.op(f"icmp slt i64 {n_done}, %budget")
     look = f.label("look")
@@ -48,7 +75,11 @@ def emit_rx(b) -> None:
     status = f.op(f"load atomic i32, ptr {slot} acquire, align 4")
     ready = f.op(f"icmp ne i32 {f.op(f'and i32 {status}, 1')}, 0")
     f.cbr(ready, body, empty)
-    f.block(body)
+    return slot, status, cur
+
+
+def _take_slot(f, slot: str, cur: str) -> dict[str, str]:
+    """The slot's header fields (tpacket2_hdr, sockaddr_ll), and the cursor moved on."""
 
     def field(off: int, ty: str) -> str:
         p = f.op(f"getelementptr inbounds i8, ptr {slot}, i64 {off}")
@@ -59,29 +90,33 @@ def emit_rx(b) -> None:
     nxt = f.op(f"add i64 {cur}, 1")
     wrap = f.op(f"icmp eq i64 {nxt}, {f.load('%P', str(SLOTS))}")
     f.store("%P", str(CUR), f.op(f"select i1 {wrap}, i64 0, i64 {nxt}"))
+    return dict(length=length, snap=snap, mac=mac, tci=tci, tpid=tpid, pkttype=pkttype)
 
-    def release() -> None:
-        f.emit(f"store atomic i32 0, ptr {slot} release, align 4")
 
-    def count(arr: str, idx: str, by: str = "1") -> None:
-        f.store(arr, idx, f.op(f"add i64 {f.load(arr, idx)}, {by}"))
-
+def _skip_unwanted(f, slot: str, hdr: dict, head: str) -> None:
+    """This host's own sent frames and truncated ones are counted, released and skipped;
+    a whole received frame goes on in the block this leaves open."""
     own, notown, short, whole = f.label("own"), f.label("notown"), f.label("short"), \
         f.label("whole")
-    f.cbr(f.op(f"icmp eq i64 {pkttype}, {PACKET_OUTGOING}"), own, notown)
+    f.cbr(f.op(f"icmp eq i64 {hdr['pkttype']}, {PACKET_OUTGOING}"), own, notown)
     f.block(own)
-    count("%P", str(SKIPPED))
-    release()
+    _count(f, "%P", str(SKIPPED))
+    _release(f, slot)
     f.br(head)
     f.block(notown)
-    f.cbr(f.op(f"icmp ult i64 {snap}, {length}"), short, whole)
+    f.cbr(f.op(f"icmp ult i64 {hdr['snap']}, {hdr['length']}"), short, whole)
     f.block(short)
-    count("%P", str(TRUNCATED))
-    release()
+    _count(f, "%P", str(TRUNCATED))
+    _release(f, slot)
     f.br(head)
     f.block(whole)
-    data0 = f.op(f"getelementptr inbounds i8, ptr {slot}, i64 {mac}")
-    # a VLAN tag the kernel moved into the slot's header goes back after the addresses
+
+
+def _frame_with_tag(f, slot: str, status: str, hdr: dict) -> tuple[str, str]:
+    """The frame and its length, with a VLAN tag the kernel moved into the slot's header
+    put back after the addresses (in SLOW's spare room: the slot has no room for it)."""
+    snap, tci, tpid = hdr["snap"], hdr["tci"], hdr["tpid"]
+    data0 = f.op(f"getelementptr inbounds i8, ptr {slot}, i64 {hdr['mac']}")
     st64 = f.op(f"zext i32 {status} to i64")
     has_tag = f.op(f"icmp ne i64 {f.op(f'and i64 {st64}, 16')}, 0")
     vlan = f.op(f"or i1 {has_tag}, {f.op(f'icmp ne i64 {tci}, 0')}")
@@ -110,10 +145,14 @@ def emit_rx(b) -> None:
     f.block(plain)
     f.br(go)
     f.block(go)
-    data = f.op(f"load ptr, ptr {dp}")
-    n = f.op(f"load i64, ptr {lp}")
-    count("%P", str(RX))
-    count("%ST", str(IN))
+    return f.op(f"load ptr, ptr {dp}"), f.op(f"load i64, ptr {lp}")
+
+
+def _run_frame(f, slot: str, done: str, data: str, n: str) -> str:
+    """One frame counted and run through ns.process; the slot released. A frame Python
+    must go on with is copied to SLOW and ns_rx returns -1. Returns the outputs' count."""
+    _count(f, "%P", str(RX))
+    _count(f, "%ST", str(IN))
     was = f.op(f"load i64, ptr {done}")
     f.emit(f"store i64 {f.op(f'add i64 {was}, 1')}, ptr {done}")
     port = f.load("%P", str(NUMBER))
@@ -126,21 +165,31 @@ def emit_rx(b) -> None:
     f.store("%SLOW", "0", n)
     s8 = f.op("getelementptr inbounds i8, ptr %SLOW, i64 8")
     f.emit(f"call void @llvm.memcpy.p0.p0.i64(ptr {s8}, ptr {data}, i64 {n}, i1 false)")
-    release()
+    _release(f, slot)
     f.retv("-1")
     f.block(fast)
-    release()
-    count("%ST", str(DROPPED), f.load("%RES", "1"))
-    count("%ST", str(TOO_BIG), f.load("%RES", "2"))
+    _release(f, slot)
+    _count_outcome(f)
+    return r
+
+
+def _count_outcome(f) -> None:
+    """What ns.process dropped, found too big, and the last failed assert, into ST."""
+    _count(f, "%ST", str(DROPPED), f.load("%RES", "1"))
+    _count(f, "%ST", str(TOO_BIG), f.load("%RES", "2"))
     ev = f.load("%RES", "4")  # a failed assert: the last one's event, and how many
     evy, evn = f.label("ev"), f.label("noev")
     f.cbr(f.op(f"icmp ne i64 {ev}, 0"), evy, evn)
     f.block(evy)
     f.store("%ST", str(EVENT), ev)
-    count("%ST", str(EVENTS))
+    _count(f, "%ST", str(EVENTS))
     f.br(evn)
     f.block(evn)
-    # every output has a socket here, or Python sends them all
+
+
+def _check_outputs(f, r: str) -> str:
+    """Every output has a socket here, or ns_rx returns -2 and Python sends them all.
+    Returns the loop's counter, which the send loop reuses."""
     kv = f.local("i64", "0")
     chk, chkb, sendall = f.label("chk"), f.label("chkb"), f.label("sendall")
     f.br(chk)
@@ -162,6 +211,12 @@ def emit_rx(b) -> None:
     f.block(left)
     f.retv("-2")
     f.block(sendall)
+    return kv
+
+
+def _send_outputs(f, r: str, kv: str) -> None:
+    """Each output sent with send(2) on its port's socket, counted as sent or failed on
+    that port."""
     f.emit(f"store i64 0, ptr {kv}")
     sh, sb, sdone = f.label("snd"), f.label("sndb"), f.label("snddone")
     f.br(sh)
@@ -179,16 +234,13 @@ def emit_rx(b) -> None:
     bad, good, nxk = f.label("txbad"), f.label("txok"), f.label("txnext")
     f.cbr(f.op(f"icmp slt i64 {sent}, 0"), bad, good)
     f.block(bad)  # counted on the port, after its sent frames (TXN[512 + port])
-    count("%TXN", f.op(f"add i64 {op}, {MAX_TX_PORT + 1}"))
+    _count(f, "%TXN", f.op(f"add i64 {op}, {MAX_TX_PORT + 1}"))
     f.br(nxk)
     f.block(good)
-    count("%TXN", op)
-    count("%ST", str(OUT_))
+    _count(f, "%TXN", op)
+    _count(f, "%ST", str(OUT_))
     f.br(nxk)
     f.block(nxk)
     f.emit(f"store i64 {f.op(f'add i64 {k}, 1')}, ptr {kv}")
     f.br(sh)
     f.block(sdone)
-    f.br(head)
-    f.block(empty)
-    f.retv(f.op(f"load i64, ptr {done}"))

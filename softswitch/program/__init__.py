@@ -115,6 +115,50 @@ def compile_program(config, *, lock: threading.RLock, rng: random.Random,
 
 
 def _compile(j: dict, lock, rng, log, drop_port, vectorize, nprng) -> Program:
+    """The steps below run in this order: each names its functions with mod.fresh, so the
+    order is the generated source, and the first malformed part found is the one reported."""
+    _check_shape(j)
+    L = Layout(j)
+    mod = _new_module(rng, log)
+    env = _new_env(j, L, mod, lock, drop_port, vectorize, nprng)
+    actions_by_id, action_fn, action_params = _compile_actions(env, mod, j)
+    parse_name, deparse_name, ver_name, upd_name = _compile_parser_side(env, mod, j)
+    cc = ControlCompiler(env, mod, actions_by_id, action_fn, lock)
+    ing_name, eg_name = _compile_pipelines(cc, j)
+    sm = _standard_metadata(L)
+    meta_names = _emit_metadata_setters(mod, sm, drop_port)
+    field_lists = _field_lists(j, L)
+    source, ns, lazy_runs = _run_source(mod, L, field_lists, sm, vectorize)
+    _bind_tables(cc, ns)
+    return Program(
+        json=j,
+        layout=L,
+        source=source,
+        init_slots=_initial_slots(L, lazy_runs),
+        tables=cc.tables,
+        registers=env.registers,
+        counters=env.counters,
+        meters=env.meters,
+        parse=ns[parse_name],
+        deparse=ns[deparse_name],
+        verify_checksums=ns[ver_name],
+        update_checksums=ns[upd_name],
+        ingress=ns[ing_name],
+        egress=ns[eg_name],
+        field_lists=field_lists,
+        action_params=action_params,
+        sm=sm,
+        metadata_slots=L.metadata_slots(),
+        vsets=env.vsets,
+        set_ingress_meta=ns[meta_names[0]],
+        set_parse_result=ns[meta_names[1]],
+        set_egress_meta=ns[meta_names[2]],
+        controls=cc,
+    )
+
+
+def _check_shape(j: dict) -> None:
+    """A BMv2 JSON version this reads, and lists where lists belong."""
     meta = j.get("__meta__", {})
     ver = meta.get("version")
     if ver is not None and (not isinstance(ver, list) or not ver or ver[0] != SUPPORTED_MAJOR):
@@ -122,7 +166,10 @@ def _compile(j: dict, lock, rng, log, drop_port, vectorize, nprng) -> Program:
     for key in ("header_types", "headers", "parsers", "deparsers", "pipelines", "actions"):
         if not isinstance(j.get(key, []), list):
             raise bad(f"'{key}' must be a list")
-    L = Layout(j)
+
+
+def _new_module(rng, log) -> Module:
+    """The module the program's functions go into, with the helpers they call."""
     mod = Module()
     mod.globals.update(HELPERS)
     mod.globals.update(VECTOR_HELPERS)
@@ -134,7 +181,12 @@ def _compile(j: dict, lock, rng, log, drop_port, vectorize, nprng) -> Program:
         log.info(_format(fmt, args))
 
     mod.globals["_log_msg"] = _log_msg
+    return mod
 
+
+def _new_env(j: dict, L: Layout, mod: Module, lock, drop_port, vectorize, nprng) -> Env:
+    """The program's stateful objects, and the Env its actions are compiled in, with its
+    calculations compiled."""
     registers = {}
     for r in j.get("register_arrays", []):
         registers[r["name"]] = Register(r["name"], _size(r), _width(r["bitwidth"]), lock)
@@ -153,18 +205,21 @@ def _compile(j: dict, lock, rng, log, drop_port, vectorize, nprng) -> Program:
             continue
         meters[m["name"]] = MeterArray(m["name"], _size(m), m.get("type", "packets"),
                                        int(m.get("rate_count", 2)), lock)
-    vsets = {v["name"]: set() for v in j.get("parse_vsets", [])}
     env = Env(L, mod, registers, counters, meters, {}, drop_port)
     env.direct_counters = direct
     env.direct_meter_targets = meter_targets
-    env.vsets = vsets
+    env.vsets = {v["name"]: set() for v in j.get("parse_vsets", [])}
     env.vectorize = vectorize
     if vectorize:
         env.banks = plan_banks(j.get("actions", []), registers)
         env.nprng = mod.bind(nprng, "nprng")
     for c in j.get("calculations", []):
         env.calcs[c["name"]] = compile_calculation(env, mod, c)
+    return env
 
+
+def _compile_actions(env: Env, mod: Module, j: dict) -> tuple[dict, dict, dict]:
+    """Every action as a function: (id -> JSON, id -> function name, name -> params)."""
     actions_by_id, action_fn, action_params = {}, {}, {}
     for a in j.get("actions", []):
         aid = int(a["id"])
@@ -176,7 +231,11 @@ def _compile(j: dict, lock, rng, log, drop_port, vectorize, nprng) -> Program:
         mod.emit(compile_action(env, fname, a))
         rd = a.get("runtime_data", [])
         action_params.setdefault(a["name"], [(r["name"], int(r["bitwidth"])) for r in rd])
+    return actions_by_id, action_fn, action_params
 
+
+def _compile_parser_side(env: Env, mod: Module, j: dict) -> tuple[str, str, str, str]:
+    """The parser, deparser and checksum functions' names (verify, update)."""
     parsers = j.get("parsers", [])
     if not parsers:
         raise bad("program has no parser")
@@ -187,14 +246,18 @@ def _compile(j: dict, lock, rng, log, drop_port, vectorize, nprng) -> Program:
         raise bad("program has no deparser")
     deparse_name = compile_deparser(env, mod, _pick(deparsers, "deparser"))
     ver_name, upd_name = compile_checksums(env, mod, j.get("checksums", []), env.calcs)
+    return parse_name, deparse_name, ver_name, upd_name
 
-    cc = ControlCompiler(env, mod, actions_by_id, action_fn, lock)
+
+def _compile_pipelines(cc: ControlCompiler, j: dict) -> tuple[str, str]:
     pipes = {p["name"]: p for p in j.get("pipelines", [])}
     if "ingress" not in pipes or "egress" not in pipes:
         raise bad("program needs pipelines named 'ingress' and 'egress' (v1model)")
-    ing_name = cc.pipeline(pipes["ingress"])
-    eg_name = cc.pipeline(pipes["egress"])
+    return cc.pipeline(pipes["ingress"]), cc.pipeline(pipes["egress"])
 
+
+def _standard_metadata(L: Layout) -> dict[str, tuple[int, int] | None]:
+    """simple_switch's metadata names -> (slot, mask), None where the program lacks one."""
     sm: dict[str, tuple[int, int] | None] = {}
     for n in REQUIRED:
         r = L.resolve(f"standard_metadata.{n}")
@@ -206,9 +269,11 @@ def _compile(j: dict, lock, rng, log, drop_port, vectorize, nprng) -> Program:
         if r is None and dotted.split(".")[0] != "standard_metadata":
             r = L.resolve("standard_metadata." + n)
         sm[n] = None if r is None else (r[1], r[0].mask)
+    return sm
 
-    meta_names = _emit_metadata_setters(mod, sm, drop_port)
 
+def _field_lists(j: dict, L: Layout) -> dict[int, list[int]]:
+    """Field list id -> the slots of its fields."""
     field_lists = {}
     for fl in j.get("field_lists", []) or []:
         slots = []
@@ -216,7 +281,13 @@ def _compile(j: dict, lock, rng, log, drop_port, vectorize, nprng) -> Program:
             if el.get("type") == "field":
                 slots.append(L.field(el["value"][0], el["value"][1])[2])
         field_lists[int(fl["id"])] = slots
+    return field_lists
 
+
+def _run_source(mod: Module, L: Layout, field_lists: dict, sm: dict,
+                vectorize: bool) -> tuple[str, dict, dict]:
+    """The module's source (lazified where vectorized), executed: (source, its namespace,
+    the lazy runs). Fields a field list or the metadata setters read stay eager."""
     excluded = {s for slots in field_lists.values() for s in slots}
     excluded |= {v[0] for v in sm.values() if v is not None}
     lines, lazy_runs = mod.source().split("\n"), {}
@@ -226,7 +297,12 @@ def _compile(j: dict, lock, rng, log, drop_port, vectorize, nprng) -> Program:
     ns = mod.globals
     code = compile(source, "<softswitch program>", "exec")
     exec(code, ns)  # noqa: S102 - our own generated source
+    return source, ns, lazy_runs
 
+
+def _bind_tables(cc: ControlCompiler, ns: dict) -> None:
+    """Each table given its compiled action and next-node functions, and its const
+    entries."""
     for tbl, fns, nexts, hit_miss, base_next in cc.bindings:
         fobjs = {an: ns[f] for an, f in fns.items()}
         nobjs = {an: (ns[n] if n else None) for an, n in nexts.items()}
@@ -236,35 +312,13 @@ def _compile(j: dict, lock, rng, log, drop_port, vectorize, nprng) -> Program:
         if ents:
             tbl.load_const_entries(ents)
 
+
+def _initial_slots(L: Layout, lazy_runs: dict) -> list:
     init = L.initial_slots()
     init.extend([0] * (L.nslots - len(init)))  # scratch headers added while compiling
     for k in lazy_runs.values():
         init[k] = None  # the run's fields are in their slots
-    return Program(
-        json=j,
-        layout=L,
-        source=source,
-        init_slots=init,
-        tables=cc.tables,
-        registers=registers,
-        counters=counters,
-        meters=meters,
-        parse=ns[parse_name],
-        deparse=ns[deparse_name],
-        verify_checksums=ns[ver_name],
-        update_checksums=ns[upd_name],
-        ingress=ns[ing_name],
-        egress=ns[eg_name],
-        field_lists=field_lists,
-        action_params=action_params,
-        sm=sm,
-        metadata_slots=L.metadata_slots(),
-        vsets=vsets,
-        set_ingress_meta=ns[meta_names[0]],
-        set_parse_result=ns[meta_names[1]],
-        set_egress_meta=ns[meta_names[2]],
-        controls=cc,
-    )
+    return init
 
 
 MAX_ARRAY = 1 << 22  # cells of one register/counter/meter array

@@ -198,7 +198,24 @@ def lazify(lines: list[str], L: Layout, excluded: set[int]) -> tuple[list[str], 
     """The source with lazy runs; {(lo, hi): K}. L.nslots grows by one slot per run."""
     hdrs = [h for h in L.headers.values() if not h.metadata and h.stack is None
             and h.union is None and h.htype.varbit is None]
-    dtypes = {}  # run -> numpy dtype of a header that is exactly that run
+    dtypes = _whole_header_dtypes(hdrs)
+    ok = _chosen_runs(_candidate_runs(lines, dtypes), hdrs, excluded)
+    if not ok:
+        return lines, {}
+    whole = {r: dt for r, dt in dtypes.items() if r in ok}
+    runs = {}
+    for r in ok:
+        runs[r] = L.nslots
+        L.nslots += 1
+    fns = _scan_functions(lines, runs, whole)
+    inserts, repl = _plan_flushes(lines, fns, runs)
+    return _rewrite(lines, runs, whole, inserts, repl), runs
+
+
+def _whole_header_dtypes(hdrs: list) -> dict:
+    """Run -> numpy dtype of a header that is exactly that run (fields of one unsigned
+    byte-multiple width)."""
+    dtypes = {}
     for h in hdrs:
         lo, n = h.base + 1, len(h.htype.fields)
         ws = {(f.width, f.signed) for f in h.htype.fields}
@@ -206,6 +223,12 @@ def lazify(lines: list[str], L: Layout, excluded: set[int]) -> tuple[list[str], 
             w, signed = ws.pop()
             if not signed and w in (8, 16, 32, 64):
                 dtypes[lo, lo + n] = np.dtype(f">u{w // 8}").str
+    return dtypes
+
+
+def _candidate_runs(lines: list[str], dtypes: dict) -> set:
+    """The runs the source keeps or extracts whole, and the destinations of copies from
+    them."""
     cands = set()
     copies = []
     for ln in lines:
@@ -228,6 +251,12 @@ def lazify(lines: list[str], L: Layout, excluded: set[int]) -> tuple[list[str], 
             if s in cands and d not in cands:
                 cands.add(d)
                 grown = True
+    return cands
+
+
+def _chosen_runs(cands: set, hdrs: list, excluded: set[int]) -> list:
+    """Of the candidates, those inside one header, clear of excluded slots and of every
+    other candidate, in order."""
     ok = []
     for lo, hi in sorted(cands):
         if any(s in excluded for s in range(lo, hi)):
@@ -237,13 +266,12 @@ def lazify(lines: list[str], L: Layout, excluded: set[int]) -> tuple[list[str], 
         if any(r != (lo, hi) and r[0] < hi and lo < r[1] for r in cands):
             continue
         ok.append((lo, hi))
-    if not ok:
-        return lines, {}
-    whole = {r: dt for r, dt in dtypes.items() if r in ok}
-    runs = {}
-    for r in ok:
-        runs[r] = L.nslots
-        L.nslots += 1
+    return ok
+
+
+def _scan_functions(lines: list[str], runs: dict, whole: dict) -> list[_Fn]:
+    """Per generated function, where it touches each run, its fallback regions and the
+    lines that could read a run whole."""
 
     def hits(rng):
         if rng is ALL:
@@ -290,7 +318,12 @@ def lazify(lines: list[str], L: Layout, excluded: set[int]) -> tuple[list[str], 
                 cur.touch_all = idx
             elif acc is ALL:
                 region[3] = True
+    return fns
 
+
+def _plan_flushes(lines: list[str], fns: list[_Fn], runs: dict) -> tuple[dict, dict]:
+    """The flushes to insert after a line (function entries, fallback regions) and the
+    lines a whole-run form replaces: (line -> inserted lines, line -> replacement)."""
     inserts: dict[int, list[str]] = {}
     repl: dict[int, str] = {}
     for f in fns:
@@ -315,6 +348,12 @@ def lazify(lines: list[str], L: Layout, excluded: set[int]) -> tuple[list[str], 
                 ind = " " * rind
                 inserts[ri] = [f"{ind}if F[{runs[r]}] is not None:\n{ind}    "
                                f"_vflush(F, {runs[r]}, {r[0]}, {r[1]})" for r in sorted(rr)]
+    return inserts, repl
+
+
+def _rewrite(lines: list[str], runs: dict, whole: dict, inserts: dict,
+             repl: dict) -> list[str]:
+    """The source with reads of a run taken from its slot while it holds the run."""
 
     def read(mm):
         r = _span(mm)
@@ -335,4 +374,4 @@ def lazify(lines: list[str], L: Layout, excluded: set[int]) -> tuple[list[str], 
         ln = repl.get(idx, ln)
         out.append(_PACK.sub(pack, _READ.sub(read, ln)))
         out.extend(inserts.get(idx, ()))
-    return out, runs
+    return out
