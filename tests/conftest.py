@@ -18,3 +18,38 @@ def pytest_collection_modifyitems(config, items):
         root = item.get_closest_marker("root") or "tests/e2e/" in path
         if root and "tests/dataplane/" not in path:
             item.add_marker(pytest.mark.serial)
+    # The P4 recompile tests last: their compiles, started when collection ends, are done by
+    # then (tests/p4_ahead.py).
+    from tests import p4_ahead
+
+    last = [i for i in items if i.nodeid.startswith(p4_ahead.TEST)]
+    items[:] = [i for i in items if not i.nodeid.startswith(p4_ahead.TEST)] + last
+
+
+# ---- the P4 recompiles, started in the background (tests/p4_ahead.py) ----
+
+def pytest_configure(config):
+    from tests import p4_ahead
+
+    p4_ahead.configure(config)
+
+
+def pytest_collection_finish(session):
+    """Without xdist: this process runs the tests and owns the compiles."""
+    from tests import p4_ahead
+
+    p4_ahead.start(item.nodeid for item in session.items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    """With xdist: the controller owns them, started when the first worker has collected."""
+    from tests import p4_ahead
+
+    p4_ahead.start(ids)
+
+
+def pytest_unconfigure(config):
+    from tests import p4_ahead
+
+    p4_ahead.finish()
