@@ -54,4 +54,11 @@ def test_emulations_and_root_tests_are_serial_and_the_dataplane_is_not(tmp_path)
     assert {"tests/e2e/test_mininet_star.py", "tests/e2e/test_run_mininet.py",
             "tests/softswitch/test_ports_raw.py", "tests/worker/test_ports_backlog.py"} <= serial
     assert not any(p.startswith("tests/dataplane/") for p in serial)
-    assert {"tests/dataplane/test_dp_wire.py", "tests/test_codec.py"} <= parallel
+    assert {"tests/dataplane/test_dp_wire.py", "tests/test_codec.py",
+            "tests/e2e/test_real_machines.py"} <= parallel
+    # a Mininet file's `isolated` tests (refusals that build nothing) run in parallel, the
+    # rest of it alone
+    run_mininet = "tests/e2e/test_run_mininet.py::"
+    assert {i.split("::")[1] for i in parallel_ids if i.startswith(run_mininet)} == {
+        "test_a_refused_option_builds_nothing_and_leaves_no_folder",
+        "test_the_tofino_profile_refuses_what_it_has_not"}
