@@ -23,8 +23,8 @@ def pytest_collection_modifyitems(config, items):
     # then (tests/p4_ahead.py).
     from tests import p4_ahead
 
-    last = [i for i in items if i.nodeid.startswith(p4_ahead.TEST)]
-    items[:] = [i for i in items if not i.nodeid.startswith(p4_ahead.TEST)] + last
+    last = [i for i in items if p4_ahead.is_ahead(i.nodeid)]
+    items[:] = [i for i in items if not p4_ahead.is_ahead(i.nodeid)] + last
 
 
 # ---- the P4 recompiles, started in the background (tests/p4_ahead.py) ----
