@@ -107,10 +107,16 @@ $(VENV)/.installed: pyproject.toml | debs
 lint: venv
 	$(VENV)/bin/ruff check .
 
+# The tests keep compiled bytecode (pytest's rewritten test modules among it) in
+# .venv/pycache, outside the tree, even where PYTHONDONTWRITEBYTECODE is set: otherwise every
+# pytest process (each part's, each xdist worker's, the suite's own collection test) and every
+# Python process a test starts compiles the same modules again.
+TEST_ENV := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache
+
 # Both parts always run; the target fails if either did (a part that selects no test of
 # PYTEST_ARGS, pytest's exit code 5, is no failure).
 test: setup lint
-	@rc=0; \
+	@rc=0; export $(TEST_ENV); \
 	$(PY) -m pytest -n $(TEST_JOBS) -m "not serial" $(PYTEST_ARGS) || { r=$$?; [ $$r = 5 ] || rc=$$r; }; \
 	$(PY) -m pytest -m serial $(PYTEST_ARGS) || { r=$$?; [ $$r = 5 ] || rc=$$r; }; \
 	exit $$rc

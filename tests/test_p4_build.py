@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import p4_ahead
+
 REPO = Path(__file__).resolve().parent.parent
 BUILD = REPO / "p4src" / "build"
 
@@ -45,10 +47,28 @@ def test_generated_elements_match_generator(tmp_path):
     assert out.read_text() == (REPO / "p4src" / "include" / "elements.p4").read_text()
 
 
-def elems_in_build(build: Path = BUILD) -> int:
-    prog = json.loads((build / "agg.json").read_text())
+def program(build: Path = BUILD) -> dict:
+    """A committed build's JSON (the wide ones are 30 MB: read each once where it can)."""
+    return json.loads((build / "agg.json").read_text())
+
+
+def elems_in_program(prog: dict) -> int:
     (fixed,) = [h for h in prog["header_types"] if h["name"] == "fixed_h"]
     return len(fixed["fields"])
+
+
+def elems_in_build(build: Path = BUILD) -> int:
+    return elems_in_program(program(build))
+
+
+def recompiled(name: str, tmp_path: Path) -> Path:
+    """The folder where p4c compiled profile `name` from the committed sources: the
+    session's background compile (tests/p4_ahead.py), or here when there was none."""
+    fresh = p4_ahead.result(name)
+    if fresh is None:
+        subprocess.run(p4_ahead.command(name, tmp_path), check=True, capture_output=True)
+        fresh = tmp_path
+    return fresh
 
 
 def test_profiles_are_the_generators_and_the_builds():
@@ -60,37 +80,42 @@ def test_profiles_are_the_generators_and_the_builds():
     finally:
         sys.path.pop(0)
     from controller.profiles import PROFILES as ALL
-    from controller.profiles import elems_of
+    from controller.profiles import elems_in, elems_of
 
     agg = [p for p in ALL.values() if not p.twin]
     assert sorted(p.elems for p in agg) == sorted(gen_elements.PROFILES)
     for prof in ALL.values():
-        # a walk's packet is its passes' segments (p4src/tna/passes_tna.p4)
-        assert elems_in_build(prof.build) * prof.passes == elems_of(prof.bmv2_json) == prof.elems
+        # a walk's packet is its passes' segments (p4src/tna/passes_tna.p4); elems_of()
+        # is elems_in() of the file bmv2_json names, each JSON read once here
+        assert Path(prof.bmv2_json) == prof.build / "agg.json"
+        prog = program(prof.build)
+        assert elems_in_program(prog) * prof.passes == elems_in(prog) == prof.elems
     assert ALL["default"].build == BUILD
+    assert elems_of(ALL["default"].bmv2_json) == ALL["default"].elems
 
 
 # Recompiling a wide profile takes 10-15 minutes of one core and up to 19 GB of memory (p4c
 # 1.2.4.8): only when asked for.
-WIDE_OPT_IN = "NATSWITCH_P4C_WIDE"
+WIDE_OPT_IN = p4_ahead.WIDE_OPT_IN
 RECOMPILED = ("default", *(pytest.param(name, marks=[
     pytest.mark.slow, pytest.mark.timeout(7200),
     pytest.mark.skipif(os.environ.get(WIDE_OPT_IN) != "1",
                        reason=f"recompiling a wide profile takes 10-15 min: {WIDE_OPT_IN}=1")])
-    for name in ("wide", "wide4")))
+    for name in p4_ahead.WIDE))
 
 
+# The recompiles run one after the other in the background from the start of the session
+# (tests/p4_ahead.py): a test that comes early may wait for the ones before its own.
 @pytest.mark.p4c
+@pytest.mark.timeout(3600)
 @pytest.mark.skipif(shutil.which("p4c-bm2-ss") is None,
                     reason="p4c-bm2-ss is not on PATH: cannot recompile p4src/ to compare")
 @pytest.mark.parametrize("name", RECOMPILED)
 def test_recompiling_gives_the_committed_build(tmp_path, name):
     build = build_of(name)
-    subprocess.run([sys.executable, str(REPO / "p4src" / "build_tools.py"), "compile",
-                    str(tmp_path), str(elems_in_build(build))], check=True, capture_output=True)
-    fresh = json.loads((tmp_path / "agg.json").read_text())
-    assert fresh == json.loads((build / "agg.json").read_text())
-    assert (tmp_path / "agg.p4info.txt").read_text() == (build / "agg.p4info.txt").read_text()
+    fresh = recompiled(name, tmp_path)
+    assert json.loads((fresh / "agg.json").read_text()) == program(build)
+    assert (fresh / "agg.p4info.txt").read_text() == (build / "agg.p4info.txt").read_text()
 
 
 def test_twin_build_matches_its_sources_and_the_tofino_variant():
@@ -116,20 +141,15 @@ def test_twin_build_matches_its_sources_and_the_tofino_variant():
 
 
 @pytest.mark.p4c
+@pytest.mark.timeout(3600)
 @pytest.mark.skipif(shutil.which("p4c-bm2-ss") is None,
                     reason="p4c-bm2-ss is not on PATH: cannot recompile p4src/twin/ to compare")
 @pytest.mark.parametrize("name", ["tofino", "tofino-mp"])
 def test_recompiling_the_twin_gives_the_committed_build(tmp_path, name):
-    from controller.profiles import PROFILES as ALL
-
-    prof = ALL[name]
-    build = prof.build
-    subprocess.run([sys.executable, str(REPO / "p4src" / "build_tools.py"), "compile-twin",
-                    str(tmp_path), str(prof.elems // prof.passes), str(prof.passes)],
-                   check=True, capture_output=True)
-    assert json.loads((tmp_path / "agg.json").read_text()) == json.loads(
-        (build / "agg.json").read_text())
-    assert (tmp_path / "agg.p4info.txt").read_text() == (build / "agg.p4info.txt").read_text()
+    build = build_of(name)
+    fresh = recompiled(name, tmp_path)
+    assert json.loads((fresh / "agg.json").read_text()) == program(build)
+    assert (fresh / "agg.p4info.txt").read_text() == (build / "agg.p4info.txt").read_text()
 
 
 def test_workers_use_the_programs_elements_per_packet():
@@ -161,7 +181,7 @@ def test_profiles_share_one_p4info_but_the_payload_headers():
 def test_the_build_names_its_sources_relative_to_p4src():
     """Absolute paths would tie the committed JSON to one checkout (the recompile test
     then fails in every other clone)."""
-    prog = json.loads((BUILD / "agg.json").read_text())
+    prog = program(BUILD)
     names = {prog["program"]} | {p["source_info"]["filename"]
                                  for action in prog["actions"] for p in action["primitives"]
                                  if "source_info" in p}

@@ -43,7 +43,9 @@ GRPC = "203.0.113.10"
 EXAMPLE_PARAMS = 64 * 64 + 64 + 64 * 10 + 10       # examples/ddp_switch.py's MLP
 ELEMS = 168                                        # per packet, the default profile
 
-pytestmark = [pytest.mark.root, pytest.mark.slow]
+# Its machines are namespaces named by this process (harness/machines.py), cabled inside
+# them, and no Mininet: it runs beside the parallel part (tests/conftest.py).
+pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.isolated]
 
 
 def switch_command() -> str | None:

@@ -160,6 +160,7 @@ def test_the_parameter_server_variant_trains_and_says_what_it_ran(tmp_path):
     assert report["switch_counters"] is None     # the switches only forwarded
 
 
+@pytest.mark.isolated      # refused before anything is built: no Mininet to collide with
 def test_a_refused_option_builds_nothing_and_leaves_no_folder(tmp_path):
     out = tmp_path / "refused"
     r = subprocess.run([*RUN, *switch_args(), "--compressor", "foo", "--out", str(out)],
@@ -262,6 +263,7 @@ def test_the_tofino_profile_trains_alike_on_both_targets(tmp_path, profile, enco
     assert len(set.union(*digests.values())) == 1, digests
 
 
+@pytest.mark.isolated      # refused before anything is built: no Mininet to collide with
 def test_the_tofino_profile_refuses_what_it_has_not(tmp_path):
     """NAT4 (it sums UQ4 in lanes, with no NAT4 decode), sparse jobs and the switches' link
     loss are not in the profile: a clear error before anything starts."""
