@@ -131,7 +131,8 @@ def calibrate(target: float, bits_at, low: float = 1e-4, high: float = 1.0,
 
 
 def matched_key(layer_spec: str, model_spec: str) -> str:
-    return f"{layer_spec} | {model_spec}"
+    """A matched row's name: both specs (no '|', which would cut its markdown row)."""
+    return f"{layer_spec} / {model_spec}"
 
 
 def report(losses: dict, base: list[float], seeds: int, base_lr: float = BASE_LR,

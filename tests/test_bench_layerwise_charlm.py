@@ -179,6 +179,9 @@ def test_a_matched_row_pairs_layer_wise_with_the_calibrated_entire_model_run(tmp
     cal = got["calibration"][key]
     assert key == matched_key("adaptive:0.1", f"adaptive:{cal['fraction']}")
     assert "at equal bits" in ratio and key in got["table"]
+    # the row is one markdown row of as many cells as the header
+    lines = got["table"].splitlines()
+    assert next(ln for ln in lines if key in ln).count("|") == lines[0].count("|")
     row, plain = got["losses"][key], got["losses"]["adaptive:0.1"]
     # the same layer-wise runs on both rows; the entire-model side is the calibrated one
     assert row["layer"] == plain["layer"] and row["bits"]["layer"] == plain["bits"]["layer"]
