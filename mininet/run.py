@@ -27,6 +27,8 @@ from controller.program import canonical_state, desired_state
 from controller.session import ControllerError
 from controller.topology import POOL_SIZE, JobSpec, TopologyError
 from controller.watch import Watcher
+from protocol.combos import profile_problem, sparse_problem, workers_problem
+from protocol.encodings import ALL, BY_NAME, CONTRIBUTIONS, RESULTS, describe
 
 REPO = _repo.ROOT
 # PyTorch runs: the test accuracy a default run should reach, and the steps that reach it
@@ -103,15 +105,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--framework torch --aggregation switch: reduce each bucket on the "
                         "autograd thread instead of the rank's communication thread (the "
                         "same sums, no overlap with the backward pass)")
-    j.add_argument("--encoding", choices=("cnat8", "fixed32", "nat4", "uq4"),
-                   help="contributions: cnat8 = C_nat, 1 byte/element (default); fixed32; "
-                        "nat4 = natural dithering, 4 bits/element (results cnat8); uq4 = "
-                        "THC-style uniform quantization after a random rotation, 4 bits/element "
-                        "(results sum8: at most 17 workers)")
-    j.add_argument("--result-encoding", choices=("cnat8", "fixed32", "sum8"),
+    j.add_argument("--encoding", choices=sorted(CONTRIBUTIONS),
+                   help="contributions (default cnat8): " + "; ".join(
+                       describe(e) for e in ALL if e.worker))
+    j.add_argument("--result-encoding", choices=sorted(RESULTS),
                    help="results from the root switch (default: the contributions' encoding; "
-                        "nat4: cnat8, uq4: sum8)")
-    j.add_argument("--partials", choices=("fixed32", "cnat8", "sum8"),
+                        + ", ".join(f"{e.name}: {e.job[0]}" for e in ALL
+                                    if e.job and e.job[0] != e.name) + ")")
+    j.add_argument("--partials", choices=RESULTS,
                    help="what switches below the root send up: fixed32 (exact, default) or "
                         "cnat8 (re-compressed, one byte per element on every link)")
     j.add_argument("--sparse", action="store_const", const=True, default=None,
@@ -131,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compiled program: default (168 elements per packet), wide (1456, "
                         "a full 1500-byte MTU; C_nat both ways only: --encoding cnat8, "
                         "results cnat8, --partials cnat8 below the root), wide4 (1024: "
-                        "the fewest bytes per element for --encoding nat4 and uq4), tofino "
+                        "the fewest bytes per element for the 4-bit --encoding), tofino "
                         "(the Tofino profile's twin, 16) or tofino-mp (its walk: 64 CNAT8 "
                         "codes in 4 passes of 16; --encoding cnat8, --partials cnat8 below "
                         "the root)")
@@ -324,12 +325,6 @@ def short_of_target(summary: dict, args, kind: str) -> str | None:
     return text + f". Give --steps {TORCH_STEPS} to train to {100 * TARGET:.0f} %."
 
 
-def wire_encoding(name: str) -> int:
-    from worker import wire
-
-    return wire.ENCODING_BY_NAME[name]
-
-
 def make_plan(args) -> Plan:
     """Every option checked, and everything derived from them; raises UsageError."""
     from p4switch import resolve_kind
@@ -367,24 +362,23 @@ def make_plan(args) -> Plan:
     if ps_host or args.aggregation == "gloo":
         return Plan(kind, topo, jobs, ps_host, pipeline, "float32", "float32")
     encoding = args.encoding or "cnat8"
-    if encoding in ("nat4", "uq4"):
+    enc = BY_NAME[encoding]
+    if enc.four_bit:
         from worker.allreduce.job import encoding_problem
         if args.sparse:
-            raise UsageError(f"--encoding {encoding}: sparse jobs take cnat8 or fixed32")
-        if encoding not in prof.four_bit:
-            why = ("the Tofino profile sums UQ4 in lanes and has no NAT4 decode" if prof.twin
-                   else f"a 4-bit packet of {prof.elems} elements cannot grow into a byte "
-                        f"per element")
+            raise UsageError(f"--encoding {encoding}: {sparse_problem(enc)}")
+        if why := profile_problem(prof.facts, enc):
             raise UsageError(f"--encoding {encoding}: profile {prof.name} has no {encoding} "
                              f"({why}); use the default or wide4 profile")
-        code = wire_encoding(encoding)
         for job in jobs:
             switches = len({topo.attachment(w).node for w in job.workers})
-            if why := encoding_problem(job, code, 2 if switches > 1 else 1):
+            if why := encoding_problem(job, enc.code, 2 if switches > 1 else 1):
                 raise UsageError(f"--encoding {encoding}: {why}")
-            if code == wire_encoding("uq4") and len(job.workers) > 17:
-                raise UsageError(f"--encoding uq4: job {job.id} has {len(job.workers)} "
-                                 f"workers; a SUM8 sum of UQ4's 0..15 carries at most 17")
+            if most := workers_problem(enc, len(job.workers)):
+                into = BY_NAME[enc.sums[0]]
+                raise UsageError(f"--encoding {encoding}: job {job.id} has "
+                                 f"{len(job.workers)} workers; a {into.label} sum of "
+                                 f"{enc.label}'s 0..{enc.top} carries at most {most}")
     if encoding == "fixed32" and not prof.fits_mtu(4):
         raise UsageError(f"--encoding fixed32: a FIXED32 packet of profile {prof.name} "
                          f"({prof.elems} elements) does not fit a 1500-byte MTU")

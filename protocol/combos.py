@@ -1,0 +1,87 @@
+"""Which combinations of encodings a job may have: what workers contribute, what the root
+switch returns (results) and what switches below it send up (partial sums), on which
+profile and for how many workers. The worker (worker/allreduce/job.py), the command lines
+and controller/profiles.py ask here; controller/profiles.py adds what a profile's packet
+growth and MTU allow.
+"""
+
+from __future__ import annotations
+
+from protocol.encodings import ALL, BY_CODE, BY_NAME, Encoding, max_workers, summed_into
+from protocol.profiles import ProfileFacts
+
+
+def _label(code: int) -> str:
+    enc = BY_CODE.get(code)
+    return enc.label if enc else str(code)
+
+
+def sums_problem(job_id: int, contribution: int, results: str, partials: str,
+                 tree_switches: int = 1) -> str | None:
+    """Why workers contributing `contribution` (a wire number) cannot be summed into the
+    job's `results` and, up a tree of several switches, its `partials`; or None."""
+    enc = BY_CODE.get(contribution)
+    name = _label(contribution)
+    ok = enc.sums if enc and enc.sums else None
+    if ok is not None and results not in ok:
+        return (f"job {job_id} returns {results} results; {name} contributions need "
+                f"{' or '.join(ok)} results")
+    if ok is not None and tree_switches > 1 and partials not in ok:
+        return (f"job {job_id} sends {partials} partial sums up its tree; {name} "
+                f"contributions need {' or '.join(ok)} partial sums")
+    whose = summed_into(results)
+    if results in _ONLY_SUMS and enc not in whose:
+        return (f"job {job_id} returns {results} results, the sums of "
+                f"{'/'.join(e.label for e in whose)} contributions, not of {name}")
+    return None
+
+
+# Results that are only ever sums of some contribution encodings (not an encoding a
+# contribution may itself have): a job returning them needs those contributions.
+_ONLY_SUMS = tuple(e.name for e in ALL if e.result and not e.worker)
+
+
+def workers_problem(enc: Encoding, workers: int) -> int | None:
+    """The most workers `enc`'s sums can carry, where `workers` exceeds it; else None."""
+    most = max_workers(enc)
+    return most if most is not None and workers > most else None
+
+
+def profile_problem(prof: ProfileFacts, enc: Encoding) -> str | None:
+    """Why the profile's program does not sum `enc` contributions, or None."""
+    if prof.carries(enc):
+        return None
+    if prof.twin:
+        lanes = [e.label for e in ALL if e.four_bit and e.tofino]
+        other = [e.label for e in ALL if e.four_bit and not e.tofino]
+        return (f"the Tofino profile sums {'/'.join(lanes)} in lanes and has no "
+                f"{'/'.join(other)} decode")
+    return f"a 4-bit packet of {prof.elems} elements cannot grow into a byte per element"
+
+
+def sparse_problem(enc: Encoding) -> str | None:
+    """Sparse jobs (one switch, block headers) take contributions FIXED32 or CNAT8 can sum
+    into results whose padding the switch allows."""
+    if enc.four_bit:
+        takes = " or ".join(sorted(e.name for e in ALL if e.worker and not e.four_bit))
+        return f"sparse jobs take {takes}"
+    return None
+
+
+def problem(contribution: str, results: str, partials: str, *, job_id: int = 0,
+            prof: ProfileFacts | None = None, tree_switches: int = 1,
+            workers: int | None = None, sparse: bool = False) -> str | None:
+    """The one check of a job's combination: why `contribution` with `results` and
+    `partials` cannot run (on `prof`, up a tree of `tree_switches`, for `workers`), or
+    None. Callers add their own context (an option's name, the job's tree)."""
+    enc = BY_NAME[contribution]
+    if sparse and (why := sparse_problem(enc)):
+        return why
+    if prof is not None and (why := profile_problem(prof, enc)):
+        return why
+    if why := sums_problem(job_id, enc.code, results, partials, tree_switches):
+        return why
+    if workers is not None and (most := workers_problem(enc, workers)):
+        return (f"job {job_id} has {workers} workers; {enc.label} sums carry at most "
+                f"{most}")
+    return None
