@@ -27,7 +27,7 @@ from controller.program import canonical_state, desired_state
 from controller.session import ControllerError
 from controller.topology import POOL_SIZE, JobSpec, TopologyError
 from controller.watch import Watcher
-from protocol.combos import profile_problem, sparse_problem, workers_problem
+from protocol.combos import problem
 from protocol.encodings import ALL, BY_NAME, CONTRIBUTIONS, RESULTS, describe
 
 REPO = _repo.ROOT
@@ -362,23 +362,13 @@ def make_plan(args) -> Plan:
     if ps_host or args.aggregation == "gloo":
         return Plan(kind, topo, jobs, ps_host, pipeline, "float32", "float32")
     encoding = args.encoding or "cnat8"
-    enc = BY_NAME[encoding]
-    if enc.four_bit:
-        from worker.allreduce.job import encoding_problem
-        if args.sparse:
-            raise UsageError(f"--encoding {encoding}: {sparse_problem(enc)}")
-        if why := profile_problem(prof.facts, enc):
-            raise UsageError(f"--encoding {encoding}: profile {prof.name} has no {encoding} "
-                             f"({why}); use the default or wide4 profile")
+    if BY_NAME[encoding].four_bit:
         for job in jobs:
             switches = len({topo.attachment(w).node for w in job.workers})
-            if why := encoding_problem(job, enc.code, 2 if switches > 1 else 1):
+            if why := problem(encoding, job.encoding, job.partials, job_id=job.id,
+                              prof=prof.facts, tree_switches=2 if switches > 1 else 1,
+                              workers=len(job.workers), sparse=bool(args.sparse)):
                 raise UsageError(f"--encoding {encoding}: {why}")
-            if most := workers_problem(enc, len(job.workers)):
-                into = BY_NAME[enc.sums[0]]
-                raise UsageError(f"--encoding {encoding}: job {job.id} has "
-                                 f"{len(job.workers)} workers; a {into.label} sum of "
-                                 f"{enc.label}'s 0..{enc.top} carries at most {most}")
     if encoding == "fixed32" and not prof.fits_mtu(4):
         raise UsageError(f"--encoding fixed32: a FIXED32 packet of profile {prof.name} "
                          f"({prof.elems} elements) does not fit a 1500-byte MTU")

@@ -72,16 +72,18 @@ def problem(contribution: str, results: str, partials: str, *, job_id: int = 0,
             prof: ProfileFacts | None = None, tree_switches: int = 1,
             workers: int | None = None, sparse: bool = False) -> str | None:
     """The one check of a job's combination: why `contribution` with `results` and
-    `partials` cannot run (on `prof`, up a tree of `tree_switches`, for `workers`), or
-    None. Callers add their own context (an option's name, the job's tree)."""
+    `partials` cannot run (on `prof`, up a tree of `tree_switches`, for `workers`, as a
+    sparse job), or None."""
     enc = BY_NAME[contribution]
     if sparse and (why := sparse_problem(enc)):
         return why
     if prof is not None and (why := profile_problem(prof, enc)):
-        return why
+        return (f"profile {prof.name} has no {enc.name} ({why}); use the default or wide4 "
+                f"profile")
     if why := sums_problem(job_id, enc.code, results, partials, tree_switches):
         return why
     if workers is not None and (most := workers_problem(enc, workers)):
-        return (f"job {job_id} has {workers} workers; {enc.label} sums carry at most "
-                f"{most}")
+        into = BY_NAME[enc.sums[0]]
+        return (f"job {job_id} has {workers} workers; a {into.label} sum of {enc.label}'s "
+                f"0..{enc.top} carries at most {most}")
     return None
