@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controller.topology import JobSpec, Topology
-from protocol import profiles as facts
+from protocol import profiles as declared
 from protocol.encodings import ALL
 from protocol.sizes import BLOCK_HDR as SPARSE_HDR
 from protocol.sizes import IP_UDP_AGG, MAX_GROWTH, MTU
@@ -69,8 +69,8 @@ class Profile:
         return self.build / "agg.json"
 
     @property
-    def facts(self) -> facts.ProfileFacts:
-        return facts.ProfileFacts(self.name, self.elems, self.build.name, self.twin,
+    def facts(self) -> declared.ProfileFacts:
+        return declared.ProfileFacts(self.name, self.elems, self.build.name, self.twin,
                                   self.passes)
 
     @property
@@ -98,7 +98,7 @@ class Profile:
 
 
 PROFILES = {p.name: Profile(p.name, p.elems, (BUILD / p.build).resolve(), p.twin, p.passes)
-            for p in facts.PROFILES.values()}
+            for p in declared.PROFILES.values()}
 
 
 def profile(name: str) -> Profile:

@@ -136,3 +136,21 @@ def test_every_encoding_s_rules_name_declared_encodings(enc):
     if enc.job:
         assert enc.job[0] in enc.sums and enc.job[1] in enc.sums
     assert enc.payload_bytes(2) * 8 == 2 * enc.bits
+
+
+def test_the_combination_check_names_what_is_wrong():
+    from protocol.combos import problem, sums_problem
+    wide, tofino = profiles.PROFILES["wide"], profiles.PROFILES["tofino"]
+    assert problem("cnat8", "cnat8", "fixed32") is None
+    assert problem("uq4", "sum8", "sum8", workers=17) is None
+    assert "carries at most 17" in problem("uq4", "sum8", "sum8", workers=18)
+    assert "need sum8 results" in problem("uq4", "cnat8", "cnat8")
+    assert "need cnat8 partial sums" in problem("nat4", "cnat8", "fixed32", tree_switches=2)
+    assert problem("nat4", "cnat8", "fixed32") is None      # one switch: no partial sums
+    assert "need fixed32 or cnat8 results" in problem("cnat8", "sum8", "sum8")
+    assert "the sums of UQ4 contributions, not of FLOAT32" in sums_problem(
+        1, encodings.BY_NAME["float32"].code, "sum8", "sum8")
+    assert "profile wide has no nat4" in problem("nat4", "cnat8", "cnat8", prof=wide)
+    assert "has no NAT4 decode" in problem("nat4", "cnat8", "cnat8", prof=tofino)
+    assert problem("uq4", "sum8", "sum8", prof=tofino) is None
+    assert problem("uq4", "sum8", "sum8", sparse=True) == "sparse jobs take cnat8 or fixed32"
