@@ -161,8 +161,9 @@ def encoding(variant: str) -> str:
 
 
 def wires(switch: str, method: str) -> list[Wire]:
-    """The packets `method` (cnat, int32, nat4, uq4) can send on `switch` (SWITCHES): one
-    per compiled variant that carries it (the v1model profile: one)."""
+    """The packets `method` (METHOD_ENCODING: cnat, int32 or a 4-bit encoding) can send on
+    `switch` (SWITCHES): one per compiled variant that carries it (the v1model profile:
+    one)."""
     if switch not in SWITCHES:
         raise ValueError(f"unknown switch {switch!r}: one of {', '.join(SWITCHES)}")
     if method in NO_VARIANT and SWITCHES[switch] is not None:
