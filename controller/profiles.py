@@ -41,15 +41,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controller.topology import JobSpec, Topology
+from protocol import combos
 from protocol import profiles as declared
 from protocol.encodings import ALL
 from protocol.sizes import BLOCK_HDR as SPARSE_HDR
-from protocol.sizes import IP_UDP_AGG, MAX_GROWTH, MTU
+from protocol.sizes import IP_UDP_AGG, MTU
 
 BUILD = Path(__file__).resolve().parents[1] / "p4src" / "build"
-# What the Tofino profile sums in lanes (unsigned integers), and apart from them.
-LANES = "/".join(e.label for e in ALL if e.tofino and e.top is not None)
-NOT_LANES = " and ".join(e.label for e in ALL if e.tofino and e.top is None)
 
 
 @dataclass(frozen=True)
@@ -131,51 +129,9 @@ def _tree(topo: Topology, job: JobSpec):
 
 
 def job_problem(prof: Profile, topo: Topology, job: JobSpec) -> str | None:
-    """Why the profile's program cannot aggregate `job`, or None."""
-    if prof.twin:
-        if job.mode == "sparse":
-            return (f"job {job.id}: profile {prof.name} (the Tofino profile) has no sparse "
-                    f"jobs; use mode dense or the default profile")
-        multi = len(_tree(topo, job).nodes) > 1
-        if prof.passes > 1 and (job.encoding != "cnat8" or multi and job.partials != "cnat8"):
-            sent = job.encoding if job.encoding != "cnat8" else job.partials
-            return (f"job {job.id}: profile {prof.name} walks packets of {prof.passes} "
-                    f"segments and re-compresses every result and partial sum to CNAT8: "
-                    f"{sent} is not sent; use results cnat8 (and partials cnat8 on a tree) "
-                    f"or the tofino profile")
-        if (job.encoding == "sum8") != (job.partials == "sum8") and multi:
-            return (f"job {job.id}: profile {prof.name} (the Tofino profile) sums {LANES} "
-                    f"lanes apart from {NOT_LANES}: results {job.encoding} and partials "
-                    f"{job.partials} mix them; use sum8 for both or for neither")
-        return None
-    if job.mode == "sparse" and "sum8" in (job.encoding, job.partials):
-        return (f"job {job.id}: sparse jobs take FIXED32 or CNAT8 contributions, so their "
-                f"results are fixed32 or cnat8, not sum8")
-    if not prof.cnat8_only:
-        return None
-
-    grow = 3 * prof.elems
-    # 4-bit contributions grow into one-byte sums (sum8 or cnat8) by ELEMS/2 bytes
-    small = ("cnat8", "sum8") if prof.four_bit else ("cnat8",)
-    if job.encoding != "cnat8" and job.mode == "sparse":
-        return (f"job {job.id}: profile {prof.name} ({prof.elems} elements per packet) "
-                f"aggregates CNAT8 both ways only: a sparse job's {job.encoding} results would "
-                f"grow a CNAT8 packet, or an EMPTY one over its {prof.elems} bytes of padding, "
-                f"by {grow} bytes (BMv2 allows {MAX_GROWTH}); use results cnat8 or the "
-                f"default profile")
-    if job.encoding not in small:
-        takes = ("aggregates CNAT8 both ways only" if small == ("cnat8",) else
-                 f"takes {' or '.join(small)} results only")
-        return (f"job {job.id}: profile {prof.name} ({prof.elems} elements per packet) "
-                f"{takes}: {job.encoding} results would grow a CNAT8 packet by {grow} bytes "
-                f"(BMv2 allows {MAX_GROWTH}) and a FIXED32 packet does not fit a {MTU}-byte "
-                f"MTU; use results {' or '.join(small)} or the default profile")
-    if job.partials not in small and len(_tree(topo, job).nodes) > 1:
-        return (f"job {job.id}: profile {prof.name} ({prof.elems} elements per packet) "
-                f"cannot send {job.partials} partial sums up a tree of several switches "
-                f"(a packet would grow by {grow} bytes, BMv2 allows {MAX_GROWTH}); use "
-                f"partials {' or '.join(small)} or the default profile")
-    return None
+    """Why the profile's program cannot aggregate `job`, or None (protocol/combos.py)."""
+    return combos.job_problem(prof.facts, job.id, job.encoding, job.partials, job.mode,
+                              lambda: len(_tree(topo, job).nodes) > 1)
 
 
 def check_jobs(prof: Profile, topo: Topology) -> None:

@@ -1,14 +1,16 @@
 """Which combinations of encodings a job may have: what workers contribute, what the root
 switch returns (results) and what switches below it send up (partial sums), on which
-profile and for how many workers. The worker (worker/allreduce/job.py), the command lines
-and controller/profiles.py ask here; controller/profiles.py adds what a profile's packet
-growth and MTU allow.
+profile and for how many workers, and what a profile's packet growth and MTU allow. The
+worker (worker/allreduce/job.py), the command lines and controller/profiles.py ask here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from protocol.encodings import ALL, BY_CODE, BY_NAME, Encoding, max_workers, summed_into
 from protocol.profiles import ProfileFacts
+from protocol.sizes import MAX_GROWTH, MTU
 
 
 def _label(code: int) -> str:
@@ -86,4 +88,61 @@ def problem(contribution: str, results: str, partials: str, *, job_id: int = 0,
         into = BY_NAME[enc.sums[0]]
         return (f"job {job_id} has {workers} workers; a {into.label} sum of {enc.label}'s "
                 f"0..{enc.top} carries at most {most}")
+    return None
+
+
+# What the Tofino profile sums in lanes (unsigned integers), and apart from them.
+LANES = "/".join(e.label for e in ALL if e.tofino and e.top is not None)
+NOT_LANES = " and ".join(e.label for e in ALL if e.tofino and e.top is None)
+
+
+def job_problem(prof: ProfileFacts, job_id: int, results: str, partials: str, mode: str,
+                multi: Callable[[], bool]) -> str | None:
+    """Why the profile's program cannot aggregate a job returning `results` and sending
+    `partials` up its tree (`multi()`: the tree has several switches, asked only where it
+    matters), in `mode` (dense, sparse), or None."""
+    if prof.twin:
+        if mode == "sparse":
+            return (f"job {job_id}: profile {prof.name} (the Tofino profile) has no sparse "
+                    f"jobs; use mode dense or the default profile")
+        several = multi()
+        if prof.passes > 1 and (results != "cnat8" or several and partials != "cnat8"):
+            sent = results if results != "cnat8" else partials
+            return (f"job {job_id}: profile {prof.name} walks packets of {prof.passes} "
+                    f"segments and re-compresses every result and partial sum to CNAT8: "
+                    f"{sent} is not sent; use results cnat8 (and partials cnat8 on a tree) "
+                    f"or the tofino profile")
+        if (results == "sum8") != (partials == "sum8") and several:
+            return (f"job {job_id}: profile {prof.name} (the Tofino profile) sums {LANES} "
+                    f"lanes apart from {NOT_LANES}: results {results} and partials "
+                    f"{partials} mix them; use sum8 for both or for neither")
+        return None
+    if mode == "sparse" and "sum8" in (results, partials):
+        return (f"job {job_id}: sparse jobs take FIXED32 or CNAT8 contributions, so their "
+                f"results are fixed32 or cnat8, not sum8")
+    if not prof.cnat8_only:
+        return None
+
+    grow = 3 * prof.elems
+    # 4-bit contributions grow into one-byte sums (sum8 or cnat8) by ELEMS/2 bytes
+    four_bit = any(e.four_bit and prof.carries(e) for e in ALL)
+    small = ("cnat8", "sum8") if four_bit else ("cnat8",)
+    if results != "cnat8" and mode == "sparse":
+        return (f"job {job_id}: profile {prof.name} ({prof.elems} elements per packet) "
+                f"aggregates CNAT8 both ways only: a sparse job's {results} results would "
+                f"grow a CNAT8 packet, or an EMPTY one over its {prof.elems} bytes of padding, "
+                f"by {grow} bytes (BMv2 allows {MAX_GROWTH}); use results cnat8 or the "
+                f"default profile")
+    if results not in small:
+        takes = ("aggregates CNAT8 both ways only" if small == ("cnat8",) else
+                 f"takes {' or '.join(small)} results only")
+        return (f"job {job_id}: profile {prof.name} ({prof.elems} elements per packet) "
+                f"{takes}: {results} results would grow a CNAT8 packet by {grow} bytes "
+                f"(BMv2 allows {MAX_GROWTH}) and a FIXED32 packet does not fit a {MTU}-byte "
+                f"MTU; use results {' or '.join(small)} or the default profile")
+    if partials not in small and multi():
+        return (f"job {job_id}: profile {prof.name} ({prof.elems} elements per packet) "
+                f"cannot send {partials} partial sums up a tree of several switches "
+                f"(a packet would grow by {grow} bytes, BMv2 allows {MAX_GROWTH}); use "
+                f"partials {' or '.join(small)} or the default profile")
     return None
