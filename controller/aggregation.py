@@ -17,6 +17,7 @@ from controller.entities import Entity, MulticastGroupEntry, TableEntry
 from controller.jobs import Region, allocate_regions
 from controller.topology import Topology, TopologyError
 from controller.tree import JobTree
+from protocol.encodings import BY_NAME, RESULTS
 
 JOBS = "NatIngress.agg.jobs"
 JOB_ROOT = "NatIngress.agg.job_root"
@@ -27,7 +28,8 @@ SET_CHILD = "NatIngress.agg.set_child"
 JOB_ID = "hdr.agg.job_id"
 INGRESS_PORT = "sm.ingress_port"
 TABLES = (JOBS, CHILDREN)
-RESULT_ENCODING = {"fixed32": 0, "cnat8": 1, "sum8": 5}
+# the wire number of each result and partial-sum encoding the job table installs
+RESULT_ENCODING = {name: BY_NAME[name].code for name in RESULTS}
 
 
 def group_id(job_id: int) -> int:

@@ -10,7 +10,7 @@
   before a switch is programmed. Its FIXED32 packets would not fit the MTU either.
 - wide4, 1024 elements (p4src/build/wide4/): the widest packet whose 4-bit contribution
   (512 bytes) may grow into a one-byte-per-element result or partial sum (by 512 bytes):
-  NAT4 and UQ4 at their fewest bytes per element (0.56 up, 1.06 down with headers). Like
+  the 4-bit encodings at their fewest bytes per element (0.56 up, 1.06 down with headers). Like
   the wide profile it takes no FIXED32 results or partial sums.
 Sparse jobs (mode sparse) on the wide profile too take CNAT8 results only: the padding an
 EMPTY packet brings to hold the sum (ELEMS bytes, docs/PROTOCOL.md "Sparse jobs") leaves a
@@ -24,11 +24,14 @@ wide4 job `--elems 1024`.
 `tofino` is another program: the v1model twin of the Tofino profile (p4src/twin/, built into
 p4src/build/twin/), 16 elements per packet as the Tofino 1 and 2 programs compiled with
 CNAT8 both ways sum in one pass (p4src/tna/build_tofino.py). It takes FIXED32 and CNAT8
-contributions with FIXED32 or CNAT8 results, and UQ4 with SUM8 results (in the lanes of the
-Tofino programs compiled with them), on dense jobs, and sends results with UDP checksum 0
-(its workers take that as none). `tofino-mp` is the same twin compiled with the walk of the
-cnat8-mp variants (p4src/build/twin-mp/): packets of 64 CNAT8 codes, 4 segments of 16 summed
-one a pass, CNAT8 contributions with CNAT8 results and partial sums only.
+contributions with FIXED32 or CNAT8 results, and the unsigned 4-bit ones with SUM8 results
+(in the lanes of the Tofino programs compiled with them), on dense jobs, and sends results
+with UDP checksum 0 (its workers take that as none). `tofino-mp` is the same twin compiled
+with the walk of the cnat8-mp variants (p4src/build/twin-mp/): packets of 64 CNAT8 codes, 4
+segments of 16 summed one a pass, CNAT8 contributions with CNAT8 results and partial sums only.
+
+Their elements per packet, builds and Tofino variants are declared in protocol/profiles.py,
+which encodings each carries in protocol/encodings.py.
 """
 
 from __future__ import annotations
@@ -38,12 +41,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controller.topology import JobSpec, Topology
+from protocol import combos
+from protocol import profiles as declared
+from protocol.encodings import ALL
+from protocol.sizes import BLOCK_HDR as SPARSE_HDR
+from protocol.sizes import IP_UDP_AGG, MTU
 
 BUILD = Path(__file__).resolve().parents[1] / "p4src" / "build"
-MAX_GROWTH = 512           # bytes BMv2 lets a program add to a packet (p4src/include/sizes.p4)
-MTU = 1500
-IP_UDP_AGG = 20 + 8 + 16   # IPv4, UDP and AGG headers before the payload
-SPARSE_HDR = 8             # a sparse packet's block header, after AGG
 
 
 @dataclass(frozen=True)
@@ -63,18 +67,20 @@ class Profile:
         return self.build / "agg.json"
 
     @property
+    def facts(self) -> declared.ProfileFacts:
+        return declared.ProfileFacts(self.name, self.elems, self.build.name, self.twin,
+                                  self.passes)
+
+    @property
     def cnat8_only(self) -> bool:
         """CNAT8 cannot turn into FIXED32 here: the packet would grow too much."""
-        return 3 * self.elems > MAX_GROWTH
+        return self.facts.cnat8_only
 
     @property
     def four_bit(self) -> tuple[str, ...]:
-        """The 4-bit encodings here: NAT4 and UQ4 where a 4-bit packet may grow into a byte
-        per element (FOUR_BIT); UQ4 alone on the Tofino profile, which sums its integers in
-        lanes and has no NAT4 decode."""
-        if self.twin:
-            return ("uq4",) if self.passes == 1 else ()
-        return ("nat4", "uq4") if self.elems // 2 <= MAX_GROWTH else ()
+        """The 4-bit encodings here (ProfileFacts.carries): where a 4-bit packet may grow
+        into a byte per element (FOUR_BIT), or those the Tofino profile sums in lanes."""
+        return tuple(e.name for e in ALL if e.four_bit and self.facts.carries(e))
 
     @property
     def zero_checksum(self) -> bool:
@@ -89,11 +95,8 @@ class Profile:
         return self.packet_bytes(bytes_per_element, sparse) <= MTU
 
 
-PROFILES = {"default": Profile("default", 168, BUILD),
-            "wide": Profile("wide", 1456, BUILD / "wide"),
-            "wide4": Profile("wide4", 1024, BUILD / "wide4"),
-            "tofino": Profile("tofino", 16, BUILD / "twin", twin=True),
-            "tofino-mp": Profile("tofino-mp", 64, BUILD / "twin-mp", twin=True, passes=4)}
+PROFILES = {p.name: Profile(p.name, p.elems, (BUILD / p.build).resolve(), p.twin, p.passes)
+            for p in declared.PROFILES.values()}
 
 
 def profile(name: str) -> Profile:
@@ -126,51 +129,9 @@ def _tree(topo: Topology, job: JobSpec):
 
 
 def job_problem(prof: Profile, topo: Topology, job: JobSpec) -> str | None:
-    """Why the profile's program cannot aggregate `job`, or None."""
-    if prof.twin:
-        if job.mode == "sparse":
-            return (f"job {job.id}: profile {prof.name} (the Tofino profile) has no sparse "
-                    f"jobs; use mode dense or the default profile")
-        multi = len(_tree(topo, job).nodes) > 1
-        if prof.passes > 1 and (job.encoding != "cnat8" or multi and job.partials != "cnat8"):
-            sent = job.encoding if job.encoding != "cnat8" else job.partials
-            return (f"job {job.id}: profile {prof.name} walks packets of {prof.passes} "
-                    f"segments and re-compresses every result and partial sum to CNAT8: "
-                    f"{sent} is not sent; use results cnat8 (and partials cnat8 on a tree) "
-                    f"or the tofino profile")
-        if (job.encoding == "sum8") != (job.partials == "sum8") and multi:
-            return (f"job {job.id}: profile {prof.name} (the Tofino profile) sums UQ4/SUM8 "
-                    f"lanes apart from FIXED32 and CNAT8: results {job.encoding} and partials "
-                    f"{job.partials} mix them; use sum8 for both or for neither")
-        return None
-    if job.mode == "sparse" and "sum8" in (job.encoding, job.partials):
-        return (f"job {job.id}: sparse jobs take FIXED32 or CNAT8 contributions, so their "
-                f"results are fixed32 or cnat8, not sum8")
-    if not prof.cnat8_only:
-        return None
-
-    grow = 3 * prof.elems
-    # 4-bit contributions grow into sum8 (UQ4) or cnat8 (NAT4) sums by ELEMS/2 bytes
-    small = ("cnat8", "sum8") if prof.four_bit else ("cnat8",)
-    if job.encoding != "cnat8" and job.mode == "sparse":
-        return (f"job {job.id}: profile {prof.name} ({prof.elems} elements per packet) "
-                f"aggregates CNAT8 both ways only: a sparse job's {job.encoding} results would "
-                f"grow a CNAT8 packet, or an EMPTY one over its {prof.elems} bytes of padding, "
-                f"by {grow} bytes (BMv2 allows {MAX_GROWTH}); use results cnat8 or the "
-                f"default profile")
-    if job.encoding not in small:
-        takes = ("aggregates CNAT8 both ways only" if small == ("cnat8",) else
-                 f"takes {' or '.join(small)} results only")
-        return (f"job {job.id}: profile {prof.name} ({prof.elems} elements per packet) "
-                f"{takes}: {job.encoding} results would grow a CNAT8 packet by {grow} bytes "
-                f"(BMv2 allows {MAX_GROWTH}) and a FIXED32 packet does not fit a {MTU}-byte "
-                f"MTU; use results {' or '.join(small)} or the default profile")
-    if job.partials not in small and len(_tree(topo, job).nodes) > 1:
-        return (f"job {job.id}: profile {prof.name} ({prof.elems} elements per packet) "
-                f"cannot send {job.partials} partial sums up a tree of several switches "
-                f"(a packet would grow by {grow} bytes, BMv2 allows {MAX_GROWTH}); use "
-                f"partials {' or '.join(small)} or the default profile")
-    return None
+    """Why the profile's program cannot aggregate `job`, or None (protocol/combos.py)."""
+    return combos.job_problem(prof.facts, job.id, job.encoding, job.partials, job.mode,
+                              lambda: len(_tree(topo, job).nodes) > 1)
 
 
 def check_jobs(prof: Profile, topo: Topology) -> None:

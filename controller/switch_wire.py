@@ -18,21 +18,30 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controller.profiles import IP_UDP_AGG, PROFILES
+from protocol.encodings import ALL, BY_NAME
+from protocol.profiles import FAMILIES
+from protocol.sizes import ETH_HDR
 
 SUMMARIES = Path(__file__).resolve().parents[1] / "p4src" / "build" / "tofino"
-FRAME_OVERHEAD = 14 + IP_UDP_AGG
+FRAME_OVERHEAD = ETH_HDR + IP_UDP_AGG
 # payload bytes per element (contribution, result) of each Tofino variant's encodings
-PAYLOAD_BYTES = {"fixed32": (4, 4), "cnat8-in": (1, 4), "cnat8": (1, 1), "uq4": (0.5, 1),
-                 "cnat8-mp": (1, 1)}
-# payload bytes per element (contribution, result) of the v1model profile's methods: the
-# 4-bit encodings go up in half a byte and come back as a byte (CNAT8 or SUM8)
-LINE_RATE_PAYLOAD = {"cnat": (1, 1), "int32": (4, 4), "nat4": (0.5, 1), "uq4": (0.5, 1)}
+PAYLOAD_BYTES = {name: f.payload_bytes() for name, f in FAMILIES.items()}
+# the projection's methods and the encoding each sends (the 4-bit ones by their own name)
+METHOD_ENCODING = {"cnat": "cnat8", "int32": "fixed32",
+                   **{e.name: e.name for e in ALL if e.four_bit}}
+# payload bytes per element (contribution, result) of the v1model profile's methods: what a
+# job of each sends back (the 4-bit encodings go up in half a byte, come back as a byte)
+LINE_RATE_PAYLOAD = {m: (BY_NAME[e].bytes_per_element,
+                         BY_NAME[BY_NAME[e].job[0]].bytes_per_element)
+                     for m, e in METHOD_ENCODING.items()}
 # the projection's methods and the variants that can carry them; a method missing here has
 # no Tofino packets, and NO_VARIANT says why
-METHOD_VARIANTS = {"cnat": ("cnat8", "cnat8-in", "cnat8-mp"), "int32": ("fixed32",),
-                   "uq4": ("uq4",)}
+METHOD_VARIANTS = {m: v for m, e in METHOD_ENCODING.items()
+                   if (v := tuple(f.name for f in FAMILIES.values() if f.contribution == e))}
+_LANES = "/".join(e.label for e in ALL if e.four_bit and e.tofino)
 NO_VARIANT = {
-    "nat4": "no Tofino variant decodes NAT4 (the lanes sum UQ4's integers only)",
+    **{m: f"no Tofino variant decodes {BY_NAME[e].label} (the lanes sum {_LANES}'s integers "
+          f"only)" for m, e in METHOD_ENCODING.items() if m not in METHOD_VARIANTS},
     "cnat-wide": "the wide profile is a v1model build; a Tofino's C_nat packets are its "
                  "compiled cnat8 variants', which method cnat projects",
 }
@@ -152,8 +161,9 @@ def encoding(variant: str) -> str:
 
 
 def wires(switch: str, method: str) -> list[Wire]:
-    """The packets `method` (cnat, int32, nat4, uq4) can send on `switch` (SWITCHES): one
-    per compiled variant that carries it (the v1model profile: one)."""
+    """The packets `method` (METHOD_ENCODING: cnat, int32 or a 4-bit encoding) can send on
+    `switch` (SWITCHES): one per compiled variant that carries it (the v1model profile:
+    one)."""
     if switch not in SWITCHES:
         raise ValueError(f"unknown switch {switch!r}: one of {', '.join(SWITCHES)}")
     if method in NO_VARIANT and SWITCHES[switch] is not None:

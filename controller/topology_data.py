@@ -9,15 +9,15 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from protocol.encodings import RESULTS
+from protocol.sizes import MAX_CHILDREN, POOL_SIZE  # noqa: F401  (slots, bitmap width)
+
 FORMAT_VERSION = 1
-# Result and partial-sum encodings: sum8, unsigned byte sums of UQ4 contributions
-# (docs/PROTOCOL.md "Payload"; at most 17 workers: 15 each).
-ENCODINGS = ("fixed32", "cnat8", "sum8")
+# Result and partial-sum encodings (protocol/encodings.py; docs/PROTOCOL.md "Payload").
+ENCODINGS = RESULTS
 # dense: every chunk in every use; sparse: only non-zero blocks, OmniReduce's streaming
 # aggregation on one switch (docs/PROTOCOL.md "Sparse jobs").
 MODES = ("dense", "sparse")
-POOL_SIZE = 512            # register slots per switch (p4src/include/sizes.p4)
-MAX_CHILDREN = 32          # bitmap width (p4src/include/sizes.p4)
 MAX_JOB_WORKERS = 255      # 8-bit count field and worker total (docs/PROTOCOL.md)
 # The largest exponent (biased float32) a contribution may carry by default: values below
 # 2^32 in magnitude. The switch drops a contribution above its job's bound (BAD_EXP).

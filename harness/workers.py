@@ -10,6 +10,7 @@ import threading
 
 import numpy as np
 
+from protocol.encodings import BY_CODE
 from worker import codec, hadamard, wire
 
 
@@ -78,12 +79,13 @@ def check_exact(traces, tensors, outputs, workers: int, elems: int = wire.ELEMS,
     exponent is the max of the workers' own (for a slot's first chunk in the call, over all
     the first chunks: the priming round's), and that each output is its decoded mean.
     `job` (the workers' JobParams) is needed for 4-bit contributions: the encoding of what
-    was sent, and for UQ4 the rotation of each call (the output is the rotated-back mean).
+    was sent, and for a rotated encoding the rotation of each call (the output is the
+    rotated-back mean).
     Returns the number of chunks checked."""
     rows = [t.by_chunk() for t in traces]
     keys = set(rows[0])
     sent_as = None if job is None else job.encoding
-    rotates = sent_as == wire.ENC_UQ4
+    rotates = sent_as is not None and BY_CODE[sent_as].rotated
 
     def prepared(r, k):
         if not rotates:
@@ -116,22 +118,20 @@ def check_exact(traces, tensors, outputs, workers: int, elems: int = wire.ELEMS,
         exact = codec.aggregate(sent, sent_enc)
         got = np.asarray(mine[0]["payload"])
         assert_sum(got, exact, enc, f"chunk {chunk}")
-        if sent_enc == wire.ENC_UQ4:
-            means.setdefault(call, {})[chunk] = codec.decode_sum8(got[None], mine[0]["exp"],
-                                                                  workers, mean=True)[0]
-            continue
-        if sent_enc == wire.ENC_NAT4:
-            mean = codec.decode_cnat8(got[None], mine[0]["exp"], codec.NAT4_N)[0] \
-                / np.float32(workers)
+        if sent_enc in wire.FOUR_BIT:
+            mean = codec.decode_mean4(sent_enc, enc, got[None], mine[0]["exp"], workers)[0]
         else:
             decode = codec.decode_fixed32 if enc == wire.ENC_FIXED32 else codec.decode_cnat8
             mean = decode(got[None], mine[0]["exp"], workers, mean=True)[0]
+        if rotates:
+            means.setdefault(call, {})[chunk] = mean
+            continue
         for r in range(workers):
             out = outputs[r][call - 1].reshape(-1)
             lo = chunk * elems
             assert np.array_equal(out[lo:lo + elems], mean[:out[lo:lo + elems].size]), \
                 f"rank {r} chunk {chunk}: output is not the decoded mean"
-    for call, by_chunk in means.items():   # UQ4: the decoded means, rotated back
+    for call, by_chunk in means.items():   # rotated: the decoded means, rotated back
         size = tensors[0][call - 1].size
         rotated = np.concatenate([by_chunk[c] for c in sorted(by_chunk)])
         assert sorted(by_chunk) == list(range(len(by_chunk))), f"call {call}: chunks missing"

@@ -27,6 +27,8 @@ from controller.program import canonical_state, desired_state
 from controller.session import ControllerError
 from controller.topology import POOL_SIZE, JobSpec, TopologyError
 from controller.watch import Watcher
+from protocol.combos import problem
+from protocol.encodings import ALL, BY_NAME, CONTRIBUTIONS, RESULTS, describe
 
 REPO = _repo.ROOT
 # PyTorch runs: the test accuracy a default run should reach, and the steps that reach it
@@ -103,18 +105,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--framework torch --aggregation switch: reduce each bucket on the "
                         "autograd thread instead of the rank's communication thread (the "
                         "same sums, no overlap with the backward pass)")
-    j.add_argument("--encoding", choices=("cnat8", "fixed32", "nat4", "uq4"),
-                   help="contribution encoding: cnat8 = C_nat, 1 byte/element (default); "
-                        "fixed32; nat4 = natural dithering, 4 bits/element (result encoding "
-                        "cnat8); uq4 = THC-style uniform quantization after a random rotation, "
-                        "4 bits/element (result encoding sum8: at most 17 workers)")
-    j.add_argument("--result-encoding", choices=("cnat8", "fixed32", "sum8"),
-                   help="result encoding, what the root switch sends the workers (default: the "
-                        "contribution encoding; for nat4 cnat8, for uq4 sum8)")
-    j.add_argument("--partials", choices=("fixed32", "cnat8", "sum8"),
-                   help="partial encoding, what switches below the root send up: fixed32 (exact, "
-                        "default), cnat8 (re-compressed, one byte per element on every link) "
-                        "or sum8 (UQ4 jobs)")
+    j.add_argument("--encoding", choices=sorted(CONTRIBUTIONS),
+                   help="contribution encoding (default cnat8): " + "; ".join(
+                       describe(e) for e in ALL if e.worker))
+    j.add_argument("--result-encoding", choices=sorted(RESULTS),
+                   help="result encoding, what the root switch sends the workers (default: "
+                        "the contribution encoding; "
+                        + ", ".join(f"for {e.name} {e.job[0]}" for e in ALL
+                                    if e.job and e.job[0] != e.name) + ")")
+    j.add_argument("--partials", choices=RESULTS,
+                   help="partial encoding, what switches below the root send up: fixed32 "
+                        "(exact, default), cnat8 (re-compressed, one byte per element on every "
+                        "link) or sum8 (a job whose results are sum8)")
     j.add_argument("--sparse", action="store_const", const=True, default=None,
                    help="a block-sparse job (docs/PROTOCOL.md \"Sparse jobs\"): only the "
                         "gradient's blocks holding a non-zero element travel; one switch "
@@ -132,8 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="profile, the build of p4src/ the switches run: default (168 elements "
                         "per packet), wide (1456, a full 1500-byte MTU; C_nat both ways only: "
                         "--encoding cnat8, results cnat8, --partials cnat8 below the root), "
-                        "wide4 (1024: the fewest bytes per element for --encoding nat4 and "
-                        "uq4), tofino "
+                        "wide4 (1024: the fewest bytes per element for the 4-bit --encoding), "
+                        "tofino "
                         "(the Tofino profile's twin, 16) or tofino-mp (its walk: 64 CNAT8 "
                         "codes in 4 passes of 16; --encoding cnat8, --partials cnat8 below "
                         "the root)")
@@ -327,12 +329,6 @@ def short_of_target(summary: dict, args, kind: str) -> str | None:
     return text + f". Give --steps {TORCH_STEPS} to train to {100 * TARGET:.0f} %."
 
 
-def wire_encoding(name: str) -> int:
-    from worker import wire
-
-    return wire.ENCODING_BY_NAME[name]
-
-
 def make_plan(args) -> Plan:
     """Every option checked, and everything derived from them; raises UsageError."""
     from p4switch import resolve_kind
@@ -370,24 +366,13 @@ def make_plan(args) -> Plan:
     if ps_host or args.aggregation == "gloo":
         return Plan(kind, topo, jobs, ps_host, pipeline, "float32", "float32")
     encoding = args.encoding or "cnat8"
-    if encoding in ("nat4", "uq4"):
-        from worker.allreduce.job import encoding_problem
-        if args.sparse:
-            raise UsageError(f"--encoding {encoding}: sparse jobs take cnat8 or fixed32")
-        if encoding not in prof.four_bit:
-            why = ("the Tofino profile sums UQ4 in lanes and has no NAT4 decode" if prof.twin
-                   else f"a 4-bit packet of {prof.elems} elements cannot grow into a byte "
-                        f"per element")
-            raise UsageError(f"--encoding {encoding}: profile {prof.name} has no {encoding} "
-                             f"({why}); use the default or wide4 profile")
-        code = wire_encoding(encoding)
+    if BY_NAME[encoding].four_bit:
         for job in jobs:
             switches = len({topo.attachment(w).node for w in job.workers})
-            if why := encoding_problem(job, code, 2 if switches > 1 else 1):
+            if why := problem(encoding, job.encoding, job.partials, job_id=job.id,
+                              prof=prof.facts, tree_switches=2 if switches > 1 else 1,
+                              workers=len(job.workers), sparse=bool(args.sparse)):
                 raise UsageError(f"--encoding {encoding}: {why}")
-            if code == wire_encoding("uq4") and len(job.workers) > 17:
-                raise UsageError(f"--encoding uq4: job {job.id} has {len(job.workers)} "
-                                 f"workers; a SUM8 sum of UQ4's 0..15 carries at most 17")
     if encoding == "fixed32" and not prof.fits_mtu(4):
         raise UsageError(f"--encoding fixed32: a FIXED32 packet of profile {prof.name} "
                          f"({prof.elems} elements) does not fit a 1500-byte MTU")

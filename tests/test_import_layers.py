@@ -31,8 +31,10 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ROOMS = ("controller", "worker", "harness", "mininet", "softswitch", "bench", "p4src",
-         "examples")
+ROOMS = ("protocol", "controller", "worker", "harness", "mininet", "softswitch", "bench",
+         "p4src", "examples")
+# The ground floor: what every room reads (the protocol's facts); it imports none of them.
+FLOOR = "protocol"
 # (file, what it adds): folders that are not this checkout's
 FOREIGN_PATHS = {
     ("harness/thrift.py", "d"),                     # BMv2's install of its Thrift client
@@ -268,6 +270,17 @@ def test_sys_path_gains_only_the_repository_root():
         + "\n".join(f"{f}:{line}: {what}" for f, line, what in bad)
 
 
+def floor_breaches(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(file, what it imports) where the floor imports a file of another room."""
+    return sorted((f, t) for f, ts in edges.items() if f.startswith(FLOOR + "/")
+                  for t in ts if not t.startswith(FLOOR + "/"))
+
+
+def test_the_floor_imports_nothing_above_it():
+    bad = floor_breaches(graph())
+    assert not bad, f"{FLOOR}/ imports upward: " + ", ".join(f"{f} -> {t}" for f, t in bad)
+
+
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -314,3 +327,15 @@ def test_the_check_sees_other_folders_on_the_path(tmp_path):
     assert path_edits(root) == [("bench/emu.py", 5, "str(REPO / 'mininet')"),
                                 ("controller/main.py", 5, "_here"),
                                 ("worker/ddp/main.py", 6, "'p4src'")]
+
+
+def test_the_check_sees_the_floor_import_upward(tmp_path):
+    root = _tree(tmp_path, {
+        "protocol/__init__.py": "",
+        "protocol/sizes.py": "ELEMS = 168\n",
+        "protocol/encodings.py": "from protocol.sizes import ELEMS\n"
+                                 "def f():\n    from worker import wire\n",
+        "worker/__init__.py": "",
+        "worker/wire.py": "from protocol.sizes import ELEMS\n",
+    })
+    assert floor_breaches(graph(root)) == [("protocol/encodings.py", "worker/wire.py")]

@@ -1,6 +1,7 @@
 """The rooms of the repository import only what docs/ARCHITECTURE.md lets them: nothing
 outside tests/ imports tests/ (what a bench and a test share lives in harness/), the
-controller and softswitch stand alone, workers read the controller's topology only."""
+controller and softswitch stand alone, workers read the controller's topology only, and
+every room may read protocol/, the ground floor, which reads none."""
 
 import ast
 from pathlib import Path
@@ -8,16 +9,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PROJECT = {"controller", "worker", "softswitch", "harness", "tests", "mininet", "bench"}
+PROJECT = {"protocol", "controller", "worker", "softswitch", "harness", "tests", "mininet",
+           "bench"}
 # room -> the project's modules it may import (a top-level name allows all below it)
 ALLOWED = {
-    "controller": set(),
-    "softswitch": set(),
-    "worker": {"controller.topology", "controller.tree"},
-    "mininet": {"controller", "worker"},
-    "harness": {"controller", "softswitch", "worker"},
-    "bench": {"controller", "softswitch", "worker", "harness", "mininet"},
-    "examples": {"worker"},
+    "protocol": set(),
+    "controller": {"protocol"},
+    "softswitch": {"protocol"},
+    "worker": {"protocol", "controller.topology", "controller.tree"},
+    "mininet": {"protocol", "controller", "worker"},
+    "harness": {"protocol", "controller", "softswitch", "worker"},
+    "bench": {"protocol", "controller", "softswitch", "worker", "harness", "mininet"},
+    "examples": {"protocol", "worker"},
+    "p4src": {"protocol"},
 }
 
 
@@ -55,3 +59,11 @@ def test_the_check_sees_a_forbidden_import(tmp_path, monkeypatch):
     monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
     assert not allowed("tests.dataplane.chaos", "bench")
     assert imports("bench") == {"tests.dataplane.chaos": {"bench/x.py"}}
+
+
+def test_the_floor_may_import_no_room(tmp_path, monkeypatch):
+    (tmp_path / "protocol").mkdir()
+    (tmp_path / "protocol" / "x.py").write_text("from controller.profiles import PROFILES\n")
+    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    assert not allowed("controller.profiles", "protocol")
+    assert imports("protocol") == {"controller.profiles": {"protocol/x.py"}}

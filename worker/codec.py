@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from protocol.encodings import BY_NAME
+from protocol.sizes import ELEMS  # noqa: F401  (elements per packet)
 from worker.keyed import SUBUNIT, TIES, UNIFORM, RowBits, bernoulli_pow2
 
 try:  # compiled loops for calls of a few chunks (the numpy passes stay the reference)
@@ -44,9 +46,8 @@ try:  # compiled loops for calls of a few chunks (the numpy passes stay the refe
 except ImportError:  # no numba
     _kernels = None
 
-ELEMS = 168
-FIXED32 = 0
-CNAT8 = 1
+FIXED32 = BY_NAME["fixed32"].code
+CNAT8 = BY_NAME["cnat8"].code
 MAX_EXP = 254  # largest finite biased exponent
 MAX_CODE = 32  # the switch decodes larger codes to 0; encoders send at most 31 - h
 INT32_MAX = 2**31 - 1
@@ -537,9 +538,9 @@ def aggregate(contribs, encoding: int = FIXED32) -> np.ndarray:
 # docs/PROTOCOL.md "Payload": NAT4 (natural dithering) and UQ4 (uniform, THC-style), two
 # elements per byte, element 2k in the high nibble; SUM8, the switch's byte sums of UQ4.
 
-NAT4 = 3
-UQ4 = 4
-SUM8 = 5
+NAT4 = BY_NAME["nat4"].code
+UQ4 = BY_NAME["uq4"].code
+SUM8 = BY_NAME["sum8"].code
 # NAT4: levels 2^0 .. 2^-6 of the chunk's scale 2^(E-126) (E the negotiated exponent: every
 # value of the chunk is below it), and 0. Its codes are CNAT8's of a job whose headroom is
 # NAT4_HEADROOM: the unit is 2^(E-132), the top code 7 is the scale itself.
@@ -547,8 +548,8 @@ NAT4_LEVELS = 7
 NAT4_HEADROOM = 30 - NAT4_LEVELS + 1
 NAT4_N = 1 << NAT4_HEADROOM          # the worker count CNAT8's scaling sees for NAT4
 NAT4_BAD = 0x8                       # the nibble "negative zero": never encoded
-UQ4_MAX = 15                         # UQ4 integers 0..15 stand for -scale .. +scale
-SUM8_MAX = 255
+UQ4_MAX = BY_NAME["uq4"].top         # UQ4 integers 0..15 stand for -scale .. +scale
+SUM8_MAX = BY_NAME["sum8"].top
 
 
 def pack4(nibbles) -> np.ndarray:
@@ -634,6 +635,20 @@ def decode_sum8(sums, exps, n: int, mean: bool = False) -> np.ndarray:
 def sum8_workers(n: int) -> bool:
     """True if n workers' UQ4 sums always fit a SUM8 byte (15 n <= 255)."""
     return UQ4_MAX * int(n) <= SUM8_MAX
+
+
+def encode4(encoding: int, chunks, exps, rng: np.random.Generator | RowBits) -> np.ndarray:
+    """Packed payload rows (pack4) of a 4-bit encoding."""
+    return pack4({NAT4: encode_nat4, UQ4: encode_uq4}[encoding](chunks, exps, rng))
+
+
+def decode_mean4(contribution: int, result: int, payloads, exps, workers: int) -> np.ndarray:
+    """The mean over `workers` of result rows of 4-bit contributions: sums of UQ4's
+    integers (SUM8 or FIXED32), or NAT4's CNAT8 (or FIXED32) sums at NAT4's unit."""
+    if contribution == UQ4:
+        return decode_sum8(payloads, exps, workers, mean=True)
+    dec = decode_cnat8 if result == CNAT8 else decode_fixed32
+    return dec(payloads, exps, NAT4_N) / np.float32(workers)
 
 
 def switch_decode(values, encoding: int) -> np.ndarray:

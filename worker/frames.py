@@ -61,8 +61,7 @@ DTYPES = {
     wire.ENC_CNAT8: _dtype(wire.CNAT8_ELEMENT),
     wire.ENC_FLOAT32: _dtype(wire.FLOAT32_ELEMENT),
     # 4-bit payloads travel as their packed bytes (two elements each; wire.NIBBLE_ELEMENT)
-    wire.ENC_NAT4: np.dtype(np.uint8),
-    wire.ENC_UQ4: np.dtype(np.uint8),
+    **{code: np.dtype(np.uint8) for code in wire.FOUR_BIT},
     wire.ENC_SUM8: _dtype(wire.SUM8_ELEMENT),
 }
 

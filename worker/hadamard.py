@@ -1,4 +1,6 @@
-"""The randomized Hadamard transform of UQ4 (THC-style uniform quantization).
+"""The randomized Hadamard transform of the rotated encodings (THC-style uniform quantization).
+
+protocol/encodings.py says which encodings rotate.
 
 Before quantizing, every worker rotates its tensor with the same random orthogonal map,
 R = H D / sqrt(B) on blocks of B elements (D random signs, H the Walsh-Hadamard matrix):

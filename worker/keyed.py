@@ -39,7 +39,7 @@ _ONE = np.uint64(1)
 BYTES = 0       # one byte per element: word i // 8, byte i % 8 (little-endian)
 TIES = 1        # a tie's 16 bits (the low half-word of word i)
 SUBUNIT = 2     # FIXED32 below half a unit: 24 bits (the top of word i)
-UNIFORM = 3     # UQ4: a uniform double from the top 53 bits of word i
+UNIFORM = 3     # uniform quantization: a double from the top 53 bits of word i
 RESULT = 4      # a host server's CNAT8 re-compression: 32 bits (the low half of word i)
 BERN = 16       # + k: round k of a power-of-two Bernoulli draw (64 bits of word i)
 

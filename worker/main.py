@@ -27,6 +27,10 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller.topology import Topology, TopologyError, ifname  # noqa: E402
+from protocol import encodings  # noqa: E402
+from protocol.combos import sparse_problem  # noqa: E402
+from protocol.sizes import BLOCK_HDR as SPARSE_HDR  # noqa: E402
+from protocol.sizes import IP_UDP_AGG, MTU  # noqa: E402
 from worker import wire  # noqa: E402
 from worker.allreduce import (  # noqa: E402
     AllReduceClient,
@@ -54,9 +58,6 @@ from worker.train import MODELS, TrainConfig, train  # noqa: E402
 from worker.transport import DatagramPort, PortError, open_port  # noqa: E402
 
 BMV2_HEADROOM = 512        # bytes BMv2 lets a program add to a packet
-MTU = 1500
-IP_UDP_AGG = 20 + 8 + 16   # IPv4, UDP and AGG headers before the payload
-SPARSE_HDR = 8             # the block header of a sparse packet, after AGG
 MAX_ELEMS = MTU - IP_UDP_AGG
 
 
@@ -119,14 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
     g = ap.add_argument_group("network")
     g.add_argument("--port", help="raw:IFNAME (default raw:<host>-eth0, needs root) or "
                    "udp:LHOST:LPORT>RHOST:RPORT, the far end of a softswitch tunnel port")
-    g.add_argument("--encoding", choices=["auto", "cnat8", "fixed32", "nat4", "uq4"],
+    g.add_argument("--encoding", choices=["auto", *sorted(encodings.CONTRIBUTIONS)],
                    default="auto",
-                   help="contribution encoding, what this worker sends: cnat8 (C_nat, 1 byte per "
-                   "element), fixed32 (4 bytes), nat4 (natural dithering, 4 bits; the job's "
-                   "results cnat8) or uq4 (THC-style uniform quantization after a random "
-                   "rotation, 4 bits; the job's results sum8); results come in the job's "
-                   "result encoding. auto (default): uq4 for a sum8 job, else cnat8 where the "
-                   "switches can answer it, else fixed32")
+                   help="contribution encoding, what this worker sends: " + "; ".join(
+                       encodings.describe(e) for e in encodings.ALL if e.worker)
+                   + "; results come in the job's result encoding. auto (default): the "
+                   "encoding a sum8 job sums, else cnat8 where the switches can answer it, "
+                   "else fixed32")
     g.add_argument("--elems", type=int, default=wire.ELEMS,
                    help="elements per packet: the switches' compiled profile's (default "
                    "%(default)s; 1456 for the wide profile, controller/profiles.py)")
@@ -245,11 +245,11 @@ def resolve(args, aggregating: bool = True) -> dict:
     grows = job is not None and growth_problem(topo, job, args.elems)
     fixed_fits = IP_UDP_AGG + 4 * args.elems <= MTU
     if encoding == "auto" and job is not None and job.encoding == "sum8":
-        encoding = "uq4"
+        encoding = encodings.summed_into("sum8")[0].name
     if encoding == "auto":
         encoding = "cnat8" if not grows or not fixed_fits else "fixed32"
-    if encoding in ("nat4", "uq4") and args.sparse:
-        raise UsageError(f"--encoding {encoding}: sparse jobs take cnat8 or fixed32")
+    if args.sparse and (why := sparse_problem(encodings.BY_NAME[encoding])):
+        raise UsageError(f"--encoding {encoding}: {why}")
     if encoding == "cnat8" and grows:
         raise UsageError(f"--encoding cnat8 cannot work for job {job.id}: {grows}; use "
                          + ("--encoding fixed32, or " if fixed_fits else "")

@@ -23,8 +23,9 @@ from scapy.fields import (
 from scapy.layers.inet import UDP
 from scapy.packet import Packet, Raw, bind_layers
 
-AGG_PORT = 20033          # UDP port of aggregation traffic (0x4E41)
-ELEMS = 168               # elements per packet (p4src/include/sizes.p4)
+from protocol import encodings as _enc
+from protocol.sizes import AGG_PORT, ELEMS  # noqa: F401  (the port, elements per packet)
+
 MAX_ITEMS = 9000          # dissection limit: no frame holds more elements than a jumbo frame bytes
 
 MSG_CONTRIB = 1
@@ -63,38 +64,29 @@ def use_chunk(use, slot, slots):
     return (use * slots + slot) & CHUNK_MASK
 
 
-ENC_FIXED32 = 0
-ENC_CNAT8 = 1
-# Host-to-host only (worker/baseline.py's parameter server); a switch drops it (BAD_ENCODING).
-ENC_FLOAT32 = 2
-# Four bits per element, two per byte, element 2k in the high nibble (docs/PROTOCOL.md
-# "Payload"): NAT4, natural dithering (bit 3 the sign, bits 0-2 a level m, +-2^(m-1) units;
-# the nibble 0x8 is never sent), decoded by the switch as CNAT8 codes; UQ4, THC-style
-# uniform quantization (unsigned integers 0..15 the switch adds as they are). SUM8: one
-# unsigned byte per element, the sums of UQ4 contributions (results, partial sums).
-ENC_NAT4 = 3
-ENC_UQ4 = 4
-ENC_SUM8 = 5
-ENCODINGS = {ENC_FIXED32: "FIXED32", ENC_CNAT8: "CNAT8", ENC_FLOAT32: "FLOAT32",
-             ENC_NAT4: "NAT4", ENC_UQ4: "UQ4", ENC_SUM8: "SUM8"}
-ENCODING_BY_NAME = {name.lower(): code for code, name in ENCODINGS.items()}
-FOUR_BIT = (ENC_NAT4, ENC_UQ4)          # encodings of half a byte per element
+# The encodings' numbers, names and rules are declared in protocol/encodings.py; these
+# are the names the wire format and its users have always used for them.
+ENC_FIXED32 = _enc.BY_NAME["fixed32"].code
+ENC_CNAT8 = _enc.BY_NAME["cnat8"].code
+ENC_FLOAT32 = _enc.BY_NAME["float32"].code     # host to host only: a switch drops it
+ENC_NAT4 = _enc.BY_NAME["nat4"].code
+ENC_UQ4 = _enc.BY_NAME["uq4"].code
+ENC_SUM8 = _enc.BY_NAME["sum8"].code
+ENCODINGS = {e.code: e.label for e in _enc.ALL}
+ENCODING_BY_NAME = {e.name: e.code for e in _enc.ALL}
+FOUR_BIT = tuple(e.code for e in _enc.ALL if e.four_bit)   # half a byte per element
 NAT4_BAD = 0x8                          # "negative zero": no encoder sends it
-UQ4_LEVELS = 16                         # UQ4 integers 0..15
-# What a switch answers each contribution encoding with (controller/aggregation.py installs
-# the job's result encoding): a 4-bit contribution cannot grow into FIXED32 sums.
-RESULT_OF = {ENC_FIXED32: ENC_FIXED32, ENC_CNAT8: ENC_CNAT8, ENC_NAT4: ENC_CNAT8,
-             ENC_UQ4: ENC_SUM8}
+UQ4_LEVELS = _enc.BY_NAME["uq4"].top + 1
+# What a switch answers each contribution encoding with by default (controller/aggregation.py
+# installs the job's result encoding).
+RESULT_OF = {e.code: _enc.BY_NAME[e.job[0]].code for e in _enc.ALL if e.job}
 
 
 def payload_bytes(encoding: int, elems: int) -> int:
     """Bytes of a payload of `elems` elements in `encoding` (4-bit encodings need an even
     count)."""
-    if encoding in FOUR_BIT:
-        if elems % 2:
-            raise ValueError(f"a 4-bit payload holds an even number of elements, not {elems}")
-        return elems // 2
-    return (4 if encoding in (ENC_FIXED32, ENC_FLOAT32) else 1) * elems
+    enc = _enc.BY_CODE.get(encoding)
+    return enc.payload_bytes(elems) if enc else elems
 
 # One element of each payload encoding; frames.py takes its numpy dtype from `fmt`.
 FIXED32_ELEMENT = SignedIntField("v", 0)     # big-endian two's complement int32

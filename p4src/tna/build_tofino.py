@@ -18,6 +18,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repository: protocol/
+from protocol.sizes import TNA_PIPES, TNA_POOL_SIZE  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 P4SRC = HERE.parent
 PROGRAM = "tna/agg_tna.p4"
@@ -50,8 +53,8 @@ VARIANTS = {
     "cnat8-mp-t2": ("tofino2", "t2na", 16,
                     ["-DCNAT8_RESULTS", "-DPASSES=8", "-DPOOL_SIZE=2048"], 7),
 }
-PIPES = 4           # both targets' pipes (sizes_tna.p4's PIPES)
-POOL_SIZE = 512     # sizes_tna.p4's default
+PIPES = TNA_PIPES           # both targets' pipes
+POOL_SIZE = TNA_POOL_SIZE   # sizes_tna.p4's default (tests/test_protocol.py compares them)
 
 
 def flag(name: str, key: str, default: int) -> int:
@@ -202,6 +205,9 @@ def summarize(name: str, outdir: Path) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    if argv == ["list"]:        # the order `make p4-tofino` compiles them in: Tofino 1 first
+        print(" ".join(sorted(VARIANTS, key=lambda v: v.rsplit("-", 1)[1])))
+        return 0
     if len(argv) >= 2 and argv[0] == "probe" and argv[1] in VARIANTS:
         name = argv[1]
         result = probe(name, Path(argv[2]).resolve() if len(argv) > 2 else OUT / f"{name}+8")
@@ -222,7 +228,7 @@ def main(argv: list[str]) -> int:
         else:
             sys.stdout.write(text)
         return 0
-    print(f"usage: build_tofino.py compile|summary|build|probe VARIANT [OUTDIR]; variants: "
+    print(f"usage: build_tofino.py list | compile|summary|build|probe VARIANT [OUTDIR]; variants: "
           f"{', '.join(VARIANTS)}", file=sys.stderr)
     return 2
 

@@ -5,18 +5,18 @@ A frame corrupted on its way to one worker with a checksum that still adds up (o
 with no payload checksum, as the Tofino profile's) leaves that worker with another result
 than the others; nothing else would tell. The digest is the first `elems` bits of BLAKE2b
 over the call's result bytes (float32, NaN included), one element per bit, sent as 0.0 or
-1.0: every encoding but UQ4 carries those exactly (1.0 is a power of two: a FIXED32 value at
-any unit, a CNAT8 code, a NAT4 level), so each element of the mean is k / n for the k
-workers whose bit is set. Equal digests: every element is 0 or 1. Different ones: some
-element is neither, and every worker sees it in the same result. (A CNAT8 result re-rounds
-k to a power of two, which can turn 3 of 4 into 4: one bit in a few can hide; with about
-half of 168 bits differing, none hides in practice.)
+1.0: every encoding declared `exact_ones` (protocol/encodings.py) carries those exactly (1.0
+is a power of two: a FIXED32 value at any unit, a CNAT8 code, a NAT4 level), so each element
+of the mean is k / n for the k workers whose bit is set. Equal digests: every element is 0
+or 1. Different ones: some element is neither, and every worker sees it in the same result.
+(A CNAT8 result re-rounds k to a power of two, which can turn 3 of 4 into 4: one bit in a
+few can hide; with about half of 168 bits differing, none hides in practice.)
 
 Cost per verified call: one call of one chunk, that is a priming round and the chunk: two
 round trips and two packets each way. "auto" verifies a call that takes at least
 AUTO_ROUNDS round trips itself (its chunks over the window, plus its priming round), where
-that is at most 1 %; UQ4 (whose rotation and quantization carry no exact 0 or 1) and FLOAT32
-(host to host) are not verified.
+that is at most 1 %; the others (a rotated, uniformly quantized encoding carries no exact 0
+or 1; FLOAT32 goes host to host) are not verified.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import hashlib
 
 import numpy as np
 
-from worker import wire
+from protocol.encodings import BY_CODE
 
 AUTO_ROUNDS = 200           # 2 extra round trips are at most 1 % from here on
 MODES = ("auto", "on", "off")
@@ -40,7 +40,8 @@ def rounds(n_chunks: int, window: int) -> int:
 def verifies(mode: str, encoding: int, n_chunks: int, window: int) -> bool:
     if mode not in MODES:
         raise ValueError(f"verify must be one of {MODES}, got {mode!r}")
-    if mode == "off" or encoding in (wire.ENC_UQ4, wire.ENC_FLOAT32) or not n_chunks:
+    enc = BY_CODE.get(encoding)
+    if mode == "off" or (enc is not None and not enc.exact_ones) or not n_chunks:
         return False
     return mode == "on" or rounds(n_chunks, window) >= AUTO_ROUNDS
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from protocol import encodings
+from protocol.combos import workers_problem
 from worker import codec, hadamard, wire
 from worker.allreduce import agree
 from worker.allreduce.coding import ChunkCoder
@@ -144,10 +146,12 @@ class JobParams:
         if self.encoding in wire.FOUR_BIT and self.elems % 2:
             raise ValueError(f"4-bit encodings carry two elements per byte: elements per "
                              f"packet must be even, got {self.elems}")
-        if self.encoding == wire.ENC_UQ4 and not codec.sum8_workers(self.workers):
-            raise ValueError(f"UQ4 sums of {self.workers} workers can exceed the 255 of a "
-                             f"SUM8 result (15 per worker): at most "
-                             f"{codec.SUM8_MAX // codec.UQ4_MAX} workers")
+        enc = encodings.BY_CODE[self.encoding]
+        if most := workers_problem(enc, self.workers):
+            into = encodings.BY_NAME[enc.sums[0]]
+            raise ValueError(f"{enc.label} sums of {self.workers} workers can exceed the "
+                             f"{into.top} of a {into.label} result ({enc.top} per worker): "
+                             f"at most {most} workers")
 
 
 def check_options(framer: Framer, job: JobParams, rto: float, rto_min: float, rto_max: float,

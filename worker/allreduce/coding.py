@@ -1,10 +1,10 @@
 """Chunks through worker/codec.py, many rows per call: what goes into packets and comes out.
 
-Integer encodings (FIXED32, CNAT8, and the 4-bit NAT4 and UQ4) need the negotiated
-exponent of each chunk, hence the priming round; FLOAT32 (the host-based baseline) carries
-the values themselves. 4-bit payload rows are their packed bytes (codec.pack4). UQ4 works on
-the tensor rotated by worker/hadamard.py (`rotates`): the client rotates before chunking and
-rotates the mean back.
+Integer encodings (FIXED32, CNAT8, and the 4-bit ones) need the negotiated exponent of each
+chunk, hence the priming round; FLOAT32 (the host-based baseline) carries the values
+themselves. 4-bit payload rows are their packed bytes (codec.pack4). An encoding declared
+`rotated` (protocol/encodings.py) works on the tensor rotated by worker/hadamard.py
+(`rotates`): the client rotates before chunking and rotates the mean back.
 
 Random bits (DESIGN.md contract 10): a chunk's rounding draws from its identity only, the run's
 seed, the worker's rank, the job, the session's place in the run, the call and the chunk's
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from protocol.encodings import BY_CODE, BY_NAME
 from worker import codec, keyed, wire
 
 
@@ -26,8 +27,8 @@ class ChunkCoder:
     def __init__(self, encoding: int, workers: int, seed: int = 0,
                  elems: int = wire.ELEMS, headroom: int | None = None, *, job: int = 0,
                  rank: int = 0):
-        if encoding not in (wire.ENC_FIXED32, wire.ENC_CNAT8, wire.ENC_FLOAT32, wire.ENC_NAT4,
-                            wire.ENC_UQ4):
+        enc = BY_CODE.get(encoding)
+        if enc is None or not (enc.worker or encoding == wire.ENC_FLOAT32):
             raise ValueError(f"unknown encoding {encoding}")
         self.encoding, self.workers, self.elems = encoding, workers, elems
         self.seed, self.job, self.rank = int(seed), int(job), int(rank)
@@ -38,11 +39,10 @@ class ChunkCoder:
         h = codec.headroom(workers) if headroom is None else headroom
         self.scale_n = workers if h == codec.headroom(workers) else 1 << h
         self.primed = encoding != wire.ENC_FLOAT32
-        self.rotates = encoding == wire.ENC_UQ4
+        self.rotates = enc.rotated
         self.zeros = bytes(wire.payload_bytes(encoding, elems))
         self._results = ({wire.ENC_FLOAT32} if not self.primed
-                         else {wire.ENC_FIXED32, wire.ENC_SUM8} if encoding == wire.ENC_UQ4
-                         else {wire.ENC_FIXED32, wire.ENC_CNAT8})
+                         else {wire.ENC_FIXED32, *(BY_NAME[r].code for r in enc.sums)})
 
     def begin(self, session: int, call: int) -> None:
         """Keys the draws of a call: `session`, the session's place in the run; `call`, the
@@ -79,10 +79,8 @@ class ChunkCoder:
         bits = self.bits(ids)
         if self.encoding == wire.ENC_CNAT8:
             return codec.encode_cnat8(chunks, exps, self.scale_n, bits)
-        if self.encoding == wire.ENC_NAT4:
-            return codec.pack4(codec.encode_nat4(chunks, exps, bits))
-        if self.encoding == wire.ENC_UQ4:
-            return codec.pack4(codec.encode_uq4(chunks, exps, bits))
+        if self.encoding in wire.FOUR_BIT:
+            return codec.encode4(self.encoding, chunks, exps, bits)
         return codec.encode_fixed32(chunks, exps, self.scale_n, bits)
 
     def valid(self, encoding: int, payload: np.ndarray) -> bool:
@@ -98,11 +96,8 @@ class ChunkCoder:
 
     def decode_mean(self, encoding: int, payloads: np.ndarray, exps: np.ndarray) -> np.ndarray:
         """The mean over the workers of result rows (one codec call)."""
-        if self.encoding == wire.ENC_UQ4:      # sums of integers 0..15 (SUM8 or FIXED32)
-            return codec.decode_sum8(payloads, exps, self.workers, mean=True)
-        if self.encoding == wire.ENC_NAT4:     # CNAT8 (or FIXED32) at NAT4's unit
-            dec = codec.decode_cnat8 if encoding == wire.ENC_CNAT8 else codec.decode_fixed32
-            return dec(payloads, exps, codec.NAT4_N) / np.float32(self.workers)
+        if self.encoding in wire.FOUR_BIT:
+            return codec.decode_mean4(self.encoding, encoding, payloads, exps, self.workers)
         n = self.scale_n
         if n == self.workers:
             if encoding == wire.ENC_FIXED32:

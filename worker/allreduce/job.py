@@ -11,37 +11,22 @@ from __future__ import annotations
 
 from controller.topology import DEFAULT_MAX_EXP, JobSpec, Topology, TopologyError
 from controller.tree import build_tree
+from protocol.combos import sums_problem
+from protocol.encodings import ALL
 from worker import wire
 from worker.allreduce.client import JobParams
 
-# The results and partial sums each contribution encoding can be aggregated into: a 4-bit
-# contribution cannot grow into FIXED32 sums (docs/PROTOCOL.md "Payload"); UQ4's exact sums
-# are bytes (SUM8), NAT4's are re-compressed to CNAT8 like C_nat's.
-RESULTS_FOR = {wire.ENC_FIXED32: ("fixed32", "cnat8"), wire.ENC_CNAT8: ("fixed32", "cnat8"),
-               wire.ENC_NAT4: ("cnat8",), wire.ENC_UQ4: ("sum8",)}
-PARTIALS_FOR = {wire.ENC_FIXED32: ("fixed32", "cnat8"), wire.ENC_CNAT8: ("fixed32", "cnat8"),
-                wire.ENC_NAT4: ("cnat8",), wire.ENC_UQ4: ("sum8",)}
-# What `mininet/run.py` and the DDP rank give a job by default for each encoding: its
-# results and partial sums (topology JobSpec fields).
-JOB_ENCODINGS = {"fixed32": ("fixed32", "fixed32"), "cnat8": ("cnat8", "fixed32"),
-                 "nat4": ("cnat8", "cnat8"), "uq4": ("sum8", "sum8")}
+# The results and partial sums each contribution encoding can be aggregated into, and what
+# `mininet/run.py` and the DDP rank give a job by default for each (its results and partial
+# sums, topology JobSpec fields): protocol/encodings.py declares them.
+RESULTS_FOR = {e.code: e.sums for e in ALL if e.sums}
+PARTIALS_FOR = RESULTS_FOR
+JOB_ENCODINGS = {e.name: e.job for e in ALL if e.job}
 
 
 def encoding_problem(spec: JobSpec, encoding: int, tree_switches: int = 1) -> str | None:
     """Why workers contributing `encoding` cannot run job `spec`, or None."""
-    name = wire.ENCODINGS.get(encoding, str(encoding))
-    ok = RESULTS_FOR.get(encoding)
-    if ok is not None and spec.encoding not in ok:
-        return (f"job {spec.id} returns {spec.encoding} results; {name} contributions need "
-                f"{' or '.join(ok)} results")
-    ok = PARTIALS_FOR.get(encoding)
-    if ok is not None and tree_switches > 1 and spec.partials not in ok:
-        return (f"job {spec.id} sends {spec.partials} partial sums up its tree; {name} "
-                f"contributions need {' or '.join(ok)} partial sums")
-    if spec.encoding == "sum8" and encoding != wire.ENC_UQ4:
-        return (f"job {spec.id} returns sum8 results, the sums of UQ4 contributions, not of "
-                f"{name}")
-    return None
+    return sums_problem(spec.id, encoding, spec.encoding, spec.partials, tree_switches)
 
 
 def job_params(topo: Topology, job_id: int, session: int, encoding: int,

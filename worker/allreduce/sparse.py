@@ -35,6 +35,8 @@ import time
 
 import numpy as np
 
+from protocol.encodings import BY_NAME
+from protocol.sizes import MAX_GROWTH
 from worker import wire
 from worker.allreduce.client import (
     BAD_CHECKSUM,
@@ -63,8 +65,7 @@ from worker.transport import Port
 
 NO_BLOCK = wire.NO_BLOCK
 _READY, _RUNNING, _DONE = 1, 2, 3
-MAX_GROWTH = 512        # bytes BMv2 lets a program add to a packet
-RESULT_BYTES = {wire.ENC_FIXED32: 4, wire.ENC_CNAT8: 1}
+RESULT_BYTES = {e.code: e.bytes_per_element for e in (BY_NAME["fixed32"], BY_NAME["cnat8"])}
 
 
 def pads_empty(result_encoding: int, elems: int) -> bool:
