@@ -45,7 +45,7 @@ TARGET = 0.8
 GBITS = (10.0, 25.0, 100.0)
 SWITCHES = (("line-rate", "v1model at line rate"), ("tofino1", "Tofino 1"),
             ("tofino2", "Tofino 2"))
-# convergence name -> (label, step-time model's method or None, Mininet label or None)
+# convergence name -> (label, step-time model's method, Mininet label or None)
 METHODS = {"uncompressed (Gloo)": ("Gloo", "ring", "Gloo ring (TCP via the switch)"),
            "int32 INA (switch)": ("int32 INA", "int32", "int32 INA"),
            "C_nat INA (switch)": ("C_nat INA", "cnat", "C_nat INA"),
@@ -158,11 +158,9 @@ def model_parameters() -> int:
     return num_params(make_model(0))
 
 
-def projected_seconds(method: str | None, switch: str, gbit: float, compute_s: float,
+def projected_seconds(method: str, switch: str, gbit: float, compute_s: float,
                       workers: int) -> tuple[float | None, str]:
     """(seconds per step, what carried it) from the step-time model, or (None, why)."""
-    if method is None:
-        return None, "no figures in the step-time model"
     model = step_model()
     why = model.no_packets(switch, method)
     if why:
@@ -253,8 +251,7 @@ def analyse(conv: dict, target: float, compute_s: float, mininet: list[dict] | N
             per = {k: s for k, (s, _) in got.items() if s is not None}
             title = f"{sw_name}, {g:g} Gbit/s, projected"
             blocks.append(block(title, per, {k: got[k][1] for k in per}, steps))
-            left_out[title] = {k: why.split(": ", 1)[-1] for k, (s, why) in got.items()
-                               if s is None}
+            left_out[title] = {k: why for k, (s, why) in got.items() if s is None}
     return {"target": target, "seeds": seeds, "workers": conv["workers"],
             "steps_to_target": steps,
             "eval_steps": conv["eval_steps"], "compute_seconds": compute_s,

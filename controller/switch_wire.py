@@ -160,20 +160,25 @@ def encoding(variant: str) -> str:
     return variant.rsplit("-", 1)[0]
 
 
+def no_packets(switch: str, method: str) -> str | None:
+    """Why `method` has no packets on `switch` (None: it has), from the tables alone: no
+    summary is read."""
+    if switch not in SWITCHES:
+        raise ValueError(f"unknown switch {switch!r}: one of {', '.join(SWITCHES)}")
+    if SWITCHES[switch] is not None and method in NO_VARIANT:
+        return NO_VARIANT[method]
+    known = LINE_RATE_PAYLOAD if SWITCHES[switch] is None else METHOD_VARIANTS
+    return None if method in known else f"one of {', '.join(known)}"
+
+
 def wires(switch: str, method: str) -> list[Wire]:
     """The packets `method` (METHOD_ENCODING: cnat, int32 or a 4-bit encoding) can send on
     `switch` (SWITCHES): one per compiled variant that carries it (the v1model profile:
     one)."""
-    if switch not in SWITCHES:
-        raise ValueError(f"unknown switch {switch!r}: one of {', '.join(SWITCHES)}")
-    if method in NO_VARIANT and SWITCHES[switch] is not None:
-        raise ValueError(f"method {method!r} has no packets on the {switch} switch: "
-                         f"{NO_VARIANT[method]}")
+    why = no_packets(switch, method)
+    if why:
+        raise ValueError(f"method {method!r} has no packets on the {switch} switch: {why}")
     target = SWITCHES[switch]
-    known = LINE_RATE_PAYLOAD if target is None else METHOD_VARIANTS
-    if method not in known:
-        raise ValueError(f"method {method!r} has no packets on the {switch} switch: one of "
-                         f"{', '.join(known)}")
     if target is None:
         n = PROFILES["default"].elems
         bu, bd = LINE_RATE_PAYLOAD[method]

@@ -341,11 +341,7 @@ def no_packets(switch: str, method: str) -> str | None:
     """Why `method` has no packets on `switch` to project (None: it has)."""
     if method == "ring" or (switch == "line-rate" and method in BYTES):
         return None
-    try:
-        _switch_wires(switch, method)
-    except ValueError as e:
-        return str(e)
-    return None
+    return _switch_wire().no_packets(switch, method)
 
 
 def pass_terms(w, workers: int, params: float) -> tuple[float, float]:
@@ -567,7 +563,9 @@ def main(argv=None) -> int:
     missing = {m: why for m in args.methods if (why := no_packets(args.switch, m))}
     methods = [m for m in args.methods if m not in missing]
     if not methods:
-        print("error: " + "; ".join(missing.values()), file=sys.stderr)
+        print("error: " + "; ".join(f"method {m!r} has no packets on the {args.switch} "
+                                    f"switch: {why}" for m, why in missing.items()),
+              file=sys.stderr)
         return 2
     try:
         rows = [project(args.params, args.compute_ms / 1e3, g, args.workers, m,
@@ -589,8 +587,8 @@ def main(argv=None) -> int:
                                               f"its pipes, {args.pass_us:g} us an extra pass"))
     if args.switch != "line-rate":
         print("  " + pipes_line(args.switch))
-    for why in missing.values():
-        print(f"  (left out) {why}")
+    for m, why in missing.items():
+        print(f"  (left out) method {m!r} has no packets on the {args.switch} switch: {why}")
     for m in sorted({r.method for r in rows if r.variant}):
         for w in _switch_wires(args.switch, m):
             print(f"  {m}: {w.variant}, {w.elems} elements per packet ({w.passes} pass(es) "
