@@ -14,7 +14,7 @@ validation loss ends above log(VOCAB) (worse than guessing) or not finite has di
 pair in which a mode diverged has no difference to average, so such a row gives the counts.
 The adaptive threshold's two modes send different amounts (each keeps what its fraction
 of its own largest lets through): every row gives the bits per element each mode sent, and
-the adaptive rows come again with the entire-model fraction calibrated on seed 0 (bisection)
+the adaptive rows come again with the entire-model fraction calibrated on seed 0 (calibrate)
 to send layer-wise's bits per element, so that one comparison is at equal bits (--no-match:
 not). The JSON is rewritten after every seed: an interrupted run keeps what it measured.
 """
@@ -196,14 +196,20 @@ def main(argv=None) -> int:
 
     data = load_data("charlm")
 
+    ran: dict[tuple, dict] = {}     # a run asked again (calibration's on seed 0, a matched
+                                    # row's layer-wise one) is the same run: it is not repeated
+
     def one(spec: str, mode: str, seed: int, lr: float) -> dict:
+        if (spec, mode, seed, lr) in ran:
+            return ran[spec, mode, seed, lr]
         at = argparse.Namespace(**{**vars(args), "mode": mode, "lr": args.lr or lr})
         t = time.monotonic()
         r = run("hook", spec, seed, at, data)
         r["bits_per_element"] = bits_per_element(r)
         say(f"seed {seed}: {spec:<20} {mode:<5} validation loss {r['final_test_loss']:.4f}, "
             f"{r['bits_per_element']:.3g} bits/element ({time.monotonic() - t:.0f} s)")
-        return r
+        ran[spec, mode, seed, lr] = {k: r[k] for k in ("final_test_loss", "bits_per_element")}
+        return ran[spec, mode, seed, lr]
 
     t0 = time.monotonic()
     # (layer-wise spec, entire-model spec) per row; a matched row's entire-model fraction is
@@ -230,11 +236,9 @@ def main(argv=None) -> int:
     for seed in range(args.seeds):
         at = argparse.Namespace(**{**vars(args), "mode": "layer", "lr": args.lr or BASE_LR})
         base.append(run("gloo", None, seed, at, data)["final_test_loss"])
-        done: dict[tuple, dict] = {}      # a matched row's layer-wise run is its row's
         for key, specs in pairs.items():
             for mode, spec in zip(MODES, specs, strict=True):
-                r = done.get((spec, mode, lrs[key])) or one(spec, mode, seed, lrs[key])
-                done[spec, mode, lrs[key]] = r
+                r = one(spec, mode, seed, lrs[key])
                 losses[key][mode].append(r["final_test_loss"])
                 losses[key]["bits"][mode].append(r["bits_per_element"])
         header, rows = report(losses, base, seed + 1, args.lr or BASE_LR, tuple(extra))

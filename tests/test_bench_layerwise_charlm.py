@@ -190,7 +190,9 @@ def test_a_matched_row_pairs_layer_wise_with_the_calibrated_entire_model_run(tmp
     assert abs(cal["model_bits"] / cal["layer_bits"] - 1) <= MATCH_TOL and cal["runs"] < 10
     assert cal["layer_bits"] == 0.5 and 0.75 < cal["fraction"] < 0.8
     assert row["bits"]["model"] == [cal["model_bits"]] * 2
-    # each seed runs each spec and mode once: the matched row reuses layer-wise's run
+    # each seed runs each spec and mode once: the matched row reuses layer-wise's run, and
+    # seed 0 the runs its calibration made
+    assert len(calls) == len(set(calls))
     seeds = [c for c in calls if c[0] is not None and c[2] == 1]
     assert sorted(seeds) == sorted({("adaptive:0.1", "layer", 1), ("adaptive:0.1", "model", 1),
                                     (f"adaptive:{cal['fraction']}", "model", 1)})
