@@ -208,20 +208,30 @@ def block(title: str, per_step: dict[str, float | None], what: dict[str, str],
 KEPT = ("eval_steps", "batch", "workers", "steps", "lr", "mode")
 
 
-def kept(conv: dict) -> dict:
-    """What analyse() reads of a convergence run, the methods of METHODS only: small
-    enough to commit beside the tables it makes, and a --convergence input again."""
-    return {**{k: conv[k] for k in KEPT if k in conv},
-            "seeds": len(conv["per_seed"][GLOO]),
-            "per_seed": {k: v for k, v in conv["per_seed"].items() if k in METHODS}}
+def kept(conv: dict, target: float) -> dict:
+    """What analyse() reads of a convergence run, the methods of METHODS only: the settings,
+    each seed's steps to `target` and, where the input has them, the curves. Small enough to
+    commit beside the tables it makes, and a --convergence input again."""
+    steps = {k: v for k, v in per_seed_steps(conv, target).items() if k in METHODS}
+    out = {**{k: conv[k] for k in KEPT if k in conv}, "seeds": len(steps[GLOO]),
+           "target": target, "steps_to_target": steps}
+    if "per_seed" in conv:
+        out["per_seed"] = {k: v for k, v in conv["per_seed"].items() if k in METHODS}
+    return out
 
 
 def dumps_kept(k: dict) -> str:
-    """kept() as JSON with a seed's curve to a line, so that a diff shows which changed."""
-    per = ",\n".join(f" {json.dumps(m)}: [\n" + ",\n".join(f"  {json.dumps(c)}" for c in v)
-                     + "]" for m, v in k["per_seed"].items())
-    head = json.dumps({x: y for x, y in k.items() if x != "per_seed"})[:-1]
-    return f'{head}, "per_seed": {{\n{per}}}}}\n'
+    """kept() as JSON with a method's steps, and a seed's curve, to a line, so that a diff
+    shows which changed."""
+    lines = [f" {json.dumps(x)}: {json.dumps(y)}" for x, y in k.items()
+             if x not in ("steps_to_target", "per_seed")]
+    lines.append(' "steps_to_target": {\n' + ",\n".join(
+        f"  {json.dumps(m)}: {json.dumps(v)}" for m, v in k["steps_to_target"].items()) + "}")
+    if "per_seed" in k:
+        lines.append(' "per_seed": {\n' + ",\n".join(
+            f"  {json.dumps(m)}: [\n" + ",\n".join(f"   {json.dumps(c)}" for c in v) + "]"
+            for m, v in k["per_seed"].items()) + "}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
 def analyse(conv: dict, target: float, compute_s: float, mininet: list[dict] | None) -> dict:
@@ -369,8 +379,9 @@ def main(argv=None) -> int:
     ap.add_argument("--plot", type=Path, default=OUT / "tta_seeds.png")
     ap.add_argument("--json", type=Path, default=OUT / "tta_seeds.json")
     ap.add_argument("--keep", type=Path, metavar="PATH",
-                    help="also write the per-seed curves this analysis reads (a JSON that "
-                    "--convergence takes again), e.g. docs/results/torch_tta_curves.json")
+                    help="also write what this analysis reads, the steps to the target per "
+                    "seed (and the curves, where the input has them), as a JSON that "
+                    "--convergence takes again, e.g. docs/results/torch_tta_steps.json")
     args = ap.parse_args(argv)
     try:
         conv = json.loads(args.convergence.read_text())
@@ -386,11 +397,9 @@ def main(argv=None) -> int:
     except (OSError, ValueError, KeyError, TypeError) as e:
         ap.error(f"--measured {args.measured}: not a bench/torch_tta.py JSON "
                  f"({type(e).__name__}: {e})")
-    if args.keep and "per_seed" not in conv:
-        ap.error("--keep writes curves: this --convergence JSON has steps only")
     if args.keep:
         args.keep.parent.mkdir(parents=True, exist_ok=True)
-        args.keep.write_text(dumps_kept(kept(conv)))
+        args.keep.write_text(dumps_kept(kept(conv, args.target)))
     compute_s = args.compute_ms / 1e3 if args.compute_ms else compute_seconds(conv["batch"])
     say(f"compute per step {compute_s * 1e3:.2f} ms")
     a = analyse(conv, args.target, compute_s, mininet)

@@ -169,11 +169,21 @@ def test_the_kept_curves_are_a_convergence_input_that_gives_the_same_tables(tmp_
     # the methods the tables read, and nothing of the run's other output
     assert set(k["per_seed"]) == {GLOO, INT32, "C_nat INA (switch)"} and k["seeds"] == 2
     assert "machine" not in k and k["per_seed"][GLOO] == [up, early]
-    # one seed's curve to a line: a change shows in a diff as that seed's line
-    assert f"  {json.dumps(early)}," in keep.read_text().splitlines()
+    assert k["target"] == 0.8 and k["steps_to_target"][GLOO] == [40, 20]
+    # one seed's curve, and one method's steps, to a line: a diff shows which changed
+    lines = keep.read_text().splitlines()
+    assert f"   {json.dumps(early)}," in lines and f'  "{GLOO}": [40, 20],' in lines
     assert tta_seeds.main(["--convergence", str(keep), "--json", str(out2), *common]) == 0
     a, b = json.loads(out1.read_text()), json.loads(out2.read_text())
     assert a["steps_table"] == b["steps_table"] and a["time_table"] == b["time_table"]
+    # the steps alone (no curves) are kept again as they are, and give the same tables
+    steps_only = {x: y for x, y in k.items() if x != "per_seed"}
+    src.write_text(json.dumps(steps_only))
+    again = tmp_path / "again.json"
+    assert tta_seeds.main(["--convergence", str(src), "--keep", str(again), "--json",
+                           str(out2), *common]) == 0
+    assert json.loads(again.read_text()) == steps_only
+    assert json.loads(out2.read_text())["time_table"] == a["time_table"]
 
 
 REPO = Path(__file__).resolve().parents[1]
