@@ -68,8 +68,8 @@ class Profile:
 
     @property
     def facts(self) -> declared.ProfileFacts:
-        return declared.ProfileFacts(self.name, self.elems, self.build.name, self.twin,
-                                  self.passes)
+        """Its declaration (protocol/profiles.py): the object itself, not a copy."""
+        return declared.PROFILES[self.name]
 
     @property
     def cnat8_only(self) -> bool:
