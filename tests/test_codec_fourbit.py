@@ -115,3 +115,17 @@ def test_rotation_is_orthogonal_shared_by_seed_and_inverted():
     spike = np.zeros(1024, np.float32)
     spike[0] = 1.0
     assert np.allclose(np.abs(hadamard.rotate(spike, hadamard.seed_of(1))), 1 / 32)
+
+
+def test_the_4_bit_entry_points_take_4_bit_encodings_and_name_any_other():
+    encode4, decode_mean4 = codec.encode4, codec.decode_mean4
+    ENC_CNAT8, ENC_NAT4, ENC_UQ4 = wire.ENC_CNAT8, wire.ENC_NAT4, wire.ENC_UQ4
+    rng = np.random.default_rng(0)
+    chunks = rng.normal(size=(2, 168)).astype(np.float32)
+    exps = np.array([130, 130])
+    for enc in (ENC_NAT4, ENC_UQ4):
+        assert encode4(enc, chunks, exps, np.random.default_rng(1)).shape == (2, 84)
+    with pytest.raises(ValueError, match=f"encoding {ENC_CNAT8} is not a 4-bit encoding"):
+        encode4(ENC_CNAT8, chunks, exps, rng)
+    with pytest.raises(ValueError, match=f"encoding {ENC_CNAT8} is not a 4-bit encoding"):
+        decode_mean4(ENC_CNAT8, ENC_CNAT8, np.zeros((2, 168), np.uint8), exps, 4)

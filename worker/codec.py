@@ -632,19 +632,23 @@ def decode_sum8(sums, exps, n: int, mean: bool = False) -> np.ndarray:
     return out.astype(np.float32)
 
 
-def sum8_workers(n: int) -> bool:
-    """True if n workers' UQ4 sums always fit a SUM8 byte (15 n <= 255)."""
-    return UQ4_MAX * int(n) <= SUM8_MAX
+_ENCODE4 = {NAT4: encode_nat4, UQ4: encode_uq4}
 
 
 def encode4(encoding: int, chunks, exps, rng: np.random.Generator | RowBits) -> np.ndarray:
     """Packed payload rows (pack4) of a 4-bit encoding."""
-    return pack4({NAT4: encode_nat4, UQ4: encode_uq4}[encoding](chunks, exps, rng))
+    try:
+        encode = _ENCODE4[encoding]
+    except KeyError:
+        raise ValueError(f"encoding {encoding} is not a 4-bit encoding") from None
+    return pack4(encode(chunks, exps, rng))
 
 
 def decode_mean4(contribution: int, result: int, payloads, exps, workers: int) -> np.ndarray:
     """The mean over `workers` of result rows of 4-bit contributions: sums of UQ4's
     integers (SUM8 or FIXED32), or NAT4's CNAT8 (or FIXED32) sums at NAT4's unit."""
+    if contribution not in _ENCODE4:
+        raise ValueError(f"encoding {contribution} is not a 4-bit encoding")
     if contribution == UQ4:
         return decode_sum8(payloads, exps, workers, mean=True)
     dec = decode_cnat8 if result == CNAT8 else decode_fixed32

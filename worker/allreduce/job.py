@@ -19,8 +19,6 @@ from worker.allreduce.client import JobParams
 # The results and partial sums each contribution encoding can be aggregated into, and what
 # `mininet/run.py` and the DDP rank give a job by default for each (its results and partial
 # sums, topology JobSpec fields): protocol/encodings.py declares them.
-RESULTS_FOR = {e.code: e.sums for e in ALL if e.sums}
-PARTIALS_FOR = RESULTS_FOR
 JOB_ENCODINGS = {e.name: e.job for e in ALL if e.job}
 
 

@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from protocol.encodings import BY_NAME
+from protocol.encodings import BY_CODE
 from protocol.sizes import MAX_GROWTH
 from worker import wire
 from worker.allreduce.client import (
@@ -65,14 +65,13 @@ from worker.transport import Port
 
 NO_BLOCK = wire.NO_BLOCK
 _READY, _RUNNING, _DONE = 1, 2, 3
-RESULT_BYTES = {e.code: e.bytes_per_element for e in (BY_NAME["fixed32"], BY_NAME["cnat8"])}
 
 
 def pads_empty(result_encoding: int, elems: int) -> bool:
     """Whether a switch job's EMPTY data packets must bring ELEMS bytes of padding: the
     result written into one would otherwise grow it by more than BMv2 allows (FIXED32
     results of 168 elements; any result of the wide profile's 1456)."""
-    return RESULT_BYTES[result_encoding] * elems > MAX_GROWTH
+    return BY_CODE[result_encoding].bytes_per_element * elems > MAX_GROWTH
 
 
 class SparseAllReduceClient(SessionMixin):
