@@ -28,7 +28,7 @@ from controller.session import ControllerError
 from controller.topology import POOL_SIZE, JobSpec, TopologyError
 from controller.watch import Watcher
 from protocol.combos import problem
-from protocol.encodings import ALL, BY_NAME, CONTRIBUTIONS, RESULTS, describe
+from protocol.encodings import ALL, CONTRIBUTIONS, RESULTS, describe
 
 REPO = _repo.ROOT
 # PyTorch runs: the test accuracy a default run should reach, and the steps that reach it
@@ -366,13 +366,12 @@ def make_plan(args) -> Plan:
     if ps_host or args.aggregation == "gloo":
         return Plan(kind, topo, jobs, ps_host, pipeline, "float32", "float32")
     encoding = args.encoding or "cnat8"
-    if BY_NAME[encoding].four_bit:
-        for job in jobs:
-            switches = len({topo.attachment(w).node for w in job.workers})
-            if why := problem(encoding, job.encoding, job.partials, job_id=job.id,
-                              prof=prof.facts, tree_switches=2 if switches > 1 else 1,
-                              workers=len(job.workers), sparse=bool(args.sparse)):
-                raise UsageError(f"--encoding {encoding}: {why}")
+    for job in jobs:            # the one check of a job's combination, for every encoding
+        switches = len({topo.attachment(w).node for w in job.workers})
+        if why := problem(encoding, job.encoding, job.partials, job_id=job.id,
+                          prof=prof.facts, tree_switches=2 if switches > 1 else 1,
+                          workers=len(job.workers), sparse=bool(args.sparse)):
+            raise UsageError(f"--encoding {encoding}: {why}")
     if encoding == "fixed32" and not prof.fits_mtu(4):
         raise UsageError(f"--encoding fixed32: a FIXED32 packet of profile {prof.name} "
                          f"({prof.elems} elements) does not fit a 1500-byte MTU")

@@ -64,6 +64,9 @@ def test_the_runs_seed_reaches_every_jobs_topology_entry():
      "UQ4 contributions need sum8 partial sums"),
     (["--encoding", "nat4", "--profile", "wide"], "profile wide has no nat4"),
     (["--encoding", "uq4", "--sparse"], "sparse jobs take FIXED32 or CNAT8"),
+    (["--encoding", "cnat8", "--result-encoding", "sum8"],
+     "CNAT8 contributions need fixed32 or cnat8 results"),
+    (["--encoding", "fixed32", "--result-encoding", "sum8"], "FIXED32 contributions need"),
 ])
 def test_a_bad_option_is_refused_before_anything_is_built(argv, message):
     with pytest.raises(run.UsageError) as e:
