@@ -85,14 +85,14 @@ def _script(folder: Path, name: str):
     try:
         return __import__(name)
     finally:
-        sys.path.pop(0)
+        # by value: the script may itself have put the repository root in front
+        sys.path.remove(str(folder))
 
 
 def test_the_generators_and_builds_make_the_declared_profiles():
     gen = _script(P4SRC, "gen_elements")
     v1model = [p for p in profiles.PROFILES.values() if not p.twin]
     assert sorted(gen.PROFILES) == sorted(p.elems for p in v1model)
-    assert f"#define ELEMS {sizes.ELEMS}\n" in (INCLUDE / "sizes.p4").read_text()
     assert profiles.PROFILES["default"].elems == sizes.ELEMS
     # the Makefile compiles each profile into its build, elements per pass and passes
     make = (ROOT / "Makefile").read_text()
@@ -104,7 +104,6 @@ def test_the_generators_and_builds_make_the_declared_profiles():
 def test_the_tofino_variants_are_the_declared_ones():
     bt = _script(P4SRC / "tna", "build_tofino")
     assert sorted(bt.VARIANTS) == sorted(profiles.variants())
-    assert (bt.POOL_SIZE, bt.PIPES) == (sizes.TNA_POOL_SIZE, sizes.TNA_PIPES)
     # The twins run Tofino 1's walk, and as many elements a pass as its CNAT8 programs sum.
     for prof in profiles.PROFILES.values():
         for fam in prof.families:
@@ -135,7 +134,8 @@ def test_every_encoding_s_rules_name_declared_encodings(enc):
     assert set(enc.sums) <= set(encodings.RESULTS)
     if enc.job:
         assert enc.job[0] in enc.sums and enc.job[1] in enc.sums
-    assert enc.payload_bytes(2) * 8 == 2 * enc.bits
+    # a packet of the default profile: 168 elements, 84 bytes at 4 bits, 672 at 32
+    assert enc.payload_bytes(168) == {4: 84, 8: 168, 32: 672}[enc.bits]
 
 
 def test_the_combination_check_names_what_is_wrong():
