@@ -14,7 +14,6 @@ a compile's folder holds the outputs, its log and, once the compiler ended, its 
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
@@ -71,10 +70,7 @@ def compile_args(name: str) -> list[str]:
     prof = PROFILES[name]
     if prof.twin:
         return ["compile-twin", str(prof.elems // prof.passes), str(prof.passes)]
-    # the committed build's elements per packet: the fields of its FIXED32 payload header
-    prog = json.loads((prof.build / "agg.json").read_text())
-    (fixed,) = [h for h in prog["header_types"] if h["name"] == "fixed_h"]
-    return ["compile", str(len(fixed["fields"]))]
+    return ["compile", str(prof.elems)]
 
 
 def command(name: str, out: Path) -> list[str]:
@@ -114,6 +110,8 @@ def start(nodeids) -> None:
                      f"mv {shlex.quote(str(d / 'rc.tmp'))} {shlex.quote(str(d / 'rc'))}")
     _owned["proc"] = subprocess.Popen(["/bin/sh", "-c", "; ".join(steps)], cwd=REPO,
                                       stdin=subprocess.DEVNULL, start_new_session=True)
+    # a waiting test tells a compile still running from a chain that died before writing rc
+    (folder / "pid").write_text(str(_owned["proc"].pid))
 
 
 def finish() -> None:
@@ -131,16 +129,27 @@ def finish() -> None:
             os.environ[ENV] = prev
 
 
-def result(name: str, timeout: float = 7200) -> Path | None:
+def _alive(pid_file: Path) -> bool:
+    try:
+        os.kill(int(pid_file.read_text()), 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def result(name: str) -> Path | None:
     """The folder where `name` (a profile, or TOFINO_KEY) was compiled in the background,
-    waiting for the compiler to end; None if the session did not start it."""
+    waiting for the compiler to end (the test's own timeout bounds the wait); None if the
+    session did not start it."""
     folder = os.environ.get(ENV)
     d = Path(folder) / name if folder else None
     if d is None or not d.is_dir():
         return None
-    deadline = time.monotonic() + timeout
     while not (d / "rc").exists():
-        assert time.monotonic() < deadline, f"still compiling {name} after {timeout:.0f} s"
+        if not _alive(d.parent / "pid") and not (d / "rc").exists():
+            log = (d / "log").read_text() if (d / "log").exists() else "(no log)"
+            raise AssertionError(f"the background compiles stopped before {name} ended:\n"
+                                 f"{log[-3000:]}")
         time.sleep(0.5)
     rc = int((d / "rc").read_text())
     log = (d / "log").read_text() if (d / "log").exists() else ""

@@ -201,3 +201,24 @@ def test_drop_reasons_are_distinct_and_named_as_the_controller_names_them():
     assert len(set(reasons.values())) == len(reasons), reasons
     assert max(reasons.values()) < size
     assert {v: name for name, v in reasons.items() if name != "NONE"} == DROP_NAMES
+
+
+def test_a_background_compile_is_waited_for_until_its_chain_dies(tmp_path, monkeypatch):
+    """p4_ahead.result: a finished compile's output; a chain that died before writing the
+    compile's exit code fails the waiting test with the log, instead of waiting for ever."""
+    monkeypatch.setenv(p4_ahead.ENV, str(tmp_path))
+    assert p4_ahead.result("default") is None           # not started this session
+    done, dead = tmp_path / "default", tmp_path / "twin"
+    for d in (done, dead):
+        d.mkdir()
+    (done / "rc").write_text("0\n")
+    (dead / "log").write_text("p4c: killed\n")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (tmp_path / "pid").write_text(str(gone.pid))
+    assert p4_ahead.result("default") == done / "out"
+    with pytest.raises(AssertionError, match="stopped before twin ended:\np4c: killed"):
+        p4_ahead.result("twin")
+    (done / "rc").write_text("2\n")
+    with pytest.raises(AssertionError, match=r"compiling default failed \(exit 2\)"):
+        p4_ahead.result("default")
