@@ -34,10 +34,11 @@ FAMILY = re.compile(r"family of (\d+)")
 PER = re.compile(r"^Holm \(per (.+)\)$")
 
 
-def p_range(printed: list[str], ratio: bool, n: int) -> tuple[float, float]:
+def p_range(printed: list[str], ratio: bool, n: int) -> tuple[float, float] | None:
     """The smallest and largest p of a paired test whose estimate and 95 % CI print as
     `printed` (estimate, low, high): each may be anywhere within half a unit of its last
-    printed digit. A ratio's interval is a t interval of its logarithm."""
+    printed digit. A ratio's interval is a t interval of its logarithm. None: no reading
+    puts the estimate within its interval (or a ratio above 0)."""
     ps = []
     for signs in itertools.product((-1, 0, 1), repeat=3):
         v = []
@@ -52,7 +53,7 @@ def p_range(printed: list[str], ratio: bool, n: int) -> tuple[float, float]:
             continue
         d = from_interval(*v, n)
         ps.append(1.0 if d.low == d.high == d.diff == 0 else d.p)
-    return min(ps), max(ps)
+    return (min(ps), max(ps)) if ps else None
 
 
 def holm_problems(text: str) -> list[str]:
@@ -69,13 +70,21 @@ def holm_problems(text: str) -> list[str]:
             ci = cols[-1]
             seeds = next((c for c, x in enumerate(head) if x == "seeds"), None)
             verdict = next((c for c in range(ci + 1, h) if head[c] == "verdict"), None)
+            if verdict is None:
+                problems.append(f"line {line}: {name!r} has no verdict column between it and "
+                                f"{head[ci]!r}: nothing to correct")
+                continue
             per = PER.match(name)
             if per and per.group(1) not in head:
                 problems.append(f"line {line}: {name!r}: no column {per.group(1)!r}")
                 continue
             groups: dict[str, list[tuple[int, float]]] = {}
             for r, row in enumerate(body):
-                m = INTERVAL.match(row[ci]) if ci < len(row) else None
+                if len(row) != len(head):
+                    problems.append(f"line {line + 2 + r}: {len(row)} cells, the header has "
+                                    f"{len(head)}")
+                    continue
+                m = INTERVAL.match(row[ci])
                 if not m:
                     continue
                 if not (m.group(5) or seeds is not None):
@@ -83,8 +92,12 @@ def holm_problems(text: str) -> list[str]:
                     continue
                 n = int(m.group(5) or row[seeds])
                 key = row[head.index(per.group(1))] if per else ""
-                groups.setdefault(key, []).append(
-                    (r, p_range([m.group(k) for k in (1, 3, 4)], bool(m.group(2)), n)))
+                ps = p_range([m.group(k) for k in (1, 3, 4)], bool(m.group(2)), n)
+                if ps is None:
+                    problems.append(f"line {line + 2 + r}: {row[ci]!r}: the estimate is "
+                                    "not within its interval")
+                    continue
+                groups.setdefault(key, []).append((r, ps))
             fam = FAMILY.search(name)
             tested = sum(len(g) for g in groups.values())
             if fam and int(fam.group(1)) != tested:
@@ -98,24 +111,24 @@ def holm_problems(text: str) -> list[str]:
                                                 strict=True)]
             for r, lo, hi in judged:
                 row = body[r]
-                own = row[verdict] if verdict is not None else None
-                if own is None or own == EQUAL:
+                own = row[verdict]
+                if own == EQUAL:
                     want = own
                 elif lo <= ALPHA < hi:          # the printed digits cannot decide
                     want = row[h] if row[h] in (own, CANNOT_TELL) else own
                 else:
                     want = own if hi <= ALPHA else CANNOT_TELL
-                adj = hi
-                if want is not None and row[h] != want:
+                if row[h] != want:
                     problems.append(f"line {line}: {row[0]!r}: {name} says {row[h]!r}, the "
-                                    f"correction gives {want!r} (adjusted p {adj:.3g})")
+                                    f"correction gives {want!r} (adjusted p {hi:.3g})")
     return problems
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     path = Path(argv[0]) if argv else Path(__file__).resolve().parents[1] / "docs/results.md"
-    problems = holm_problems(path.read_text()) + prose_problems(path.read_text())
+    text = path.read_text()
+    problems = holm_problems(text) + prose_problems(text)
     for p in problems:
         print(p)
     return 1 if problems else 0
