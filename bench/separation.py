@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from common import OUT, Target, machine, markdown, quick, save, say, table
 from paired import EXPLAINED, HOLM_EXPLAINED, holm, paired, tost
-from torch_convergence import run
+from torch_convergence import WORKERS, run
 
 TARGET_NATS = 0.005
 BASELINE = "uncompressed (Gloo)"
@@ -37,18 +37,24 @@ EVAL_EVERY = 10
 METHODS = {BASELINE: ("gloo", None),
            "int32 INA (switch)": ("switch", "fixed32"),
            "C_nat INA (switch)": ("switch", "cnat8"),
+           "C_nat INA wide (switch)": ("switch", "cnat8:wide"),
+           "natural dithering INA (switch)": ("switch", "nat4"),
+           "uniform (THC) INA (switch)": ("switch", "uq4"),
            "top-k 1% (hook)": ("hook", "topk:0.01"),
            # 4 bits each (sign + 3): levels 1, 1/2, ..., 1/64 against 1, 6/7, ..., 1/7
            "natural dithering s=7 (hook)": ("hook", "dnat:s=7"),
            "random dithering s=7 (hook)": ("hook", "qsgd:s=7")}
+DEFAULT_METHODS = ["int32 INA (switch)", "C_nat INA (switch)", "top-k 1% (hook)"]
 # methods compared with each other as well as with the baseline: (method, against)
 PAIRS = (("natural dithering s=7 (hook)", "random dithering s=7 (hook)"),)
 
 
 def measured(args, losses, seconds, curves, eval_steps) -> dict:
     """What a run's JSON holds for --from-json, partial or final."""
-    return {"first_seed": args.first_seed, "late": args.late, "margin": args.margin,
-            "losses": losses, "seconds": seconds, "curves": curves, "eval_steps": eval_steps}
+    return {"workload": "charlm", "workers": WORKERS, "batch": args.batch, "steps": args.steps,
+            "lr": args.lr, "first_seed": args.first_seed, "late": args.late,
+            "margin": args.margin, "losses": losses, "seconds": seconds, "curves": curves,
+            "eval_steps": eval_steps}
 
 
 def main(argv=None) -> int:
@@ -68,9 +74,10 @@ def main(argv=None) -> int:
     ap.add_argument("--eval-every", type=int, default=None, metavar="N",
                     help=f"steps between evaluations (default {EVAL_EVERY}, or fewer when "
                          "the run is too short for K of them)")
-    ap.add_argument("--methods", nargs="*", default=list(METHODS)[1:4],
+    ap.add_argument("--methods", nargs="*", default=DEFAULT_METHODS,
                     help="methods besides the baseline, of "
-                         f"{', '.join(list(METHODS)[1:])} (default: the first three); "
+                         f"{', '.join(list(METHODS)[1:])} "
+                         f"(default: {', '.join(DEFAULT_METHODS)}); "
                          "pairs of them are compared too: "
                          + "; ".join(f"{a} against {b}" for a, b in PAIRS))
     ap.add_argument("--margin", type=float, metavar="NATS",
@@ -183,8 +190,7 @@ def main(argv=None) -> int:
                       w, TARGET_NATS, "max", " nats").as_dict() for k, w in widths.items()]
     for t in targets:
         print(f"target {t['text']}")
-    save(args.json, {"machine": machine(), "seeds": args.seeds, "steps": args.steps,
-                     "batch": args.batch, "lr": args.lr,
+    save(args.json, {"machine": machine(), "seeds": args.seeds,
                      **measured(args, losses, seconds, curves, eval_steps),
                      "corpus_sha256": charlm.corpus_sha256(),
                      "paired": {k: d.as_dict() for k, d in versus.items()},

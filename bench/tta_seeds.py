@@ -42,6 +42,38 @@ from common import OUT, markdown, save, say, step_model
 from paired import HOLM_EXPLAINED, Paired, holm, paired
 
 TARGET = 0.8
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What a workload's runs are timed to: a metric of its evaluations (the key of a step's
+    record, worker/ddp/train.py) and a level of it, fixed before the runs."""
+
+    metric: str
+    higher_is_better: bool
+    target: float
+    axis: str                           # the plot's y label
+    limits: tuple[float, float]         # the plot's y range
+
+    def reached(self, value: float, target: float) -> bool:
+        return value >= target if self.higher_is_better else value <= target
+
+    def text(self, target: float) -> str:
+        return f"{target:.0%}" if self.metric == "test_accuracy" else f"{target:g} nats"
+
+
+# workload (worker/ddp/workload.py) -> its goal. charlm's 2.35 nats per character was fixed
+# from two Gloo curves of seeds 0 and 1 (reached at steps 65 and 85 of 150, leaving room
+# for a method needing twice the steps), before the seeds timed (40 and up) ran.
+GOALS = {"mnist1d": Goal("test_accuracy", True, TARGET, "test accuracy", (0.5, 0.95)),
+         "charlm": Goal("test_loss", False, 2.35, "validation loss (nats/char)", (2.2, 3.4))}
+
+
+def goal_of(conv: dict) -> Goal:
+    w = conv.get("workload", "mnist1d")
+    if w not in GOALS:
+        raise ValueError(f"workload {w!r} has no goal: one of {sorted(GOALS)}")
+    return GOALS[w]
 GBITS = (10.0, 25.0, 100.0)
 SWITCHES = (("line-rate", "v1model at line rate"), ("tofino1", "Tofino 1"),
             ("tofino2", "Tofino 2"))
@@ -60,12 +92,14 @@ AS_TIME = {"better": SOONER, "worse": LATER}     # paired.py's verdicts, said of
 PANELS = ["Mininet, 10 Mbit/s, measured", *(f"{n}, 10 Gbit/s, projected" for _, n in SWITCHES)]
 
 
-def steps_to_target(steps: list[int], accs: list[float], target: float) -> int | None:
-    """The first evaluated step at which the accuracy is at least `target`, else None."""
+def steps_to_target(steps: list[int], accs: list[float], target: float,
+                    higher_is_better: bool = True) -> int | None:
+    """The first evaluated step at which the accuracy is at least `target` (a loss at most
+    `target`, higher_is_better False), else None."""
     if len(steps) != len(accs):
-        raise ValueError(f"{len(steps)} steps against {len(accs)} accuracies")
+        raise ValueError(f"{len(steps)} steps against {len(accs)} evaluations")
     for s, a in zip(steps, accs, strict=True):
-        if a >= target:
+        if (a >= target) if higher_is_better else (a <= target):
             return s
     return None
 
@@ -116,25 +150,33 @@ def speedup(method: list[float | None], baseline: list[float | None]) -> Speedup
 def per_seed_steps(conv: dict, target: float) -> dict[str, list[int | None]]:
     """Per method, each seed's steps to `target` (None: not reached): from the curves, or
     as a run kept them (`steps_to_target`, for the target it was kept for)."""
-    if "per_seed" in conv:
-        return {name: [steps_to_target(conv["eval_steps"], accs, target) for accs in runs]
-                for name, runs in conv["per_seed"].items()}
+    curves = curves_of(conv)
+    if curves is not None:
+        up = goal_of(conv).higher_is_better
+        return {name: [steps_to_target(conv["eval_steps"], c, target, up) for c in runs]
+                for name, runs in curves.items()}
     if conv.get("target") != target:
         raise ValueError(f"the steps were kept for target {conv.get('target')}, not {target}: "
                          "another target needs the run's curves")
     return conv["steps_to_target"]
 
 
-def compute_seconds(batch: int, reps: int = 40) -> float:
+def curves_of(conv: dict) -> dict | None:
+    """Per method, each seed's curve of the goal's metric: bench/torch_convergence.py's
+    per_seed, or bench/separation.py's curves (validation losses); None where kept without."""
+    return conv.get("per_seed", conv.get("curves"))
+
+
+def compute_seconds(batch: int, reps: int = 40, workload: str = "mnist1d") -> float:
     """One worker's compute per step (forward, backward, SGD with momentum), one thread,
     the median of `reps` steps after 5 unmeasured."""
     import torch
 
-    from worker.ddp.workload import load_mnist1d, make_model
+    from worker.ddp.workload import load_data, make_model
 
     torch.set_num_threads(1)
-    data = load_mnist1d()
-    model = make_model(0)
+    data = load_data(workload)
+    model = make_model(0, workload)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     gen = torch.Generator().manual_seed(0)
     times = []
@@ -149,23 +191,23 @@ def compute_seconds(batch: int, reps: int = 40) -> float:
     return statistics.median(times)
 
 
-@lru_cache(maxsize=1)
-def model_parameters() -> int:
-    """The parameters of the MNIST-1D CNN bench/torch_convergence.py trains: what each
-    worker all-reduces per step."""
+@lru_cache(maxsize=4)
+def model_parameters(workload: str = "mnist1d") -> int:
+    """The parameters of the workload's model (the MNIST-1D CNN bench/torch_convergence.py
+    trains, charlm's transformer): what each worker all-reduces per step."""
     from worker.ddp.workload import make_model, num_params
 
-    return num_params(make_model(0))
+    return num_params(make_model(0, workload))
 
 
 def projected_seconds(method: str, switch: str, gbit: float, compute_s: float,
-                      workers: int) -> tuple[float | None, str]:
+                      workers: int, workload: str = "mnist1d") -> tuple[float | None, str]:
     """(seconds per step, what carried it) from the step-time model, or (None, why)."""
     model = step_model()
     why = model.no_packets(switch, method)
     if why:
         return None, why
-    p = model.project(model_parameters(), compute_s, gbit, workers, method, switch=switch)
+    p = model.project(model_parameters(workload), compute_s, gbit, workers, method, switch=switch)
     what = "ring" if p.elements_per_packet is None else \
         f"{p.variant or 'v1model'}, {p.elements_per_packet}/packet"
     return p.step_s, f"{what}, {p.bound}"
@@ -205,7 +247,7 @@ def block(title: str, per_step: dict[str, float | None], what: dict[str, str],
     return rows
 
 
-KEPT = ("eval_steps", "batch", "workers", "steps", "lr", "mode")
+KEPT = ("workload", "eval_steps", "batch", "workers", "steps", "lr", "mode", "first_seed")
 
 
 def kept(conv: dict, target: float) -> dict:
@@ -215,8 +257,9 @@ def kept(conv: dict, target: float) -> dict:
     steps = {k: v for k, v in per_seed_steps(conv, target).items() if k in METHODS}
     out = {**{k: conv[k] for k in KEPT if k in conv}, "seeds": len(steps[GLOO]),
            "target": target, "steps_to_target": steps}
-    if "per_seed" in conv:
-        out["per_seed"] = {k: v for k, v in conv["per_seed"].items() if k in METHODS}
+    curves = curves_of(conv)
+    if curves is not None:
+        out["per_seed"] = {k: v for k, v in curves.items() if k in METHODS}
     return out
 
 
@@ -236,6 +279,8 @@ def dumps_kept(k: dict) -> str:
 
 def analyse(conv: dict, target: float, compute_s: float, mininet: list[dict] | None) -> dict:
     steps = per_seed_steps(conv, target)
+    workload = conv.get("workload", "mnist1d")
+    goal = goal_of(conv)
     names = [k for k in METHODS if k in steps]
     if GLOO not in names:
         raise ValueError("the convergence run has no uncompressed (Gloo) runs")
@@ -256,17 +301,18 @@ def analyse(conv: dict, target: float, compute_s: float, mininet: list[dict] | N
                                     {k: meas[bw, METHODS[k][2]][1] for k in per}, steps))
     for sw, sw_name in SWITCHES:
         for g in GBITS:
-            got = {k: projected_seconds(METHODS[k][1], sw, g, compute_s, conv["workers"])
-                   for k in names}
+            got = {k: projected_seconds(METHODS[k][1], sw, g, compute_s, conv["workers"],
+                                        workload) for k in names}
             per = {k: s for k, (s, _) in got.items() if s is not None}
             title = f"{sw_name}, {g:g} Gbit/s, projected"
             blocks.append(block(title, per, {k: got[k][1] for k in per}, steps))
             left_out[title] = {k: why for k, (s, why) in got.items() if s is None}
-    return {"target": target, "seeds": seeds, "workers": conv["workers"],
+    curves = curves_of(conv)
+    return {"target": target, "target_text": goal.text(target), "workload": workload,
+            "seeds": seeds, "workers": conv["workers"],
             "steps_to_target": steps,
             "eval_steps": conv["eval_steps"], "compute_seconds": compute_s,
-            "per_seed": {k: conv["per_seed"][k] for k in names} if "per_seed" in conv
-            else None,
+            "per_seed": {k: curves[k] for k in names} if curves is not None else None,
             "step_rows": step_rows, "blocks": blocks, "left_out": left_out}
 
 
@@ -284,9 +330,13 @@ def _family(rows: list[dict], b: str) -> int:
     return sum(1 for r in rows if r.get(b) and r[b]["low"] is not None)
 
 
+def _target(a: dict) -> str:
+    return a.get("target_text") or GOALS["mnist1d"].text(a["target"])
+
+
 def steps_table(a: dict) -> str:
     rows = a["step_rows"]
-    head = ["method", f"steps to {a['target']:.0%}, per seed", "median",
+    head = ["method", f"steps to {_target(a)}, per seed", "median",
             "Gloo / method [95 % CI]", "verdict", f"Holm (family of {_family(rows, GLOO)})",
             "int32 INA / method [95 % CI]", "verdict", f"Holm (family of {_family(rows, INT32)})"]
     body = []
@@ -301,7 +351,7 @@ def steps_table(a: dict) -> str:
 
 
 def time_table(a: dict) -> str:
-    head = ["switch, link", "method", "s/step", "packet, bound", f"time to {a['target']:.0%} "
+    head = ["switch, link", "method", "s/step", "packet, bound", f"time to {_target(a)} "
             "(s, geometric mean)", "speed-up vs Gloo [95 % CI]", "verdict",
             "Holm (per switch, link)", "vs int32 INA [95 % CI]", "verdict",
             "Holm (per switch, link)"]
@@ -320,8 +370,9 @@ def time_table(a: dict) -> str:
 
 
 def plot(a: dict, path: Path, panels: list[str] | None = None) -> bool:
-    """Test accuracy against wall-clock time (steps x s/step) per method, the mean over seeds
-    and the band from the lowest to the highest seed, one panel per block named."""
+    """The goal's metric (test accuracy, validation loss) against wall-clock time (steps x
+    s/step) per method, the mean over seeds and the band from the lowest to the highest
+    seed, one panel per block named."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -331,6 +382,7 @@ def plot(a: dict, path: Path, panels: list[str] | None = None) -> bool:
         return False
     if not a.get("per_seed"):           # steps kept without their curves
         return False
+    goal = GOALS[a.get("workload", "mnist1d")]
     blocks = {rows[0]["block"]: rows for rows in a["blocks"] if rows}
     panels = [p for p in (panels or list(blocks)[:4]) if p in blocks]
     if not panels:
@@ -345,12 +397,12 @@ def plot(a: dict, path: Path, panels: list[str] | None = None) -> bool:
             ax.fill_between(t, accs.min(axis=0), accs.max(axis=0), color=line.get_color(),
                             alpha=0.15, lw=0)
         ax.axhline(a["target"], color="k", lw=0.8, ls="--")
-        ax.set_ylim(0.5, 0.95)
+        ax.set_ylim(*goal.limits)
         ax.set_title(name, fontsize=8)
         ax.set_xlabel("wall-clock time (s)")
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel(f"test accuracy (mean, min-max of {a['seeds']} seeds)")
-    axes[0][0].legend(fontsize=7, loc="lower right")
+    axes[0][0].set_ylabel(f"{goal.axis} (mean, min-max of {a['seeds']} seeds)")
+    axes[0][0].legend(fontsize=7, loc="lower right" if goal.higher_is_better else "upper right")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -358,7 +410,7 @@ def plot(a: dict, path: Path, panels: list[str] | None = None) -> bool:
 
 
 EXPLAINED = ("*steps to target*: the first evaluated step at or above the target accuracy "
-             "(first crossing); *speed-up*: per seed the baseline's time to target over the "
+             "(at or below a target loss; first crossing); *speed-up*: per seed the baseline's time to target over the "
              "method's, their geometric mean over seeds and its 95 % interval (Student's t on "
              "the per-seed log ratios, seeds - 1 degrees of freedom, taken back by exp); "
              "*sooner*/*later* where the interval excludes 1, else *cannot tell*; a seed "
@@ -373,7 +425,10 @@ def main(argv=None) -> int:
                                  epilog=__doc__.split("\n\n", 2)[2])
     ap.add_argument("--convergence", type=Path, default=OUT / "torch_convergence.json")
     ap.add_argument("--measured", type=Path, help="a torch_tta.json (its Mininet runs)")
-    ap.add_argument("--target", type=float, default=TARGET)
+    ap.add_argument("--target", type=float, help="the level of the workload's metric timed to "
+                    "(default: " + "; ".join(f"{w} {g.metric} {g.text(g.target)}"
+                                             for w, g in GOALS.items())
+                    + ", fixed before their runs)")
     ap.add_argument("--compute-ms", type=float,
                     help="a worker's compute per step, ms (default: measured here)")
     ap.add_argument("--plot", type=Path, default=OUT / "tta_seeds.png")
@@ -385,10 +440,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     try:
         conv = json.loads(args.convergence.read_text())
-        curves = "per_seed" if "per_seed" in conv else "steps_to_target"
+        curves = "steps_to_target" if curves_of(conv) is None else "eval_steps"
         missing = {curves, "eval_steps", "batch", "workers"} - set(conv)
         if missing:
             raise KeyError(", ".join(sorted(missing)))
+        goal = goal_of(conv)
     except (OSError, ValueError, KeyError, TypeError) as e:
         ap.error(f"--convergence {args.convergence}: not a bench/torch_convergence.py JSON "
                  f"({type(e).__name__}: {e})")
@@ -397,10 +453,13 @@ def main(argv=None) -> int:
     except (OSError, ValueError, KeyError, TypeError) as e:
         ap.error(f"--measured {args.measured}: not a bench/torch_tta.py JSON "
                  f"({type(e).__name__}: {e})")
+    if args.target is None:
+        args.target = goal.target
     if args.keep:
         args.keep.parent.mkdir(parents=True, exist_ok=True)
         args.keep.write_text(dumps_kept(kept(conv, args.target)))
-    compute_s = args.compute_ms / 1e3 if args.compute_ms else compute_seconds(conv["batch"])
+    compute_s = args.compute_ms / 1e3 if args.compute_ms else compute_seconds(
+        conv["batch"], workload=conv.get("workload", "mnist1d"))
     say(f"compute per step {compute_s * 1e3:.2f} ms")
     a = analyse(conv, args.target, compute_s, mininet)
     print(steps_table(a))
