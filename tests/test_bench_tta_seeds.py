@@ -213,3 +213,67 @@ def test_kept_steps_answer_only_the_target_they_were_kept_for():
     steps = json.loads((REPO / "docs" / "results" / "torch_tta_steps.json").read_text())
     with pytest.raises(ValueError, match="kept for target 0.8, not 0.9"):
         tta_seeds.analyse(steps, 0.9, 0.02, None)
+
+
+# charlm: a loss goal, lower is better (bench/separation.py's runs)
+FALLING = [3.0, 2.6, 2.36, 2.34, 2.3]
+FAST = [3.0, 2.34, 2.3, 2.3, 2.28]
+
+
+def _charlm(curves: dict) -> dict:
+    """What bench/separation.py writes: per-seed validation-loss curves under "curves"."""
+    return {"workload": "charlm", "eval_steps": STEPS, "batch": 16, "workers": 4,
+            "losses": {k: [c[-1] for c in v] for k, v in curves.items()}, "curves": curves}
+
+
+def test_a_loss_reaches_at_its_first_evaluation_at_or_below_the_target():
+    assert steps_to_target(STEPS, FALLING, 2.35, higher_is_better=False) == 40
+    assert steps_to_target(STEPS, [3.0, 2.35, 2.4, 2.3, 2.3], 2.35, False) == 20   # equal
+    # read as an accuracy, the same curve would be at the target from the first evaluation
+    assert steps_to_target(STEPS, FALLING, 2.35) == 10
+    assert steps_to_target(STEPS, [3.0, 2.9, 2.8, 2.5, 2.351], 2.35, False) is None
+
+
+def test_a_charlm_run_is_timed_to_its_loss_goal_with_its_own_model(tmp_path):
+    curves = {GLOO: [FALLING, FALLING, FAST], INT32: [FAST, FAST, FALLING]}
+    src, out = tmp_path / "sep.json", tmp_path / "out.json"
+    src.write_text(json.dumps(_charlm(curves)))
+    assert tta_seeds.main(["--convergence", str(src), "--compute-ms", "20", "--json",
+                           str(out), "--plot", str(tmp_path / "p.png")]) == 0
+    a = json.loads(out.read_text())
+    goal = tta_seeds.GOALS["charlm"]
+    assert not goal.higher_is_better and a["target"] == goal.target
+    assert a["steps_to_target"] == {GLOO: [40, 40, 20], INT32: [20, 20, 40]}
+    assert f"steps to {goal.target:g} nats, per seed" in a["steps_table"]
+    # the projection all-reduces charlm's parameters, not MNIST-1D's (more of them)
+    assert tta_seeds.model_parameters("charlm") < tta_seeds.model_parameters("mnist1d")
+    mn = tta_seeds.analyse(_conv(curves), 0.8, 0.02, None)
+    ring = {rows[0]["block"]: rows[0]["seconds_per_step"] for rows in a["blocks"]}
+    for rows in mn["blocks"]:
+        assert ring[rows[0]["block"]] < rows[0]["seconds_per_step"]
+    # the curves are kept with the workload, and give the same tables again
+    keep, out2 = tmp_path / "kept.json", tmp_path / "out2.json"
+    assert tta_seeds.main(["--convergence", str(src), "--keep", str(keep), "--compute-ms",
+                           "20", "--json", str(out2), "--plot", str(tmp_path / "p.png")]) == 0
+    k = json.loads(keep.read_text())
+    assert k["workload"] == "charlm" and k["per_seed"] == curves
+    assert tta_seeds.main(["--convergence", str(keep), "--compute-ms", "20", "--json",
+                           str(out2), "--plot", str(tmp_path / "p.png")]) == 0
+    assert json.loads(out2.read_text())["time_table"] == a["time_table"]
+
+
+def test_torch_convergence_means_are_not_read_as_per_seed_curves():
+    # its "curves" are the means over seeds; only separation.py's (with losses) are per seed
+    conv = {"eval_steps": STEPS, "batch": 32, "workers": 4, "curves": {GLOO: FAST}}
+    assert tta_seeds.curves_of(conv) is None
+    assert tta_seeds.curves_of(_charlm({GLOO: [FAST]})) == {GLOO: [FAST]}
+
+
+def test_a_workload_without_a_goal_is_a_clear_error(tmp_path, capsys):
+    src = tmp_path / "c.json"
+    src.write_text(json.dumps({**_charlm({GLOO: [FAST, FAST]}), "workload": "imagenet"}))
+    with pytest.raises(SystemExit) as e:
+        tta_seeds.main(["--convergence", str(src), "--compute-ms", "20", "--json",
+                        str(tmp_path / "o.json")])
+    assert e.value.code == 2 and "workload 'imagenet' has no goal" in capsys.readouterr().err
+    assert not (tmp_path / "o.json").exists()
