@@ -53,8 +53,14 @@ CHECKED = ("",)
 # number alone or a phrase around it, which then must be there.
 SETTINGS = {"0.9": "SGD momentum", "0.005": "the workload's precision target, nats",
             "0.01": "the equivalence margin, nats, fixed before its runs",
-            "4.57": "ln 97, the divergence threshold", "21.33": "compute per step, ms (input)",
+            "4.57": "ln 97, the divergence threshold", "21.33": "compute per step, ms (input), an earlier one",
             "21.3": "the same, as the caption rounds it",
+            "2.03 ms": "MNIST-1D's compute per step, ms (input)",
+            "compute-ms 2.03": "the same, in a command",
+            "compute 2.0 ms": "the same, as the caption rounds it",
+            "13.2 ms": "charlm's compute per step, ms (input)",
+            "compute-ms 13.2": "the same, in a command",
+            "2.35 nats": "charlm's target, fixed before its runs",
             "lr 0.1": "the learning rate of the MNIST-1D runs",
             "half-width of 0.3 pp": "the 95 % half-width a seed plan is sized for "
                                     "(paired.HALF_WIDTH_PP)",
