@@ -36,8 +36,7 @@ parser NatParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
             (_, ENC_CNAT8): parse_cnat;
 #ifdef FOUR_BIT
             (_, ENC_NAT4): parse_nib;
-            (_, ENC_UQ4): parse_uq;
-            (_, ENC_SUM8): parse_sum;
+            LANE_PARSE_SELECT
 #endif
             default: bad_encoding;
         }
@@ -76,14 +75,7 @@ parser NatParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
         pkt.extract(hdr.nib);
         transition accept;
     }
-    state parse_uq {
-        pkt.extract(hdr.uq);
-        transition accept;
-    }
-    state parse_sum {
-        pkt.extract(hdr.sum);
-        transition accept;
-    }
+    LANE_PARSE_STATES
 #endif
     state bad_encoding {
         verify(false, error.BadEncoding);
