@@ -327,7 +327,9 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
 
 #ifdef FOUR_BIT
     // Lane contributions (protocol/encodings.py `lanes`), four elements per register add
-    // (no decode): lane_write_NAME, lane_add_NAME for each.
+    // (no decode): for each lane encoding NAME, lane_write_NAME (the first of a use) and
+    // lane_add_NAME, of the macros gen_elements.py writes for it (LANE_WRITE_NAME,
+    // LANE_ADD_NAME).
     LANE_ACTIONS
     // The use's sums as SUM8 bytes; meta.ovf nonzero if one is outside 0..255.
     action lane_result() {
@@ -532,7 +534,11 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
             events.count(EV_CONTRIB);
             if (!meta.prime_use) {
 #ifdef FOUR_BIT
-                LANE_APPLY     // the lane action of a lane contribution, or else:
+                LANE_APPLY
+                // (A lane contribution, protocol/encodings.py `lanes`: the lane action of
+                // its header, lane_write_NAME for the first of the use and lane_add_NAME
+                // after it, one `if (...) {...} else` a lane encoding (gen_elements.py);
+                // else the other payloads:)
 #endif
                 if (!empty) {
                     if (meta.first) { acc_write(); } else { acc_add(); }

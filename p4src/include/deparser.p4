@@ -26,7 +26,8 @@ control NatComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
             { UDP_PSEUDO, UDP_FIELDS, hdr.agg, hdr.sum }, hdr.udp.checksum, HashAlgorithm.csum16);
         // Refusals carry no payload (docs/PROTOCOL.md "Refusals").
         update_checksum(hdr.agg.isValid() && !hdr.block.isValid() && !hdr.fixed.isValid()
-                        && !hdr.cnat.isValid() && !hdr.nib.isValid() && LANE_NONE_VALID,
+                        && !hdr.cnat.isValid() && !hdr.nib.isValid()
+                        && LANE_NONE_VALID,
             { UDP_PSEUDO, UDP_FIELDS, hdr.agg }, hdr.udp.checksum, HashAlgorithm.csum16);
 #else
         update_checksum(hdr.agg.isValid() && !hdr.block.isValid() && !hdr.fixed.isValid()
@@ -57,7 +58,8 @@ control NatDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.cnat);
 #ifdef FOUR_BIT
         pkt.emit(hdr.nib);
-        LANE_EMIT
+        LANE_EMIT       // the lane encodings' headers, in wire-number order
+        // (gen_elements.py)
 #endif
         pkt.emit(hdr.pad);
     }

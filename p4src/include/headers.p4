@@ -58,7 +58,8 @@ header cnat_h { CNAT_FIELDS }
 // ELEMS 4-bit codes (NAT4), two per byte, element 2k in the high nibble.
 header nib_h { NIB_FIELDS }
 // The lane encodings (protocol/encodings.py `lanes`), a header each of one field per four
-// elements: added a word at a time (p4src/gen_elements.py LAYOUTS, GROUP_MACROS).
+// elements: added a word at a time (p4src/gen_elements.py LAYOUTS, GROUP_MACROS); by its
+// bits, uq_h (4-bit integers, four per 16-bit word) or sum_h (bytes, four per 32-bit word).
 LANE_HEADER_TYPES
 #endif
 // ELEMS bytes of padding an EMPTY sparse packet may carry (ignored): a FIXED32 result
@@ -76,7 +77,8 @@ struct headers_t {
     cnat_h     cnat;
 #ifdef FOUR_BIT
     nib_h      nib;
-    LANE_HEADERS
+    LANE_HEADERS        // the lane encodings' headers (uq, sum), in wire-number
+                        // order (gen_elements.py)
 #endif
     pad_h      pad;
 }
