@@ -17,10 +17,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))    # the repository: protocol/
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))    # p4src/: gen_elements
-import gen_elements  # noqa: E402
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))    # the repository
+from p4src import gen_elements  # noqa: E402
 from protocol.encodings import LANES  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "elements_tna.p4"
