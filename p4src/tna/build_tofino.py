@@ -36,12 +36,12 @@ P4C = "p4c-tofino"
 # PASSES segments (-DPASSES=N, passes_tna.p4) reads its sums back in N - 1 passes more.
 # fixed32: FIXED32 in and out (SwitchML's design); cnat8-in: CNAT8 contributions decoded by
 # table, FIXED32 results; cnat8: CNAT8 both ways, results re-compressed in the egress;
-# LANES: the family (protocol/profiles.py) whose contributions are a lane encoding
+# LANE_FAMILY: the family (protocol/profiles.py) whose contributions are a lane encoding
 # (protocol/encodings.py `lanes`), summed in 16-bit lanes with their results (LANES_ONLY:
 # four elements a pair register, so its elements per pass go in steps of 16); cnat8-mp:
 # CNAT8 both ways in packets of several segments, one summed a pass, the passes walking
 # the pipes.
-(LANES,) = (f.name for f in FAMILIES.values() if BY_NAME[f.contribution].lanes)
+(LANE_FAMILY,) = (f.name for f in FAMILIES.values() if BY_NAME[f.contribution].lanes)
 VARIANTS = {
     "fixed32-t1": ("tofino", "tna", 64, [], 1),
     "cnat8-in-t1": ("tofino", "tna", 48, ["-DWITH_CNAT8"], 1),
@@ -49,8 +49,8 @@ VARIANTS = {
     "fixed32-t2": ("tofino2", "t2na", 88, [], 0),
     "cnat8-in-t2": ("tofino2", "t2na", 72, ["-DWITH_CNAT8"], 0),
     "cnat8-t2": ("tofino2", "t2na", 16, ["-DCNAT8_RESULTS"], 0),
-    f"{LANES}-t1": ("tofino", "tna", 16, ["-DLANES_ONLY"], 1),
-    f"{LANES}-t2": ("tofino2", "t2na", 32, ["-DLANES_ONLY"], 0),
+    f"{LANE_FAMILY}-t1": ("tofino", "tna", 16, ["-DLANES_ONLY"], 1),
+    f"{LANE_FAMILY}-t2": ("tofino2", "t2na", 32, ["-DLANES_ONLY"], 0),
     # A pool of 2048 slots: a window that covers 100 Gbit/s x a round trip the passes
     # lengthen (docs/STEPTIME.md "Pipes and passes"); the registers take SRAM, not stages.
     "cnat8-mp-t1": ("tofino", "tna", 16, ["-DCNAT8_RESULTS", "-DPASSES=4", "-DPOOL_SIZE=2048"],
