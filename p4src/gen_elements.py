@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Writes p4src/include/elements.p4: the per-element repetitions P4 cannot loop over.
+"""Writes p4src/include/elements.p4: the per-element repetitions P4 cannot loop over, and
+what the program knows of the encodings (protocol/encodings.py): their wire numbers and the
+lane encodings' headers, parser states and actions.
 
 Each macro expands to ELEMS copies of one statement (GROUP_MACROS: ELEMS / 4, one per
 group of four elements), for every compiled profile (PROFILES): the file holds the
@@ -10,7 +12,11 @@ an `if` in an action into nested ternaries, which grows the BMv2 JSON quadratica
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))    # the repository: protocol/
+from protocol.encodings import LANES, SWITCHED  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "include" / "elements.p4"
 
@@ -86,42 +92,122 @@ MACROS = {
     "RANGE": RANGE,
 }
 
-# UQ4 and SUM8 are added four elements at a time (SWAR), never decoded one by one: each
-# group of four (a 16-bit UQ4 word, a 32-bit SUM8 word) is spread into four 16-bit lanes
-# of one 64-bit register, so one register add sums four elements. A lane holds sums up to
-# 65535, far above what a use can add up (at most 32 children, each 255 at most), so no
-# carry crosses lanes; a lane above 255 cannot leave as SUM8 (ln_ovf). Lane 0 (the high
-# one) holds the group's first element, as the wire's byte order does.
-SPREAD_UQ4 = [   # nibbles n0 n1 n2 n3 -> one per 16-bit lane
-    "ln_x = (bit<64>)hdr.uq.q{j};",
-    "ln_x = (ln_x | (ln_x << 24)) & 0x000000ff000000ff;",
-]
-LANES_UQ4 = "((ln_x | (ln_x << 12)) & 0x000f000f000f000f)"
-SPREAD_SUM8 = [  # bytes b0 b1 b2 b3 -> one per 16-bit lane
-    "ln_x = (bit<64>)hdr.sum.s{j};",
-    "ln_x = (ln_x | (ln_x << 16)) & 0x0000ffff0000ffff;",
-]
-LANES_SUM8 = "((ln_x | (ln_x << 8)) & 0x00ff00ff00ff00ff)"
+# The lane encodings (protocol/encodings.py `lanes`: a 4-bit contribution and its one-byte
+# sums) are added four elements at a time (SWAR), never decoded one by one: each group of
+# four (a 16-bit word of 4-bit integers, a 32-bit word of bytes) is spread into four 16-bit
+# lanes of one 64-bit register, so one register add sums four elements. A lane holds sums
+# up to 65535, far above what a use can add up (at most 32 children, each 255 at most), so
+# no carry crosses lanes; a lane above 255 cannot leave as a byte (ln_ovf). Lane 0 (the
+# high one) holds the group's first element, as the wire's byte order does.
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A lane encoding's payload in the v1model program, by its bits per element: a header
+    of one field a group of four elements, and the SWAR spread of a group into four lanes
+    (ln_x, then the lanes' expression)."""
+
+    header: str         # hdr.<header>, of type <header>_h; its field macro <HEADER>_FIELDS
+    field: str          # the fields <field>0, <field>1, ...
+    spread: str         # the group, where the lanes' expression takes it
+    lanes: str          # the four lanes of ln_x
+
+
+# By bits per element, so a lane encoding takes its layout from its declaration. The names
+# (hdr.uq, hdr.sum, their fields) are the program's since before the lanes were generated:
+# the JSON, softswitch and the tests know them.
+LAYOUTS = {
+    4: Layout("uq", "q", "ln_x = (ln_x | (ln_x << 24)) & 0x000000ff000000ff;",
+              "((ln_x | (ln_x << 12)) & 0x000f000f000f000f)"),    # nibbles -> one a lane
+    8: Layout("sum", "s", "ln_x = (ln_x | (ln_x << 16)) & 0x0000ffff0000ffff;",
+              "((ln_x | (ln_x << 8)) & 0x00ff00ff00ff00ff)"),     # bytes -> one a lane
+}
+# The one lane encoding the switch sends (results and partial sums): the lanes' low bytes.
+(RESULT,) = (e for e in LANES if e.result)
+
+
+def layout(enc) -> Layout:
+    return LAYOUTS[enc.bits]
+
+
+def spread(enc) -> list[str]:
+    lay = layout(enc)
+    return [f"ln_x = (bit<64>)hdr.{lay.header}.{lay.field}{{j}};", lay.spread]
+
 
 GROUP_MACROS = {
-    "UQ_FIELDS": "bit<16> q{j};",
-    "SUM_FIELDS": "bit<32> s{j};",
+    **{f"{layout(e).header.upper()}_FIELDS": f"bit<{4 * e.bits}> {layout(e).field}{{j}};"
+       for e in LANES},
     "LANE_REGISTERS": "register<bit<64>>(SLOT_REGS) lane{j};",
-    "LANE_WRITE_UQ4": " ".join([*SPREAD_UQ4, f"lane{{j}}.write(meta.ridx, {LANES_UQ4});"]),
-    "LANE_ADD_UQ4": " ".join([*SPREAD_UQ4, "lane{j}.read(ln_t, meta.ridx);",
-                              f"lane{{j}}.write(meta.ridx, ln_t + {LANES_UQ4});"]),
-    "LANE_WRITE_SUM8": " ".join([*SPREAD_SUM8, f"lane{{j}}.write(meta.ridx, {LANES_SUM8});"]),
-    "LANE_ADD_SUM8": " ".join([*SPREAD_SUM8, "lane{j}.read(ln_t, meta.ridx);",
-                               f"lane{{j}}.write(meta.ridx, ln_t + {LANES_SUM8});"]),
-    # lanes -> SUM8 bytes; ln_ovf collects every lane's bits, of which those above the
-    # lanes' low bytes say a sum is outside 0..255.
-    "LANE_SUM8": " ".join([
-        "lane{j}.read(ln_t, meta.ridx);",
-        "ln_ovf = ln_ovf | ln_t;",
-        "ln_t = (ln_t | (ln_t >> 8)) & 0x0000ffff0000ffff;",
-        "hdr.sum.s{j} = (bit<32>)(ln_t | (ln_t >> 16));",
-    ]),
 }
+for _e in LANES:
+    GROUP_MACROS[f"LANE_WRITE_{_e.label}"] = " ".join(
+        [*spread(_e), f"lane{{j}}.write(meta.ridx, {layout(_e).lanes});"])
+    GROUP_MACROS[f"LANE_ADD_{_e.label}"] = " ".join(
+        [*spread(_e), "lane{j}.read(ln_t, meta.ridx);",
+         f"lane{{j}}.write(meta.ridx, ln_t + {layout(_e).lanes});"])
+# lanes -> the result's bytes; ln_ovf collects every lane's bits, of which those above the
+# lanes' low bytes say a sum is outside 0..255.
+GROUP_MACROS[f"LANE_{RESULT.label}"] = " ".join([
+    "lane{j}.read(ln_t, meta.ridx);",
+    "ln_ovf = ln_ovf | ln_t;",
+    "ln_t = (ln_t | (ln_t >> 8)) & 0x0000ffff0000ffff;",
+    f"hdr.{layout(RESULT).header}.{layout(RESULT).field}{{j}} = (bit<32>)(ln_t | (ln_t >> 16));",
+])
+
+
+def enc_constants() -> list[str]:
+    """The wire numbers (ENC_*) of every encoding a switch sums or sends."""
+    return ["// The encodings' wire numbers (protocol/encodings.py: those a switch sums or "
+            "sends).",
+            *(f"const bit<8> ENC_{e.label} = {e.code};" for e in SWITCHED), ""]
+
+
+def macro(name: str, items: list[str], sep: str = "") -> list[str]:
+    """#define NAME of the items, one a line (sep between them)."""
+    return [f"#define {name} \\\n    " + f"{sep} \\\n    ".join(items), ""]
+
+
+def lane_headers() -> list[str]:
+    """include/headers.p4's lane headers: their types (each a word of four elements) and
+    the headers_t members, shared by the TNA program's headers (gen_tna.py)."""
+    lays = [layout(e) for e in LANES]
+    return [*macro("LANE_HEADER_TYPES", [
+                f"header {lay.header}_h {{ {lay.header.upper()}_FIELDS }}" for lay in lays]),
+            *macro("LANE_HEADERS", [f"{lay.header}_h {lay.header};" for lay in lays])]
+
+
+def lane_macros() -> list[str]:
+    """What the v1model program does with the lane encodings, each in wire-number order:
+    parse, emit, test, invalidate, and sum them (aggregation.p4's lane actions)."""
+    lays = [(e, layout(e)) for e in LANES]
+    first = (
+        "if (hdr.{h}.isValid()) {{ if (meta.first) {{ lane_write_{n}(); }} "
+        "else {{ lane_add_{n}(); }} }} else"
+    )
+    return [
+        "// The lane encodings (protocol/encodings.py `lanes`), "
+        + ", ".join(e.label for e in LANES) + ".",
+        *lane_headers(),
+        *macro("LANE_PARSE_SELECT", [
+            f"(_, ENC_{e.label}): parse_{lay.header};" for e, lay in lays]),
+        *macro("LANE_PARSE_STATES", [
+            f"state parse_{lay.header} {{ pkt.extract(hdr.{lay.header}); transition accept; }}"
+            for e, lay in lays]),
+        *macro("LANE_EMIT", [f"pkt.emit(hdr.{lay.header});" for e, lay in lays]),
+        # (a bare || of them, as it stands alone in the hand-written P4)
+        *macro("LANE_VALID", [f"hdr.{lay.header}.isValid()" for e, lay in lays], " ||"),
+        *macro("LANE_NONE_VALID", [f"!hdr.{lay.header}.isValid()" for e, lay in lays], " &&"),
+        # what a result leaves behind: every lane header but the result's
+        *macro("LANE_INPUTS_INVALID", [f"hdr.{lay.header}.setInvalid();"
+                                       for e, lay in lays if not e.result]),
+        *macro("LANE_ACTIONS", [
+            f"action lane_write_{e.name}() {{ bit<64> ln_x; LANE_WRITE_{e.label} }} "
+            f"action lane_add_{e.name}() {{ bit<64> ln_x; bit<64> ln_t; LANE_ADD_{e.label} }}"
+            for e, lay in lays]),
+        # the lane action of the packet's lane header, or else what follows
+        *macro("LANE_APPLY", [first.format(h=lay.header, n=e.name) for e, lay in lays]),
+    ]
 
 
 # The compiled profiles (p4src/build/ and p4src/build/wide/): elements per packet, each
@@ -130,7 +216,7 @@ GROUP_MACROS = {
 # largest CNAT8 packet in a 1500-byte MTU (20 IPv4 + 8 UDP + 16 AGG + 1456), CNAT8 both
 # ways only (the program drops anything that would grow it: DROP_TOO_WIDE); 1024: the
 # widest packet whose 4-bit contribution (ELEMS/2 bytes) may grow into one-byte sums (by
-# ELEMS/2 <= 512 bytes): NAT4 and UQ4 at their fewest bytes per element.
+# ELEMS/2 <= 512 bytes): the 4-bit encodings at their fewest bytes per element.
 PROFILES = (168, 1024, 1456)
 
 
@@ -146,6 +232,8 @@ def render(profiles=PROFILES) -> str:
         "#ifndef NATSWITCH_ELEMENTS_P4",
         "#define NATSWITCH_ELEMENTS_P4",
         "",
+        *enc_constants(),
+        *lane_macros(),
     ]
     for name, stmt in MACROS.items():
         for k, (lo, hi) in enumerate(bounds):

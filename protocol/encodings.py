@@ -1,7 +1,9 @@
 """The payload encodings (docs/PROTOCOL.md "Payload"): each declared once, with what it
 combines with. worker/wire.py (the Scapy layers), worker/codec.py (the arithmetic), the
 controller, the command lines and the checks read their names, numbers and rules here;
-p4src/include/constants.p4's ENC_* and the dissector's table are tested against them.
+p4src/gen_elements.py and p4src/tna/gen_tna.py write the P4 programs' ENC_* numbers and
+everything they do with a lane encoding (`lanes`) from them, and the dissector's table is
+tested against them.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ class Encoding:
     rotated: bool = False       # the tensor is rotated (worker/hadamard.py) before encoding
     exact_ones: bool = True     # carries 0 and 1.0 exactly (the workers' agreement check)
     top: int | None = None      # the largest integer an element holds (unsigned encodings)
+    # A lane encoding: the switch adds its elements as unsigned integers in 16-bit lanes,
+    # four to a 64-bit register (two to a 32-bit word on Tofino), never decoding them; the
+    # generators give the P4 programs its headers, parser states and lane actions.
+    lanes: bool = False
     help: str = ""              # the command lines' one-line description
 
     @property
@@ -61,11 +67,11 @@ ALL = (
     # THC-style uniform quantization after a random rotation: unsigned integers 0..15 the
     # switch adds as they are, into SUM8 bytes.
     Encoding("uq4", 4, 4, sums=("sum8",), job=("sum8", "sum8"), tofino=True, rotated=True,
-             exact_ones=False, top=15,
+             exact_ones=False, top=15, lanes=True,
              help="uq4 = THC-style uniform quantization after a random rotation, "
                   "4 bits/element"),
     # Unsigned byte sums of the uniform 4-bit contributions (results, partial sums).
-    Encoding("sum8", 5, 8, result=True, worker=False, tofino=True, top=255),
+    Encoding("sum8", 5, 8, result=True, worker=False, tofino=True, top=255, lanes=True),
 )
 
 BY_NAME = {e.name: e for e in ALL}
@@ -73,6 +79,11 @@ BY_CODE = {e.code: e for e in ALL}
 # What workers may contribute to a switch, and what switches send back or up.
 CONTRIBUTIONS = tuple(e.name for e in ALL if e.worker)
 RESULTS = tuple(e.name for e in ALL if e.result)
+# What the switch sums in lanes, in wire-number order (the P4 programs' order of their
+# headers, parser states and actions).
+LANES = tuple(e for e in ALL if e.lanes)
+# The wire numbers the P4 programs know (ENC_*): every encoding a switch sums or sends.
+SWITCHED = tuple(e for e in ALL if e.sums or e.result)
 
 
 def encoding(which: str | int) -> Encoding:

@@ -3,6 +3,8 @@ protocol/ declares: each number is read out of its file here, in tests only, and
 with the declaration, so a change on one side alone fails."""
 
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -57,13 +59,62 @@ def test_the_tofino_sizes_say_what_is_declared():
     assert "#define SLOT_REGS (2 * POOL_SIZE)\n" in text
 
 
-def test_constants_p4_says_the_declared_numbers_and_encodings():
+# The generated files that hold the encodings' numbers, and their generators.
+GENERATED = {INCLUDE / "elements.p4": (P4SRC, "gen_elements"),
+             P4SRC / "tna" / "elements_tna.p4": (P4SRC / "tna", "gen_tna")}
+SWITCHED = {f"ENC_{e.label}": e.code for e in encodings.ALL if e.sums or e.result}
+
+
+def test_constants_p4_says_the_declared_numbers():
     found = consts((INCLUDE / "constants.p4").read_text())
     assert differences(found, CONSTANTS_P4) == {}
-    # every encoding a switch sums or sends has its number there, and no other
-    switched = {f"ENC_{e.label}": e.code for e in encodings.ALL if e.sums or e.result}
-    assert differences(found, switched) == {}
-    assert {k for k in found if k.startswith("ENC_")} == set(switched)
+    # the encodings' numbers are generated (below), never written by hand
+    assert not {k for k in found if k.startswith("ENC_")}
+
+
+@pytest.mark.parametrize("path", GENERATED, ids=lambda p: p.name)
+def test_the_generated_enc_constants_are_the_declared_ones(path):
+    """Every encoding a switch sums or sends has its number in the committed generated file
+    and in what its generator writes now, and no other encoding has one."""
+    folder, name = GENERATED[path]
+    for text in (path.read_text(), _script(folder, name).render()):
+        found = {k: v for k, v in consts(text).items() if k.startswith("ENC_")}
+        assert found == SWITCHED
+    assert encodings.SWITCHED == tuple(encodings.BY_CODE[c] for c in sorted(SWITCHED.values()))
+
+
+def test_the_lane_macros_follow_the_declaration():
+    """The lane encodings' parser entries in both generated files, and in wire-number order;
+    a number changed in the declaration changes them (render() reads it)."""
+    lanes = [e for e in encodings.ALL if e.lanes]
+    assert list(encodings.LANES) == lanes and lanes
+    for path in GENERATED:
+        text = path.read_text()
+        select = re.search(r"#define LANE_PARSE_SELECT \\\n(.*?)\n\n", text, re.S).group(1)
+        assert re.findall(r"ENC_(\w+)", select) == [e.label for e in lanes]
+
+
+# At most this many hand-written files outside tests/, bench/ and docs/ name UQ4 (issue 51):
+# the declaration, the wire layer, the codec, the dissector, the README's commands and a few
+# more; the P4 programs take it from the declaration (p4src/gen_elements.py, gen_tna.py).
+MOST_NAMING_UQ4 = 12
+
+
+@pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(),
+                    reason="not a git checkout")
+def test_few_hand_written_files_name_uq4():
+    out = subprocess.run(["git", "grep", "-il", "uq4", "--", ".", ":!tests", ":!bench",
+                          ":!docs", ":!p4src/build"], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout.split()
+    hand = sorted(set(out) - {str(p.relative_to(ROOT)) for p in GENERATED})
+    assert len(hand) <= MOST_NAMING_UQ4, hand
+    # no hand-written P4 names a lane contribution: they speak of lanes
+    contributions = [e.name for e in encodings.LANES if e.worker]
+    for p4 in P4SRC.rglob("*.p4"):
+        if "build" in p4.relative_to(P4SRC).parts or p4 in GENERATED:
+            continue
+        text = p4.read_text().lower()
+        assert not [n for n in contributions if n in text], p4
 
 
 def test_a_slot_bitmap_has_as_many_bits_as_children():
@@ -76,7 +127,7 @@ def test_a_changed_constant_is_told_apart():
     text = (INCLUDE / "sizes.p4").read_text().replace("#define POOL_SIZE 512",
                                                       "#define POOL_SIZE 1024")
     assert differences(defines(text), SIZES_P4) == {"POOL_SIZE": (1024, 512)}
-    text = (INCLUDE / "constants.p4").read_text().replace("ENC_SUM8 = 5", "ENC_SUM8 = 6")
+    text = (INCLUDE / "elements.p4").read_text().replace("ENC_SUM8 = 5", "ENC_SUM8 = 6")
     assert differences(consts(text), {"ENC_SUM8": 5}) == {"ENC_SUM8": (6, 5)}
 
 

@@ -20,10 +20,10 @@ TNA = P4SRC / "tna"
 pytestmark = pytest.mark.skipif(shutil.which("cpp") is None,
                                 reason="no C preprocessor (cpp) to expand the P4 programs")
 
-# The twin's form of the TNA program: Tofino 2, CNAT8 and UQ4 both ways (agg_twin.p4);
+# The twin's form of the TNA program: Tofino 2, CNAT8 and the lanes both ways (agg_twin.p4);
 # the walk's with -DPASSES.
 FORMS = {
-    "one pass": (["-D__TARGET_TOFINO__=2", "-DELEMS=16", "-DCNAT8_RESULTS", "-DWITH_UQ4"],
+    "one pass": (["-D__TARGET_TOFINO__=2", "-DELEMS=16", "-DCNAT8_RESULTS", "-DWITH_LANES"],
                  ["-DELEMS=16"]),
     "walk": (["-D__TARGET_TOFINO__=2", "-DELEMS=16", "-DCNAT8_RESULTS", "-DPASSES=4"],
              ["-DELEMS=16", "-DPASSES=4"]),

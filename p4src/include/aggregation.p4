@@ -24,7 +24,7 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
     register<bit<32>>(SLOT_REGS) rmin;
     ACC_REGISTERS
 #ifdef FOUR_BIT
-    LANE_REGISTERS      // UQ4 and SUM8 sums, four 16-bit lanes each (gen_elements.py)
+    LANE_REGISTERS      // the lane encodings' sums, four 16-bit lanes each (gen_elements.py)
 #endif
 
     VerifyUdp() integrity;
@@ -326,15 +326,15 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
     }
 
 #ifdef FOUR_BIT
-    // UQ4 and SUM8 contributions, four elements per register add (no decode).
-    action lane_write_uq4() { bit<64> ln_x; LANE_WRITE_UQ4 }
-    action lane_add_uq4() { bit<64> ln_x; bit<64> ln_t; LANE_ADD_UQ4 }
-    action lane_write_sum8() { bit<64> ln_x; LANE_WRITE_SUM8 }
-    action lane_add_sum8() { bit<64> ln_x; bit<64> ln_t; LANE_ADD_SUM8 }
+    // Lane contributions (protocol/encodings.py `lanes`), four elements per register add
+    // (no decode): for each lane encoding NAME, lane_write_NAME (the first of a use) and
+    // lane_add_NAME, of the macros gen_elements.py writes for it (LANE_WRITE_NAME,
+    // LANE_ADD_NAME).
+    LANE_ACTIONS
     // The use's sums as SUM8 bytes; meta.ovf nonzero if one is outside 0..255.
     action lane_result() {
         bit<64> ln_t; bit<64> ln_ovf = 0;
-        hdr.uq.setInvalid();
+        LANE_INPUTS_INVALID
         hdr.sum.setValid();
         LANE_SUM8
         hdr.agg.encoding = ENC_SUM8;
@@ -453,9 +453,9 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
             meta.drop_reason = DROP_TOO_WIDE;
             return;
         }
-        // UQ4 and SUM8 are summed in lanes of their own, which only SUM8 results are read
-        // from: a job with SUM8 results takes nothing else, the others none of them.
-        bool lanes = hdr.uq.isValid() || hdr.sum.isValid();
+        // The lane encodings are summed in lanes of their own, which only SUM8 results are
+        // read from: a job with SUM8 results takes nothing else, the others none of them.
+        bool lanes = LANE_VALID;
         if (lanes != (meta.result_enc == ENC_SUM8)) {
             meta.drop_reason = DROP_BAD_ENCODING;
             return;
@@ -534,11 +534,11 @@ control Aggregation(inout headers_t hdr, inout metadata_t meta, inout standard_m
             events.count(EV_CONTRIB);
             if (!meta.prime_use) {
 #ifdef FOUR_BIT
-                if (hdr.uq.isValid()) {
-                    if (meta.first) { lane_write_uq4(); } else { lane_add_uq4(); }
-                } else if (hdr.sum.isValid()) {
-                    if (meta.first) { lane_write_sum8(); } else { lane_add_sum8(); }
-                } else
+                LANE_APPLY
+                // (A lane contribution, protocol/encodings.py `lanes`: the lane action of
+                // its header, lane_write_NAME for the first of the use and lane_add_NAME
+                // after it, one `if (...) {...} else` a lane encoding (gen_elements.py);
+                // else the other payloads:)
 #endif
                 if (!empty) {
                     if (meta.first) { acc_write(); } else { acc_add(); }

@@ -17,7 +17,7 @@ control DecodeCnat(inout headers_t hdr) {
 #ifdef FOUR_BIT
 // NAT4 payload -> FIXED32 payload (docs/PROTOCOL.md "Payload"): a nibble's level m becomes
 // +-(1 << (m-1)) as a CNAT8 code does; meta.bad_code says whether a nibble was 0x8, which
-// no encoder sends. (UQ4 and SUM8 are never decoded: aggregation.p4 adds them in lanes.)
+// no encoder sends. (Lane encodings are never decoded: aggregation.p4 sums them in lanes.)
 control DecodeNat4(inout headers_t hdr, inout metadata_t meta) {
     action decode_nat4() {
         bit<8> nb_bad = 0;

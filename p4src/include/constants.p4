@@ -19,12 +19,12 @@ const bit<8> FLAG_PRIME = 0x01;     // the first use of a slot in a call
 const bit<8> FLAG_EMPTY = 0x02;     // no payload: the sender does not hold the use's block
 const bit<32> NO_BLOCK = 0xffffffff;
 
-const bit<8> ENC_FIXED32 = 0;
-const bit<8> ENC_CNAT8 = 1;
-// 2 is FLOAT32, host to host only (worker/baseline.py): a switch drops it.
-const bit<8> ENC_NAT4 = 3;      // natural dithering: 4-bit sign + level, two per byte
-const bit<8> ENC_UQ4 = 4;       // uniform (THC-style): 4-bit unsigned integers, two per byte
-const bit<8> ENC_SUM8 = 5;      // unsigned one-byte sums (UQ4 results and partial sums)
+// The encodings' wire numbers (ENC_*) are protocol/encodings.py's, declared once there:
+// p4src/gen_elements.py writes them into include/elements.p4, and p4src/tna/gen_tna.py
+// into tna/elements_tna.p4 for the Tofino profile, for every encoding a switch sums or
+// sends (FLOAT32, host to host only, has none: a switch drops it), the lane encodings
+// among them (`lanes`: summed in 16-bit lanes, never decoded). tests/test_protocol.py
+// checks the generated numbers against the declaration.
 
 // Lengths of an aggregation packet after the IPv4 header.
 const bit<16> AGG_HDR_BYTES = 16;

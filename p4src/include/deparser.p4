@@ -21,13 +21,13 @@ control NatComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
         update_checksum(hdr.agg.isValid() && !hdr.block.isValid() && hdr.cnat.isValid(),
             { UDP_PSEUDO, UDP_FIELDS, hdr.agg, hdr.cnat }, hdr.udp.checksum, HashAlgorithm.csum16);
 #ifdef FOUR_BIT
-        // SUM8 results and partial sums (a UQ4 contribution never leaves as it came).
+        // Lane results and partial sums (a lane contribution never leaves as it came).
         update_checksum(hdr.agg.isValid() && !hdr.block.isValid() && hdr.sum.isValid(),
             { UDP_PSEUDO, UDP_FIELDS, hdr.agg, hdr.sum }, hdr.udp.checksum, HashAlgorithm.csum16);
         // Refusals carry no payload (docs/PROTOCOL.md "Refusals").
         update_checksum(hdr.agg.isValid() && !hdr.block.isValid() && !hdr.fixed.isValid()
-                        && !hdr.cnat.isValid() && !hdr.nib.isValid() && !hdr.uq.isValid()
-                        && !hdr.sum.isValid(),
+                        && !hdr.cnat.isValid() && !hdr.nib.isValid()
+                        && LANE_NONE_VALID,
             { UDP_PSEUDO, UDP_FIELDS, hdr.agg }, hdr.udp.checksum, HashAlgorithm.csum16);
 #else
         update_checksum(hdr.agg.isValid() && !hdr.block.isValid() && !hdr.fixed.isValid()
@@ -58,8 +58,8 @@ control NatDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.cnat);
 #ifdef FOUR_BIT
         pkt.emit(hdr.nib);
-        pkt.emit(hdr.uq);
-        pkt.emit(hdr.sum);
+        LANE_EMIT       // the lane encodings' headers, in wire-number order
+        // (gen_elements.py)
 #endif
         pkt.emit(hdr.pad);
     }

@@ -2,6 +2,53 @@
 #ifndef NATSWITCH_ELEMENTS_P4
 #define NATSWITCH_ELEMENTS_P4
 
+// The encodings' wire numbers (protocol/encodings.py: those a switch sums or sends).
+const bit<8> ENC_FIXED32 = 0;
+const bit<8> ENC_CNAT8 = 1;
+const bit<8> ENC_NAT4 = 3;
+const bit<8> ENC_UQ4 = 4;
+const bit<8> ENC_SUM8 = 5;
+
+// The lane encodings (protocol/encodings.py `lanes`), UQ4, SUM8.
+#define LANE_HEADER_TYPES \
+    header uq_h { UQ_FIELDS } \
+    header sum_h { SUM_FIELDS }
+
+#define LANE_HEADERS \
+    uq_h uq; \
+    sum_h sum;
+
+#define LANE_PARSE_SELECT \
+    (_, ENC_UQ4): parse_uq; \
+    (_, ENC_SUM8): parse_sum;
+
+#define LANE_PARSE_STATES \
+    state parse_uq { pkt.extract(hdr.uq); transition accept; } \
+    state parse_sum { pkt.extract(hdr.sum); transition accept; }
+
+#define LANE_EMIT \
+    pkt.emit(hdr.uq); \
+    pkt.emit(hdr.sum);
+
+#define LANE_VALID \
+    hdr.uq.isValid() || \
+    hdr.sum.isValid()
+
+#define LANE_NONE_VALID \
+    !hdr.uq.isValid() && \
+    !hdr.sum.isValid()
+
+#define LANE_INPUTS_INVALID \
+    hdr.uq.setInvalid();
+
+#define LANE_ACTIONS \
+    action lane_write_uq4() { bit<64> ln_x; LANE_WRITE_UQ4 } action lane_add_uq4() { bit<64> ln_x; bit<64> ln_t; LANE_ADD_UQ4 } \
+    action lane_write_sum8() { bit<64> ln_x; LANE_WRITE_SUM8 } action lane_add_sum8() { bit<64> ln_x; bit<64> ln_t; LANE_ADD_SUM8 }
+
+#define LANE_APPLY \
+    if (hdr.uq.isValid()) { if (meta.first) { lane_write_uq4(); } else { lane_add_uq4(); } } else \
+    if (hdr.sum.isValid()) { if (meta.first) { lane_write_sum8(); } else { lane_add_sum8(); } } else
+
 #define FIXED_FIELDS_0 \
     bit<32> v0; \
     bit<32> v1; \

@@ -57,10 +57,10 @@ header cnat_h { CNAT_FIELDS }
 #ifdef FOUR_BIT
 // ELEMS 4-bit codes (NAT4), two per byte, element 2k in the high nibble.
 header nib_h { NIB_FIELDS }
-// The same bytes as UQ4 integers, four per 16-bit word, and ELEMS SUM8 bytes, four per
-// 32-bit word: added a word at a time (p4src/gen_elements.py GROUP_MACROS).
-header uq_h { UQ_FIELDS }
-header sum_h { SUM_FIELDS }
+// The lane encodings (protocol/encodings.py `lanes`), a header each of one field per four
+// elements: added a word at a time (p4src/gen_elements.py LAYOUTS, GROUP_MACROS); by its
+// bits, uq_h (4-bit integers, four per 16-bit word) or sum_h (bytes, four per 32-bit word).
+LANE_HEADER_TYPES
 #endif
 // ELEMS bytes of padding an EMPTY sparse packet may carry (ignored): a FIXED32 result
 // written into it then grows it by 3 * ELEMS bytes, within BMv2's 512 (default profile),
@@ -77,8 +77,8 @@ struct headers_t {
     cnat_h     cnat;
 #ifdef FOUR_BIT
     nib_h      nib;
-    uq_h       uq;
-    sum_h      sum;
+    LANE_HEADERS        // the lane encodings' headers (uq, sum), in wire-number
+                        // order (gen_elements.py)
 #endif
     pad_h      pad;
 }
@@ -135,7 +135,7 @@ struct metadata_t {
     bit<16> zero16;
     bool    udp_bad;
     // codec.p4: bit 7 set if a NAT4 payload held a bad nibble; aggregation.p4: the lanes'
-    // bits above their low bytes (nonzero: a sum outside 0..255, no SUM8 result)
+    // bits above their low bytes (nonzero: a sum outside 0..255, no lane result)
     bit<8>  bad_code;
     bit<64> ovf;
 }

@@ -36,8 +36,8 @@ parser NatParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
             (_, ENC_CNAT8): parse_cnat;
 #ifdef FOUR_BIT
             (_, ENC_NAT4): parse_nib;
-            (_, ENC_UQ4): parse_uq;
-            (_, ENC_SUM8): parse_sum;
+            LANE_PARSE_SELECT       // one a lane encoding (protocol/encodings.py
+                                    // `lanes`), gen_elements.py
 #endif
             default: bad_encoding;
         }
@@ -76,14 +76,14 @@ parser NatParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
         pkt.extract(hdr.nib);
         transition accept;
     }
-    state parse_uq {
-        pkt.extract(hdr.uq);
-        transition accept;
-    }
-    state parse_sum {
-        pkt.extract(hdr.sum);
-        transition accept;
-    }
+    // The lane encodings' states (protocol/encodings.py `lanes`), one a lane encoding in
+    // wire-number order, each extracting its header and accepting (gen_elements.py
+    // LANE_PARSE_STATES): parse_uq for the 4-bit integers, parse_sum for the byte sums.
+    // Their names and headers are the program's of old, which the JSON, softswitch and
+    // the tests know; a new lane encoding takes a header of its bits' layout
+    // (gen_elements.py LAYOUTS).
+    //
+    LANE_PARSE_STATES
 #endif
     state bad_encoding {
         verify(false, error.BadEncoding);

@@ -11,7 +11,7 @@
 #define ELEMS 168
 #endif
 #define MAX_GROWTH 512
-// The 4-bit encodings (NAT4, UQ4) and SUM8 results: a 4-bit contribution of ELEMS/2 bytes
+// The 4-bit encodings and their one-byte results: a 4-bit contribution of ELEMS/2 bytes
 // leaves as a one-byte-per-element result or partial sum, growing by ELEMS/2 bytes. The
 // profiles where that fits (default and wide4) have them; elsewhere their packets are
 // BAD_ENCODING (docs/PROTOCOL.md "Payload").

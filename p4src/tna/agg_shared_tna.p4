@@ -59,9 +59,9 @@
 #define AGG_LANES_OUT(META) \
         if (hdr.sum8.isValid() && META.down) { \
             hdr.fixed.setInvalid(); \
-        } else if (hdr.uq4.isValid() || hdr.sum8.isValid()) { \
-            hdr.uq4.setInvalid(); \
-            hdr.sum8.setInvalid(); \
+        } else if (LANE_VALID) { \
+            /* every lane encoding's header (elements_tna.p4) */ \
+            LANE_INVALIDATE \
             hdr.agg.encoding = ENC_FIXED32; \
         }
 

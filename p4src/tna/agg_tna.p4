@@ -2,9 +2,9 @@
 // of p4src/agg.p4 for TNA / T2NA, ELEMS elements per pass. This file only wires the
 // controls kept one per file beside it. -DWITH_CNAT8 adds CNAT8 contributions (decoded by
 // a table), -DCNAT8_RESULTS CNAT8 results and partial sums (re-compressed by tables in the
-// egress), -DWITH_UQ4 UQ4 and SUM8 in 16-bit lanes with SUM8 results (-DLANES_ONLY: those
-// only, four elements a pair register); without them the program sums FIXED32 only, the
-// SwitchML way. -DPASSES=N (with -DCNAT8_RESULTS): packets of N segments of ELEMS codes,
+// egress), -DWITH_LANES the lane encodings (protocol/encodings.py) in 16-bit lanes with
+// their results (-DLANES_ONLY: those only, four elements a pair register); without them
+// the program sums FIXED32 only, the SwitchML way. -DPASSES=N (with -DCNAT8_RESULTS): packets of N segments of ELEMS codes,
 // one summed a pass (passes_tna.p4).
 #include <core.p4>
 #if __TARGET_TOFINO__ == 2
@@ -30,10 +30,10 @@
 
 // The payload table's keys and entries (agg_shared_tna.p4): a key of every payload header
 // the variant parses, ternary.
-#ifdef WITH_UQ4
+#ifdef WITH_LANES
 #define PAYLOAD_KEYS \
             hdr.fixed.isValid(): ternary; hdr.cnat.isValid(): ternary; \
-            hdr.uq4.isValid(): ternary; hdr.sum8.isValid(): ternary;
+            LANE_KEYS(ternary)
 #else
 #define PAYLOAD_KEYS hdr.fixed.isValid(): ternary; hdr.cnat.isValid(): ternary;
 #endif
@@ -42,17 +42,17 @@
 #define PAYLOAD_ENTRIES \
             (false, true, UDP_LEN_PACKET): fits(); \
             (_, _, _): no_payload();
-#elif defined(WITH_UQ4)
+#elif defined(WITH_LANES)
 #ifndef LANES_ONLY
-#define PAYLOAD_FIXED32 (true, false, false, false, UDP_LEN_FIXED32): fits();
+#define PAYLOAD_FIXED32 (true, false, LANES_NONE, UDP_LEN_FIXED32): fits();
 #else
-#define PAYLOAD_FIXED32 (true, false, false, false, _): no_payload();
+#define PAYLOAD_FIXED32 (true, false, LANES_NONE, _): no_payload();
 #endif
+// LANE_FITS: each lane encoding's header with its length (elements_tna.p4)
 #define PAYLOAD_ENTRIES \
             PAYLOAD_FIXED32 \
-            (false, false, true, false, UDP_LEN_UQ4): fits_lanes(); \
-            (false, false, false, true, UDP_LEN_SUM8): fits_lanes(); \
-            (false, false, false, false, _): no_payload();
+            LANE_FITS(false, false) \
+            (false, false, LANES_NONE, _): no_payload();
 #else
 #ifdef WITH_CNAT8
 #define PAYLOAD_CNAT8 (false, true, UDP_LEN_CNAT8): fits();
@@ -77,7 +77,7 @@ control TnaIngress(inout tna_headers_t hdr, inout ig_meta_t meta,
 #ifdef WITH_CNAT8
     DECODE_DECLS
 #endif
-#ifdef WITH_UQ4
+#ifdef WITH_LANES
     SpreadLanes() spread;
 #endif
 #if PASSES > 1
@@ -120,8 +120,8 @@ control TnaIngress(inout tna_headers_t hdr, inout ig_meta_t meta,
             DECODE_APPLY
         }
 #endif
-#ifdef WITH_UQ4
-        if (hdr.uq4.isValid() || hdr.sum8.isValid()) {
+#ifdef WITH_LANES
+        if (LANE_VALID) {
             spread.apply(hdr);
         }
 #endif
@@ -145,7 +145,7 @@ control TnaIngress(inout tna_headers_t hdr, inout ig_meta_t meta,
             hdr.agg.encoding = ENC_FIXED32;
         }
 #endif
-#ifdef WITH_UQ4
+#ifdef WITH_LANES
         AGG_LANES_OUT(meta)
 #endif
         if (meta.drop_reason != DROP_NONE) {
@@ -161,7 +161,7 @@ control TnaEgress(inout tna_headers_t hdr, inout eg_meta_t meta,
                   inout egress_intrinsic_metadata_for_deparser_t dprsr,
                   inout egress_intrinsic_metadata_for_output_port_t oport) {
     ResultAddressing() addr;
-#ifdef WITH_UQ4
+#ifdef WITH_LANES
     Counter<bit<32>, bit<8>>(DROP_REASONS, CounterType_t.PACKETS_AND_BYTES) drops;
     NarrowLanes() narrow;
     bool overflow = false;
@@ -196,7 +196,7 @@ control TnaEgress(inout tna_headers_t hdr, inout eg_meta_t meta,
 #endif
             }
 #endif
-#ifdef WITH_UQ4
+#ifdef WITH_LANES
             AGG_NARROW(drops.count(DROP_SUM_OVERFLOW); dprsr.drop_ctl = 1;)
 #endif
             addr.apply(hdr, eg_intr_md.egress_port);

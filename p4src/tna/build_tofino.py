@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repository: protocol/
+from protocol.encodings import BY_NAME  # noqa: E402
+from protocol.profiles import FAMILIES  # noqa: E402
 from protocol.sizes import TNA_PIPES, TNA_POOL_SIZE  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -33,10 +35,13 @@ P4C = "p4c-tofino"
 # Harvest passes: Tofino 1 reads a pair register's first lane in a second pass; a packet of
 # PASSES segments (-DPASSES=N, passes_tna.p4) reads its sums back in N - 1 passes more.
 # fixed32: FIXED32 in and out (SwitchML's design); cnat8-in: CNAT8 contributions decoded by
-# table, FIXED32 results; cnat8: CNAT8 both ways, results re-compressed in the egress; uq4:
-# UQ4 and SUM8 contributions in 16-bit lanes, SUM8 results (LANES_ONLY: four elements a
-# pair register, so its elements per pass go in steps of 16); cnat8-mp: CNAT8 both ways in
-# packets of several segments, one summed a pass, the passes walking the pipes.
+# table, FIXED32 results; cnat8: CNAT8 both ways, results re-compressed in the egress;
+# LANE_FAMILY: the family (protocol/profiles.py) whose contributions are a lane encoding
+# (protocol/encodings.py `lanes`), summed in 16-bit lanes with their results (LANES_ONLY:
+# four elements a pair register, so its elements per pass go in steps of 16); cnat8-mp:
+# CNAT8 both ways in packets of several segments, one summed a pass, the passes walking
+# the pipes.
+(LANE_FAMILY,) = (f.name for f in FAMILIES.values() if BY_NAME[f.contribution].lanes)
 VARIANTS = {
     "fixed32-t1": ("tofino", "tna", 64, [], 1),
     "cnat8-in-t1": ("tofino", "tna", 48, ["-DWITH_CNAT8"], 1),
@@ -44,8 +49,8 @@ VARIANTS = {
     "fixed32-t2": ("tofino2", "t2na", 88, [], 0),
     "cnat8-in-t2": ("tofino2", "t2na", 72, ["-DWITH_CNAT8"], 0),
     "cnat8-t2": ("tofino2", "t2na", 16, ["-DCNAT8_RESULTS"], 0),
-    "uq4-t1": ("tofino", "tna", 16, ["-DLANES_ONLY"], 1),
-    "uq4-t2": ("tofino2", "t2na", 32, ["-DLANES_ONLY"], 0),
+    f"{LANE_FAMILY}-t1": ("tofino", "tna", 16, ["-DLANES_ONLY"], 1),
+    f"{LANE_FAMILY}-t2": ("tofino2", "t2na", 32, ["-DLANES_ONLY"], 0),
     # A pool of 2048 slots: a window that covers 100 Gbit/s x a round trip the passes
     # lengthen (docs/STEPTIME.md "Pipes and passes"); the registers take SRAM, not stages.
     "cnat8-mp-t1": ("tofino", "tna", 16, ["-DCNAT8_RESULTS", "-DPASSES=4", "-DPOOL_SIZE=2048"],

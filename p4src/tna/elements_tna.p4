@@ -2,6 +2,70 @@
 #ifndef NATSWITCH_ELEMENTS_TNA_P4
 #define NATSWITCH_ELEMENTS_TNA_P4
 
+// The encodings' wire numbers (protocol/encodings.py: those a switch sums or sends).
+const bit<8> ENC_FIXED32 = 0;
+const bit<8> ENC_CNAT8 = 1;
+const bit<8> ENC_NAT4 = 3;
+const bit<8> ENC_UQ4 = 4;
+const bit<8> ENC_SUM8 = 5;
+
+// The lane encodings (protocol/encodings.py `lanes`), UQ4, SUM8.
+#define LANE_HEADER_TYPES \
+    header uq_h { UQ_FIELDS } \
+    header sum_h { SUM_FIELDS }
+
+#define LANE_HEADERS \
+    uq_h uq; \
+    sum_h sum;
+
+#define LANE_TNA_HEADERS \
+    nib_h uq4; \
+    cnat_h sum8;
+
+#define LANE_UDP_LENS \
+    const bit<16> UDP_LEN_UQ4 = 8 + AGG_HDR_BYTES + ELEMS / 2; \
+    const bit<16> UDP_LEN_SUM8 = 8 + AGG_HDR_BYTES + ELEMS;
+
+#define LANE_PARSE_SELECT \
+    ENC_UQ4: parse_uq4; \
+    ENC_SUM8: parse_sum8;
+
+#define LANE_PARSE_STATES \
+    state parse_uq4 { pkt.extract(hdr.uq4); transition accept; } \
+    state parse_sum8 { pkt.extract(hdr.sum8); transition accept; }
+
+#define LANE_VALID \
+    hdr.uq4.isValid() || \
+    hdr.sum8.isValid()
+
+#define LANE_INVALIDATE \
+    hdr.uq4.setInvalid(); \
+    hdr.sum8.setInvalid();
+
+#define LANE_KEYS(KIND) \
+    hdr.uq4.isValid(): KIND; \
+    hdr.sum8.isValid(): KIND;
+
+#define LANES_NONE \
+    false, false
+
+#define LANE_FITS(...) \
+    (__VA_ARGS__, true, false, UDP_LEN_UQ4): fits_lanes(); \
+    (__VA_ARGS__, false, true, UDP_LEN_SUM8): fits_lanes();
+
+#define LANE_REFUSED(...) \
+    (__VA_ARGS__, true, false, _): no_payload(); \
+    (__VA_ARGS__, false, true, _): no_payload();
+
+#define LANE_FIRST_VALID \
+    hdr.uq4.isValid()
+
+#define LANE_FIRST_SPREAD \
+    UQ4_SPREAD
+
+#define LANE_OTHER_SPREAD \
+    SUM8_SPREAD
+
 #define DECODE_ENTRIES \
     8w0x00 : value(32w0x00000000); \
     8w0x01 : value(32w0x00000001); \

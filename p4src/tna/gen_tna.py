@@ -5,14 +5,21 @@ and p4src/twin/elements_twin.p4, those its v1model twin has in place of TNA exte
 Each macro lists one declaration or statement per 32-bit word of the sums (WORDS of them,
 the FIXED32 payload's fields), per pair register (WORDS / 2) or per element (ELEMS), in
 segments of SEG: WORDS or ELEMS picks how many segments. WORDS is ELEMS, or ELEMS / 2 where
-the program sums UQ4/SUM8 lanes only (LANES_ONLY: two 16-bit lanes a word, word j holding
-elements 2j and 2j + 1). The payload field macros are the ones p4src/include/headers.p4
-expects, so the TNA program shares its header layouts (read-only) with the v1model program.
+the program sums lanes only (LANES_ONLY: two 16-bit lanes a word, word j holding elements
+2j and 2j + 1). The payload field macros are the ones p4src/include/headers.p4 expects, so
+the TNA program shares its header layouts (read-only) with the v1model program. What the
+program knows of the encodings comes from protocol/encodings.py: their wire numbers and,
+for each lane encoding, its header, length, parser state and lane spread.
 """
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))    # the repository
+from p4src import gen_elements  # noqa: E402
+from protocol.encodings import LANES  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "elements_tna.p4"
 TWIN_OUT = Path(__file__).resolve().parents[1] / "twin" / "elements_twin.p4"
@@ -43,22 +50,99 @@ PER_ELEM = {
     "CNAT_FIELDS": "bit<8> c{i};",
     "NIB_FIELDS": "bit<4> n{i};",
 }
-# Per group of four elements: the v1model program's UQ4 and SUM8 views of the same bytes.
+# Per group of four elements: the v1model program's views of the lane encodings' bytes
+# (include/headers.p4's lane headers, gen_elements.py LAYOUTS).
 PER_GROUP = {
-    "UQ_FIELDS": "bit<16> q{g};",
-    "SUM_FIELDS": "bit<32> s{g};",
+    f"{gen_elements.layout(e).header.upper()}_FIELDS":
+        f"bit<{4 * e.bits}> {gen_elements.layout(e).field}{{g}};"
+    for e in LANES
 }
-# UQ4/SUM8 lanes (p4src/tna/lanes_tna.p4): elements 2j and 2j + 1 in the 16-bit lanes of
-# word j, the first in the high one, as the wire orders them; one 32-bit add sums both. A
-# lane's sum stays below 2^16 (at most 32 children of at most 255), so no carry crosses.
-# Each is a hash-unit copy (the ALUs cannot move a nibble or byte to another offset of a
-# container), and each @in_hash statement becomes a logical table of its own.
+
+
+@dataclass(frozen=True)
+class TnaLayout:
+    """A lane encoding's payload in the TNA program (hdr.NAME), by its bits per element:
+    one field an element."""
+
+    header_type: str    # the payload header type it shares with another encoding
+    field: str          # its fields <field>0, <field>1, ...
+
+
+TNA_LAYOUTS = {4: TnaLayout("nib_h", "n"), 8: TnaLayout("cnat_h", "c")}
+# The one lane encoding the switch sends (results and partial sums).
+(RESULT,) = (e for e in LANES if e.result)
+
+
+def spread_word(e) -> str:
+    """Elements 2j and 2j + 1 of lane encoding e into the lanes of word j."""
+    f, pad = f"hdr.{e.name}.{TNA_LAYOUTS[e.bits].field}", 16 - e.bits
+    return f"@in_hash {{{{ hdr.fixed.v{{j}} = {pad}w0 ++ {f}{{a}} ++ {pad}w0 ++ {f}{{b}}; }}}}"
+
+
+# Lanes (p4src/tna/lanes_tna.p4): elements 2j and 2j + 1 in the 16-bit lanes of word j, the
+# first in the high one, as the wire orders them; one 32-bit add sums both. A lane's sum
+# stays below 2^16 (at most 32 children of at most 255), so no carry crosses. Each is a
+# hash-unit copy (the ALUs cannot move a nibble or byte to another offset of a container),
+# and each @in_hash statement becomes a logical table of its own. NAME_SPREAD for each lane
+# encoding, NARROW the lanes' low bytes into the result's.
+_R = f"hdr.{RESULT.name}.{TNA_LAYOUTS[RESULT.bits].field}"
 PER_LANE_WORD = {
-    "UQ4_SPREAD": "@in_hash {{ hdr.fixed.v{j} = 12w0 ++ hdr.uq4.n{a} ++ 12w0 ++ hdr.uq4.n{b}; }}",
-    "SUM8_SPREAD": "@in_hash {{ hdr.fixed.v{j} = 8w0 ++ hdr.sum8.c{a} ++ 8w0 ++ hdr.sum8.c{b}; }}",
-    "NARROW": "@in_hash {{ hdr.sum8.c{a} = hdr.fixed.v{j}[23:16]; }} "
-              "@in_hash {{ hdr.sum8.c{b} = hdr.fixed.v{j}[7:0]; }}",
+    **{f"{e.label}_SPREAD": spread_word(e) for e in LANES},
+    "NARROW": f"@in_hash {{{{ {_R}{{a}} = hdr.fixed.v{{j}}[23:16]; }}}} "
+              f"@in_hash {{{{ {_R}{{b}} = hdr.fixed.v{{j}}[7:0]; }}}}",
 }
+
+
+def payload_len(e) -> str:
+    """The payload bytes of ELEMS elements of e, as a P4 expression."""
+    return "ELEMS" if e.bits == 8 else (f"ELEMS / {8 // e.bits}" if e.bits < 8
+                                        else f"{e.bits // 8} * ELEMS")
+
+
+def lane_macros() -> list[str]:
+    """What the TNA program and its twin do with the lane encodings, each in wire-number
+    order: headers (tna_headers_t's members), UDP lengths, parser entries and states,
+    validity, the payload table's keys and entries, the spread into lanes."""
+    macro = gen_elements.macro
+    n = len(LANES)
+
+    def onehot(k: int) -> str:
+        return ", ".join("true" if i == k else "false" for i in range(n))
+
+    return [
+        "// The lane encodings (protocol/encodings.py `lanes`), "
+        + ", ".join(e.label for e in LANES) + ".",
+        *gen_elements.lane_headers(),
+        *macro("LANE_TNA_HEADERS", [f"{TNA_LAYOUTS[e.bits].header_type} {e.name};"
+                                    for e in LANES]),
+        *macro("LANE_UDP_LENS", [f"const bit<16> UDP_LEN_{e.label} = 8 + AGG_HDR_BYTES + "
+                                 f"{payload_len(e)};" for e in LANES]),
+        *macro("LANE_PARSE_SELECT", [f"ENC_{e.label}: parse_{e.name};" for e in LANES]),
+        *macro("LANE_PARSE_STATES", [
+            f"state parse_{e.name} {{ pkt.extract(hdr.{e.name}); transition accept; }}"
+            for e in LANES]),
+        # (a bare || of them, as it stands alone in the hand-written P4)
+        *macro("LANE_VALID", [f"hdr.{e.name}.isValid()" for e in LANES], " ||"),
+        *macro("LANE_INVALIDATE", [f"hdr.{e.name}.setInvalid();" for e in LANES]),
+        # the payload table: a key of each lane header's validity (KIND: its match), the
+        # keys' values of no lane header, and the entries of each lane header with the
+        # keys before them (...): its length fits, or any length is refused
+        *macro("LANE_KEYS(KIND)", [f"hdr.{e.name}.isValid(): KIND;" for e in LANES]),
+        *macro("LANES_NONE", [onehot(-1)]),
+        *macro("LANE_FITS(...)", [f"(__VA_ARGS__, {onehot(k)}, UDP_LEN_{e.label}): fits_lanes();"
+                                  for k, e in enumerate(LANES)]),
+        *macro("LANE_REFUSED(...)", [f"(__VA_ARGS__, {onehot(k)}, _): no_payload();"
+                                     for k in range(n)]),
+        # lanes_tna.p4's SpreadLanes: the spread of the packet's lane header, the first
+        # lane encoding's or else one of the others'
+        *macro("LANE_FIRST_VALID", [f"hdr.{LANES[0].name}.isValid()"]),
+        *macro("LANE_FIRST_SPREAD", [f"{LANES[0].label}_SPREAD"]),
+        *macro("LANE_OTHER_SPREAD", [
+            *(f"if (hdr.{e.name}.isValid()) {{ {e.label}_SPREAD }} else" for e in LANES[1:-1]),
+            f"{LANES[-1].label}_SPREAD" if n == 2 else f"{{ {LANES[-1].label}_SPREAD }}"]),
+    ]
+
+
 # The twin's (p4src/twin/codec_twin.p4): v1model's one CRC-32 over the key and the element's
 # index, where Tofino's Hash extern takes a polynomial per element.
 TWIN_PER_ELEM = {
@@ -237,7 +321,8 @@ def lane_words() -> list[str]:
 def render() -> str:
     p = polys(MAX_ELEMS)
     lines = ["// Generated by p4src/tna/gen_tna.py; edit the generator, not this.",
-             "#ifndef NATSWITCH_ELEMENTS_TNA_P4", "#define NATSWITCH_ELEMENTS_TNA_P4", ""]
+             "#ifndef NATSWITCH_ELEMENTS_TNA_P4", "#define NATSWITCH_ELEMENTS_TNA_P4", "",
+             *gen_elements.enc_constants(), *lane_macros()]
     lines += define("DECODE_ENTRIES", [f"8w{c:#04x} : value(32w{decode_value(c):#010x});"
                                        for c in range(256)])
     lines += define("ROUND_ENTRIES", round_entries())

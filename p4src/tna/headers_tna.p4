@@ -9,8 +9,8 @@
 #include "../include/constants.p4"
 #include "../include/headers.p4"
 
-const bit<16> UDP_LEN_UQ4 = 8 + AGG_HDR_BYTES + ELEMS / 2;
-const bit<16> UDP_LEN_SUM8 = 8 + AGG_HDR_BYTES + ELEMS;
+// UDP_LEN_NAME of each lane encoding (elements_tna.p4, from protocol/encodings.py).
+LANE_UDP_LENS
 
 // Between passes (Tofino 1): the slot's register index and what to do with the result.
 // It rides in front of the Ethernet header, on the recirculation port only.
@@ -78,8 +78,8 @@ struct tna_headers_t {
     agg_h      agg;
     fixed_h    fixed;
     cnat_h     cnat;
-    nib_h      uq4;         // a UQ4 contribution: two 4-bit integers a byte
-    cnat_h     sum8;        // SUM8 bytes: a partial sum up, a result down
+    // hdr.NAME of each lane encoding: a contribution's nibbles, the result's bytes
+    LANE_TNA_HEADERS
 }
 
 struct ig_meta_t {
@@ -87,7 +87,7 @@ struct ig_meta_t {
     bool    ipv4_bad;
     bool    len_ok;         // the UDP length fits the payload's encoding
     bool    enc_bad;        // no payload the profile sums (another encoding)
-    bool    lanes;          // a UQ4 or SUM8 payload, summed in 16-bit lanes
+    bool    lanes;          // a lane encoding's payload, summed in 16-bit lanes
     bool    job_ok;
     bool    child_ok;
     bool    admitted;       // passed the checks: the use register was run

@@ -1,10 +1,10 @@
 #ifndef NATSWITCH_LANES_TNA_P4
 #define NATSWITCH_LANES_TNA_P4
 
-#ifdef WITH_UQ4
-// UQ4 integers and SUM8 bytes are added as they are, never decoded (docs/PROTOCOL.md
-// "Payload"): elements 2j and 2j + 1 go to the high and low 16-bit lanes of word j of the
-// sums, so the pair registers add four elements each. A lane's sum stays below 2^16 (at
+#ifdef WITH_LANES
+// The lane encodings' integers (protocol/encodings.py `lanes`) are added as they are,
+// never decoded (docs/PROTOCOL.md "Payload"): elements 2j and 2j + 1 go to the high and
+// low 16-bit lanes of word j of the sums, so the pair registers add four elements each. A lane's sum stays below 2^16 (at
 // most 32 children of at most 255), so no carry crosses into its neighbour. Plain P4:
 // the v1model twin runs these controls as they are.
 control SpreadLanes(inout tna_headers_t hdr) {
@@ -13,10 +13,10 @@ control SpreadLanes(inout tna_headers_t hdr) {
 #ifndef LANES_ONLY
         ZERO_REST
 #endif
-        if (hdr.uq4.isValid()) {
-            UQ4_SPREAD
+        if (LANE_FIRST_VALID) {
+            LANE_FIRST_SPREAD
         } else {
-            SUM8_SPREAD
+            LANE_OTHER_SPREAD
         }
     }
 }

@@ -17,20 +17,20 @@
 #define PARSE_CNAT_SELECT
 #define PARSE_CNAT_STATE
 #endif
-#ifdef WITH_UQ4
-#define PARSE_UQ4_SELECT ENC_UQ4: parse_uq4; ENC_SUM8: parse_sum8;
-#define PARSE_UQ4_STATES \
-    state parse_uq4 { \
-        pkt.extract(hdr.uq4); \
-        transition accept; \
-    } \
-    state parse_sum8 { \
-        pkt.extract(hdr.sum8); \
-        transition accept; \
-    }
+#ifdef WITH_LANES
+// The lane encodings' select entries and states, one a lane encoding in wire-number order
+// (elements_tna.p4, written by gen_tna.py from protocol/encodings.py `lanes`): ENC_NAME
+// goes to state parse_NAME, which extracts hdr.NAME and accepts. Their names are the
+// encodings' own, as the TNA program's headers are (headers_tna.p4); the payload table
+// (agg_tna.p4, PAYLOAD_KEYS) then tells the encodings apart by which header is valid.
+//
+//
+//
+#define PARSE_LANE_SELECT LANE_PARSE_SELECT
+#define PARSE_LANE_STATES LANE_PARSE_STATES
 #else
-#define PARSE_UQ4_SELECT
-#define PARSE_UQ4_STATES
+#define PARSE_LANE_SELECT
+#define PARSE_LANE_STATES
 #endif
 
 // A later pass of the walk (passes_tna.p4), META its metadata. Harvesting: the codes
@@ -83,7 +83,7 @@
         transition select(hdr.agg.encoding) { \
             ENC_FIXED32: parse_fixed; \
             PARSE_CNAT_SELECT \
-            PARSE_UQ4_SELECT \
+            PARSE_LANE_SELECT \
             default: accept; \
         } \
     } \
@@ -92,6 +92,6 @@
         transition accept; \
     } \
     PARSE_CNAT_STATE \
-    PARSE_UQ4_STATES
+    PARSE_LANE_STATES
 
 #endif

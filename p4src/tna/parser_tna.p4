@@ -89,13 +89,13 @@ parser TnaEgressParser(packet_in pkt, out tna_headers_t hdr, out eg_meta_t meta,
 #ifdef CNAT8_RESULTS
             1: parse_fixed;
 #endif
-#ifdef WITH_UQ4
+#ifdef WITH_LANES
             2: parse_fixed;
 #endif
             default: accept;
         }
     }
-#if defined(CNAT8_RESULTS) || defined(WITH_UQ4)
+#if defined(CNAT8_RESULTS) || defined(WITH_LANES)
     state parse_fixed {
         pkt.extract(hdr.fixed);
         transition accept;

@@ -29,15 +29,15 @@
 #define WITH_CNAT8
 #endif
 
-// -DWITH_UQ4 adds UQ4 and SUM8 contributions, summed in 16-bit lanes two to a 32-bit word
-// (lanes_tna.p4), and SUM8 results. -DLANES_ONLY sums those only: the sums are ELEMS / 2
-// words, so a pair register adds four elements, and FIXED32 and CNAT8 packets are
-// BAD_ENCODING. WORDS is the 32-bit words of the sums (the FIXED32 payload's fields).
-#if defined(LANES_ONLY) && !defined(WITH_UQ4)
-#define WITH_UQ4
+// -DWITH_LANES adds the lane encodings (protocol/encodings.py `lanes`), summed in 16-bit
+// lanes two to a 32-bit word (lanes_tna.p4), and their results. -DLANES_ONLY sums those
+// only: the sums are ELEMS / 2 words, so a pair register adds four elements, and FIXED32
+// and CNAT8 packets are BAD_ENCODING. WORDS is the 32-bit words of the sums.
+#if defined(LANES_ONLY) && !defined(WITH_LANES)
+#define WITH_LANES
 #endif
 #if defined(LANES_ONLY) && defined(WITH_CNAT8)
-#error "LANES_ONLY sums UQ4 and SUM8 only"
+#error "LANES_ONLY sums the lane encodings only"
 #endif
 #ifdef LANES_ONLY
 #define WORDS (ELEMS / 2)

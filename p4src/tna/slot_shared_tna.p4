@@ -77,8 +77,8 @@
 #endif
 
 // The v1model program's checks in its order, as one ternary match whose admitting entry
-// (admit) runs the use register. UQ4/SUM8 lanes for jobs whose results are SUM8, and only
-// for them.
+// (admit) runs the use register. Lanes for jobs whose results are SUM8, and only for
+// them.
 #define SLOT_ADMIT_TABLE \
     table admit_contrib { \
         key = { \

@@ -12,7 +12,7 @@
 #define ELEMS 16
 #endif
 #define CNAT8_RESULTS 1
-#define WITH_UQ4 1
+#define WITH_LANES 1
 #include "../tna/sizes_tna.p4"
 #include "arch_twin.p4"
 #include "../tna/headers_tna.p4"
@@ -33,22 +33,22 @@
 // validity exactly only, so no entry leaves it out.
 #define PAYLOAD_KEYS \
             hdr.fixed.isValid(): exact; hdr.cnat.isValid(): exact; \
-            hdr.uq4.isValid(): exact; hdr.sum8.isValid(): exact;
+            LANE_KEYS(exact)
 #if PASSES > 1
 // CNAT8 packets of every segment only
 #define PAYLOAD_ENTRIES \
-            (false, true, false, false, UDP_LEN_PACKET): fits(); \
-            (true, false, false, false, _): no_payload(); \
-            (false, false, true, false, _): no_payload(); \
-            (false, false, false, true, _): no_payload(); \
-            (false, false, false, false, _): no_payload();
+            (false, true, LANES_NONE, UDP_LEN_PACKET): fits(); \
+            (true, false, LANES_NONE, _): no_payload(); \
+            /* each lane encoding's header (elements_tna.p4) */ \
+            LANE_REFUSED(false, false) \
+            (false, false, LANES_NONE, _): no_payload();
 #else
 #define PAYLOAD_ENTRIES \
-            (true, false, false, false, UDP_LEN_FIXED32): fits(); \
-            (false, true, false, false, UDP_LEN_CNAT8): fits(); \
-            (false, false, true, false, UDP_LEN_UQ4): fits_lanes(); \
-            (false, false, false, true, UDP_LEN_SUM8): fits_lanes(); \
-            (false, false, false, false, _): no_payload();
+            (true, false, LANES_NONE, UDP_LEN_FIXED32): fits(); \
+            (false, true, LANES_NONE, UDP_LEN_CNAT8): fits(); \
+            /* each lane encoding's header with its length (elements_tna.p4) */ \
+            LANE_FITS(false, false) \
+            (false, false, LANES_NONE, _): no_payload();
 #endif
 
 control NatIngress(inout tna_headers_t hdr, inout twin_meta_t m, inout standard_metadata_t sm) {
@@ -112,7 +112,7 @@ control NatIngress(inout tna_headers_t hdr, inout twin_meta_t m, inout standard_
                 // carries from here on (the TNA program writes the same PHV fields).
                 hdr.fixed.setValid();
                 DECODE_APPLY
-            } else if (hdr.uq4.isValid() || hdr.sum8.isValid()) {
+            } else if (LANE_VALID) {
                 spread.apply(hdr);
             }
             sums.apply(hdr, m.ig);
