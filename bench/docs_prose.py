@@ -53,8 +53,8 @@ CHECKED = ("",)
 # number alone or a phrase around it, which then must be there.
 SETTINGS = {"0.9": "SGD momentum", "0.005": "the workload's precision target, nats",
             "0.01": "the equivalence margin, nats, fixed before its runs",
-            "4.57": "ln 97, the divergence threshold", "21.33": "compute per step, ms (input), an earlier one",
-            "21.3": "the same, as the caption rounds it",
+            "4.57": "ln 97, the divergence threshold",
+            "21.33": "an earlier compute per step, ms (input)",
             "2.03 ms": "MNIST-1D's compute per step, ms (input)",
             "compute-ms 2.03": "the same, in a command",
             "compute 2.0 ms": "the same, as the caption rounds it",

@@ -414,8 +414,9 @@ def plot(a: dict, path: Path, panels: list[str] | None = None) -> bool:
 
 
 EXPLAINED = ("*steps to target*: the first evaluated step at or above the target accuracy "
-             "(at or below a target loss; first crossing); *speed-up*: per seed the baseline's time to target over the "
-             "method's, their geometric mean over seeds and its 95 % interval (Student's t on "
+             "(at or below a target loss; first crossing); *speed-up*: per seed the "
+             "baseline's time to target over the method's, their geometric mean over seeds "
+             "and its 95 % interval (Student's t on "
              "the per-seed log ratios, seeds - 1 degrees of freedom, taken back by exp); "
              "*sooner*/*later* where the interval excludes 1, else *cannot tell*; a seed "
              "either side did not reach has no ratio and its row gives the counts; "
