@@ -273,7 +273,19 @@ def machine() -> dict:
         "p4c": _version(["p4c-bm2-ss", "--version"]),
         "mininet": _version(["mn", "--version"]),
         "load_average": [round(x, 2) for x in os.getloadavg()],
+        **_torch(),
     }
+
+
+def _torch() -> dict:
+    """PyTorch's version and the vector instructions its CPU kernels dispatch to, where a
+    bench has imported it: the same seed rounds differently, and trains differently, under
+    another dispatch (docs/results.md, time to accuracy)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {}
+    return {"torch": torch.__version__,
+            "torch_cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
 @dataclass(frozen=True)

@@ -397,7 +397,9 @@ def plot(a: dict, path: Path, panels: list[str] | None = None) -> bool:
         for r in blocks[name]:
             accs = np.array(a["per_seed"][r["method"]])
             t = steps * r["seconds_per_step"]
-            line, = ax.plot(t, accs.mean(axis=0), lw=1.5, label=r["label"])
+            # one colour a method in every panel: a panel without a method keeps the others'
+            line, = ax.plot(t, accs.mean(axis=0), lw=1.5, label=r["label"],
+                            color=f"C{list(METHODS).index(r['method'])}")
             ax.fill_between(t, accs.min(axis=0), accs.max(axis=0), color=line.get_color(),
                             alpha=0.15, lw=0)
         ax.axhline(a["target"], color="k", lw=0.8, ls="--")
@@ -406,7 +408,8 @@ def plot(a: dict, path: Path, panels: list[str] | None = None) -> bool:
         ax.set_xlabel("wall-clock time (s)")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel(f"{goal.axis}\n(mean, min-max of {a['seeds']} seeds)")
-    axes[0][0].legend(fontsize=7, loc="lower right" if goal.higher_is_better else "upper right")
+    for ax in axes[0]:                  # each panel names the methods it has
+        ax.legend(fontsize=6, loc="lower right" if goal.higher_is_better else "upper right")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -57,3 +57,17 @@ def test_a_switch_cpu_per_call_below_its_ticks_is_printed_as_a_bound():
     assert speed_targets.row_table([{
         **row, "part": "star", "variant": "C_nat INA", "code": "new", "eps": 1e6,
         "eps_min": 1e6, "eps_max": 1e6, "load": [0.5, 0.6]}])[1][0][9] == "0.5+< 0.02"
+
+
+def test_the_machine_record_names_torch_s_cpu_dispatch_where_a_bench_imported_torch(
+        monkeypatch):
+    # the same seed trains differently under another dispatch: a run's JSON must say which
+    import common
+    import torch
+
+    got = common.machine()
+    assert got["torch"] == torch.__version__
+    assert got["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    monkeypatch.delitem(sys.modules, "torch")
+    assert "torch_cpu_capability" not in common.machine()     # no torch import for it
+    assert "torch" not in sys.modules

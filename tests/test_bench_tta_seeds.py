@@ -218,9 +218,16 @@ def test_the_committed_tables_are_what_the_committed_steps_make(workload):
 
 
 def test_kept_steps_answer_only_the_target_they_were_kept_for():
-    steps = json.loads((REPO / "docs" / "results" / "torch_tta_steps.json").read_text())
+    kept = json.loads((REPO / "docs" / "results" / "torch_tta_steps.json").read_text())
+    steps = {k: v for k, v in kept.items() if k != "per_seed"}
     with pytest.raises(ValueError, match="kept for target 0.8, not 0.9"):
         tta_seeds.analyse(steps, 0.9, 0.02, None)
+    # kept with their curves, the steps answer any target: later ones for a higher one
+    at_08 = tta_seeds.per_seed_steps(kept, 0.8)
+    at_09 = tta_seeds.per_seed_steps(kept, 0.9)
+    assert at_08 == kept["steps_to_target"]
+    assert all(b is None or b >= a for k in at_08 for a, b in zip(at_08[k], at_09[k]))
+    assert at_09 != at_08
 
 
 # charlm: a loss goal, lower is better (bench/separation.py's runs)
