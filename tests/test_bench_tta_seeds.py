@@ -226,7 +226,8 @@ def test_kept_steps_answer_only_the_target_they_were_kept_for():
     at_08 = tta_seeds.per_seed_steps(kept, 0.8)
     at_09 = tta_seeds.per_seed_steps(kept, 0.9)
     assert at_08 == kept["steps_to_target"]
-    assert all(b is None or b >= a for k in at_08 for a, b in zip(at_08[k], at_09[k]))
+    assert all(b is None or b >= a for k in at_08 for a, b in
+               zip(at_08[k], at_09[k], strict=True))
     assert at_09 != at_08
 
 
