@@ -40,6 +40,8 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=10.0)
     ap.add_argument("--encoding", default="cnat8")
     ap.add_argument("--session", type=int, required=True)
+    ap.add_argument("--progress", action="store_true",
+                    help="print 'call N' after each call, flushed (a test waits for it)")
     args = ap.parse_args()
     wargs = worker_main.build_parser().parse_args(
         ["--topology", args.topology, "--host", args.host, "--job", str(args.job),
@@ -56,8 +58,10 @@ def main() -> int:
               "error": None}
     start = time.monotonic()
     try:
-        for x in xs:
+        for i, x in enumerate(xs, 1):
             record["outputs"].append(client.allreduce(x))
+            if args.progress:
+                print(f"call {i}", flush=True)
     except AllReduceError as e:
         record["error"] = str(e)
     finally:

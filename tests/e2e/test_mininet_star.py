@@ -55,10 +55,18 @@ def test_allreduce_stays_exact_under_20_percent_loss(star):
 def test_a_killed_worker_ends_the_others_with_a_clear_error(star):
     emu, topo, path, workdir = star
     timeout = 4.0
-    procs = start_probes(emu, path, topo.job(1), workdir, "--calls", "400", "--timeout",
-                         str(timeout))
-    time.sleep(3.0)                      # well into the calls
+    job = topo.job(1)
+    procs = start_probes(emu, path, job, workdir, "--calls", "400", "--timeout", str(timeout),
+                         "--progress")
     host, victim, _ = procs[2]
+    # killed once its 20th call is done, well before the 400th: a fixed sleep let a fast
+    # machine finish every call first
+    log = workdir / f"probe-j{job.id}-{host}.log"
+    deadline = time.monotonic() + 120
+    while "call 20\n" not in log.read_text(errors="replace"):
+        assert victim.poll() is None, f"probe on {host} ended before its 20th call"
+        assert time.monotonic() < deadline, f"probe on {host} made no 20 calls in 120 s"
+        time.sleep(0.05)
     assert victim.poll() is None, f"probe on {host} ended before it could be killed"
     victim.kill()
     victim.wait()
