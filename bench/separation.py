@@ -53,7 +53,7 @@ def measured(args, losses, seconds, curves, eval_steps) -> dict:
     """What a run's JSON holds for --from-json, partial or final."""
     return {"workload": "charlm", "workers": WORKERS, "batch": args.batch, "steps": args.steps,
             "lr": args.lr, "first_seed": args.first_seed, "late": args.late,
-            "margin": args.margin, "losses": losses, "seconds": seconds, "curves": curves,
+            "margin": args.margin, "losses": losses, "seconds": seconds, "per_seed": curves,
             "eval_steps": eval_steps}
 
 
@@ -128,7 +128,9 @@ def main(argv=None) -> int:
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     if old:
         losses, seconds = old["losses"], old["seconds"]
-        curves, eval_steps = old.get("curves", curves), old.get("eval_steps", [])
+        # per_seed: each seed's curve (runs before 2026-12-07 called it curves)
+        curves = old.get("per_seed", old.get("curves", curves))
+        eval_steps = old.get("eval_steps", [])
     for seed in seeds if not old else ():
         for name in names:
             how, what = METHODS[name]

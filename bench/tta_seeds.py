@@ -162,13 +162,9 @@ def per_seed_steps(conv: dict, target: float) -> dict[str, list[int | None]]:
 
 
 def curves_of(conv: dict) -> dict | None:
-    """Per method, each seed's curve of the goal's metric: bench/torch_convergence.py's
-    per_seed, or bench/separation.py's curves (validation losses, per seed: its JSON is the
-    one with losses; torch_convergence's curves are means over seeds); None where kept
-    without."""
-    if "per_seed" in conv:
-        return conv["per_seed"]
-    return conv["curves"] if "losses" in conv and "curves" in conv else None
+    """Per method, each seed's curve of the goal's metric (per_seed, as
+    bench/torch_convergence.py and bench/separation.py write it); None where kept without."""
+    return conv.get("per_seed")
 
 
 def compute_seconds(batch: int, reps: int = 40, workload: str = "mnist1d") -> float:

@@ -43,7 +43,7 @@ def test_a_run_is_judged_by_the_mean_of_its_last_evaluations(tmp_path):
                  "--late", "2", "--methods", "top-k 1% (hook)", "--json", str(out)]) == 0
     got = json.loads(out.read_text())
     assert got["eval_steps"] == [1, 2, 3, 4]
-    for name, runs in got["curves"].items():
+    for name, runs in got["per_seed"].items():
         assert len(runs) == 2 and all(len(c) == 4 for c in runs)
         assert got["losses"][name] == pytest.approx([np.mean(c[-2:]) for c in runs])
         # the last two evaluations of a training run are two different models

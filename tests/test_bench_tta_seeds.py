@@ -237,9 +237,9 @@ FAST = [3.0, 2.34, 2.3, 2.3, 2.28]
 
 
 def _charlm(curves: dict) -> dict:
-    """What bench/separation.py writes: per-seed validation-loss curves under "curves"."""
+    """What bench/separation.py writes: per-seed validation-loss curves under "per_seed"."""
     return {"workload": "charlm", "eval_steps": STEPS, "batch": 16, "workers": 4,
-            "losses": {k: [c[-1] for c in v] for k, v in curves.items()}, "curves": curves}
+            "losses": {k: [c[-1] for c in v] for k, v in curves.items()}, "per_seed": curves}
 
 
 def test_a_loss_reaches_at_its_first_evaluation_at_or_below_the_target():
@@ -279,7 +279,7 @@ def test_a_charlm_run_is_timed_to_its_loss_goal_with_its_own_model(tmp_path):
 
 
 def test_torch_convergence_means_are_not_read_as_per_seed_curves():
-    # its "curves" are the means over seeds; only separation.py's (with losses) are per seed
+    # torch_convergence's "curves" are the means over seeds, never read as one seed's curve
     conv = {"eval_steps": STEPS, "batch": 32, "workers": 4, "curves": {GLOO: FAST}}
     assert tta_seeds.curves_of(conv) is None
     assert tta_seeds.curves_of(_charlm({GLOO: [FAST]})) == {GLOO: [FAST]}
